@@ -1,0 +1,357 @@
+//! The one `Config`, from CLI flags, `ROWGATE_*` environment variables and a TOML file, in that
+//! order of precedence. Keys are PostgREST's (`db-uri` is `--db-uri`, `ROWGATE_DB_URI` and
+//! `db-uri` in TOML), so a PostgREST configuration carries over key by key.
+//!
+//! Loading never panics: every wrong or missing value is a [`ConfigError`] with a one-line
+//! explanation, which `main` prints before exiting with status 2.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::Args;
+use serde::Deserialize;
+
+/// Why the configuration cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The config file could not be read.
+    #[error("cannot read config file {path}: {reason}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        reason: String,
+    },
+    /// The config file is not valid TOML or has an unknown key or a value of the wrong type.
+    #[error("invalid config file {path}: {reason}")]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, on one line.
+        reason: String,
+    },
+    /// A required key has no value anywhere.
+    #[error("missing {key}: set --{key}, ROWGATE_{env} or {key} in the config file")]
+    Missing {
+        /// The key.
+        key: &'static str,
+        /// The key's environment variable suffix.
+        env: String,
+    },
+    /// A value is present but wrong.
+    #[error("invalid {key}: {reason}")]
+    Invalid {
+        /// The key.
+        key: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// `log-level` values, PostgREST's names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogLevel {
+    /// Only crashes.
+    Crit,
+    /// Errors (the default, as in PostgREST).
+    Error,
+    /// Warnings and errors.
+    Warn,
+    /// One line per request and lifecycle events.
+    Info,
+    /// Everything, including SQL.
+    Debug,
+}
+
+impl LogLevel {
+    /// The `tracing` filter directive for this level.
+    pub fn directive(self) -> &'static str {
+        match self {
+            LogLevel::Crit | LogLevel::Error => "error",
+            LogLevel::Warn => "warn",
+            LogLevel::Info => "info",
+            LogLevel::Debug => "debug",
+        }
+    }
+}
+
+/// Options of `rowgate serve`, each a CLI flag with an environment variable.
+/// Every field is optional here; defaults are applied in [`Config::load`].
+#[derive(Debug, Clone, Default, Args)]
+pub struct ServeArgs {
+    /// TOML config file; CLI flags and ROWGATE_* variables override its keys.
+    #[arg(long, env = "ROWGATE_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// PostgreSQL connection URI of the authenticator role (PostgREST `db-uri`). Required.
+    #[arg(long = "db-uri", env = "ROWGATE_DB_URI", value_name = "URI")]
+    pub db_uri: Option<String>,
+    /// Comma-separated schemas to expose; the first is the default [default: public].
+    #[arg(long = "db-schemas", env = "ROWGATE_DB_SCHEMAS", value_name = "LIST")]
+    pub db_schemas: Option<String>,
+    /// Role for requests without credentials; unset means such requests get 401.
+    #[arg(long = "db-anon-role", env = "ROWGATE_DB_ANON_ROLE", value_name = "ROLE")]
+    pub db_anon_role: Option<String>,
+    /// Maximum number of pooled connections [default: 10].
+    #[arg(long = "db-pool", env = "ROWGATE_DB_POOL", value_name = "N")]
+    pub db_pool: Option<u32>,
+    /// Seconds to wait for a pooled connection before answering 504 PGRST003 [default: 10].
+    #[arg(
+        long = "db-pool-acquisition-timeout",
+        env = "ROWGATE_DB_POOL_ACQUISITION_TIMEOUT",
+        value_name = "SECONDS"
+    )]
+    pub db_pool_acquisition_timeout: Option<u64>,
+    /// Hard cap on the rows a read returns [default: unlimited].
+    #[arg(long = "db-max-rows", env = "ROWGATE_DB_MAX_ROWS", value_name = "N")]
+    pub db_max_rows: Option<u64>,
+    /// Comma-separated schemas added to search_path after the requested one [default: public].
+    #[arg(long = "db-extra-search-path", env = "ROWGATE_DB_EXTRA_SEARCH_PATH", value_name = "LIST")]
+    pub db_extra_search_path: Option<String>,
+    /// NOTIFY channel for schema reloads [default: rowgate].
+    #[arg(long = "db-channel", env = "ROWGATE_DB_CHANNEL", value_name = "NAME")]
+    pub db_channel: Option<String>,
+    /// Listen on db-channel for `NOTIFY rowgate, 'reload schema'` [default: true].
+    #[arg(long = "db-channel-enabled", env = "ROWGATE_DB_CHANNEL_ENABLED", value_name = "BOOL")]
+    pub db_channel_enabled: Option<bool>,
+    /// statement_timeout for request statements, in milliseconds; 0 disables it [default: 0].
+    #[arg(long = "db-statement-timeout", env = "ROWGATE_DB_STATEMENT_TIMEOUT", value_name = "MS")]
+    pub db_statement_timeout: Option<u64>,
+    /// Address to listen on [default: 0.0.0.0; PostgREST's `!4` and `*4` mean the same].
+    #[arg(long = "server-host", env = "ROWGATE_SERVER_HOST", value_name = "ADDR")]
+    pub server_host: Option<String>,
+    /// Port to listen on [default: 3000].
+    #[arg(long = "server-port", env = "ROWGATE_SERVER_PORT", value_name = "PORT")]
+    pub server_port: Option<u16>,
+    /// Longest accepted request target (path and query), in bytes [default: 16384].
+    #[arg(long = "server-max-url-length", env = "ROWGATE_SERVER_MAX_URL_LENGTH", value_name = "BYTES")]
+    pub server_max_url_length: Option<usize>,
+    /// Largest accepted request body, in bytes [default: 10485760].
+    #[arg(long = "server-max-body-size", env = "ROWGATE_SERVER_MAX_BODY_SIZE", value_name = "BYTES")]
+    pub server_max_body_size: Option<usize>,
+    /// Largest accepted request head (request line and headers), in bytes [default: 32768].
+    #[arg(long = "server-max-header-size", env = "ROWGATE_SERVER_MAX_HEADER_SIZE", value_name = "BYTES")]
+    pub server_max_header_size: Option<usize>,
+    /// crit, error, warn, info or debug [default: error].
+    #[arg(long = "log-level", env = "ROWGATE_LOG_LEVEL", value_name = "LEVEL")]
+    pub log_level: Option<LogLevel>,
+}
+
+/// The TOML file: the same keys as the flags, kebab-case; unknown keys are an error.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct FileConfig {
+    db_uri: Option<String>,
+    db_schemas: Option<String>,
+    db_anon_role: Option<String>,
+    db_pool: Option<u32>,
+    db_pool_acquisition_timeout: Option<u64>,
+    db_max_rows: Option<u64>,
+    db_extra_search_path: Option<String>,
+    db_channel: Option<String>,
+    db_channel_enabled: Option<bool>,
+    db_statement_timeout: Option<u64>,
+    server_host: Option<String>,
+    server_port: Option<u16>,
+    server_max_url_length: Option<usize>,
+    server_max_body_size: Option<usize>,
+    server_max_header_size: Option<usize>,
+    log_level: Option<LogLevel>,
+}
+
+/// The configuration rowgate runs with, every value resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// `db-uri`.
+    pub db_uri: String,
+    /// `db-schemas`; never empty, the first is the default.
+    pub db_schemas: Vec<String>,
+    /// `db-anon-role`.
+    pub db_anon_role: Option<String>,
+    /// `db-pool`.
+    pub db_pool: usize,
+    /// `db-pool-acquisition-timeout`.
+    pub db_pool_acquisition_timeout: Duration,
+    /// `db-max-rows`.
+    pub db_max_rows: Option<u64>,
+    /// `db-extra-search-path`.
+    pub db_extra_search_path: Vec<String>,
+    /// `db-channel`.
+    pub db_channel: String,
+    /// `db-channel-enabled`.
+    pub db_channel_enabled: bool,
+    /// `db-statement-timeout`, if non-zero.
+    pub db_statement_timeout: Option<Duration>,
+    /// `server-host`.
+    pub server_host: IpAddr,
+    /// `server-port`.
+    pub server_port: u16,
+    /// `server-max-url-length`.
+    pub server_max_url_length: usize,
+    /// `server-max-body-size`.
+    pub server_max_body_size: usize,
+    /// `server-max-header-size`.
+    pub server_max_header_size: usize,
+    /// `log-level`.
+    pub log_level: LogLevel,
+}
+
+impl Config {
+    /// Resolves the configuration: flags and environment (already merged by clap, flags
+    /// first), then the TOML file, then defaults; then validates every value.
+    pub fn load(args: &ServeArgs) -> Result<Config, ConfigError> {
+        let file = match &args.config {
+            Some(path) => read_file(path)?,
+            None => FileConfig::default(),
+        };
+        let a = args.clone();
+        let db_uri = a.db_uri.or(file.db_uri).ok_or_else(|| missing("db-uri"))?;
+        db_uri.parse::<tokio_postgres::Config>().map_err(|e| invalid("db-uri", e.to_string()))?;
+        let db_schemas = list(a.db_schemas.or(file.db_schemas).as_deref().unwrap_or("public"));
+        if db_schemas.is_empty() {
+            return Err(invalid("db-schemas", "no schema given".into()));
+        }
+        let db_pool = a.db_pool.or(file.db_pool).unwrap_or(10);
+        if db_pool == 0 {
+            return Err(invalid("db-pool", "must be at least 1".into()));
+        }
+        let db_channel = a.db_channel.or(file.db_channel).unwrap_or_else(|| "rowgate".into());
+        if db_channel.is_empty() {
+            return Err(invalid("db-channel", "must not be empty".into()));
+        }
+        let host = a.server_host.or(file.server_host).unwrap_or_else(|| "!4".into());
+        let server_host = parse_host(&host).ok_or_else(|| {
+            invalid("server-host", format!("{host:?} is not an IP address, !4, *4, !6 or *6"))
+        })?;
+        let anon = a.db_anon_role.or(file.db_anon_role).filter(|r| !r.is_empty());
+        Ok(Config {
+            db_uri,
+            db_schemas,
+            db_anon_role: anon,
+            db_pool: db_pool as usize,
+            db_pool_acquisition_timeout: Duration::from_secs(
+                a.db_pool_acquisition_timeout.or(file.db_pool_acquisition_timeout).unwrap_or(10),
+            ),
+            db_max_rows: a.db_max_rows.or(file.db_max_rows),
+            db_extra_search_path: list(
+                a.db_extra_search_path.or(file.db_extra_search_path).as_deref().unwrap_or("public"),
+            ),
+            db_channel,
+            db_channel_enabled: a.db_channel_enabled.or(file.db_channel_enabled).unwrap_or(true),
+            db_statement_timeout: a
+                .db_statement_timeout
+                .or(file.db_statement_timeout)
+                .filter(|ms| *ms > 0)
+                .map(Duration::from_millis),
+            server_host,
+            server_port: a.server_port.or(file.server_port).unwrap_or(3000),
+            server_max_url_length: a
+                .server_max_url_length
+                .or(file.server_max_url_length)
+                .unwrap_or(16 * 1024),
+            server_max_body_size: a
+                .server_max_body_size
+                .or(file.server_max_body_size)
+                .unwrap_or(10 * 1024 * 1024),
+            server_max_header_size: a
+                .server_max_header_size
+                .or(file.server_max_header_size)
+                .unwrap_or(32 * 1024)
+                .max(8192),
+            log_level: a.log_level.or(file.log_level).unwrap_or(LogLevel::Error),
+        })
+    }
+}
+
+fn read_file(path: &Path) -> Result<FileConfig, ConfigError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConfigError::Read { path: path.to_owned(), reason: e.to_string() })?;
+    toml::from_str(&text)
+        .map_err(|e| ConfigError::File { path: path.to_owned(), reason: e.message().replace('\n', " ") })
+}
+
+fn missing(key: &'static str) -> ConfigError {
+    ConfigError::Missing { key, env: key.replace('-', "_").to_uppercase() }
+}
+
+fn invalid(key: &'static str, reason: String) -> ConfigError {
+    ConfigError::Invalid { key, reason: reason.replace('\n', " ") }
+}
+
+/// Splits a PostgREST-style comma-separated list, trimming blanks.
+fn list(value: &str) -> Vec<String> {
+    value.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect()
+}
+
+/// PostgREST's host forms: `!4`/`*4` (any IPv4), `!6`/`*6`/`*` (any IPv6), or an address.
+fn parse_host(host: &str) -> Option<IpAddr> {
+    match host {
+        "!4" | "*4" => Some(IpAddr::from([0, 0, 0, 0])),
+        "!6" | "*6" | "*" => Some(IpAddr::from([0u16; 8])),
+        "localhost" => Some(IpAddr::from([127, 0, 0, 1])),
+        other => other.parse().ok(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(uri: Option<&str>) -> ServeArgs {
+        ServeArgs { db_uri: uri.map(String::from), ..ServeArgs::default() }
+    }
+
+    #[test]
+    fn defaults_follow_postgrest() {
+        let c = Config::load(&args(Some("postgres://u@localhost/db"))).unwrap();
+        assert_eq!(c.db_schemas, vec!["public"]);
+        assert_eq!(c.db_pool, 10);
+        assert_eq!(c.server_port, 3000);
+        assert_eq!(c.db_extra_search_path, vec!["public"]);
+        assert_eq!(c.db_anon_role, None);
+        assert_eq!(c.log_level, LogLevel::Error);
+    }
+
+    #[test]
+    fn missing_uri_is_one_line() {
+        let e = Config::load(&args(None)).unwrap_err().to_string();
+        assert_eq!(e, "missing db-uri: set --db-uri, ROWGATE_DB_URI or db-uri in the config file");
+    }
+
+    #[test]
+    fn file_fills_what_flags_leave() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rowgate.toml");
+        std::fs::write(&path, "db-uri = \"postgres://f@h/d\"\ndb-pool = 3\nserver-port = 4000\n").unwrap();
+        let mut a = args(None);
+        a.config = Some(path);
+        a.server_port = Some(5000);
+        let c = Config::load(&a).unwrap();
+        assert_eq!(c.db_uri, "postgres://f@h/d");
+        assert_eq!(c.db_pool, 3);
+        assert_eq!(c.server_port, 5000);
+    }
+
+    #[test]
+    fn unknown_file_key_is_rejected() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rowgate.toml");
+        std::fs::write(&path, "db-uri = \"postgres://f@h/d\"\ndb-pools = 3\n").unwrap();
+        let mut a = args(None);
+        a.config = Some(path);
+        let e = Config::load(&a).unwrap_err().to_string();
+        assert!(e.contains("unknown field `db-pools`"), "{e}");
+        assert!(!e.contains('\n'));
+    }
+
+    #[test]
+    fn bad_values_are_explained() {
+        let mut a = args(Some("postgres://u@localhost/db"));
+        a.db_pool = Some(0);
+        assert_eq!(Config::load(&a).unwrap_err().to_string(), "invalid db-pool: must be at least 1");
+        let mut a = args(Some("postgres://u@localhost/db"));
+        a.server_host = Some("nowhere".into());
+        assert!(Config::load(&a).unwrap_err().to_string().starts_with("invalid server-host"));
+    }
+}

@@ -1,0 +1,122 @@
+//! The database stage: a pool of PostgreSQL connections, each remembering the statements it has
+//! prepared and the session settings it holds, and the execution of a request's statements.
+//!
+//! How a request reaches PostgreSQL, and why: a GET needs its role and `request.*` settings in
+//! force before its query starts (RLS and grants are checked then). Instead of PostgREST's
+//! BEGIN / set_config / query / COMMIT, each connection remembers the session-level settings it
+//! holds; a request sends one `SELECT set_config(..., false), ...` for the settings that differ
+//! (role, search_path, claims, `request.*`, read-only mode), pipelined ahead of its prepared
+//! query in the same round trip, and nothing else. Single-statement reads need no explicit
+//! transaction: the statement's implicit transaction is read-only through
+//! `default_transaction_read_only`. If the settings statement fails, the query's result is
+//! discarded and the connection forgets what it holds, so the next request sets everything.
+
+mod pool;
+mod settings;
+mod value;
+
+pub use pool::{connect, Db, PgConn};
+pub use settings::{SessionSettings, Setting};
+pub use value::{RawValue, TextParam};
+
+use tokio_postgres::Row;
+
+use crate::error::Error;
+use crate::sql::Statement;
+
+/// The rows of a read, and the count statement's answer when one was asked for.
+pub struct ReadResult {
+    /// Rows of the main statement.
+    pub rows: Vec<Row>,
+    /// The plan of the count query (`EXPLAIN (FORMAT JSON)` output), for planned counts.
+    pub explain: Option<String>,
+}
+
+impl PgConn {
+    /// Runs a read: the settings that differ, the main statement and an optional EXPLAIN, in one
+    /// pipelined round trip once the statements are prepared.
+    pub async fn read(
+        &mut self,
+        wanted: &SessionSettings,
+        main: &Statement,
+        explain: Option<&Statement>,
+        anonymous: bool,
+    ) -> Result<ReadResult, Error> {
+        let mut settings_stmt = self.settings_statement(wanted).await.map_err(|e| db_error(e, anonymous))?;
+        let cached = self.is_prepared(&main.text) && explain.is_none_or(|s| self.is_prepared(&s.text));
+        if !cached {
+            // Parsing checks schema privileges as the current role, so a statement is prepared
+            // only once the request's role is in force: settings first, on their own.
+            if let Some((stmt, values)) = settings_stmt.take() {
+                let applied = self.client.execute_raw(&stmt, values.iter().map(|v| TextParam(v))).await;
+                if let Err(e) = applied {
+                    self.settings.forget();
+                    return Err(db_error(e, anonymous));
+                }
+                self.settings = SessionSettings::merged(wanted, &self.defaults);
+            }
+        }
+        let main_stmt = self.prepare_cached(&main.text).await.map_err(|e| db_error(e, anonymous))?;
+        let explain_stmt = match explain {
+            Some(s) => Some(self.prepare_cached(&s.text).await.map_err(|e| db_error(e, anonymous))?),
+            None => None,
+        };
+        let client = &self.client;
+        let settings_values = settings_stmt.as_ref().map(|(_, values)| values);
+        let settings_fut = async {
+            match (&settings_stmt, settings_values) {
+                (Some((stmt, _)), Some(values)) => {
+                    client.execute_raw(stmt, values.iter().map(|v| TextParam(v))).await.map(Some)
+                }
+                _ => Ok(None),
+            }
+        };
+        let main_fut = query(client, &main_stmt, &main.params);
+        let explain_fut = async {
+            match (&explain_stmt, explain) {
+                (Some(stmt), Some(s)) => {
+                    let rows = query(client, stmt, &s.params).await?;
+                    let mut plan = String::new();
+                    for row in rows {
+                        if let Some(RawValue(text)) = row.get::<_, Option<RawValue>>(0) {
+                            plan.push_str(&String::from_utf8_lossy(text));
+                        }
+                    }
+                    Ok(Some(plan))
+                }
+                _ => Ok::<_, tokio_postgres::Error>(None),
+            }
+        };
+        let (set, rows, plan) = futures_util::join!(settings_fut, main_fut, explain_fut);
+        if let Err(e) = set {
+            self.settings.forget();
+            return Err(db_error(e, anonymous));
+        }
+        if settings_stmt.is_some() {
+            self.settings = SessionSettings::merged(wanted, &self.defaults);
+        }
+        let rows = rows.map_err(|e| db_error(e, anonymous))?;
+        let explain = plan.map_err(|e| db_error(e, anonymous))?;
+        Ok(ReadResult { rows, explain })
+    }
+}
+
+/// Runs a prepared statement with text-format parameters and collects its rows.
+async fn query(
+    client: &tokio_postgres::Client,
+    statement: &tokio_postgres::Statement,
+    params: &[String],
+) -> Result<Vec<Row>, tokio_postgres::Error> {
+    use futures_util::TryStreamExt;
+    let stream = client.query_raw(statement, params.iter().map(|v| TextParam(v))).await?;
+    stream.try_collect().await
+}
+
+/// Converts a driver error: a database error keeps its SQLSTATE, anything else means the
+/// connection is unusable (503).
+pub fn db_error(e: tokio_postgres::Error, anonymous: bool) -> Error {
+    match e.as_db_error() {
+        Some(db) => Error::Database(Box::new(db.clone()), anonymous),
+        None => Error::Unavailable(e.to_string()),
+    }
+}

@@ -1,0 +1,166 @@
+//! The connection pool (deadpool), and what each pooled connection remembers.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use deadpool::managed::{self, Metrics, Object, Pool, PoolError, RecycleError, RecycleResult, Timeouts};
+use tokio_postgres::{Client, NoTls, Statement};
+
+use super::settings::{SessionSettings, Setting};
+use crate::config::Config;
+use crate::error::Error;
+
+/// Prepared statements kept per connection before the cache is cleared, bounding memory when
+/// clients send many different query shapes.
+const MAX_PREPARED: usize = 2000;
+
+/// Opens one connection and drives it on a background task.
+pub async fn connect(config: &tokio_postgres::Config) -> Result<Client, tokio_postgres::Error> {
+    let (client, connection) = config.connect(NoTls).await?;
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::debug!(error = %e, "database connection closed");
+        }
+    });
+    Ok(client)
+}
+
+/// A pooled connection with its prepared statements and the session settings it holds.
+pub struct PgConn {
+    /// The client.
+    pub client: Client,
+    statements: HashMap<String, Statement>,
+    /// `SELECT set_config(...), ...` statements by number of settings.
+    settings_statements: Vec<Option<Statement>>,
+    /// The session settings this connection holds.
+    pub settings: SessionSettings,
+    /// Values of settings a request may leave unset (the server's own time zone).
+    pub defaults: SessionSettings,
+}
+
+impl PgConn {
+    /// Whether `sql` is prepared on this connection.
+    pub fn is_prepared(&self, sql: &str) -> bool {
+        self.statements.contains_key(sql)
+    }
+
+    /// The prepared statement for `sql`, preparing it on first use.
+    pub async fn prepare_cached(&mut self, sql: &str) -> Result<Statement, tokio_postgres::Error> {
+        if let Some(s) = self.statements.get(sql) {
+            return Ok(s.clone());
+        }
+        let stmt = self.client.prepare(sql).await?;
+        if self.statements.len() >= MAX_PREPARED {
+            self.statements.clear();
+        }
+        self.statements.insert(sql.to_owned(), stmt.clone());
+        Ok(stmt)
+    }
+
+    /// The statement and its parameters that bring this connection's settings to `wanted`,
+    /// or `None` when it already holds them.
+    pub async fn settings_statement(
+        &mut self,
+        wanted: &SessionSettings,
+    ) -> Result<Option<(Statement, Vec<String>)>, tokio_postgres::Error> {
+        let diff = self.settings.differing(wanted, &self.defaults);
+        if diff.is_empty() {
+            return Ok(None);
+        }
+        let n = diff.len();
+        if self.settings_statements.len() <= n {
+            self.settings_statements.resize(n + 1, None);
+        }
+        let stmt = match &self.settings_statements[n] {
+            Some(s) => s.clone(),
+            None => {
+                let calls: Vec<String> =
+                    (0..n).map(|i| format!("set_config(${}, ${}, false)", 2 * i + 1, 2 * i + 2)).collect();
+                let s = self.client.prepare(&format!("SELECT {}", calls.join(", "))).await?;
+                self.settings_statements[n] = Some(s.clone());
+                s
+            }
+        };
+        let values = diff.into_iter().flat_map(|(k, v)| [k.to_owned(), v.to_owned()]).collect();
+        Ok(Some((stmt, values)))
+    }
+}
+
+/// Creates and checks pooled connections.
+pub struct Manager {
+    pg: tokio_postgres::Config,
+}
+
+impl managed::Manager for Manager {
+    type Type = PgConn;
+    type Error = tokio_postgres::Error;
+
+    async fn create(&self) -> Result<PgConn, tokio_postgres::Error> {
+        let client = connect(&self.pg).await?;
+        let mut defaults = SessionSettings::default();
+        let tz = client.query_one("SELECT current_setting('timezone')", &[]).await?;
+        defaults.set(Setting::TimeZone, tz.get(0));
+        Ok(PgConn {
+            client,
+            statements: HashMap::new(),
+            settings_statements: Vec::new(),
+            settings: SessionSettings::default(),
+            defaults,
+        })
+    }
+
+    async fn recycle(&self, conn: &mut PgConn, _: &Metrics) -> RecycleResult<tokio_postgres::Error> {
+        if conn.client.is_closed() {
+            return Err(RecycleError::message("connection closed"));
+        }
+        Ok(())
+    }
+}
+
+/// The pool of connections to PostgreSQL.
+#[derive(Clone)]
+pub struct Db {
+    pool: Pool<Manager>,
+}
+
+impl Db {
+    /// Builds the pool; no connection is opened until one is needed.
+    pub fn new(config: &Config) -> Db {
+        let mut pg: tokio_postgres::Config =
+            config.db_uri.parse().expect("db-uri was validated by Config::load");
+        pg.application_name("rowgate");
+        if let Some(t) = config.db_statement_timeout {
+            pg.options(format!("-c statement_timeout={}", t.as_millis()));
+        }
+        pg.connect_timeout(Duration::from_secs(5));
+        let pool = Pool::builder(Manager { pg })
+            .max_size(config.db_pool)
+            .timeouts(Timeouts {
+                wait: Some(config.db_pool_acquisition_timeout),
+                create: Some(Duration::from_secs(5)),
+                recycle: Some(Duration::from_secs(5)),
+            })
+            .runtime(deadpool::Runtime::Tokio1)
+            .build()
+            .expect("a runtime is set");
+        Db { pool }
+    }
+
+    /// A connection from the pool: 504 PGRST003 when none frees up in time, 503 when
+    /// PostgreSQL cannot be reached.
+    pub async fn get(&self) -> Result<Object<Manager>, Error> {
+        self.pool.get().await.map_err(|e| match e {
+            PoolError::Timeout(managed::TimeoutType::Wait) => Error::PoolTimeout,
+            PoolError::Backend(e) => match e.as_db_error() {
+                Some(db) => Error::Unavailable(format!("{}: {}", db.code().code(), db.message())),
+                None => Error::Unavailable(e.to_string()),
+            },
+            other => Error::Unavailable(other.to_string()),
+        })
+    }
+
+    /// Pool size and idle connections, for `/ready`.
+    pub fn status(&self) -> managed::Status {
+        self.pool.status()
+    }
+}

@@ -1,0 +1,196 @@
+//! The HTTP front: a hyper server with limits and graceful shutdown, the route table
+//! (`/live`, `/ready`, everything else to the API), and the handler that runs the pipeline.
+//!
+//! The handler reads top to bottom as PostgREST's does: parse → plan → SQL → database →
+//! response, each step's error converting into [`Error`], which becomes a response in exactly
+//! one place ([`error_response`]).
+
+mod context;
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::FutureExt;
+use http::{header, HeaderValue, Request, Response, StatusCode};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
+
+use crate::config::Config;
+use crate::db::Db;
+use crate::error::{code, Error};
+use crate::plan::Plan;
+use crate::schema::SharedSchema;
+
+/// The response body type.
+pub type Body = Full<Bytes>;
+
+/// What every request handler shares.
+pub struct AppState {
+    /// The configuration.
+    pub config: Arc<Config>,
+    /// The connection pool.
+    pub db: Db,
+    /// The schema cache.
+    pub schema: Arc<SharedSchema>,
+}
+
+/// Serves `listener` until `shutdown` completes, then lets in-flight requests finish (for at
+/// most `grace`).
+pub async fn serve(
+    listener: TcpListener,
+    state: Arc<AppState>,
+    shutdown: impl Future<Output = ()>,
+    grace: Duration,
+) {
+    let graceful = GracefulShutdown::new();
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.max_buf_size(state.config.server_max_header_size).timer(hyper_util::rt::TokioTimer::new());
+    http.header_read_timeout(Duration::from_secs(30));
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (stream, _) = match accepted {
+                    Ok(a) => a,
+                    Err(e) => {
+                        // Out of file descriptors and similar: back off instead of spinning.
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let _ = stream.set_nodelay(true);
+                let state = state.clone();
+                let service = service_fn(move |req| {
+                    let state = state.clone();
+                    async move { Ok::<_, Infallible>(handle(&state, req).await) }
+                });
+                let conn = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
+                tokio::spawn(async move {
+                    let _ = conn.await;
+                });
+            }
+            () = &mut shutdown => break,
+        }
+    }
+    drop(listener);
+    if tokio::time::timeout(grace, graceful.shutdown()).await.is_err() {
+        tracing::warn!("shutdown grace period ended with requests still in flight");
+    }
+}
+
+/// Binds the configured address.
+pub async fn bind(config: &Config) -> std::io::Result<TcpListener> {
+    TcpListener::bind(SocketAddr::new(config.server_host, config.server_port)).await
+}
+
+/// Answers one request; a panic inside becomes a 500 instead of taking the server down.
+pub async fn handle(state: &AppState, req: Request<Incoming>) -> Response<Body> {
+    match AssertUnwindSafe(route(state, req)).catch_unwind().await {
+        Ok(response) => response,
+        Err(_) => {
+            tracing::error!("request handler panicked");
+            error_response(&Error::api(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                code::INTERNAL,
+                "Internal server error",
+            ))
+        }
+    }
+}
+
+async fn route(state: &AppState, req: Request<Incoming>) -> Response<Body> {
+    match req.uri().path() {
+        "/live" => plain(StatusCode::OK),
+        "/ready" => {
+            let ready = state.schema.load().is_some() && state.db.get().await.is_ok();
+            plain(if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE })
+        }
+        _ => match api(state, req).await {
+            Ok(response) => response,
+            Err(e) => error_response(&e),
+        },
+    }
+}
+
+/// The API pipeline: request → ApiRequest → Plan → statements → rows → response.
+async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Body>, Error> {
+    let config = &state.config;
+    let target_len = req.uri().path_and_query().map_or(0, |pq| pq.as_str().len());
+    if target_len > config.server_max_url_length {
+        return Err(Error::api(
+            StatusCode::URI_TOO_LONG,
+            code::URL_TOO_LONG,
+            format!("The URL is longer than server-max-url-length ({} bytes)", config.server_max_url_length),
+        ));
+    }
+    let declared_body = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+        .unwrap_or(0);
+    if declared_body > config.server_max_body_size as u64 {
+        return Err(Error::api(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            code::BODY_TOO_LARGE,
+            format!(
+                "The request body is larger than server-max-body-size ({} bytes)",
+                config.server_max_body_size
+            ),
+        ));
+    }
+    let ctx = context::RequestContext::new(&req, config)?;
+    let api_request = ctx.parse()?;
+    let schema = state.schema.load().ok_or_else(|| {
+        Error::api(
+            StatusCode::SERVICE_UNAVAILABLE,
+            code::SCHEMA_CACHE_NOT_READY,
+            "Could not query the database for the schema cache. Retrying.",
+        )
+    })?;
+    let Plan::Read(plan) = Plan::build(&api_request, &schema, config)?;
+    let statements = crate::sql::render_read(&plan, config.db_max_rows);
+    let mut settings = ctx.session_settings(&plan.schema)?;
+    if let Some(tz) = &plan.timezone {
+        settings.set(crate::db::Setting::TimeZone, tz.clone());
+    }
+    let mut conn = state.db.get().await?;
+    let result = conn.read(&settings, &statements.main, statements.explain.as_ref(), true).await?;
+    drop(conn);
+    let profile = (config.db_schemas.len() > 1).then_some(plan.schema.as_str());
+    crate::response::read(&plan, &statements, result, config.db_max_rows, profile)
+}
+
+fn plain(status: StatusCode) -> Response<Body> {
+    let mut r = Response::new(Body::default());
+    *r.status_mut() = status;
+    r
+}
+
+/// The one place where an [`Error`] becomes an HTTP response.
+pub fn error_response(error: &Error) -> Response<Body> {
+    let e = error.to_response();
+    if e.status.is_server_error() {
+        tracing::error!(status = e.status.as_u16(), error = %error, "request failed");
+    }
+    let mut r = Response::new(Body::from(e.body));
+    *r.status_mut() = e.status;
+    let headers = r.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json; charset=utf-8"));
+    if let Some(secs) = e.retry_after {
+        headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    }
+    if e.status == StatusCode::UNAUTHORIZED {
+        headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    }
+    r
+}

@@ -1,0 +1,449 @@
+//! `ApiRequest` + `SchemaCache` + `Config` → [`Plan`]: names resolved against the schema cache,
+//! the media type negotiated, the row range computed. No I/O: everything the SQL stage needs
+//! is decided here, and everything that cannot run is rejected here with PostgREST's error.
+
+mod media;
+mod range;
+
+use std::sync::Arc;
+
+use http::StatusCode;
+use rowgate_request::{
+    ApiRequest, EmbedPath, Field, Filter, LogicOp, LogicTree, Method, OrderTerm, PreferCount, PreferHandling,
+    Preferences, SelectItem, Target,
+};
+
+pub use media::Media;
+pub use range::RowWindow;
+
+use crate::config::Config;
+use crate::error::{code, Error};
+use crate::schema::{Column, Relation, SchemaCache, ValueKind};
+
+/// What the SQL stage renders for one request.
+#[derive(Debug)]
+pub enum Plan {
+    /// A read of a table or view.
+    Read(ReadPlan),
+}
+
+/// A GET or HEAD on a table or view.
+#[derive(Debug)]
+pub struct ReadPlan {
+    /// The relation read.
+    pub relation: Arc<Relation>,
+    /// The schema the request runs in (the first of `db-schemas` or the requested profile).
+    pub schema: String,
+    /// Output columns, in `select=` order.
+    pub columns: Vec<OutputColumn>,
+    /// Conditions, all of which must hold.
+    pub conditions: Vec<Condition>,
+    /// `ORDER BY` terms.
+    pub order: Vec<OrderBy>,
+    /// The rows asked for.
+    pub window: RowWindow,
+    /// `Prefer: count=`, if any.
+    pub count: Option<PreferCount>,
+    /// The response media type.
+    pub media: Media,
+    /// HEAD: compute headers only.
+    pub head: bool,
+    /// `Prefer: timezone=`, when valid: the session time zone of the request.
+    pub timezone: Option<String>,
+    /// The honoured preferences, for `Preference-Applied`.
+    pub applied: Vec<String>,
+}
+
+/// A value expression over the relation's columns. Column names in it come from the schema
+/// cache; JSON keys and filter values are bound as parameters by the SQL stage.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Expr {
+    /// A column.
+    Column(String),
+    /// `col->a->>b`.
+    JsonPath {
+        /// The column.
+        column: String,
+        /// The steps.
+        steps: Vec<rowgate_request::JsonStep>,
+        /// Composite and array columns are read through `to_jsonb`, as PostgREST does.
+        to_jsonb: bool,
+    },
+    /// `expr::type`, `type` checked against the schema cache's type names.
+    Cast(Box<Expr>, String),
+}
+
+/// One output column: its JSON key, expression, and how its values render.
+#[derive(Debug, Clone)]
+pub struct OutputColumn {
+    /// The key in the JSON object (or CSV header).
+    pub key: String,
+    /// The expression selected.
+    pub expr: Expr,
+    /// How values render.
+    pub kind: ValueKind,
+}
+
+/// A boolean condition of `WHERE`.
+#[derive(Debug, Clone)]
+pub enum Condition {
+    /// One filter on an expression of known kind.
+    Filter {
+        /// The filtered expression.
+        expr: Expr,
+        /// Its value kind (decides `to_tsvector` wrapping for full-text search).
+        kind: ValueKind,
+        /// The filter as parsed.
+        filter: Filter,
+    },
+    /// `[NOT] (a AND/OR b ...)`.
+    Logic {
+        /// `not.` given.
+        negated: bool,
+        /// `and` or `or`.
+        op: LogicOp,
+        /// Operands.
+        children: Vec<Condition>,
+    },
+}
+
+/// One `ORDER BY` term.
+#[derive(Debug, Clone)]
+pub struct OrderBy {
+    /// The expression.
+    pub expr: Expr,
+    /// The term as parsed (direction and nulls).
+    pub term: OrderTerm,
+}
+
+impl Plan {
+    /// Plans `request` against the schema cache.
+    pub fn build(request: &ApiRequest, schema: &SchemaCache, config: &Config) -> Result<Plan, Error> {
+        let schema_name = select_schema(request, config)?;
+        let name = match &request.target {
+            Target::Relation(name) => name,
+            Target::Root | Target::Rpc(_) => {
+                return Err(Error::api(
+                    StatusCode::NOT_IMPLEMENTED,
+                    code::NOT_IMPLEMENTED,
+                    "This version of rowgate serves tables and views only",
+                ))
+            }
+        };
+        let head = match request.method {
+            Method::Get => false,
+            Method::Head => true,
+            _ => {
+                return Err(Error::api(
+                    StatusCode::NOT_IMPLEMENTED,
+                    code::NOT_IMPLEMENTED,
+                    "This version of rowgate serves reads (GET and HEAD) only",
+                ))
+            }
+        };
+        let relation = schema
+            .relation(schema_name, name)
+            .ok_or_else(|| relation_not_found(schema, schema_name, name))?
+            .clone();
+        let media = media::negotiate(&request.accept)?;
+        let (timezone, applied) = preferences(&request.preferences, schema)?;
+        reject_embed_paths(request)?;
+        let planner = Planner { relation: &relation, types: schema };
+        // `select=` with nothing PostgREST can read selects everything, as PostgREST does.
+        let columns = if request.query.select.is_empty() {
+            planner.columns(&[SelectItem::Star])?
+        } else {
+            planner.columns(&request.query.select)?
+        };
+        let mut conditions = Vec::new();
+        for (_, filter) in &request.query.filters {
+            conditions.push(planner.filter(filter)?);
+        }
+        for (_, tree) in &request.query.logic {
+            conditions.push(planner.logic(tree)?);
+        }
+        let mut order = Vec::new();
+        for (_, terms) in &request.query.order {
+            for term in terms {
+                order.push(planner.order(term)?);
+            }
+        }
+        let window = range::window(request, config.db_max_rows)?;
+        Ok(Plan::Read(ReadPlan {
+            schema: schema_name.to_owned(),
+            relation,
+            columns,
+            conditions,
+            order,
+            window,
+            count: request.preferences.count,
+            media,
+            head,
+            timezone,
+            applied,
+        }))
+    }
+}
+
+/// Validates the preferences a read honours and lists them for `Preference-Applied`:
+/// `handling=strict` turns an invalid one into 400 PGRST122, otherwise it is ignored.
+fn preferences(prefs: &Preferences, schema: &SchemaCache) -> Result<(Option<String>, Vec<String>), Error> {
+    let mut invalid = prefs.invalid.clone();
+    let timezone = match &prefs.timezone {
+        Some(tz) if schema.timezones.contains(tz) => Some(tz.clone()),
+        Some(tz) => {
+            invalid.push(format!("timezone={tz}"));
+            None
+        }
+        None => None,
+    };
+    if prefs.handling == Some(PreferHandling::Strict) && !invalid.is_empty() {
+        return Err(Error::Api {
+            status: StatusCode::BAD_REQUEST,
+            code: code::INVALID_PREFERENCES,
+            message: "Invalid preferences given with handling=strict".into(),
+            details: Some(format!("Invalid preferences: {}", invalid.join(", "))),
+            hint: None,
+        });
+    }
+    // PostgREST's order: count, handling, timezone (the others do not apply to reads).
+    let mut applied = Vec::new();
+    if let Some(count) = prefs.count {
+        applied.push(
+            match count {
+                PreferCount::Exact => "count=exact",
+                PreferCount::Planned => "count=planned",
+                PreferCount::Estimated => "count=estimated",
+            }
+            .to_owned(),
+        );
+    }
+    if let Some(handling) = prefs.handling {
+        applied.push(
+            match handling {
+                PreferHandling::Strict => "handling=strict",
+                PreferHandling::Lenient => "handling=lenient",
+            }
+            .to_owned(),
+        );
+    }
+    if let Some(tz) = &timezone {
+        applied.push(format!("timezone={tz}"));
+    }
+    Ok((timezone, applied))
+}
+
+/// The schema from `Accept-Profile`/`Content-Profile`, or the default; 406 PGRST106 for one
+/// that is not exposed.
+fn select_schema<'c>(request: &ApiRequest, config: &'c Config) -> Result<&'c str, Error> {
+    match &request.profile {
+        None => Ok(&config.db_schemas[0]),
+        Some(p) => config.db_schemas.iter().find(|s| *s == p).map(String::as_str).ok_or_else(|| {
+            Error::api(
+                StatusCode::NOT_ACCEPTABLE,
+                code::UNACCEPTABLE_SCHEMA,
+                format!("The schema must be one of the following: {}", config.db_schemas.join(", ")),
+            )
+        }),
+    }
+}
+
+fn relation_not_found(schema: &SchemaCache, schema_name: &str, name: &str) -> Error {
+    Error::Api {
+        status: StatusCode::NOT_FOUND,
+        code: code::RELATION_NOT_FOUND,
+        message: format!("Could not find the table '{schema_name}.{name}' in the schema cache"),
+        details: None,
+        hint: schema
+            .suggest_relation(schema_name, name)
+            .map(|s| format!("Perhaps you meant the table '{schema_name}.{s}'")),
+    }
+}
+
+/// Embedded resources come with a later version; until then a filter, order or limit on an
+/// embed path names an embed that cannot be in `select` (PostgREST's PGRST108).
+fn reject_embed_paths(request: &ApiRequest) -> Result<(), Error> {
+    let q = &request.query;
+    let paths = q
+        .filters
+        .iter()
+        .map(|(p, _)| p)
+        .chain(q.logic.iter().map(|(p, _)| p))
+        .chain(q.order.iter().map(|(p, _)| p))
+        .chain(q.ranges.iter().map(|(p, _)| p));
+    for path in paths {
+        if let Some(first) = path.first() {
+            return Err(not_embedded(path, first));
+        }
+    }
+    Ok(())
+}
+
+fn not_embedded(_path: &EmbedPath, name: &str) -> Error {
+    Error::Api {
+        status: StatusCode::BAD_REQUEST,
+        code: "PGRST108",
+        message: format!("'{name}' is not an embedded resource in this request"),
+        details: None,
+        hint: Some(format!("Verify that '{name}' is included in the 'select' query parameter.")),
+    }
+}
+
+/// Resolves names of one relation.
+struct Planner<'a> {
+    relation: &'a Relation,
+    types: &'a SchemaCache,
+}
+
+impl Planner<'_> {
+    fn column(&self, name: &str) -> Result<&Column, Error> {
+        self.relation.column(name).ok_or_else(|| {
+            let rel = &self.relation.name.name;
+            Error::Api {
+                status: StatusCode::BAD_REQUEST,
+                code: "42703",
+                message: format!("column {rel}.{name} does not exist"),
+                details: None,
+                hint: crate::schema::closest(name, self.relation.columns.iter().map(|c| c.name.as_str()))
+                    .map(|c| format!("Perhaps you meant to reference the column \"{rel}.{c}\".")),
+            }
+        })
+    }
+
+    /// A field's expression and the kind of its values.
+    fn field(&self, field: &Field) -> Result<(Expr, ValueKind), Error> {
+        let column = self.column(&field.name)?;
+        match field.json_path.last() {
+            None => Ok((Expr::Column(column.name.clone()), column.kind)),
+            Some(last) => {
+                let kind = if last.as_text {
+                    ValueKind::Text
+                } else if column.kind == ValueKind::Json {
+                    ValueKind::Json
+                } else {
+                    // `->` on jsonb, and on composite or array columns via `to_jsonb`.
+                    ValueKind::Jsonb
+                };
+                let expr = Expr::JsonPath {
+                    column: column.name.clone(),
+                    steps: field.json_path.clone(),
+                    to_jsonb: column.kind == ValueKind::Other,
+                };
+                Ok((expr, kind))
+            }
+        }
+    }
+
+    fn cast(&self, expr: Expr, kind: ValueKind, cast: &Option<String>) -> Result<(Expr, ValueKind), Error> {
+        let Some(ty) = cast else { return Ok((expr, kind)) };
+        let base = ty.strip_suffix("[]").unwrap_or(ty).trim().to_ascii_lowercase();
+        if !self.types.type_names.contains(&base) {
+            return Err(Error::api(
+                StatusCode::BAD_REQUEST,
+                "42704",
+                format!("type \"{ty}\" does not exist"),
+            ));
+        }
+        let kind = if ty.ends_with("[]") { ValueKind::Other } else { cast_kind(&base) };
+        Ok((Expr::Cast(Box::new(expr), ty.to_ascii_lowercase()), kind))
+    }
+
+    fn columns(&self, select: &[SelectItem]) -> Result<Vec<OutputColumn>, Error> {
+        let mut out = Vec::new();
+        for item in select {
+            match item {
+                SelectItem::Star => out.extend(self.relation.columns.iter().map(|c| OutputColumn {
+                    key: c.name.clone(),
+                    expr: Expr::Column(c.name.clone()),
+                    kind: c.kind,
+                })),
+                SelectItem::Field { field, alias, cast, aggregate: None, aggregate_cast: None } => {
+                    let (expr, kind) = self.field(field)?;
+                    let (expr, kind) = self.cast(expr, kind, cast)?;
+                    let key = alias.clone().unwrap_or_else(|| output_name(field));
+                    out.push(OutputColumn { key, expr, kind });
+                }
+                SelectItem::Field { .. } | SelectItem::CountAll { .. } => {
+                    return Err(Error::api(
+                        StatusCode::BAD_REQUEST,
+                        "PGRST123",
+                        "Use of aggregate functions is not allowed",
+                    ))
+                }
+                SelectItem::Embed(embed) => {
+                    return Err(Error::Api {
+                        status: StatusCode::NOT_IMPLEMENTED,
+                        code: code::NOT_IMPLEMENTED,
+                        message: format!(
+                            "Resource embedding ('{}') is not supported by this version of rowgate",
+                            embed.name
+                        ),
+                        details: None,
+                        hint: None,
+                    })
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn filter(&self, filter: &Filter) -> Result<Condition, Error> {
+        let (expr, kind) = self.field(&filter.field)?;
+        Ok(Condition::Filter { expr, kind, filter: filter.clone() })
+    }
+
+    fn logic(&self, tree: &LogicTree) -> Result<Condition, Error> {
+        match tree {
+            LogicTree::Filter(f) => self.filter(f),
+            LogicTree::Expr { negated, op, children } => Ok(Condition::Logic {
+                negated: *negated,
+                op: *op,
+                children: children.iter().map(|c| self.logic(c)).collect::<Result<_, _>>()?,
+            }),
+        }
+    }
+
+    fn order(&self, term: &OrderTerm) -> Result<OrderBy, Error> {
+        if let Some(rel) = &term.relation {
+            return Err(Error::Api {
+                status: StatusCode::BAD_REQUEST,
+                code: "PGRST108",
+                message: format!("'{rel}' is not an embedded resource in this request"),
+                details: None,
+                hint: Some(format!("Verify that '{rel}' is included in the 'select' query parameter.")),
+            });
+        }
+        let (expr, _) = self.field(&term.field)?;
+        Ok(OrderBy { expr, term: term.clone() })
+    }
+}
+
+/// The JSON key of an unaliased field: the last object key of its JSON path (an index names
+/// nothing), else the column, as PostgREST names it.
+fn output_name(field: &Field) -> String {
+    field
+        .json_path
+        .iter()
+        .rev()
+        .find_map(|step| match &step.key {
+            rowgate_request::JsonKey::Key(k) => Some(k.clone()),
+            rowgate_request::JsonKey::Index(_) => None,
+        })
+        .unwrap_or_else(|| field.name.clone())
+}
+
+/// The value kind of a cast target, for the types rowgate renders itself.
+fn cast_kind(ty: &str) -> ValueKind {
+    match ty {
+        "int2" | "smallint" => ValueKind::Int2,
+        "int4" | "int" | "integer" => ValueKind::Int4,
+        "int8" | "bigint" => ValueKind::Int8,
+        "numeric" | "decimal" => ValueKind::Numeric,
+        "bool" | "boolean" => ValueKind::Bool,
+        "text" | "varchar" | "character varying" | "name" => ValueKind::Text,
+        "uuid" => ValueKind::Uuid,
+        "json" => ValueKind::Json,
+        "jsonb" => ValueKind::Jsonb,
+        _ => ValueKind::Other,
+    }
+}

@@ -1,0 +1,181 @@
+//! Rows → the HTTP response: body in the negotiated media type, `Content-Range` and the status
+//! PostgREST derives from the range and the count, `Preference-Applied`.
+//!
+//! JSON is written here from the rows' binary values, byte for byte as PostgreSQL's
+//! `json_agg` writes it (rows joined by `", \n "`, values as `to_json` renders them), so a
+//! client cannot tell rowgate's body from PostgREST's.
+
+mod json;
+
+use http::{header, HeaderValue, Response, StatusCode};
+use rowgate_request::PreferCount;
+
+use crate::db::{RawValue, ReadResult};
+use crate::error::{code, Error};
+use crate::http::Body;
+use crate::plan::{Media, ReadPlan};
+use crate::sql::{ReadStatements, RowShape};
+
+/// Builds the response of a read.
+pub fn read(
+    plan: &ReadPlan,
+    stmts: &ReadStatements,
+    result: ReadResult,
+    max_rows: Option<u64>,
+    profile: Option<&str>,
+) -> Result<Response<Body>, Error> {
+    let rows = &result.rows;
+    // With an exact count the first column is the total and the second marks a real row.
+    let (skip, total) = if stmts.counted {
+        let total = rows.first().map_or(0, |r| r.get::<_, i64>(0)).max(0) as u64;
+        (2, Some(total))
+    } else {
+        (0, None)
+    };
+    let page: Vec<&tokio_postgres::Row> = if stmts.counted {
+        rows.iter().filter(|r| r.get::<_, Option<i32>>(1).is_some()).collect()
+    } else {
+        rows.iter().collect()
+    };
+    let total = match plan.count {
+        Some(PreferCount::Planned) => planned_count(result.explain.as_deref()),
+        Some(PreferCount::Estimated) => match (total, max_rows) {
+            (Some(t), Some(max)) if t > max => planned_count(result.explain.as_deref()).or(Some(t)),
+            _ => total,
+        },
+        _ => total,
+    };
+
+    let lower = plan.window.offset;
+    let n = page.len() as u64;
+    if let Some(t) = total {
+        if lower > t {
+            // PostgREST keeps Content-Range and Preference-Applied on this error.
+            let mut response = crate::http::error_response(&Error::Api {
+                status: StatusCode::RANGE_NOT_SATISFIABLE,
+                code: code::INVALID_RANGE,
+                message: "Requested range not satisfiable".into(),
+                details: Some(format!("An offset of {lower} was requested, but there are only {t} rows.")),
+                hint: None,
+            });
+            if plan.head {
+                *response.body_mut() = Body::default();
+            }
+            let headers = response.headers_mut();
+            if let Ok(v) = HeaderValue::from_str(&format!("*/{t}")) {
+                headers.insert(header::CONTENT_RANGE, v);
+            }
+            preference_applied(headers, plan);
+            return Ok(response);
+        }
+    }
+    let status = match total {
+        Some(t) if n < t => StatusCode::PARTIAL_CONTENT,
+        _ => StatusCode::OK,
+    };
+    let content_range = match (total, n) {
+        (Some(0), _) | (_, 0) => format!("*/{}", total_text(total)),
+        _ => format!("{lower}-{}/{}", lower + n - 1, total_text(total)),
+    };
+
+    let body = match (&stmts.shape, plan.media) {
+        (RowShape::Empty, _) => Vec::new(),
+        (RowShape::Json { columns }, Media::Single { strip_nulls }) => {
+            if page.len() != 1 {
+                return Err(Error::Api {
+                    status: StatusCode::NOT_ACCEPTABLE,
+                    code: code::SINGULAR,
+                    message: "JSON object requested, multiple (or no) rows returned".into(),
+                    details: Some(format!("The result contains {} rows", page.len())),
+                    hint: None,
+                });
+            }
+            let keys = json::Keys::new(columns);
+            let mut out = Vec::with_capacity(256);
+            json::write_row(&mut out, &keys, page[0], skip, strip_nulls);
+            out
+        }
+        (RowShape::Json { columns }, media) => {
+            let strip_nulls = media == Media::Json { strip_nulls: true };
+            // json_strip_nulls(json_agg(...)) rewrites PostgREST's separators compactly.
+            let separator: &[u8] = if strip_nulls { b"," } else { b", \n " };
+            let keys = json::Keys::new(columns);
+            let mut out = Vec::with_capacity(64 + page.len() * 256);
+            out.push(b'[');
+            for (i, row) in page.iter().enumerate() {
+                if i > 0 {
+                    out.extend_from_slice(separator);
+                }
+                json::write_row(&mut out, &keys, row, skip, strip_nulls);
+            }
+            out.push(b']');
+            out
+        }
+        (RowShape::Csv { columns }, _) => csv(columns, &page, skip),
+    };
+
+    if plan.head && plan.media == (Media::Single { strip_nulls: false }) && page.len() != 1 {
+        // HEAD reports what GET would: a singular request for other than one row is a 406.
+        return Err(Error::Api {
+            status: StatusCode::NOT_ACCEPTABLE,
+            code: code::SINGULAR,
+            message: "JSON object requested, multiple (or no) rows returned".into(),
+            details: Some(format!("The result contains {} rows", page.len())),
+            hint: None,
+        });
+    }
+
+    let mut response = Response::new(if plan.head { Body::default() } else { Body::from(body) });
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(plan.media.content_type()));
+    if let Ok(v) = HeaderValue::from_str(&content_range) {
+        headers.insert(header::CONTENT_RANGE, v);
+    }
+    preference_applied(headers, plan);
+    if let Some(p) = profile.and_then(|p| HeaderValue::from_str(p).ok()) {
+        headers.insert("content-profile", p);
+    }
+    Ok(response)
+}
+
+/// `Preference-Applied`: the preferences the plan honoured.
+fn preference_applied(headers: &mut http::HeaderMap, plan: &ReadPlan) {
+    if !plan.applied.is_empty() {
+        if let Ok(v) = HeaderValue::from_str(&plan.applied.join(", ")) {
+            headers.insert("preference-applied", v);
+        }
+    }
+}
+
+fn total_text(total: Option<u64>) -> String {
+    total.map_or_else(|| "*".to_owned(), |t| t.to_string())
+}
+
+/// The row estimate of the top plan node of `EXPLAIN (FORMAT JSON)` output.
+fn planned_count(explain: Option<&str>) -> Option<u64> {
+    let plan: serde_json::Value = serde_json::from_str(explain?).ok()?;
+    // EXPLAIN (FORMAT JSON) is one array with one object per statement.
+    plan.get(0)?.get("Plan")?.get("Plan Rows")?.as_f64().map(|r| r.max(0.0) as u64)
+}
+
+/// PostgREST's CSV: a header of the keys, then each row's record text without its
+/// parentheses; an empty result has an empty header, as PostgREST takes the header from a row.
+fn csv(columns: &[String], rows: &[&tokio_postgres::Row], skip: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64 + rows.len() * 128);
+    if !rows.is_empty() {
+        out.extend_from_slice(columns.join(",").as_bytes());
+    }
+    out.push(b'\n');
+    for (i, row) in rows.iter().enumerate() {
+        if i > 0 {
+            out.push(b'\n');
+        }
+        if let Some(RawValue(record)) = row.get::<_, Option<RawValue>>(skip) {
+            if record.len() >= 2 {
+                out.extend_from_slice(&record[1..record.len() - 1]);
+            }
+        }
+    }
+    out
+}

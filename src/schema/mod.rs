@@ -1,0 +1,269 @@
+//! The schema cache: what rowgate knows about the exposed schemas (relations, columns, keys,
+//! view dependencies, functions, type names), loaded by catalog queries at start-up and
+//! replaced whole on reload.
+//!
+//! Requests read it through an `Arc` snapshot ([`SharedSchema`]), so a reload never blocks or
+//! fails a request in flight: the request keeps the snapshot it started with.
+
+mod introspect;
+mod reload;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use arc_swap::ArcSwapOption;
+
+pub use introspect::load;
+pub use reload::{spawn_listener, spawn_sigusr1, Reloader};
+
+/// A schema-qualified name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct QualifiedName {
+    /// Schema.
+    pub schema: String,
+    /// Object name.
+    pub name: String,
+}
+
+/// What kind of relation a name refers to (`pg_class.relkind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RelationKind {
+    /// An ordinary table.
+    Table,
+    /// A partitioned table.
+    PartitionedTable,
+    /// A view.
+    View,
+    /// A materialized view.
+    MaterializedView,
+    /// A foreign table.
+    ForeignTable,
+}
+
+/// How values of a type are turned into JSON. Types whose binary form rowgate renders itself
+/// are listed; everything else is rendered by PostgreSQL's own `to_json`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ValueKind {
+    /// int2.
+    Int2,
+    /// int4.
+    Int4,
+    /// int8.
+    Int8,
+    /// numeric.
+    Numeric,
+    /// bool.
+    Bool,
+    /// text-like: text, varchar, bpchar, name, enums, citext.
+    Text,
+    /// uuid.
+    Uuid,
+    /// json.
+    Json,
+    /// jsonb.
+    Jsonb,
+    /// tsvector (filters wrap other columns in `to_tsvector`).
+    TsVector,
+    /// Anything else: rendered by `to_json` in SQL.
+    Other,
+}
+
+/// A column of a relation.
+#[derive(Debug, Clone)]
+pub struct Column {
+    /// Name.
+    pub name: String,
+    /// Type as `format_type` shows it, e.g. `character varying(20)`.
+    pub type_name: String,
+    /// Type OID (a domain's own OID for domain columns).
+    pub type_oid: u32,
+    /// How values render, from the base type.
+    pub kind: ValueKind,
+    /// Whether NULL is allowed.
+    pub nullable: bool,
+    /// The default expression, if any.
+    pub default: Option<String>,
+    /// `COMMENT ON COLUMN`.
+    pub comment: Option<String>,
+}
+
+/// A foreign key constraint.
+#[derive(Debug, Clone)]
+pub struct ForeignKey {
+    /// Constraint name.
+    pub name: String,
+    /// Referencing columns of this relation.
+    pub columns: Vec<String>,
+    /// The referenced relation.
+    pub target: QualifiedName,
+    /// Referenced columns, pairwise with `columns`.
+    pub target_columns: Vec<String>,
+}
+
+/// A table, view, materialized view or foreign table.
+#[derive(Debug, Clone)]
+pub struct Relation {
+    /// Its qualified name.
+    pub name: QualifiedName,
+    /// Its kind.
+    pub kind: RelationKind,
+    /// Columns in table order.
+    pub columns: Vec<Column>,
+    /// Column index by name.
+    column_index: HashMap<String, usize>,
+    /// Primary key columns, in key order (empty if none).
+    pub primary_key: Vec<String>,
+    /// Unique constraints (column lists), besides the primary key.
+    pub unique_keys: Vec<Vec<String>>,
+    /// Foreign keys of this relation.
+    pub foreign_keys: Vec<ForeignKey>,
+    /// For views: the tables and views the view reads.
+    pub base_relations: Vec<QualifiedName>,
+    /// `COMMENT ON TABLE`.
+    pub comment: Option<String>,
+}
+
+impl Relation {
+    /// Creates a relation; the column index is derived from `columns`.
+    pub fn new(name: QualifiedName, kind: RelationKind, columns: Vec<Column>) -> Self {
+        let column_index = columns.iter().enumerate().map(|(i, c)| (c.name.clone(), i)).collect();
+        Relation {
+            name,
+            kind,
+            columns,
+            column_index,
+            primary_key: Vec::new(),
+            unique_keys: Vec::new(),
+            foreign_keys: Vec::new(),
+            base_relations: Vec::new(),
+            comment: None,
+        }
+    }
+
+    /// The column with this name, if any.
+    pub fn column(&self, name: &str) -> Option<&Column> {
+        self.column_index.get(name).map(|&i| &self.columns[i])
+    }
+}
+
+/// Function volatility (`pg_proc.provolatile`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Volatility {
+    /// IMMUTABLE.
+    Immutable,
+    /// STABLE.
+    Stable,
+    /// VOLATILE.
+    Volatile,
+}
+
+/// One argument of a function.
+#[derive(Debug, Clone)]
+pub struct FunctionArg {
+    /// Name (empty for unnamed arguments).
+    pub name: String,
+    /// Type as `format_type` shows it.
+    pub type_name: String,
+    /// Whether it has a default.
+    pub has_default: bool,
+    /// Whether it is VARIADIC.
+    pub variadic: bool,
+}
+
+/// A function callable at `/rpc/{name}`.
+#[derive(Debug, Clone)]
+pub struct Function {
+    /// Its qualified name.
+    pub name: QualifiedName,
+    /// Input arguments, in order.
+    pub args: Vec<FunctionArg>,
+    /// Return type as `format_type` shows it.
+    pub return_type: String,
+    /// Return type OID.
+    pub return_type_oid: u32,
+    /// `RETURNS SETOF` / `TABLE`.
+    pub returns_set: bool,
+    /// Volatility.
+    pub volatility: Volatility,
+    /// `COMMENT ON FUNCTION`.
+    pub comment: Option<String>,
+}
+
+/// Everything rowgate knows about the database's exposed schemas.
+#[derive(Debug, Default)]
+pub struct SchemaCache {
+    /// Relations by qualified name.
+    pub relations: HashMap<QualifiedName, Arc<Relation>>,
+    /// Functions by qualified name (overloads share a name).
+    pub functions: HashMap<QualifiedName, Vec<Function>>,
+    /// Type names a `::cast` may use: every type in `pg_catalog` and the exposed schemas,
+    /// plus SQL's spellings (`integer`, `double precision`, ...).
+    pub type_names: HashSet<String>,
+    /// Time zone names `Prefer: timezone=` may use (`pg_timezone_names`).
+    pub timezones: HashSet<String>,
+}
+
+impl SchemaCache {
+    /// The relation `schema.name`, if it exists.
+    pub fn relation(&self, schema: &str, name: &str) -> Option<&Arc<Relation>> {
+        self.relations.get(&QualifiedName { schema: schema.to_owned(), name: name.to_owned() })
+    }
+
+    /// PostgREST's "Perhaps you meant" suggestion: the closest relation name in `schema`.
+    pub fn suggest_relation(&self, schema: &str, name: &str) -> Option<String> {
+        closest(name, self.relations.keys().filter(|q| q.schema == schema).map(|q| q.name.as_str()))
+    }
+}
+
+/// The closest candidate by edit distance, if it is close enough to be a plausible typo.
+pub fn closest<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -> Option<String> {
+    let limit = name.chars().count().max(3) / 2 + 1;
+    candidates
+        .map(|c| (levenshtein(name, c), c))
+        .filter(|(d, _)| *d <= limit)
+        .min_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(b.1)))
+        .map(|(_, c)| c.to_owned())
+}
+
+fn levenshtein(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != *cb);
+            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+/// The schema cache as requests see it: absent until the first load, then replaced whole.
+#[derive(Default)]
+pub struct SharedSchema(ArcSwapOption<SchemaCache>);
+
+impl SharedSchema {
+    /// The current snapshot, or `None` before the first successful load.
+    pub fn load(&self) -> Option<Arc<SchemaCache>> {
+        self.0.load_full()
+    }
+
+    /// Replaces the snapshot atomically.
+    pub fn store(&self, cache: SchemaCache) {
+        self.0.store(Some(Arc::new(cache)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suggests_close_names_only() {
+        let names = ["items", "documents", "types"];
+        assert_eq!(closest("itemz", names.into_iter()), Some("items".into()));
+        assert_eq!(closest("document", names.into_iter()), Some("documents".into()));
+        assert_eq!(closest("zzzzzzzz", names.into_iter()), None);
+    }
+}

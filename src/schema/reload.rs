@@ -1,0 +1,139 @@
+//! Keeping the schema cache current: a reload on SIGUSR1 and on `NOTIFY <db-channel>` with the
+//! payload `reload schema` (or an empty one), each building a new cache beside the old one and
+//! swapping it in; requests in flight keep the snapshot they started with.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::poll_fn;
+use tokio::sync::Notify;
+use tokio_postgres::{AsyncMessage, NoTls};
+
+use super::SharedSchema;
+use crate::config::Config;
+
+/// Reloads the schema cache on demand; reloads asked for while one runs are merged into one.
+#[derive(Clone)]
+pub struct Reloader {
+    config: Arc<Config>,
+    schema: Arc<SharedSchema>,
+    wake: Arc<Notify>,
+}
+
+impl Reloader {
+    /// Starts the reload task; it loads the cache at once and retries until it succeeds.
+    pub fn start(config: Arc<Config>, schema: Arc<SharedSchema>) -> Reloader {
+        let reloader = Reloader { config, schema, wake: Arc::new(Notify::new()) };
+        let task = reloader.clone();
+        tokio::spawn(async move {
+            let mut attempt = 0u32;
+            loop {
+                match task.load_once().await {
+                    Ok(()) => {
+                        attempt = 0;
+                        task.wake.notified().await;
+                        // A burst of notifications (a migration) becomes one reload.
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                    Err(e) => {
+                        attempt = attempt.saturating_add(1);
+                        let wait = Duration::from_millis(250 * 2u64.pow(attempt.min(7)));
+                        tracing::error!(error = %e, retry_in = ?wait, "loading the schema cache failed");
+                        tokio::time::sleep(wait.min(Duration::from_secs(32))).await;
+                    }
+                }
+            }
+        });
+        reloader
+    }
+
+    /// Asks for a reload.
+    pub fn request(&self) {
+        self.wake.notify_one();
+    }
+
+    async fn load_once(&self) -> Result<(), tokio_postgres::Error> {
+        let started = std::time::Instant::now();
+        let pg: tokio_postgres::Config = self.config.db_uri.parse()?;
+        let mut client = crate::db::connect(&pg).await?;
+        let cache = super::load(&mut client, &self.config.db_schemas).await?;
+        let relations = cache.relations.len();
+        let functions = cache.functions.values().map(Vec::len).sum::<usize>();
+        self.schema.store(cache);
+        tracing::info!(relations, functions, elapsed = ?started.elapsed(), "schema cache loaded");
+        Ok(())
+    }
+}
+
+/// Reloads on SIGUSR1.
+pub fn spawn_sigusr1(reloader: Reloader) {
+    tokio::spawn(async move {
+        let Ok(mut signal) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1())
+        else {
+            tracing::error!("cannot listen for SIGUSR1; schema reloads by signal are off");
+            return;
+        };
+        while signal.recv().await.is_some() {
+            tracing::info!("SIGUSR1: reloading the schema cache");
+            reloader.request();
+        }
+    });
+}
+
+/// Listens on `db-channel` for reload notifications, reconnecting with backoff when the
+/// connection drops; after a reconnect the cache is reloaded, since changes may have been missed.
+pub fn spawn_listener(config: Arc<Config>, reloader: Reloader) {
+    tokio::spawn(async move {
+        let mut attempt = 0u32;
+        let mut connected_before = false;
+        loop {
+            match listen(&config, &reloader, &mut connected_before).await {
+                Ok(()) => attempt = 0,
+                Err(e) => tracing::warn!(error = %e, "schema notification listener lost its connection"),
+            }
+            attempt = attempt.saturating_add(1);
+            let wait = Duration::from_millis(250 * 2u64.pow(attempt.min(7))).min(Duration::from_secs(32));
+            tokio::time::sleep(wait).await;
+        }
+    });
+}
+
+async fn listen(
+    config: &Config,
+    reloader: &Reloader,
+    connected_before: &mut bool,
+) -> Result<(), tokio_postgres::Error> {
+    let pg: tokio_postgres::Config = config.db_uri.parse()?;
+    let (client, mut connection) = pg.connect(NoTls).await?;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let driver = tokio::spawn(async move {
+        loop {
+            match poll_fn(|cx| connection.poll_message(cx)).await {
+                Some(Ok(AsyncMessage::Notification(n))) => {
+                    let _ = tx.send(n.payload().to_owned());
+                }
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Err(e),
+                None => return Ok(()),
+            }
+        }
+    });
+    let mut channel = String::new();
+    crate::sql::push_ident(&mut channel, &config.db_channel);
+    client.batch_execute(&format!("LISTEN {channel}")).await?;
+    if *connected_before {
+        reloader.request();
+    }
+    *connected_before = true;
+    tracing::info!(channel = %config.db_channel, "listening for schema reload notifications");
+    while let Some(payload) = rx.recv().await {
+        if payload.is_empty() || payload == "reload schema" {
+            reloader.request();
+        }
+    }
+    drop(client);
+    match driver.await {
+        Ok(result) => result,
+        Err(_) => Ok(()),
+    }
+}

@@ -1,0 +1,56 @@
+//! Start-up and shutdown: logging, the pool, the schema cache with its reload triggers, the
+//! listener, and a graceful stop on SIGTERM or SIGINT.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+
+use crate::config::Config;
+use crate::db::Db;
+use crate::http::AppState;
+use crate::schema::{self, Reloader, SharedSchema};
+
+/// How long in-flight requests may run after a shutdown signal.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+
+/// Installs the log subscriber for `config.log_level` (RUST_LOG overrides it).
+pub fn init_logging(config: &Config) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(format!("rowgate={}", config.log_level.directive()))
+    });
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_target(false).try_init();
+}
+
+/// Builds the shared state and starts the schema cache's loading and reload triggers.
+pub fn start_state(config: Arc<Config>) -> Arc<AppState> {
+    let shared = Arc::new(SharedSchema::default());
+    let reloader = Reloader::start(config.clone(), shared.clone());
+    schema::spawn_sigusr1(reloader.clone());
+    if config.db_channel_enabled {
+        schema::spawn_listener(config.clone(), reloader);
+    }
+    Arc::new(AppState { db: Db::new(&config), config, schema: shared })
+}
+
+/// Serves on `listener` until SIGTERM or SIGINT, then drains in-flight requests.
+pub async fn run(config: Arc<Config>, listener: TcpListener) {
+    let state = start_state(config);
+    if let Ok(addr) = listener.local_addr() {
+        tracing::info!(%addr, "rowgate listening");
+    }
+    crate::http::serve(listener, state, shutdown_signal(), SHUTDOWN_GRACE).await;
+    tracing::info!("rowgate stopped");
+}
+
+/// Completes on SIGTERM or SIGINT.
+pub async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).ok();
+    let mut int = signal(SignalKind::interrupt()).ok();
+    tokio::select! {
+        _ = async { match term.as_mut() { Some(s) => { s.recv().await; } None => std::future::pending().await } } => {}
+        _ = async { match int.as_mut() { Some(s) => { s.recv().await; } None => std::future::pending().await } } => {}
+    }
+    tracing::info!("shutdown signal received; finishing in-flight requests");
+}

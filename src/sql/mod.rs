@@ -1,0 +1,105 @@
+//! `Plan` → [`Statement`]s for PostgreSQL.
+//!
+//! Invariants: identifiers in the text come only from the plan (which took them from the
+//! schema cache) and are always quoted; every value from the request — filter operands, JSON
+//! keys, limits — is a bound parameter, never part of the text. Type names of casts are
+//! checked against the schema cache's list before they reach this stage.
+//!
+//! The SELECT list is shaped for rendering in rowgate: columns of types whose binary form
+//! rowgate turns into JSON itself are selected as they are; every other value goes through
+//! PostgreSQL's `to_json`, so it renders exactly as PostgREST renders it.
+
+mod read;
+
+pub use read::{render_read, ReadStatements, RowShape};
+
+use std::fmt::Write;
+
+use crate::schema::ValueKind;
+
+/// SQL text with its parameters, all sent in text format with types inferred by PostgreSQL
+/// (as PostgREST binds them), so `id=eq.abc` on an integer column is PostgreSQL's own 22P02.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Statement {
+    /// The SQL, with `$1`... placeholders.
+    pub text: String,
+    /// The parameter values, in placeholder order.
+    pub params: Vec<String>,
+}
+
+/// How the response stage turns one selected value into JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Render {
+    /// Binary int2.
+    Int2,
+    /// Binary int4.
+    Int4,
+    /// Binary int8.
+    Int8,
+    /// Binary numeric.
+    Numeric,
+    /// Binary bool.
+    Bool,
+    /// Text, escaped into a JSON string.
+    Text,
+    /// Binary uuid.
+    Uuid,
+    /// json text, copied as it is (also every `to_json` result).
+    Json,
+    /// Binary jsonb: a version byte, then the text.
+    Jsonb,
+}
+
+impl Render {
+    /// The rendering of a value kind, if rowgate renders it itself (otherwise `to_json`).
+    pub fn native(kind: ValueKind) -> Option<Render> {
+        Some(match kind {
+            ValueKind::Int2 => Render::Int2,
+            ValueKind::Int4 => Render::Int4,
+            ValueKind::Int8 => Render::Int8,
+            ValueKind::Numeric => Render::Numeric,
+            ValueKind::Bool => Render::Bool,
+            ValueKind::Text => Render::Text,
+            ValueKind::Uuid => Render::Uuid,
+            ValueKind::Json => Render::Json,
+            ValueKind::Jsonb => Render::Jsonb,
+            ValueKind::TsVector | ValueKind::Other => return None,
+        })
+    }
+}
+
+/// Appends `name` as a quoted identifier.
+pub fn push_ident(sql: &mut String, name: &str) {
+    sql.push('"');
+    for c in name.chars() {
+        if c == '"' {
+            sql.push('"');
+        }
+        sql.push(c);
+    }
+    sql.push('"');
+}
+
+/// Collects parameters while SQL text is written.
+#[derive(Debug, Default)]
+pub struct Params(pub Vec<String>);
+
+impl Params {
+    /// Adds a value and appends its placeholder to `sql`.
+    pub fn push(&mut self, sql: &mut String, value: impl Into<String>) {
+        self.0.push(value.into());
+        let _ = write!(sql, "${}", self.0.len());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identifiers_are_quoted_and_escaped() {
+        let mut s = String::new();
+        push_ident(&mut s, "Order \"Items\"");
+        assert_eq!(s, "\"Order \"\"Items\"\"\"");
+    }
+}

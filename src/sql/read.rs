@@ -1,0 +1,387 @@
+//! The statements of a read: the main SELECT (with the exact count folded in when asked for),
+//! and an `EXPLAIN` for planned and estimated counts.
+
+use rowgate_request::{
+    CompareOp, Direction, FtsOp, IsValue, JsonKey, LogicOp, NullsOrder, Operation, PreferCount, Quantifier,
+};
+
+use super::{push_ident, Params, Render, Statement};
+use crate::plan::{Condition, Expr, Media, OutputColumn, ReadPlan};
+use crate::schema::ValueKind;
+
+/// How the rows of the main statement are laid out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RowShape {
+    /// One row per result row, one column per output key.
+    Json {
+        /// JSON keys with their rendering, in order.
+        columns: Vec<(String, Render)>,
+    },
+    /// One text column per row: the row's record text (PostgREST's CSV rows).
+    Csv {
+        /// Header names.
+        columns: Vec<String>,
+    },
+    /// No values: HEAD only needs the number of rows.
+    Empty,
+}
+
+/// Everything the database stage runs for one read.
+#[derive(Debug, Clone)]
+pub struct ReadStatements {
+    /// The main statement.
+    pub main: Statement,
+    /// With an exact count, the main statement's first column is the total and its second
+    /// is non-null when the row is a real row (the page may be empty).
+    pub counted: bool,
+    /// Layout of the main statement's (remaining) columns.
+    pub shape: RowShape,
+    /// `EXPLAIN (FORMAT JSON)` of the count query, for planned/estimated counts.
+    pub explain: Option<Statement>,
+    /// For estimated counts: the exact count stops at this many rows (db-max-rows + 1).
+    pub estimate_threshold: Option<u64>,
+}
+
+/// Renders the statements of a read plan.
+pub fn render_read(plan: &ReadPlan, max_rows: Option<u64>) -> ReadStatements {
+    let mut params = Params::default();
+    // The WHERE clause is rendered first so that its parameters are $1..$k, which lets the
+    // EXPLAIN of planned counts reuse them alone.
+    let mut from_where = String::with_capacity(128);
+    from_where.push_str(" FROM ");
+    push_ident(&mut from_where, &plan.relation.name.schema);
+    from_where.push('.');
+    push_ident(&mut from_where, &plan.relation.name.name);
+    where_clause(&plan.conditions, &mut from_where, &mut params);
+    let where_params = params.0.len();
+
+    let mut select_list = String::with_capacity(256);
+    let shape = select_list_of(plan, &mut select_list, &mut params);
+
+    let exact = match plan.count {
+        Some(PreferCount::Exact) => Some(None),
+        // Counting stops one past db-max-rows; beyond that the planner's estimate is used.
+        Some(PreferCount::Estimated) => Some(max_rows.map(|m| m.saturating_add(1))),
+        _ => None,
+    };
+    let mut text = String::with_capacity(2 * (select_list.len() + from_where.len()) + 128);
+    if let Some(threshold) = exact {
+        // One statement, one snapshot: the total joined with the (possibly empty) page.
+        text.push_str(
+            "SELECT pgrst_total.n, pgrst_page.* FROM (SELECT pg_catalog.count(*) AS n FROM (SELECT 1",
+        );
+        text.push_str(&from_where);
+        if let Some(t) = threshold {
+            text.push_str(" LIMIT ");
+            params.push(&mut text, t.to_string());
+        }
+        text.push_str(") pgrst_counted) pgrst_total LEFT JOIN LATERAL (SELECT 1 AS pgrst_present");
+        if !select_list.is_empty() {
+            text.push_str(", ");
+        }
+    } else {
+        text.push_str("SELECT ");
+    }
+    text.push_str(&select_list);
+    text.push_str(&from_where);
+    order_by(plan, &mut text, &mut params);
+    if let Some(limit) = plan.window.limit {
+        text.push_str(" LIMIT ");
+        params.push(&mut text, limit.to_string());
+    }
+    if plan.window.offset > 0 {
+        text.push_str(" OFFSET ");
+        params.push(&mut text, plan.window.offset.to_string());
+    }
+    if exact.is_some() {
+        text.push_str(") pgrst_page ON true");
+    }
+    let explain = match plan.count {
+        Some(PreferCount::Planned | PreferCount::Estimated) => Some(Statement {
+            text: format!("EXPLAIN (FORMAT JSON) SELECT 1{from_where}"),
+            params: params.0[..where_params].to_vec(),
+        }),
+        _ => None,
+    };
+    ReadStatements {
+        main: Statement { text, params: params.0 },
+        counted: exact.is_some(),
+        shape,
+        explain,
+        estimate_threshold: match plan.count {
+            Some(PreferCount::Estimated) => max_rows.map(|m| m.saturating_add(1)),
+            _ => None,
+        },
+    }
+}
+
+/// Writes the SELECT list and returns how its rows are read back.
+fn select_list_of(plan: &ReadPlan, sql: &mut String, params: &mut Params) -> RowShape {
+    if plan.head {
+        // Zero columns is valid SQL: HEAD needs the row count only.
+        return RowShape::Empty;
+    }
+    match plan.media {
+        Media::Csv => {
+            // PostgREST's CSV rows are the record text of each row without its parentheses.
+            sql.push_str("ROW(");
+            for (i, col) in plan.columns.iter().enumerate() {
+                if i > 0 {
+                    sql.push_str(", ");
+                }
+                expr(&col.expr, sql, params);
+            }
+            sql.push_str(")::text");
+            RowShape::Csv { columns: plan.columns.iter().map(|c| c.key.clone()).collect() }
+        }
+        Media::Json { strip_nulls } | Media::Single { strip_nulls } => {
+            let mut columns = Vec::with_capacity(plan.columns.len());
+            for (i, col) in plan.columns.iter().enumerate() {
+                if i > 0 {
+                    sql.push_str(", ");
+                }
+                columns.push((col.key.clone(), output(col, strip_nulls, sql, params)));
+            }
+            RowShape::Json { columns }
+        }
+    }
+}
+
+/// Writes one output expression, wrapped in `to_json` unless rowgate renders its type.
+fn output(col: &OutputColumn, strip_nulls: bool, sql: &mut String, params: &mut Params) -> Render {
+    let nested_json = matches!(col.kind, ValueKind::Json | ValueKind::Jsonb | ValueKind::Other);
+    match Render::native(col.kind) {
+        Some(render) if !(strip_nulls && nested_json) => {
+            expr(&col.expr, sql, params);
+            render
+        }
+        _ => {
+            sql.push_str(if strip_nulls { "json_strip_nulls(to_json(" } else { "to_json(" });
+            expr(&col.expr, sql, params);
+            sql.push_str(if strip_nulls { "))" } else { ")" });
+            Render::Json
+        }
+    }
+}
+
+/// Writes a value expression.
+pub(crate) fn expr(e: &Expr, sql: &mut String, params: &mut Params) {
+    match e {
+        Expr::Column(name) => push_ident(sql, name),
+        Expr::JsonPath { column, steps, to_jsonb } => {
+            if *to_jsonb {
+                sql.push_str("to_jsonb(");
+                push_ident(sql, column);
+                sql.push(')');
+            } else {
+                push_ident(sql, column);
+            }
+            for step in steps {
+                sql.push_str(if step.as_text { "->>" } else { "->" });
+                match &step.key {
+                    JsonKey::Key(k) => {
+                        // Untyped, like PostgREST's literal: `jsonb -> unknown` resolves to the
+                        // text-key operator, and a wrong base type fails as it does there.
+                        params.push(sql, k.clone());
+                    }
+                    JsonKey::Index(i) => {
+                        sql.push('(');
+                        sql.push_str(&i.to_string());
+                        sql.push(')');
+                    }
+                }
+            }
+        }
+        Expr::Cast(inner, ty) => {
+            sql.push('(');
+            expr(inner, sql, params);
+            sql.push_str(")::");
+            sql.push_str(ty);
+        }
+    }
+}
+
+fn where_clause(conditions: &[Condition], sql: &mut String, params: &mut Params) {
+    for (i, c) in conditions.iter().enumerate() {
+        sql.push_str(if i == 0 { " WHERE " } else { " AND " });
+        condition(c, sql, params);
+    }
+}
+
+fn condition(c: &Condition, sql: &mut String, params: &mut Params) {
+    match c {
+        Condition::Filter { expr: e, kind, filter } => {
+            if filter.negated {
+                sql.push_str("NOT ");
+            }
+            sql.push('(');
+            operation(e, *kind, &filter.operation, sql, params);
+            sql.push(')');
+        }
+        Condition::Logic { negated, op, children } => {
+            if *negated {
+                sql.push_str("NOT ");
+            }
+            sql.push('(');
+            for (i, child) in children.iter().enumerate() {
+                if i > 0 {
+                    sql.push_str(match op {
+                        LogicOp::And => " AND ",
+                        LogicOp::Or => " OR ",
+                    });
+                }
+                condition(child, sql, params);
+            }
+            sql.push(')');
+        }
+    }
+}
+
+fn operation(e: &Expr, kind: ValueKind, op: &Operation, sql: &mut String, params: &mut Params) {
+    match op {
+        Operation::Compare { op, quantifier, value } => {
+            expr(e, sql, params);
+            sql.push(' ');
+            sql.push_str(compare_sql(*op));
+            sql.push(' ');
+            let value = if matches!(op, CompareOp::Like | CompareOp::Ilike) {
+                value.replace('*', "%")
+            } else {
+                value.clone()
+            };
+            match quantifier {
+                None => params.push(sql, value),
+                Some(q) => {
+                    sql.push_str(match q {
+                        Quantifier::Any => "ANY(",
+                        Quantifier::All => "ALL(",
+                    });
+                    params.push(sql, value);
+                    sql.push(')');
+                }
+            }
+        }
+        Operation::In(items) => {
+            expr(e, sql, params);
+            sql.push_str(" = ANY(");
+            params.push(sql, array_literal(items));
+            sql.push(')');
+        }
+        Operation::Is(v) => {
+            expr(e, sql, params);
+            sql.push_str(match v {
+                IsValue::Null => " IS NULL",
+                IsValue::NotNull => " IS NOT NULL",
+                IsValue::True => " IS TRUE",
+                IsValue::False => " IS FALSE",
+                IsValue::Unknown => " IS UNKNOWN",
+            });
+        }
+        Operation::IsDistinct(value) => {
+            expr(e, sql, params);
+            sql.push_str(" IS DISTINCT FROM ");
+            params.push(sql, value.clone());
+        }
+        Operation::Fts { op, language, value } => {
+            let lang = |sql: &mut String, params: &mut Params| {
+                if let Some(l) = language {
+                    params.push(sql, l.clone());
+                    sql.push_str("::regconfig, ");
+                }
+            };
+            if kind != ValueKind::Text {
+                // tsvector columns as they are; other non-text types fail in PostgreSQL
+                // (`integer @@ tsquery`), as with PostgREST.
+                expr(e, sql, params);
+            } else {
+                sql.push_str("to_tsvector(");
+                lang(sql, params);
+                expr(e, sql, params);
+                sql.push(')');
+            }
+            sql.push_str(" @@ ");
+            sql.push_str(match op {
+                FtsOp::Fts => "to_tsquery(",
+                FtsOp::Plain => "plainto_tsquery(",
+                FtsOp::Phrase => "phraseto_tsquery(",
+                FtsOp::Websearch => "websearch_to_tsquery(",
+            });
+            lang(sql, params);
+            params.push(sql, value.clone());
+            sql.push(')');
+        }
+    }
+}
+
+fn compare_sql(op: CompareOp) -> &'static str {
+    match op {
+        CompareOp::Eq => "=",
+        CompareOp::Neq => "<>",
+        CompareOp::Gt => ">",
+        CompareOp::Gte => ">=",
+        CompareOp::Lt => "<",
+        CompareOp::Lte => "<=",
+        CompareOp::Like => "LIKE",
+        CompareOp::Ilike => "ILIKE",
+        CompareOp::Match => "~",
+        CompareOp::Imatch => "~*",
+        CompareOp::Contains => "@>",
+        CompareOp::Contained => "<@",
+        CompareOp::Overlap => "&&",
+        CompareOp::StrictlyLeft => "<<",
+        CompareOp::StrictlyRight => ">>",
+        CompareOp::NotExtendRight => "&<",
+        CompareOp::NotExtendLeft => "&>",
+        CompareOp::Adjacent => "-|-",
+    }
+}
+
+/// A PostgreSQL array literal of the `in.(...)` items, each quoted so commas, quotes,
+/// backslashes, braces and the word NULL stay literal text.
+fn array_literal(items: &[String]) -> String {
+    let mut out = String::from("{");
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push('"');
+        for c in item.chars() {
+            if c == '"' || c == '\\' {
+                out.push('\\');
+            }
+            out.push(c);
+        }
+        out.push('"');
+    }
+    out.push('}');
+    out
+}
+
+fn order_by(plan: &ReadPlan, sql: &mut String, params: &mut Params) {
+    for (i, o) in plan.order.iter().enumerate() {
+        sql.push_str(if i == 0 { " ORDER BY " } else { ", " });
+        expr(&o.expr, sql, params);
+        match o.term.direction {
+            Some(Direction::Asc) => sql.push_str(" ASC"),
+            Some(Direction::Desc) => sql.push_str(" DESC"),
+            None => {}
+        }
+        match o.term.nulls {
+            Some(NullsOrder::First) => sql.push_str(" NULLS FIRST"),
+            Some(NullsOrder::Last) => sql.push_str(" NULLS LAST"),
+            None => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn in_items_stay_literal() {
+        let items = vec!["a,b".to_string(), "say \"hi\"".into(), "back\\slash".into(), "NULL".into()];
+        assert_eq!(array_literal(&items), r#"{"a,b","say \"hi\"","back\\slash","NULL"}"#);
+        assert_eq!(array_literal(&[]), "{}");
+    }
+}

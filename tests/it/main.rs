@@ -1,0 +1,9 @@
+//! rowgate's integration tests: one binary, a module per feature, against a real PostgreSQL
+//! that the harness starts itself.
+
+mod errors;
+mod operations;
+mod oracle;
+mod read;
+mod rls;
+mod support;

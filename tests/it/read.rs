@@ -1,0 +1,142 @@
+//! Reads as the PostgREST docs describe them ("Tables and Views"): one request, one response.
+
+use serde_json::json;
+
+use crate::support::{check, get, request};
+
+#[test]
+fn select_renames_and_casts() {
+    check(
+        "/items?select=id,item_name:name,price::text&id=eq.1",
+        200,
+        json!([{"id": 1, "item_name": "hammer", "price": "12.50"}]),
+    );
+}
+
+#[test]
+fn json_paths_name_the_last_key() {
+    check(
+        "/items?select=id,data->>color,data->dims->0&id=eq.1",
+        200,
+        json!([{"id": 1, "color": "red", "dims": 10}]),
+    );
+}
+
+#[test]
+fn filters_combine_with_and_and_or() {
+    check(
+        "/items?select=id&or=(id.eq.1,id.eq.3,and(id.gt.4,id.lt.6))&order=id",
+        200,
+        json!([{"id": 1}, {"id": 3}, {"id": 5}]),
+    );
+    check(
+        "/items?select=id&id=not.in.(2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20)",
+        200,
+        json!([{"id": 1}]),
+    );
+}
+
+#[test]
+fn like_uses_star_as_wildcard() {
+    check("/items?select=name&name=like.*ench&order=id", 200, json!([{"name": "wrench"}]));
+    check(
+        "/items?select=name&name=ilike(any).{HAM*,*RENCH}&order=id",
+        200,
+        json!([{"name": "hammer"}, {"name": "wrench"}]),
+    );
+}
+
+#[test]
+fn array_and_range_operators() {
+    check("/items?select=id&tags=cs.{food,fruit}&order=id", 200, json!([{"id": 3}, {"id": 4}]));
+    let r = get("/types?select=id&c_int4range=adj.[6,10)");
+    assert_eq!(r.status, 200, "{}", r.body);
+}
+
+#[test]
+fn full_text_search_with_language() {
+    let r = get("/articles?select=id&tsv=fts(english).cats");
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(!r.json().as_array().unwrap().is_empty(), "{}", r.body);
+}
+
+#[test]
+fn order_and_pagination() {
+    let r = check("/items?select=id&order=id.desc&limit=2&offset=1", 200, json!([{"id": 19}, {"id": 18}]));
+    assert_eq!(r.header("content-range"), Some("1-2/*"));
+}
+
+#[test]
+fn exact_count_gives_partial_content() {
+    let r = request("GET", "/items?select=id&limit=2", &[("Prefer", "count=exact")]);
+    assert_eq!(r.status, 206);
+    assert_eq!(r.header("content-range"), Some("0-1/20"));
+    assert_eq!(r.header("preference-applied"), Some("count=exact"));
+}
+
+#[test]
+fn range_header_selects_rows() {
+    let r = request("GET", "/items?select=id&order=id", &[("Range-Unit", "items"), ("Range", "2-3")]);
+    assert_eq!(r.json(), json!([{"id": 3}, {"id": 4}]));
+    assert_eq!(r.header("content-range"), Some("2-3/*"));
+}
+
+#[test]
+fn head_has_headers_but_no_body() {
+    let r = request("HEAD", "/items?limit=5", &[("Prefer", "count=exact")]);
+    assert_eq!(r.status, 206);
+    assert_eq!(r.header("content-range"), Some("0-4/20"));
+    assert_eq!(r.body, "");
+}
+
+#[test]
+fn csv_output() {
+    let r = request("GET", "/items?select=id,name,tags&id=lt.3&order=id", &[("Accept", "text/csv")]);
+    assert_eq!(r.header("content-type"), Some("text/csv; charset=utf-8"));
+    assert_eq!(r.body, "id,name,tags\n1,hammer,\"{tool,metal}\"\n2,screwdriver,{tool}");
+}
+
+#[test]
+fn singular_object() {
+    let accept = [("Accept", "application/vnd.pgrst.object+json")];
+    let r = request("GET", "/items?select=id,name&id=eq.1", &accept);
+    assert_eq!(r.json(), json!({"id": 1, "name": "hammer"}));
+    let r = request("GET", "/items?select=id&id=gt.18", &accept);
+    assert_eq!(r.status, 406);
+    assert_eq!(r.json()["code"], "PGRST116");
+    assert_eq!(r.json()["details"], "The result contains 2 rows");
+}
+
+#[test]
+fn stripped_nulls() {
+    let r = request(
+        "GET",
+        "/items?select=id,price&id=eq.7",
+        &[("Accept", "application/vnd.pgrst.array+json;nulls=stripped")],
+    );
+    assert_eq!(r.body, r#"[{"id":7}]"#);
+}
+
+#[test]
+fn accept_profile_selects_a_schema() {
+    let r = request("GET", "/items?select=name&id=eq.1", &[("Accept-Profile", "v2")]);
+    assert_eq!(r.json(), json!([{"name": "v2 hammer"}]));
+    assert_eq!(r.header("content-profile"), Some("v2"));
+}
+
+#[test]
+fn percent_encoded_and_unicode_names() {
+    let r = get("/Order%20Items?select=Unit%20Price&limit=1");
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = get("/categor%C3%ADas?limit=1");
+    assert_eq!(r.status, 200, "{}", r.body);
+}
+
+#[test]
+fn values_render_as_postgrest_renders_them() {
+    let r = get("/types?select=c_numeric,c_timestamp,c_timestamptz,c_int_arr,c_bool,c_uuid,c_bytea&id=eq.1");
+    let row = &r.json()[0];
+    assert_eq!(row["c_timestamptz"], "2024-01-15T11:45:30+00:00", "{}", r.body);
+    assert!(row["c_int_arr"].is_array(), "{}", r.body);
+    assert!(row["c_bool"].is_boolean(), "{}", r.body);
+}

@@ -1,0 +1,216 @@
+//! The test harness: one throwaway PostgreSQL per test binary (or the database in
+//! `ROWGATE_TEST_DB_URI`), the fixture schema loaded into it, and rowgate servers running
+//! in-process on loopback ports. `request` is the only code that knows how requests are sent.
+
+use std::net::TcpListener as StdListener;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use rowgate::cluster::TempCluster;
+use rowgate::config::{Config, ServeArgs};
+
+const FIXTURE: &str = include_str!("../../fixtures/schema.sql");
+
+/// The shared database and the default server.
+pub struct Harness {
+    /// Superuser connection URI of the test database.
+    pub superuser_uri: String,
+    /// Base URL of the default rowgate server (schemas test, v2; anon role web_anon).
+    pub base: String,
+    /// The throwaway cluster, unless ROWGATE_TEST_DB_URI was given; held so it lives as long
+    /// as the tests.
+    _cluster: Option<TempCluster>,
+}
+
+static HARNESS: OnceLock<Harness> = OnceLock::new();
+
+/// The shared harness, started on first use. A missing PostgreSQL fails the tests loudly.
+pub fn harness() -> &'static Harness {
+    HARNESS.get_or_init(|| {
+        if std::env::var_os("ROWGATE_TEST_LOG").is_some() {
+            let _ = tracing_subscriber::fmt().with_env_filter("rowgate=debug").try_init();
+        }
+        let (cluster, superuser_uri) = match std::env::var("ROWGATE_TEST_DB_URI") {
+            Ok(uri) if !uri.is_empty() => (None, uri),
+            _ => {
+                let cluster = TempCluster::start()
+                    .unwrap_or_else(|e| panic!("cannot start a throwaway PostgreSQL for the tests: {e}"));
+                stop_with_this_process(&cluster);
+                let uri = cluster.uri("postgres", "postgres");
+                (Some(cluster), uri)
+            }
+        };
+        block_on(async {
+            let cfg: tokio_postgres::Config = superuser_uri.parse().expect("superuser URI");
+            let client = rowgate::db::connect(&cfg).await.expect("connect as superuser");
+            client.batch_execute(FIXTURE).await.expect("load tests/fixtures/schema.sql");
+        });
+        let base = start_server(default_args(&superuser_uri));
+        Harness { superuser_uri, base, _cluster: cluster }
+    })
+}
+
+/// The arguments of the default server.
+pub fn default_args(superuser_uri: &str) -> ServeArgs {
+    ServeArgs {
+        db_uri: Some(authenticator_uri(superuser_uri)),
+        db_schemas: Some("test, v2".into()),
+        db_anon_role: Some("web_anon".into()),
+        server_host: Some("127.0.0.1".into()),
+        server_port: Some(0),
+        db_pool: Some(4),
+        ..ServeArgs::default()
+    }
+}
+
+/// The URI of the `Authenticator` login role on the test database.
+pub fn authenticator_uri(superuser_uri: &str) -> String {
+    let cfg: tokio_postgres::Config = superuser_uri.parse().expect("superuser URI");
+    let host = match cfg.get_hosts().first() {
+        Some(tokio_postgres::config::Host::Tcp(h)) => h.clone(),
+        _ => "127.0.0.1".into(),
+    };
+    let port = cfg.get_ports().first().copied().unwrap_or(5432);
+    let db = cfg.get_dbname().unwrap_or("postgres");
+    format!("postgres://Authenticator:secret@{host}:{port}/{db}")
+}
+
+/// Starts an in-process rowgate with `args` on a free loopback port; returns its base URL.
+/// It runs until the test binary exits.
+pub fn start_server(mut args: ServeArgs) -> String {
+    let listener = StdListener::bind("127.0.0.1:0").expect("bind a loopback port");
+    let addr = listener.local_addr().expect("local addr");
+    listener.set_nonblocking(true).expect("nonblocking");
+    args.server_port = Some(addr.port());
+    let config = Arc::new(Config::load(&args).expect("test config"));
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("server runtime");
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).expect("tokio listener");
+            let state = rowgate::server::start_state(config);
+            rowgate::http::serve(listener, state, std::future::pending(), Duration::from_secs(1)).await;
+        });
+    });
+    let base = format!("http://{addr}");
+    wait_ready(&base);
+    base
+}
+
+/// Waits until `/ready` answers 200 (pool and schema cache ready).
+pub fn wait_ready(base: &str) {
+    let client = reqwest::blocking::Client::new();
+    for _ in 0..200 {
+        if let Ok(r) = client.get(format!("{base}/ready")).send() {
+            if r.status() == 200 {
+                return;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("rowgate at {base} did not become ready");
+}
+
+/// Runs a future on a fresh runtime (tests are synchronous).
+pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime").block_on(f)
+}
+
+/// Runs SQL as the superuser on the test database.
+pub fn sql(statements: &str) {
+    let uri = harness().superuser_uri.clone();
+    block_on(async move {
+        let cfg: tokio_postgres::Config = uri.parse().expect("uri");
+        let client = rowgate::db::connect(&cfg).await.expect("connect");
+        client.batch_execute(statements).await.expect("sql");
+    });
+}
+
+/// Stops the cluster when the test process exits, even if it is killed or panics: static
+/// values are never dropped, so a watchdog process does it.
+fn stop_with_this_process(cluster: &TempCluster) {
+    let pid = std::process::id();
+    let data = cluster.dir().join("data");
+    let pg_ctl = cluster.program("pg_ctl");
+    let stop = format!("{} -D {} -m immediate stop", pg_ctl.display(), data.display());
+    let stop = if std::fs::read_to_string("/proc/self/status")
+        .map(|s| s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0")))
+        .unwrap_or(false)
+    {
+        format!("runuser -u postgres -- {stop}")
+    } else {
+        stop
+    };
+    let script = format!(
+        "while kill -0 {pid} 2>/dev/null; do sleep 1; done; {stop} >/dev/null 2>&1; rm -rf {}",
+        cluster.dir().display()
+    );
+    let _ = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn();
+}
+
+/// A response: status, headers, body.
+#[derive(Debug)]
+pub struct Resp {
+    /// Status code.
+    pub status: u16,
+    /// Headers.
+    pub headers: reqwest::header::HeaderMap,
+    /// Body text.
+    pub body: String,
+}
+
+impl Resp {
+    /// A header's value, if present.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// The body as JSON.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("body is not JSON ({e}): {}", self.body))
+    }
+}
+
+/// Sends a request to `base` and returns the whole response.
+pub fn request_to(base: &str, method: &str, path: &str, headers: &[(&str, &str)]) -> Resp {
+    static CLIENT: OnceLock<reqwest::blocking::Client> = OnceLock::new();
+    let client = CLIENT.get_or_init(|| reqwest::blocking::Client::builder().build().expect("client"));
+    let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
+    let mut req = client.request(method, format!("{base}{path}"));
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let r = req.send().unwrap_or_else(|e| panic!("request {path} failed: {e}"));
+    let status = r.status().as_u16();
+    let headers = r.headers().clone();
+    let body = r.text().unwrap_or_default();
+    Resp { status, headers, body }
+}
+
+/// Sends a request to the default server.
+pub fn request(method: &str, path: &str, headers: &[(&str, &str)]) -> Resp {
+    request_to(&harness().base, method, path, headers)
+}
+
+/// GET on the default server.
+pub fn get(path: &str) -> Resp {
+    request("GET", path, &[])
+}
+
+/// Checks one request's status and JSON body against the expected ones.
+#[track_caller]
+pub fn check(path: &str, status: u16, body: serde_json::Value) -> Resp {
+    let r = get(path);
+    assert_eq!(r.status, status, "GET {path}: {}", r.body);
+    assert_eq!(r.json(), body, "GET {path}");
+    r
+}
