@@ -53,7 +53,7 @@ pub async fn serve(
 ) {
     let graceful = GracefulShutdown::new();
     let mut http = hyper::server::conn::http1::Builder::new();
-    http.max_buf_size(state.config.server_max_header_size).timer(hyper_util::rt::TokioTimer::new());
+    http.max_header_size(state.config.server_max_header_size).timer(hyper_util::rt::TokioTimer::new());
     http.header_read_timeout(Duration::from_secs(30));
     tokio::pin!(shutdown);
     loop {

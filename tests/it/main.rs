@@ -4,6 +4,7 @@
 mod errors;
 mod operations;
 mod oracle;
+mod postgrest_js;
 mod read;
 mod rls;
 mod support;

@@ -197,6 +197,25 @@ fn reconnects_after_postgresql_restarts() {
     let base = start_server(args);
     assert_eq!(request_to(&base, "GET", "/t", &[]).status, 200);
 
+    // Load from four clients throughout the outage: every answer is 200 or a clean 503.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load: Vec<_> = (0..4)
+        .map(|_| {
+            let (base, stop) = (base.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut statuses = Vec::new();
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let r = request_to(&base, "GET", "/t", &[]);
+                    if r.status == 503 {
+                        assert!(r.header("retry-after").is_some(), "503 without Retry-After");
+                    }
+                    statuses.push(r.status);
+                }
+                statuses
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
     cluster.stop().unwrap();
     for _ in 0..5 {
         let r = request_to(&base, "GET", "/t", &[]);
@@ -208,4 +227,41 @@ fn reconnects_after_postgresql_restarts() {
     cluster.restart().unwrap();
     let r = eventually(&base, "/t", 200);
     assert_eq!(r.json(), json!([{"id": 1}]));
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for handle in load {
+        let statuses = handle.join().expect("load thread");
+        assert!(statuses.iter().all(|s| *s == 200 || *s == 503), "{statuses:?}");
+        assert_eq!(statuses.last(), Some(&200), "requests succeed again after the restart");
+    }
+}
+
+#[test]
+fn pool_timeout_is_504() {
+    sql("CREATE OR REPLACE VIEW test.holds_a_connection AS SELECT pg_sleep(2)::text AS slept;
+         GRANT SELECT ON test.holds_a_connection TO web_anon;");
+    let mut args = default_args(&harness().superuser_uri);
+    args.db_pool = Some(1);
+    args.db_pool_acquisition_timeout = Some(1);
+    let base = start_server(args);
+    let holder = {
+        let base = base.clone();
+        std::thread::spawn(move || request_to(&base, "GET", "/holds_a_connection", &[]))
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let r = request_to(&base, "GET", "/items?select=id&limit=1", &[]);
+    assert_eq!(r.status, 504, "{}", r.body);
+    assert_eq!(
+        r.json(),
+        json!({"code": "PGRST003", "details": null, "hint": null,
+               "message": "Timed out acquiring connection from connection pool."})
+    );
+    assert_eq!(holder.join().unwrap().status, 200);
+}
+
+#[test]
+fn oversized_headers_are_431() {
+    let big = "x".repeat(40_000);
+    let r = request_to(&harness().base, "GET", "/items?limit=1", &[("X-Big", &big)]);
+    assert_eq!(r.status, 431);
 }
