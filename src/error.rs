@@ -73,6 +73,9 @@ pub enum Error {
     /// No connection to PostgreSQL could be made or used.
     #[error("database unavailable: {0}")]
     Unavailable(String),
+    /// A column's type changed since the schema cache was loaded; a reload is on its way.
+    #[error("the schema changed since the schema cache was loaded")]
+    SchemaChanged,
     /// No pooled connection became free within `db-pool-acquisition-timeout`.
     #[error("timed out acquiring a connection from the pool")]
     PoolTimeout,
@@ -147,6 +150,16 @@ impl Error {
                         StatusCode::SERVICE_UNAVAILABLE,
                         code::CONNECTION,
                         "Database client error. Retrying the connection.",
+                        None,
+                        None,
+                    )
+                }
+                Error::SchemaChanged => {
+                    retry_after = Some(1);
+                    (
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        code::SCHEMA_CACHE_NOT_READY,
+                        "The schema changed since the schema cache was loaded. Reloading it; retry.",
                         None,
                         None,
                     )

@@ -28,9 +28,9 @@ pub fn start_state(config: Arc<Config>) -> Arc<AppState> {
     let reloader = Reloader::start(config.clone(), shared.clone());
     schema::spawn_sigusr1(reloader.clone());
     if config.db_channel_enabled {
-        schema::spawn_listener(config.clone(), reloader);
+        schema::spawn_listener(config.clone(), reloader.clone());
     }
-    Arc::new(AppState { db: Db::new(&config), config, schema: shared })
+    Arc::new(AppState { db: Db::new(&config), config, schema: shared, reloader })
 }
 
 /// Serves on `listener` until SIGTERM or SIGINT, then drains in-flight requests.

@@ -42,6 +42,24 @@ impl PgConn {
         explain: Option<&Statement>,
         anonymous: bool,
     ) -> Result<ReadResult, Error> {
+        match self.read_once(wanted, main, explain, anonymous).await {
+            // A column changed type since the statement was prepared (a migration followed by a
+            // schema reload): prepare again, once.
+            Err(Error::Database(db, _)) if is_stale_plan(&db) => {
+                self.forget_statements();
+                self.read_once(wanted, main, explain, anonymous).await
+            }
+            other => other,
+        }
+    }
+
+    async fn read_once(
+        &mut self,
+        wanted: &SessionSettings,
+        main: &Statement,
+        explain: Option<&Statement>,
+        anonymous: bool,
+    ) -> Result<ReadResult, Error> {
         let mut settings_stmt = self.settings_statement(wanted).await.map_err(|e| db_error(e, anonymous))?;
         let cached = self.is_prepared(&main.text) && explain.is_none_or(|s| self.is_prepared(&s.text));
         if !cached {
@@ -110,6 +128,12 @@ async fn query(
     use futures_util::TryStreamExt;
     let stream = client.query_raw(statement, params.iter().map(|v| TextParam(v))).await?;
     stream.try_collect().await
+}
+
+/// PostgreSQL's refusal to run a prepared statement whose result columns changed type.
+fn is_stale_plan(db: &tokio_postgres::error::DbError) -> bool {
+    *db.code() == tokio_postgres::error::SqlState::FEATURE_NOT_SUPPORTED
+        && db.message().starts_with("cached plan must not change result type")
 }
 
 /// Converts a driver error: a database error keeps its SQLSTATE, anything else means the

@@ -39,6 +39,11 @@ pub struct PgConn {
 }
 
 impl PgConn {
+    /// Forgets every prepared statement (PostgreSQL deallocates them as their handles drop).
+    pub fn forget_statements(&mut self) {
+        self.statements.clear();
+    }
+
     /// Whether `sql` is prepared on this connection.
     pub fn is_prepared(&self, sql: &str) -> bool {
         self.statements.contains_key(sql)

@@ -28,7 +28,7 @@ use crate::config::Config;
 use crate::db::Db;
 use crate::error::{code, Error};
 use crate::plan::Plan;
-use crate::schema::SharedSchema;
+use crate::schema::{Reloader, SharedSchema};
 
 /// The response body type.
 pub type Body = Full<Bytes>;
@@ -41,6 +41,8 @@ pub struct AppState {
     pub db: Db,
     /// The schema cache.
     pub schema: Arc<SharedSchema>,
+    /// Asks for a schema cache reload.
+    pub reloader: Reloader,
 }
 
 /// Serves `listener` until `shutdown` completes, then lets in-flight requests finish (for at
@@ -109,6 +111,17 @@ pub async fn handle(state: &AppState, req: Request<Incoming>) -> Response<Body> 
 }
 
 async fn route(state: &AppState, req: Request<Incoming>) -> Response<Body> {
+    if tracing::enabled!(tracing::Level::INFO) {
+        let started = std::time::Instant::now();
+        let (method, uri) = (req.method().clone(), req.uri().clone());
+        let response = dispatch(state, req).await;
+        tracing::info!(%method, %uri, status = response.status().as_u16(), elapsed = ?started.elapsed(), "request");
+        return response;
+    }
+    dispatch(state, req).await
+}
+
+async fn dispatch(state: &AppState, req: Request<Incoming>) -> Response<Body> {
     match req.uri().path() {
         "/live" => plain(StatusCode::OK),
         "/ready" => {
@@ -167,7 +180,11 @@ async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Body>,
     let result = conn.read(&settings, &statements.main, statements.explain.as_ref(), true).await?;
     drop(conn);
     let profile = (config.db_schemas.len() > 1).then_some(plan.schema.as_str());
-    crate::response::read(&plan, &statements, result, config.db_max_rows, profile)
+    let response = crate::response::read(&plan, &statements, result, config.db_max_rows, profile);
+    if let Err(Error::SchemaChanged) = response {
+        state.reloader.request();
+    }
+    response
 }
 
 fn plain(status: StatusCode) -> Response<Body> {

@@ -78,6 +78,16 @@ pub fn read(
         _ => format!("{lower}-{}/{}", lower + n - 1, total_text(total)),
     };
 
+    if let (RowShape::Json { columns }, Some(row)) = (&stmts.shape, page.first()) {
+        // Values are rendered by the type the schema cache knew; a migration may have changed
+        // it since. Never guess: refuse, and let the caller retry once the cache is reloaded.
+        let actual = &row.columns()[skip..];
+        if actual.len() != columns.len()
+            || !columns.iter().zip(actual).all(|((_, render), col)| render.accepts(col.type_()))
+        {
+            return Err(Error::SchemaChanged);
+        }
+    }
     let body = match (&stmts.shape, plan.media) {
         (RowShape::Empty, _) => Vec::new(),
         (RowShape::Json { columns }, Media::Single { strip_nulls }) => {

@@ -68,6 +68,30 @@ impl Render {
     }
 }
 
+impl Render {
+    /// Whether a result column of type `ty` holds what this rendering expects.
+    pub fn accepts(self, ty: &tokio_postgres::types::Type) -> bool {
+        use tokio_postgres::types::{Kind, Type};
+        if let Kind::Domain(base) = ty.kind() {
+            return self.accepts(base);
+        }
+        match self {
+            Render::Int2 => *ty == Type::INT2,
+            Render::Int4 => *ty == Type::INT4,
+            Render::Int8 => *ty == Type::INT8,
+            Render::Numeric => *ty == Type::NUMERIC,
+            Render::Bool => *ty == Type::BOOL,
+            Render::Text => {
+                matches!(*ty, Type::TEXT | Type::VARCHAR | Type::BPCHAR | Type::NAME)
+                    || matches!(ty.kind(), Kind::Enum(_))
+            }
+            Render::Uuid => *ty == Type::UUID,
+            Render::Json => *ty == Type::JSON,
+            Render::Jsonb => *ty == Type::JSONB,
+        }
+    }
+}
+
 /// Appends `name` as a quoted identifier.
 pub fn push_ident(sql: &mut String, name: &str) {
     sql.push('"');

@@ -265,3 +265,35 @@ fn oversized_headers_are_431() {
     let r = request_to(&harness().base, "GET", "/items?limit=1", &[("X-Big", &big)]);
     assert_eq!(r.status, 431);
 }
+
+#[test]
+fn a_column_type_change_is_picked_up_after_a_reload() {
+    let _ = harness();
+    sql("DROP TABLE IF EXISTS test.retyped; CREATE TABLE test.retyped (id int, v int);
+         INSERT INTO test.retyped VALUES (1, 2); GRANT SELECT ON test.retyped TO web_anon;
+         NOTIFY rowgate, 'reload schema';");
+    let base = &harness().base;
+    eventually(base, "/retyped", 200);
+    // Prepare the statement on every pooled connection.
+    for _ in 0..8 {
+        assert_eq!(request_to(base, "GET", "/retyped", &[]).json(), json!([{"id": 1, "v": 2}]));
+    }
+    // Until the reload lands, an answer is either right or a retryable 503: never a value
+    // rendered as the old type.
+    sql("ALTER TABLE test.retyped ALTER COLUMN v TYPE text;");
+    let r = request_to(base, "GET", "/retyped", &[]);
+    assert_eq!((r.status, r.header("retry-after")), (503, Some("1")), "{}", r.body);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = request_to(base, "GET", "/retyped", &[]);
+        if r.status == 200 && r.json() == json!([{"id": 1, "v": "2"}]) {
+            break;
+        }
+        assert_eq!(r.status, 503, "{}", r.body);
+        assert!(Instant::now() < deadline, "still {}", r.body);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for _ in 0..8 {
+        assert_eq!(request_to(base, "GET", "/retyped", &[]).json(), json!([{"id": 1, "v": "2"}]));
+    }
+}
