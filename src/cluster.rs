@@ -55,15 +55,7 @@ impl TempCluster {
             "initdb",
             &["-D", path(&data), "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-locale", "--no-sync"],
         )?;
-        let options = format!(
-            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off \
-             -c full_page_writes=off -c autovacuum=off -c max_connections=300 -c shared_buffers=256MB \
-             -c TimeZone=UTC",
-            cluster.port,
-            path(&sock)
-        );
-        let log = dir_log(cluster.dir.path());
-        cluster.pg("pg_ctl", &["-D", path(&data), "-l", path(&log), "-o", &options, "-w", "start"])?;
+        cluster.restart()?;
         Ok(cluster)
     }
 
@@ -95,15 +87,15 @@ impl TempCluster {
         self.pg("pg_ctl", &["-D", path(&data), "-m", "immediate", "-w", "stop"]).map(|_| ())
     }
 
-    /// Starts the server again after [`TempCluster::stop`], on the same port.
+    /// Starts the server (again, after [`TempCluster::stop`]) on its port.
     pub fn restart(&self) -> Result<(), ClusterError> {
         let data = self.dir.path().join("data");
         let log = dir_log(self.dir.path());
         let sock = self.dir.path().join("sock");
+        // Durability is not needed for throwaway data; speed and quiet are.
         let options = format!(
-            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off \
-             -c full_page_writes=off -c autovacuum=off -c max_connections=300 -c shared_buffers=256MB \
-             -c TimeZone=UTC",
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off \
+             -c autovacuum=off -c max_connections=300 -c shared_buffers=256MB -c TimeZone=UTC",
             self.port,
             path(&sock)
         );
