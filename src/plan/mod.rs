@@ -442,6 +442,8 @@ fn cast_kind(ty: &str) -> ValueKind {
         "bool" | "boolean" => ValueKind::Bool,
         "text" | "varchar" | "character varying" | "name" => ValueKind::Text,
         "uuid" => ValueKind::Uuid,
+        "date" => ValueKind::Date,
+        "timestamp" | "timestamp without time zone" => ValueKind::Timestamp,
         "json" => ValueKind::Json,
         "jsonb" => ValueKind::Jsonb,
         _ => ValueKind::Other,

@@ -5,6 +5,7 @@
 //! `json_agg` writes it (rows joined by `", \n "`, values as `to_json` renders them), so a
 //! client cannot tell rowgate's body from PostgREST's.
 
+mod datetime;
 mod json;
 
 use http::{header, HeaderValue, Response, StatusCode};

@@ -215,6 +215,8 @@ pub(crate) fn value_kind(base_oid: u32, is_enum: bool) -> ValueKind {
         16 => ValueKind::Bool,
         25 | 1043 | 1042 | 19 => ValueKind::Text,
         2950 => ValueKind::Uuid,
+        1082 => ValueKind::Date,
+        1114 => ValueKind::Timestamp,
         114 => ValueKind::Json,
         3802 => ValueKind::Jsonb,
         3614 => ValueKind::TsVector,

@@ -58,6 +58,10 @@ pub enum ValueKind {
     Text,
     /// uuid.
     Uuid,
+    /// date.
+    Date,
+    /// timestamp without time zone.
+    Timestamp,
     /// json.
     Json,
     /// jsonb.

@@ -2,8 +2,9 @@
 //!
 //! Invariants: identifiers in the text come only from the plan (which took them from the
 //! schema cache) and are always quoted; every value from the request — filter operands, JSON
-//! keys, limits — is a bound parameter, never part of the text. Type names of casts are
-//! checked against the schema cache's list before they reach this stage.
+//! keys — is a bound parameter, never part of the text; row counts (LIMIT, OFFSET) are numbers
+//! the parser already checked, written as literals so PostgreSQL can plan for them. Type names
+//! of casts are checked against the schema cache's list before they reach this stage.
 //!
 //! The SELECT list is shaped for rendering in rowgate: columns of types whose binary form
 //! rowgate turns into JSON itself are selected as they are; every other value goes through
@@ -44,6 +45,10 @@ pub enum Render {
     Text,
     /// Binary uuid.
     Uuid,
+    /// Binary date.
+    Date,
+    /// Binary timestamp (without time zone).
+    Timestamp,
     /// json text, copied as it is (also every `to_json` result).
     Json,
     /// Binary jsonb: a version byte, then the text.
@@ -61,6 +66,8 @@ impl Render {
             ValueKind::Bool => Render::Bool,
             ValueKind::Text => Render::Text,
             ValueKind::Uuid => Render::Uuid,
+            ValueKind::Date => Render::Date,
+            ValueKind::Timestamp => Render::Timestamp,
             ValueKind::Json => Render::Json,
             ValueKind::Jsonb => Render::Jsonb,
             ValueKind::TsVector | ValueKind::Other => return None,
@@ -86,6 +93,8 @@ impl Render {
                     || matches!(ty.kind(), Kind::Enum(_))
             }
             Render::Uuid => *ty == Type::UUID,
+            Render::Date => *ty == Type::DATE,
+            Render::Timestamp => *ty == Type::TIMESTAMP,
             Render::Json => *ty == Type::JSON,
             Render::Jsonb => *ty == Type::JSONB,
         }
