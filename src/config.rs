@@ -136,6 +136,22 @@ pub struct ServeArgs {
     /// crit, error, warn, info or debug [default: error].
     #[arg(long = "log-level", env = "ROWGATE_LOG_LEVEL", value_name = "LEVEL")]
     pub log_level: Option<LogLevel>,
+    /// Key(s) tokens are verified with: an HMAC secret (32+ characters), a PEM public key, a JWK
+    /// or a JWKS; `@FILE` reads it from a file.
+    #[arg(long = "jwt-secret", env = "ROWGATE_JWT_SECRET", value_name = "SECRET")]
+    pub jwt_secret: Option<String>,
+    /// The HMAC secret is base64-encoded [default: false].
+    #[arg(long = "jwt-secret-is-base64", env = "ROWGATE_JWT_SECRET_IS_BASE64", value_name = "BOOL")]
+    pub jwt_secret_is_base64: Option<bool>,
+    /// Required audience: a token whose `aud` does not include it is refused.
+    #[arg(long = "jwt-aud", env = "ROWGATE_JWT_AUD", value_name = "AUD")]
+    pub jwt_aud: Option<String>,
+    /// Where the role is in the claims, PostgREST's path syntax [default: .role].
+    #[arg(long = "jwt-role-claim-key", env = "ROWGATE_JWT_ROLE_CLAIM_KEY", value_name = "PATH")]
+    pub jwt_role_claim_key: Option<String>,
+    /// Verified tokens kept in memory; 0 turns the cache off [default: 1000].
+    #[arg(long = "jwt-cache-max-entries", env = "ROWGATE_JWT_CACHE_MAX_ENTRIES", value_name = "N")]
+    pub jwt_cache_max_entries: Option<u64>,
 }
 
 /// The TOML file: the same keys as the flags, kebab-case; unknown keys are an error.
@@ -158,6 +174,11 @@ struct FileConfig {
     server_max_body_size: Option<usize>,
     server_max_header_size: Option<usize>,
     log_level: Option<LogLevel>,
+    jwt_secret: Option<String>,
+    jwt_secret_is_base64: Option<bool>,
+    jwt_aud: Option<String>,
+    jwt_role_claim_key: Option<String>,
+    jwt_cache_max_entries: Option<u64>,
 }
 
 /// The configuration rowgate runs with, every value resolved.
@@ -195,6 +216,16 @@ pub struct Config {
     pub server_max_header_size: usize,
     /// `log-level`.
     pub log_level: LogLevel,
+    /// `jwt-secret`, read from its file if given as `@file` (checked to parse as keys).
+    pub jwt_secret: Option<String>,
+    /// `jwt-secret-is-base64`.
+    pub jwt_secret_is_base64: bool,
+    /// `jwt-aud`.
+    pub jwt_aud: Option<String>,
+    /// `jwt-role-claim-key`, parsed.
+    pub jwt_role_claim_key: crate::auth::RolePath,
+    /// `jwt-cache-max-entries`.
+    pub jwt_cache_max_entries: u64,
 }
 
 impl Config {
@@ -225,6 +256,22 @@ impl Config {
             invalid("server-host", format!("{host:?} is not an IP address, !4, *4, !6 or *6"))
         })?;
         let anon = a.db_anon_role.or(file.db_anon_role).filter(|r| !r.is_empty());
+        let jwt_secret_is_base64 = a.jwt_secret_is_base64.or(file.jwt_secret_is_base64).unwrap_or(false);
+        let jwt_secret = match a.jwt_secret.or(file.jwt_secret).filter(|s| !s.is_empty()) {
+            Some(value) => {
+                let secret = crate::auth::read_value(&value).map_err(|e| invalid("jwt-secret", e))?;
+                crate::auth::parse_keys(&secret, jwt_secret_is_base64)
+                    .map_err(|e| invalid("jwt-secret", e))?;
+                Some(secret)
+            }
+            None => None,
+        };
+        let jwt_role_claim_key = match a.jwt_role_claim_key.or(file.jwt_role_claim_key) {
+            Some(path) => {
+                crate::auth::RolePath::parse(&path).map_err(|e| invalid("jwt-role-claim-key", e))?
+            }
+            None => crate::auth::RolePath::default(),
+        };
         Ok(Config {
             db_uri,
             db_schemas,
@@ -260,6 +307,11 @@ impl Config {
                 .unwrap_or(32 * 1024)
                 .max(8192),
             log_level: a.log_level.or(file.log_level).unwrap_or(LogLevel::Error),
+            jwt_secret,
+            jwt_secret_is_base64,
+            jwt_aud: a.jwt_aud.or(file.jwt_aud).filter(|s| !s.is_empty()),
+            jwt_role_claim_key,
+            jwt_cache_max_entries: a.jwt_cache_max_entries.or(file.jwt_cache_max_entries).unwrap_or(1000),
         })
     }
 }

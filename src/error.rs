@@ -76,6 +76,9 @@ pub enum Error {
     /// A column's type changed since the schema cache was loaded; a reload is on its way.
     #[error("the schema changed since the schema cache was loaded")]
     SchemaChanged,
+    /// The bearer token is invalid, expired or not for us (PGRST301).
+    #[error("{0}")]
+    Jwt(String),
     /// No pooled connection became free within `db-pool-acquisition-timeout`.
     #[error("timed out acquiring a connection from the pool")]
     PoolTimeout,
@@ -102,6 +105,8 @@ pub struct ErrorResponse {
     pub body: String,
     /// `Retry-After` seconds, for 503s.
     pub retry_after: Option<u32>,
+    /// `WWW-Authenticate` value, for 401s.
+    pub www_authenticate: Option<String>,
 }
 
 impl Error {
@@ -113,6 +118,7 @@ impl Error {
     /// Builds the response: the single mapping from errors to HTTP.
     pub fn to_response(&self) -> ErrorResponse {
         let mut retry_after = None;
+        let mut www_authenticate = None;
         let (status, code, message, details, hint): (StatusCode, &str, &str, Option<&str>, Option<&str>) =
             match self {
                 Error::Request(e) => match e {
@@ -154,6 +160,13 @@ impl Error {
                         None,
                     )
                 }
+                Error::Jwt(message) => {
+                    www_authenticate = Some(format!(
+                        "Bearer error=\"invalid_token\", error_description=\"{}\"",
+                        message.replace('\\', "\\\\").replace('"', "\\\"")
+                    ));
+                    (StatusCode::UNAUTHORIZED, "PGRST301", message.as_str(), None, None)
+                }
                 Error::SchemaChanged => {
                     retry_after = Some(1);
                     (
@@ -173,7 +186,13 @@ impl Error {
                 ),
             };
         let body = ErrorBody { code, details, hint, message };
-        ErrorResponse { status, body: serde_json::to_string(&body).unwrap_or_default(), retry_after }
+        ErrorResponse {
+            status,
+            body: serde_json::to_string(&body).unwrap_or_default(),
+            retry_after,
+            www_authenticate: www_authenticate
+                .or_else(|| (status == StatusCode::UNAUTHORIZED).then(|| "Bearer".to_owned())),
+        }
     }
 }
 

@@ -30,7 +30,13 @@ pub fn start_state(config: Arc<Config>) -> Arc<AppState> {
     if config.db_channel_enabled {
         schema::spawn_listener(config.clone(), reloader.clone());
     }
-    Arc::new(AppState { db: Db::new(&config), config, schema: shared, reloader })
+    Arc::new(AppState {
+        db: Db::new(&config),
+        auth: crate::auth::Authenticator::new(&config),
+        config,
+        schema: shared,
+        reloader,
+    })
 }
 
 /// Serves on `listener` until SIGTERM or SIGINT, then drains in-flight requests.

@@ -6,6 +6,7 @@ use hyper::body::Incoming;
 use rowgate_request::{ApiRequest, Method};
 use serde_json::{Map, Value};
 
+use crate::auth::Principal;
 use crate::config::Config;
 use crate::db::{SessionSettings, Setting};
 use crate::error::{code, Error};
@@ -66,12 +67,8 @@ impl<'r> RequestContext<'r> {
         Ok(rowgate_request::parse(self.method, self.path, self.query, &self.headers)?)
     }
 
-    /// The session settings for a request in `schema` as the anonymous role: 401 PGRST302
-    /// when anonymous access is disabled.
-    pub fn session_settings(&self, schema: &str) -> Result<SessionSettings, Error> {
-        let role = self.config.db_anon_role.as_deref().ok_or_else(|| {
-            Error::api(StatusCode::UNAUTHORIZED, code::NO_ANON_ROLE, "Anonymous access is disabled")
-        })?;
+    /// The session settings for a request in `schema` by `principal`.
+    pub fn session_settings(&self, schema: &str, principal: &Principal) -> SessionSettings {
         let mut s = SessionSettings::default();
         let mut search_path = String::new();
         for (i, name) in std::iter::once(schema)
@@ -86,9 +83,7 @@ impl<'r> RequestContext<'r> {
         s.set(Setting::SearchPath, search_path);
         let read_only = matches!(self.method, Method::Get | Method::Head);
         s.set(Setting::ReadOnly, if read_only { "on" } else { "off" }.into());
-        let mut claims = Map::new();
-        claims.insert("role".into(), Value::String(role.into()));
-        s.set(Setting::JwtClaims, Value::Object(claims).to_string());
+        s.set(Setting::JwtClaims, principal.claims.to_string());
         s.set(Setting::Method, self.method_name.into());
         s.set(Setting::Path, self.path.into());
         let mut headers = Map::new();
@@ -106,7 +101,7 @@ impl<'r> RequestContext<'r> {
         }
         s.set(Setting::Headers, Value::Object(headers).to_string());
         s.set(Setting::Cookies, Value::Object(cookies).to_string());
-        s.set(Setting::Role, role.into());
-        Ok(s)
+        s.set(Setting::Role, principal.role.to_string());
+        s
     }
 }

@@ -24,6 +24,7 @@ use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 
+use crate::auth::Authenticator;
 use crate::config::Config;
 use crate::db::Db;
 use crate::error::{code, Error};
@@ -43,6 +44,8 @@ pub struct AppState {
     pub schema: Arc<SharedSchema>,
     /// Asks for a schema cache reload.
     pub reloader: Reloader,
+    /// Verifies bearer tokens.
+    pub auth: Authenticator,
 }
 
 /// Serves `listener` until `shutdown` completes, then lets in-flight requests finish (for at
@@ -161,6 +164,8 @@ async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Body>,
             ),
         ));
     }
+    let authorization = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    let principal = state.auth.authenticate(authorization)?;
     let ctx = context::RequestContext::new(&req, config)?;
     let api_request = ctx.parse()?;
     let schema = state.schema.load().ok_or_else(|| {
@@ -172,12 +177,13 @@ async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Body>,
     })?;
     let Plan::Read(plan) = Plan::build(&api_request, &schema, config)?;
     let statements = crate::sql::render_read(&plan, config.db_max_rows);
-    let mut settings = ctx.session_settings(&plan.schema)?;
+    let mut settings = ctx.session_settings(&plan.schema, &principal);
     if let Some(tz) = &plan.timezone {
         settings.set(crate::db::Setting::TimeZone, tz.clone());
     }
     let mut conn = state.db.get().await?;
-    let result = conn.read(&settings, &statements.main, statements.explain.as_ref(), true).await?;
+    let result =
+        conn.read(&settings, &statements.main, statements.explain.as_ref(), principal.anonymous).await?;
     drop(conn);
     let profile = (config.db_schemas.len() > 1).then_some(plan.schema.as_str());
     let response = crate::response::read(&plan, &statements, result, config.db_max_rows, profile);
@@ -206,8 +212,8 @@ pub fn error_response(error: &Error) -> Response<Body> {
     if let Some(secs) = e.retry_after {
         headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
     }
-    if e.status == StatusCode::UNAUTHORIZED {
-        headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    if let Some(v) = e.www_authenticate.and_then(|v| HeaderValue::from_str(&v).ok()) {
+        headers.insert(header::WWW_AUTHENTICATE, v);
     }
     r
 }

@@ -9,6 +9,9 @@ use std::time::Duration;
 use rowgate::cluster::TempCluster;
 use rowgate::config::{Config, ServeArgs};
 
+/// The HMAC secret of the default server (and of the tokens in tests/oracle/requests.txt).
+pub const JWT_SECRET: &str = "reallyreallyreallyreallyverysafe";
+
 const FIXTURE: &str = include_str!("../../fixtures/schema.sql");
 
 /// The shared database and the default server.
@@ -59,6 +62,7 @@ pub fn default_args(superuser_uri: &str) -> ServeArgs {
         server_host: Some("127.0.0.1".into()),
         server_port: Some(0),
         db_pool: Some(4),
+        jwt_secret: Some(JWT_SECRET.into()),
         ..ServeArgs::default()
     }
 }

@@ -1,0 +1,232 @@
+//! Who the caller is: the `Authorization: Bearer` token → [`Principal`] { role, claims }.
+//!
+//! As PostgREST does it: no token (or an empty one, or another scheme) means the anonymous
+//! role; a token is verified against `jwt-secret`'s keys, its `exp`, `nbf` and `iat` checked
+//! with 30 seconds of clock skew and its `aud` against `jwt-aud`; the role comes from
+//! `jwt-role-claim-key` (default `.role`), else the anonymous role. Verified tokens are cached
+//! (bounded by `jwt-cache-max-entries`), so a signature is checked once per token, and a cached
+//! token is still refused once its `exp` has passed.
+
+mod keys;
+mod role_path;
+
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use jsonwebtoken::{decode, decode_header, Validation};
+use serde_json::{Map, Value};
+
+pub use keys::{parse as parse_keys, read_value, VerificationKey};
+pub use role_path::RolePath;
+
+use crate::config::Config;
+use crate::error::Error;
+
+/// Clock skew allowed on `exp`, `nbf` and `iat`, in seconds (PostgREST's 30 s).
+const SKEW: u64 = 30;
+/// Tokens longer than this are refused before any parsing.
+const MAX_TOKEN_LEN: usize = 16 * 1024;
+
+/// The caller as the database sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    /// The role the request runs as.
+    pub role: Arc<str>,
+    /// `request.jwt.claims`: the token's claims as JSON (for anonymous callers `{"role": ...}`).
+    pub claims: Arc<str>,
+    /// Whether the role is the anonymous role (a 42501 is then 401, not 403).
+    pub anonymous: bool,
+}
+
+/// A verified token, cached until its expiry.
+#[derive(Clone)]
+struct Verified {
+    principal: Principal,
+    exp: Option<u64>,
+}
+
+/// Verifies tokens; built once from the configuration.
+pub struct Authenticator {
+    keys: Vec<VerificationKey>,
+    audience: Option<String>,
+    role_path: RolePath,
+    anon_role: Option<Arc<str>>,
+    anon: Option<Principal>,
+    cache: Option<moka::sync::Cache<Arc<str>, Verified>>,
+}
+
+impl Authenticator {
+    /// Builds the authenticator; the keys were validated when the configuration was loaded.
+    pub fn new(config: &Config) -> Authenticator {
+        let keys = config
+            .jwt_secret
+            .as_deref()
+            .map(|s| parse_keys(s, config.jwt_secret_is_base64).unwrap_or_default())
+            .unwrap_or_default();
+        let anon_role: Option<Arc<str>> = config.db_anon_role.as_deref().map(Arc::from);
+        let anon = anon_role.as_ref().map(|role| Principal {
+            role: role.clone(),
+            claims: Value::Object(Map::from_iter([("role".to_owned(), Value::String(role.to_string()))]))
+                .to_string()
+                .into(),
+            anonymous: true,
+        });
+        let cache =
+            (config.jwt_cache_max_entries > 0).then(|| moka::sync::Cache::new(config.jwt_cache_max_entries));
+        Authenticator {
+            keys,
+            audience: config.jwt_aud.clone(),
+            role_path: config.jwt_role_claim_key.clone(),
+            anon_role,
+            anon,
+            cache,
+        }
+    }
+
+    /// The principal of a request with this `Authorization` header value (if any).
+    pub fn authenticate(&self, authorization: Option<&str>) -> Result<Principal, Error> {
+        self.authenticate_at(authorization, now())
+    }
+
+    /// [`Authenticator::authenticate`] at `now` (seconds since the epoch).
+    fn authenticate_at(&self, authorization: Option<&str>, now: u64) -> Result<Principal, Error> {
+        let token = authorization.and_then(bearer_token).filter(|t| !t.is_empty());
+        let Some(token) = token else {
+            return self.anon.clone().ok_or_else(|| {
+                Error::api(
+                    http::StatusCode::UNAUTHORIZED,
+                    crate::error::code::NO_ANON_ROLE,
+                    "Anonymous access is disabled",
+                )
+            });
+        };
+        if self.keys.is_empty() {
+            return Err(Error::api(
+                http::StatusCode::INTERNAL_SERVER_ERROR,
+                "PGRST300",
+                "Server lacks JWT secret",
+            ));
+        }
+        if let Some(cache) = &self.cache {
+            if let Some(v) = cache.get(token) {
+                return match v.exp {
+                    Some(exp) if now > exp + SKEW => Err(Error::Jwt("JWT expired".into())),
+                    _ => Ok(v.principal),
+                };
+            }
+        }
+        let verified = self.verify(token, now)?;
+        if let Some(cache) = &self.cache {
+            cache.insert(Arc::from(token), verified.clone());
+        }
+        Ok(verified.principal)
+    }
+
+    fn verify(&self, token: &str, now: u64) -> Result<Verified, Error> {
+        if token.len() > MAX_TOKEN_LEN {
+            return Err(Error::Jwt("JWT is too large".into()));
+        }
+        let parts = token.split('.').count();
+        if parts != 3 {
+            return Err(Error::Jwt(format!(
+                "JWSError (CompactDecodeError Invalid number of parts: Expected 3 parts; got {parts})"
+            )));
+        }
+        let header = decode_header(token).map_err(|e| Error::Jwt(describe(&e)))?;
+        let candidates = self
+            .keys
+            .iter()
+            .filter(|k| header.kid.is_none() || k.kid.is_none() || k.kid == header.kid)
+            .filter(|k| k.algorithms.contains(&header.alg));
+        let mut validation = Validation::new(header.alg);
+        // Time and audience claims are checked below, the way PostgREST checks them.
+        validation.required_spec_claims.clear();
+        validation.validate_exp = false;
+        validation.validate_nbf = false;
+        validation.validate_aud = false;
+        let mut last = Error::Jwt("JWSError JWSInvalidSignature".into());
+        for key in candidates {
+            match decode::<Map<String, Value>>(token, &key.key, &validation) {
+                Ok(data) => return self.principal(data.claims, now),
+                Err(e) => last = Error::Jwt(describe(&e)),
+            }
+        }
+        Err(last)
+    }
+
+    fn principal(&self, claims: Map<String, Value>, now: u64) -> Result<Verified, Error> {
+        let time = |name: &str| -> Result<Option<u64>, Error> {
+            match claims.get(name) {
+                None | Some(Value::Null) => Ok(None),
+                Some(v) => v
+                    .as_f64()
+                    .map(|n| Some(n.max(0.0) as u64))
+                    .ok_or_else(|| Error::Jwt(format!("The JWT '{name}' claim must be a number"))),
+            }
+        };
+        let exp = time("exp")?;
+        if exp.is_some_and(|exp| now > exp + SKEW) {
+            return Err(Error::Jwt("JWT expired".into()));
+        }
+        if time("nbf")?.is_some_and(|nbf| nbf > now + SKEW) {
+            return Err(Error::Jwt("JWT not yet valid".into()));
+        }
+        if time("iat")?.is_some_and(|iat| iat > now + SKEW) {
+            return Err(Error::Jwt("JWT issued at future".into()));
+        }
+        if let Some(aud) = &self.audience {
+            let ok = match claims.get("aud") {
+                None | Some(Value::Null) => true,
+                Some(Value::String(s)) => s == aud,
+                Some(Value::Array(items)) => items.iter().any(|i| i.as_str() == Some(aud)),
+                Some(_) => false,
+            };
+            if !ok {
+                return Err(Error::Jwt("JWT not in audience".into()));
+            }
+        }
+        let role: Arc<str> = match self.role_path.lookup(&claims) {
+            Some(role) => Arc::from(role),
+            None => self.anon_role.clone().ok_or_else(|| {
+                Error::api(
+                    http::StatusCode::UNAUTHORIZED,
+                    crate::error::code::NO_ANON_ROLE,
+                    "Anonymous access is disabled",
+                )
+            })?,
+        };
+        let anonymous = self.anon_role.as_ref() == Some(&role);
+        let claims: Arc<str> = Value::Object(claims).to_string().into();
+        Ok(Verified { principal: Principal { role, claims, anonymous }, exp })
+    }
+}
+
+/// The token of `Bearer <token>`, the scheme case-insensitive; `None` for other schemes.
+fn bearer_token(header: &str) -> Option<&str> {
+    let (scheme, rest) = header.trim().split_once(' ').unwrap_or((header.trim(), ""));
+    scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
+}
+
+/// PostgREST 12's wording (from the jose library) for the common failures.
+fn describe(e: &jsonwebtoken::errors::Error) -> String {
+    use jsonwebtoken::errors::ErrorKind as K;
+    match e.kind() {
+        K::InvalidSignature => "JWSError JWSInvalidSignature".into(),
+        K::Base64(_) | K::Utf8(_) => "JWSError (JSONDecodeError \"Not valid base64url\")".into(),
+        K::Json(_) => "JWSError (JSONDecodeError \"Invalid JSON\")".into(),
+        K::InvalidAlgorithm | K::InvalidAlgorithmName | K::MissingAlgorithm => {
+            "JWSError JWSNoValidKeys".into()
+        }
+        K::InvalidToken => {
+            "JWSError (CompactDecodeError Invalid number of parts: Expected 3 parts; got 1)".into()
+        }
+        _ => "JWSError JWSInvalidSignature".into(),
+    }
+}
+
+fn now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+#[cfg(test)]
+mod tests;
