@@ -152,6 +152,13 @@ pub struct ServeArgs {
     /// Verified tokens kept in memory; 0 turns the cache off [default: 1000].
     #[arg(long = "jwt-cache-max-entries", env = "ROWGATE_JWT_CACHE_MAX_ENTRIES", value_name = "N")]
     pub jwt_cache_max_entries: Option<u64>,
+    /// Comma-separated origins CORS allows [default: any origin].
+    #[arg(
+        long = "server-cors-allowed-origins",
+        env = "ROWGATE_SERVER_CORS_ALLOWED_ORIGINS",
+        value_name = "LIST"
+    )]
+    pub server_cors_allowed_origins: Option<String>,
 }
 
 /// The TOML file: the same keys as the flags, kebab-case; unknown keys are an error.
@@ -179,6 +186,7 @@ struct FileConfig {
     jwt_aud: Option<String>,
     jwt_role_claim_key: Option<String>,
     jwt_cache_max_entries: Option<u64>,
+    server_cors_allowed_origins: Option<String>,
 }
 
 /// The configuration rowgate runs with, every value resolved.
@@ -226,6 +234,8 @@ pub struct Config {
     pub jwt_role_claim_key: crate::auth::RolePath,
     /// `jwt-cache-max-entries`.
     pub jwt_cache_max_entries: u64,
+    /// `server-cors-allowed-origins`; `None` allows any origin.
+    pub server_cors_allowed_origins: Option<Vec<String>>,
 }
 
 impl Config {
@@ -312,6 +322,11 @@ impl Config {
             jwt_aud: a.jwt_aud.or(file.jwt_aud).filter(|s| !s.is_empty()),
             jwt_role_claim_key,
             jwt_cache_max_entries: a.jwt_cache_max_entries.or(file.jwt_cache_max_entries).unwrap_or(1000),
+            server_cors_allowed_origins: a
+                .server_cors_allowed_origins
+                .or(file.server_cors_allowed_origins)
+                .map(|l| list(&l))
+                .filter(|l| !l.is_empty()),
         })
     }
 }

@@ -33,6 +33,7 @@ pub fn start_state(config: Arc<Config>) -> Arc<AppState> {
     Arc::new(AppState {
         db: Db::new(&config),
         auth: crate::auth::Authenticator::new(&config),
+        cors: crate::http::Cors::new(config.server_cors_allowed_origins.clone()),
         config,
         schema: shared,
         reloader,

@@ -6,6 +6,9 @@
 //! one place ([`error_response`]).
 
 mod context;
+mod cors;
+
+pub use cors::Cors;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -46,6 +49,8 @@ pub struct AppState {
     pub reloader: Reloader,
     /// Verifies bearer tokens.
     pub auth: Authenticator,
+    /// The CORS policy.
+    pub cors: Cors,
 }
 
 /// Serves `listener` until `shutdown` completes, then lets in-flight requests finish (for at
@@ -125,6 +130,16 @@ async fn route(state: &AppState, req: Request<Incoming>) -> Response<Body> {
 }
 
 async fn dispatch(state: &AppState, req: Request<Incoming>) -> Response<Body> {
+    if let Some(preflight) = state.cors.preflight(&req) {
+        return preflight;
+    }
+    let origin = req.headers().get(header::ORIGIN).cloned();
+    let mut response = endpoint(state, req).await;
+    state.cors.decorate(origin.as_ref(), &mut response);
+    response
+}
+
+async fn endpoint(state: &AppState, req: Request<Incoming>) -> Response<Body> {
     match req.uri().path() {
         "/live" => plain(StatusCode::OK),
         "/ready" => {

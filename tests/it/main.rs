@@ -2,6 +2,7 @@
 //! that the harness starts itself.
 
 mod auth;
+mod cors;
 mod errors;
 mod operations;
 mod oracle;
