@@ -152,6 +152,15 @@ pub struct ServeArgs {
     /// Verified tokens kept in memory; 0 turns the cache off [default: 1000].
     #[arg(long = "jwt-cache-max-entries", env = "ROWGATE_JWT_CACHE_MAX_ENTRIES", value_name = "N")]
     pub jwt_cache_max_entries: Option<u64>,
+    /// Comma-separated request headers that carry an API key [default: apikey, x-api-key].
+    #[arg(long = "api-key-headers", env = "ROWGATE_API_KEY_HEADERS", value_name = "LIST")]
+    pub api_key_headers: Option<String>,
+    /// Refuse requests without an API key (401) [default: false].
+    #[arg(long = "api-key-required", env = "ROWGATE_API_KEY_REQUIRED", value_name = "BOOL")]
+    pub api_key_required: Option<bool>,
+    /// Verified API keys kept in memory; 0 turns the cache off [default: 10000].
+    #[arg(long = "api-key-cache-max-entries", env = "ROWGATE_API_KEY_CACHE_MAX_ENTRIES", value_name = "N")]
+    pub api_key_cache_max_entries: Option<u64>,
     /// Comma-separated origins CORS allows [default: any origin].
     #[arg(
         long = "server-cors-allowed-origins",
@@ -187,6 +196,9 @@ struct FileConfig {
     jwt_role_claim_key: Option<String>,
     jwt_cache_max_entries: Option<u64>,
     server_cors_allowed_origins: Option<String>,
+    api_key_headers: Option<String>,
+    api_key_required: Option<bool>,
+    api_key_cache_max_entries: Option<u64>,
 }
 
 /// The configuration rowgate runs with, every value resolved.
@@ -236,6 +248,12 @@ pub struct Config {
     pub jwt_cache_max_entries: u64,
     /// `server-cors-allowed-origins`; `None` allows any origin.
     pub server_cors_allowed_origins: Option<Vec<String>>,
+    /// `api-key-headers`, lower-cased.
+    pub api_key_headers: Vec<String>,
+    /// `api-key-required`.
+    pub api_key_required: bool,
+    /// `api-key-cache-max-entries`.
+    pub api_key_cache_max_entries: u64,
 }
 
 impl Config {
@@ -327,6 +345,17 @@ impl Config {
                 .or(file.server_cors_allowed_origins)
                 .map(|l| list(&l))
                 .filter(|l| !l.is_empty()),
+            api_key_headers: list(
+                a.api_key_headers.or(file.api_key_headers).as_deref().unwrap_or("apikey, x-api-key"),
+            )
+            .into_iter()
+            .map(|h| h.to_ascii_lowercase())
+            .collect(),
+            api_key_required: a.api_key_required.or(file.api_key_required).unwrap_or(false),
+            api_key_cache_max_entries: a
+                .api_key_cache_max_entries
+                .or(file.api_key_cache_max_entries)
+                .unwrap_or(10_000),
         })
     }
 }

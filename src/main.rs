@@ -21,11 +21,47 @@ struct Cli {
 enum Command {
     /// Serve a PostgreSQL database as a REST API.
     Serve(Box<ServeArgs>),
+    /// Manage API keys (stored hashed in the `rowgate` schema of the database).
+    Apikey {
+        /// Connection URI of a role that may create the `rowgate` schema or owns it.
+        #[arg(long = "db-uri", env = "ROWGATE_DB_URI", global = true, value_name = "URI")]
+        db_uri: Option<String>,
+        #[command(subcommand)]
+        action: ApikeyAction,
+    },
     /// Start a throwaway PostgreSQL with a small demo schema and serve it (Ctrl-C stops both).
     Demo {
         /// Port to serve the API on.
         #[arg(long = "server-port", default_value_t = 3000)]
         server_port: u16,
+    },
+}
+
+#[derive(Subcommand)]
+enum ApikeyAction {
+    /// Create the key store (also done by the other commands).
+    Install,
+    /// Create a key and print it once; only its hash is stored.
+    Create {
+        /// The role requests with this key run as.
+        #[arg(long)]
+        role: String,
+        /// A name to list and revoke it by.
+        #[arg(long, default_value = "")]
+        name: String,
+        /// Lifetime, e.g. 90d, 12h, 30m.
+        #[arg(long)]
+        expires: Option<String>,
+        /// Extra claims (a JSON object) for request.jwt.claims.
+        #[arg(long)]
+        claims: Option<String>,
+    },
+    /// List the keys (never the keys themselves).
+    List,
+    /// Revoke keys by id, name or the key itself.
+    Revoke {
+        /// Id, name or key.
+        which: String,
     },
 }
 
@@ -65,6 +101,7 @@ fn main() -> ExitCode {
             runtime.block_on(serve(config))
         }
         Command::Demo { server_port } => runtime.block_on(demo(server_port)),
+        Command::Apikey { db_uri, action } => runtime.block_on(apikey(db_uri, action)),
     }
 }
 
@@ -79,6 +116,66 @@ async fn serve(config: Arc<Config>) -> ExitCode {
     };
     rowgate::server::run(config, listener).await;
     ExitCode::SUCCESS
+}
+
+async fn apikey(db_uri: Option<String>, action: ApikeyAction) -> ExitCode {
+    use rowgate::apikey::admin;
+    let Some(uri) = db_uri else {
+        eprintln!("rowgate: missing db-uri: set --db-uri or ROWGATE_DB_URI");
+        return ExitCode::from(2);
+    };
+    let config: tokio_postgres::Config = match uri.parse() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("rowgate: invalid db-uri: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let client = match rowgate::db::connect(&config).await {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("rowgate: cannot connect: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = match action {
+        ApikeyAction::Install => admin::install(&client).await,
+        ApikeyAction::Create { role, name, expires, claims } => {
+            let expires = match expires.as_deref().map(admin::parse_duration).transpose() {
+                Ok(e) => e,
+                Err(e) => {
+                    eprintln!("rowgate: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            let claims = match claims.as_deref().map(serde_json::from_str::<serde_json::Value>).transpose() {
+                Ok(None) => serde_json::Map::new(),
+                Ok(Some(serde_json::Value::Object(m))) => m,
+                _ => {
+                    eprintln!("rowgate: --claims must be a JSON object");
+                    return ExitCode::from(2);
+                }
+            };
+            admin::create(&client, &role, &name, expires, &claims).await.map(|key| println!("{key}"))
+        }
+        ApikeyAction::List => {
+            admin::list(&client).await.map(|lines| lines.iter().for_each(|l| println!("{l}")))
+        }
+        ApikeyAction::Revoke { which } => admin::revoke(&client, &which).await.and_then(|n| match n {
+            0 => Err(format!("no active key matches {which:?}")),
+            n => {
+                println!("revoked {n} key(s)");
+                Ok(())
+            }
+        }),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("rowgate: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 async fn demo(port: u16) -> ExitCode {

@@ -27,10 +27,12 @@ pub fn start_state(config: Arc<Config>) -> Arc<AppState> {
     let shared = Arc::new(SharedSchema::default());
     let reloader = Reloader::start(config.clone(), shared.clone());
     schema::spawn_sigusr1(reloader.clone());
-    if config.db_channel_enabled {
-        schema::spawn_listener(config.clone(), reloader.clone());
-    }
+    let keys =
+        Arc::new(crate::apikey::KeyStore::new(config.api_key_cache_max_entries, config.db_anon_role.clone()));
+    let flush = keys.clone();
+    schema::spawn_listener(config.clone(), reloader.clone(), Arc::new(move || flush.invalidate()));
     Arc::new(AppState {
+        keys,
         db: Db::new(&config),
         auth: crate::auth::Authenticator::new(&config),
         cors: crate::http::Cors::new(config.server_cors_allowed_origins.clone()),

@@ -51,6 +51,8 @@ pub struct AppState {
     pub auth: Authenticator,
     /// The CORS policy.
     pub cors: Cors,
+    /// Verifies API keys.
+    pub keys: Arc<crate::apikey::KeyStore>,
 }
 
 /// Serves `listener` until `shutdown` completes, then lets in-flight requests finish (for at
@@ -146,6 +148,9 @@ async fn endpoint(state: &AppState, req: Request<Incoming>) -> Response<Body> {
             let ready = state.schema.load().is_some() && state.db.get().await.is_ok();
             plain(if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE })
         }
+        "/rowgate/apikey" if matches!(*req.method(), http::Method::GET | http::Method::HEAD) => {
+            describe_api_key(state, req.headers()).await.unwrap_or_else(|e| error_response(&e))
+        }
         _ => match api(state, req).await {
             Ok(response) => response,
             Err(e) => error_response(&e),
@@ -179,8 +184,7 @@ async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Body>,
             ),
         ));
     }
-    let authorization = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
-    let principal = state.auth.authenticate(authorization)?;
+    let principal = identify(state, req.headers()).await?;
     let ctx = context::RequestContext::new(&req, config)?;
     let api_request = ctx.parse()?;
     let schema = state.schema.load().ok_or_else(|| {
@@ -206,6 +210,54 @@ async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Body>,
         state.reloader.request();
     }
     response
+}
+
+/// The API key a request carries in one of the `api-key-headers`, if any.
+fn api_key<'h>(state: &AppState, headers: &'h http::HeaderMap) -> Option<&'h str> {
+    state
+        .config
+        .api_key_headers
+        .iter()
+        .find_map(|name| headers.get(name.as_str()).and_then(|v| v.to_str().ok()))
+        .map(str::trim)
+        .filter(|k| !k.is_empty())
+}
+
+/// Who the request runs as. A bearer token identifies the user and wins; an API key identifies
+/// the application: it must be valid whenever it is sent (and present with
+/// `api-key-required`), and without a token its role and claims are used. A JWT sent as the
+/// API key (Supabase's anon and service keys) is verified as a token.
+async fn identify(state: &AppState, headers: &http::HeaderMap) -> Result<crate::auth::Principal, Error> {
+    let authorization = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    let key_principal = match api_key(state, headers) {
+        Some(key) if key.split('.').count() == 3 && !key.starts_with("rg_") => {
+            Some(state.auth.authenticate(Some(&format!("Bearer {key}")))?)
+        }
+        Some(key) => Some(state.keys.verify(key, &state.db).await?.principal),
+        None if state.config.api_key_required => return Err(crate::apikey::missing()),
+        None => None,
+    };
+    let has_token = authorization
+        .and_then(|a| a.trim().split_once(' '))
+        .is_some_and(|(scheme, token)| scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty());
+    match key_principal {
+        Some(p) if !has_token => Ok(p),
+        _ => state.auth.authenticate(authorization),
+    }
+}
+
+/// `GET /rowgate/apikey`: describes the request's API key (401 without one, 403 if invalid).
+async fn describe_api_key(state: &AppState, headers: &http::HeaderMap) -> Result<Response<Body>, Error> {
+    let key = api_key(state, headers).ok_or_else(crate::apikey::missing)?;
+    let k = state.keys.verify(key, &state.db).await?;
+    let body = serde_json::json!({
+        "name": &*k.name,
+        "role": &*k.principal.role,
+        "expires_at": k.expires_at.map(crate::response::utc_timestamp),
+    });
+    let mut r = Response::new(Body::from(body.to_string()));
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json; charset=utf-8"));
+    Ok(r)
 }
 
 fn plain(status: StatusCode) -> Response<Body> {

@@ -159,6 +159,16 @@ fn preference_applied(headers: &mut http::HeaderMap, plan: &ReadPlan) {
     }
 }
 
+/// A Unix time as PostgreSQL's JSON form of a `timestamptz` in UTC.
+pub fn utc_timestamp(secs: f64) -> String {
+    const EPOCH_2000: f64 = 946_684_800.0;
+    let micros = ((secs - EPOCH_2000) * 1e6).round() as i64;
+    let mut out = Vec::new();
+    datetime::write_timestamp(&mut out, &micros.to_be_bytes());
+    let text = String::from_utf8_lossy(&out);
+    format!("{}+00:00", text.trim_matches('"'))
+}
+
 fn total_text(total: Option<u64>) -> String {
     total.map_or_else(|| "*".to_owned(), |t| t.to_string())
 }

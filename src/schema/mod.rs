@@ -14,7 +14,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwapOption;
 
 pub use introspect::load;
-pub use reload::{spawn_listener, spawn_sigusr1, Reloader};
+pub use reload::{spawn_listener, spawn_sigusr1, KeysChanged, Reloader};
 
 /// A schema-qualified name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

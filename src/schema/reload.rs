@@ -80,14 +80,19 @@ pub fn spawn_sigusr1(reloader: Reloader) {
     });
 }
 
-/// Listens on `db-channel` for reload notifications, reconnecting with backoff when the
-/// connection drops; after a reconnect the cache is reloaded, since changes may have been missed.
-pub fn spawn_listener(config: Arc<Config>, reloader: Reloader) {
+/// Called when the API-key table changed (or its notifications may have been missed).
+pub type KeysChanged = Arc<dyn Fn() + Send + Sync>;
+
+/// Listens on `db-channel` (when `db-channel-enabled`) for schema reload notifications and on
+/// the API-key store's channel, reconnecting with backoff when the connection drops; after a
+/// reconnect the schema cache is reloaded and the key cache flushed, since changes may have
+/// been missed.
+pub fn spawn_listener(config: Arc<Config>, reloader: Reloader, keys_changed: KeysChanged) {
     tokio::spawn(async move {
         let mut attempt = 0u32;
         let mut connected_before = false;
         loop {
-            match listen(&config, &reloader, &mut connected_before).await {
+            match listen(&config, &reloader, &keys_changed, &mut connected_before).await {
                 Ok(()) => attempt = 0,
                 Err(e) => tracing::warn!(error = %e, "schema notification listener lost its connection"),
             }
@@ -101,6 +106,7 @@ pub fn spawn_listener(config: Arc<Config>, reloader: Reloader) {
 async fn listen(
     config: &Config,
     reloader: &Reloader,
+    keys_changed: &KeysChanged,
     connected_before: &mut bool,
 ) -> Result<(), tokio_postgres::Error> {
     let pg: tokio_postgres::Config = config.db_uri.parse()?;
@@ -110,7 +116,7 @@ async fn listen(
         loop {
             match poll_fn(|cx| connection.poll_message(cx)).await {
                 Some(Ok(AsyncMessage::Notification(n))) => {
-                    let _ = tx.send(n.payload().to_owned());
+                    let _ = tx.send((n.channel().to_owned(), n.payload().to_owned()));
                 }
                 Some(Ok(_)) => {}
                 Some(Err(e)) => return Err(e),
@@ -118,16 +124,22 @@ async fn listen(
             }
         }
     });
-    let mut channel = String::new();
-    crate::sql::push_ident(&mut channel, &config.db_channel);
-    client.batch_execute(&format!("LISTEN {channel}")).await?;
-    if *connected_before {
+    let mut listen = format!("LISTEN {};", crate::apikey::CHANNEL);
+    if config.db_channel_enabled {
+        listen.push_str(" LISTEN ");
+        crate::sql::push_ident(&mut listen, &config.db_channel);
+    }
+    client.batch_execute(&listen).await?;
+    keys_changed();
+    if *connected_before && config.db_channel_enabled {
         reloader.request();
     }
     *connected_before = true;
-    tracing::info!(channel = %config.db_channel, "listening for schema reload notifications");
-    while let Some(payload) = rx.recv().await {
-        if payload.is_empty() || payload == "reload schema" {
+    tracing::info!(channel = %config.db_channel, "listening for notifications");
+    while let Some((channel, payload)) = rx.recv().await {
+        if channel == crate::apikey::CHANNEL {
+            keys_changed();
+        } else if payload.is_empty() || payload == "reload schema" {
             reloader.request();
         }
     }

@@ -1,0 +1,130 @@
+//! API keys: created, listed and revoked with `rowgate apikey`, checked on every request.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use jsonwebtoken::{encode, Algorithm, EncodingKey, Header};
+use serde_json::json;
+
+use crate::support::{default_args, harness, request, request_to, start_server, JWT_SECRET};
+
+const ROWGATE: &str = env!("CARGO_BIN_EXE_rowgate");
+
+/// Runs `rowgate apikey ARGS` against the test database; returns stdout.
+fn apikey(args: &[&str]) -> String {
+    let out = Command::new(ROWGATE)
+        .arg("apikey")
+        .args(args)
+        .env("ROWGATE_DB_URI", &harness().superuser_uri)
+        .output()
+        .expect("run rowgate apikey");
+    assert!(out.status.success(), "rowgate apikey {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn create(role: &str, name: &str, extra: &[&str]) -> String {
+    let mut args = vec!["create", "--role", role, "--name", name];
+    args.extend_from_slice(extra);
+    apikey(&args).trim().to_owned()
+}
+
+#[test]
+fn a_key_runs_as_its_role() {
+    let key = create("web_user", "reader", &[]);
+    assert!(key.starts_with("rg_"));
+    for header in ["apikey", "x-api-key", "X-API-Key"] {
+        let r = request("GET", "/secrets", &[(header, &key)]);
+        assert_eq!(
+            (r.status, r.json()),
+            (200, json!([{"id": 1, "secret": "the cake is a lie"}])),
+            "{header}"
+        );
+    }
+}
+
+#[test]
+fn key_claims_reach_row_level_security() {
+    let key = create("web_user", "alice-app", &["--claims", r#"{"sub": "alice"}"#]);
+    let r = request("GET", "/documents?select=id&order=id", &[("apikey", &key)]);
+    assert_eq!(r.json(), json!([{"id": 1}, {"id": 2}, {"id": 4}]));
+}
+
+#[test]
+fn the_verification_endpoint() {
+    let key = create("web_user", "svc", &["--expires", "30d"]);
+    let r = request("GET", "/rowgate/apikey", &[("apikey", &key)]);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json()["name"], "svc");
+    assert_eq!(r.json()["role"], "web_user");
+    assert!(r.json()["expires_at"].as_str().unwrap().ends_with("+00:00"));
+    let r = request("GET", "/rowgate/apikey", &[]);
+    assert_eq!((r.status, r.json()["code"].clone()), (401, json!("RG010")));
+    let r = request("GET", "/rowgate/apikey", &[("apikey", "rg_unknown")]);
+    assert_eq!((r.status, r.json()["message"].clone()), (403, json!("Invalid API key")));
+}
+
+#[test]
+fn unknown_and_expired_keys_are_403() {
+    let r = request("GET", "/items?limit=1", &[("apikey", "rg_not-a-key")]);
+    assert_eq!((r.status, r.json()["code"].clone()), (403, json!("RG011")));
+    let key = create("web_user", "short-lived", &["--expires", "1s"]);
+    std::thread::sleep(Duration::from_millis(1100));
+    let r = request("GET", "/items?limit=1", &[("apikey", &key)]);
+    assert_eq!((r.status, r.json()["message"].clone()), (403, json!("API key expired")));
+}
+
+#[test]
+fn a_revoke_takes_effect_within_a_second() {
+    let key = create("web_user", "to-revoke", &[]);
+    // Warm the cache on both servers: the default one and a second one.
+    let other = start_server(default_args(&harness().superuser_uri));
+    for base in [&harness().base, &other] {
+        assert_eq!(request_to(base, "GET", "/secrets", &[("apikey", &key)]).status, 200);
+    }
+    assert!(apikey(&["list"]).contains("to-revoke"));
+    assert!(!apikey(&["list"]).contains(&key), "list never shows a key");
+    apikey(&["revoke", "to-revoke"]);
+    let revoked_at = Instant::now();
+    for base in [&harness().base, &other] {
+        loop {
+            let r = request_to(base, "GET", "/secrets", &[("apikey", &key)]);
+            if r.status == 403 {
+                assert_eq!(r.json()["message"], "API key revoked");
+                break;
+            }
+            assert!(revoked_at.elapsed() < Duration::from_secs(1), "still accepted after a second");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+#[test]
+fn a_token_names_the_user_and_the_key_must_still_be_valid() {
+    let key = create("web_anon", "public-app", &[]);
+    let token = encode(
+        &Header::new(Algorithm::HS256),
+        &json!({"role": "web_user", "sub": "bob"}),
+        &EncodingKey::from_secret(JWT_SECRET.as_bytes()),
+    )
+    .unwrap();
+    let bearer = format!("Bearer {token}");
+    // The key alone is anonymous: no access to secrets.
+    assert_eq!(request("GET", "/secrets", &[("apikey", &key)]).status, 401);
+    // With a token, the token's role is used.
+    assert_eq!(request("GET", "/secrets", &[("apikey", &key), ("Authorization", &bearer)]).status, 200);
+    // A bad key is refused even with a good token.
+    assert_eq!(request("GET", "/secrets", &[("apikey", "rg_bad"), ("Authorization", &bearer)]).status, 403);
+    // Supabase style: the JWT itself as the apikey.
+    assert_eq!(request("GET", "/secrets", &[("apikey", &token)]).status, 200);
+}
+
+#[test]
+fn required_keys() {
+    let mut args = default_args(&harness().superuser_uri);
+    args.api_key_required = Some(true);
+    let base = start_server(args);
+    let r = request_to(&base, "GET", "/items?limit=1", &[]);
+    assert_eq!((r.status, r.json()["code"].clone()), (401, json!("RG010")));
+    let key = create("web_anon", "required", &[]);
+    assert_eq!(request_to(&base, "GET", "/items?limit=1", &[("apikey", &key)]).status, 200);
+}
