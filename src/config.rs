@@ -149,6 +149,12 @@ pub struct ServeArgs {
     /// Where the role is in the claims, PostgREST's path syntax [default: .role].
     #[arg(long = "jwt-role-claim-key", env = "ROWGATE_JWT_ROLE_CLAIM_KEY", value_name = "PATH")]
     pub jwt_role_claim_key: Option<String>,
+    /// URL of a JWKS (an identity provider's keys), fetched at start-up and refreshed.
+    #[arg(long = "jwt-jwks-url", env = "ROWGATE_JWT_JWKS_URL", value_name = "URL")]
+    pub jwt_jwks_url: Option<String>,
+    /// Seconds between JWKS refreshes [default: 300].
+    #[arg(long = "jwt-jwks-refresh", env = "ROWGATE_JWT_JWKS_REFRESH", value_name = "SECONDS")]
+    pub jwt_jwks_refresh: Option<u64>,
     /// Verified tokens kept in memory; 0 turns the cache off [default: 1000].
     #[arg(long = "jwt-cache-max-entries", env = "ROWGATE_JWT_CACHE_MAX_ENTRIES", value_name = "N")]
     pub jwt_cache_max_entries: Option<u64>,
@@ -195,6 +201,8 @@ struct FileConfig {
     jwt_aud: Option<String>,
     jwt_role_claim_key: Option<String>,
     jwt_cache_max_entries: Option<u64>,
+    jwt_jwks_url: Option<String>,
+    jwt_jwks_refresh: Option<u64>,
     server_cors_allowed_origins: Option<String>,
     api_key_headers: Option<String>,
     api_key_required: Option<bool>,
@@ -246,6 +254,10 @@ pub struct Config {
     pub jwt_role_claim_key: crate::auth::RolePath,
     /// `jwt-cache-max-entries`.
     pub jwt_cache_max_entries: u64,
+    /// `jwt-jwks-url`.
+    pub jwt_jwks_url: Option<String>,
+    /// `jwt-jwks-refresh`.
+    pub jwt_jwks_refresh: Duration,
     /// `server-cors-allowed-origins`; `None` allows any origin.
     pub server_cors_allowed_origins: Option<Vec<String>>,
     /// `api-key-headers`, lower-cased.
@@ -340,6 +352,14 @@ impl Config {
             jwt_aud: a.jwt_aud.or(file.jwt_aud).filter(|s| !s.is_empty()),
             jwt_role_claim_key,
             jwt_cache_max_entries: a.jwt_cache_max_entries.or(file.jwt_cache_max_entries).unwrap_or(1000),
+            jwt_jwks_url: match a.jwt_jwks_url.or(file.jwt_jwks_url).filter(|u| !u.is_empty()) {
+                Some(u) if u.starts_with("https://") || u.starts_with("http://") => Some(u),
+                Some(u) => return Err(invalid("jwt-jwks-url", format!("{u:?} is not an http(s) URL"))),
+                None => None,
+            },
+            jwt_jwks_refresh: Duration::from_secs(
+                a.jwt_jwks_refresh.or(file.jwt_jwks_refresh).unwrap_or(300).max(10),
+            ),
             server_cors_allowed_origins: a
                 .server_cors_allowed_origins
                 .or(file.server_cors_allowed_origins)

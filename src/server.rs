@@ -27,6 +27,8 @@ pub fn start_state(config: Arc<Config>) -> Arc<AppState> {
     let shared = Arc::new(SharedSchema::default());
     let reloader = Reloader::start(config.clone(), shared.clone());
     schema::spawn_sigusr1(reloader.clone());
+    let auth = Arc::new(crate::auth::Authenticator::new(&config));
+    crate::auth::spawn_jwks_refresh(auth.clone(), config.jwt_jwks_url.clone(), config.jwt_jwks_refresh);
     let keys =
         Arc::new(crate::apikey::KeyStore::new(config.api_key_cache_max_entries, config.db_anon_role.clone()));
     let flush = keys.clone();
@@ -34,7 +36,7 @@ pub fn start_state(config: Arc<Config>) -> Arc<AppState> {
     Arc::new(AppState {
         keys,
         db: Db::new(&config),
-        auth: crate::auth::Authenticator::new(&config),
+        auth,
         cors: crate::http::Cors::new(config.server_cors_allowed_origins.clone()),
         config,
         schema: shared,

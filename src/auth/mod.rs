@@ -7,6 +7,7 @@
 //! (bounded by `jwt-cache-max-entries`), so a signature is checked once per token, and a cached
 //! token is still refused once its `exp` has passed.
 
+mod jwks;
 mod keys;
 mod role_path;
 
@@ -16,6 +17,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use jsonwebtoken::{decode, decode_header, Validation};
 use serde_json::{Map, Value};
 
+pub use jwks::spawn_refresh as spawn_jwks_refresh;
 pub use keys::{parse as parse_keys, read_value, VerificationKey};
 pub use role_path::RolePath;
 
@@ -48,6 +50,12 @@ struct Verified {
 /// Verifies tokens; built once from the configuration.
 pub struct Authenticator {
     keys: Vec<VerificationKey>,
+    /// Keys fetched from `jwt-jwks-url`, replaced whole on every refresh.
+    remote: arc_swap::ArcSwap<Vec<VerificationKey>>,
+    /// Whether `jwt-jwks-url` is set (tokens are then expected even before the first fetch).
+    has_remote: bool,
+    /// Asks the JWKS task for an early refresh (a token named a `kid` no key has).
+    refresh: tokio::sync::Notify,
     audience: Option<String>,
     role_path: RolePath,
     anon_role: Option<Arc<str>>,
@@ -75,6 +83,9 @@ impl Authenticator {
             (config.jwt_cache_max_entries > 0).then(|| moka::sync::Cache::new(config.jwt_cache_max_entries));
         Authenticator {
             keys,
+            remote: arc_swap::ArcSwap::from_pointee(Vec::new()),
+            has_remote: config.jwt_jwks_url.is_some(),
+            refresh: tokio::sync::Notify::new(),
             audience: config.jwt_aud.clone(),
             role_path: config.jwt_role_claim_key.clone(),
             anon_role,
@@ -100,7 +111,7 @@ impl Authenticator {
                 )
             });
         };
-        if self.keys.is_empty() {
+        if self.keys.is_empty() && !self.has_remote {
             return Err(Error::api(
                 http::StatusCode::INTERNAL_SERVER_ERROR,
                 "PGRST300",
@@ -133,9 +144,15 @@ impl Authenticator {
             )));
         }
         let header = decode_header(token).map_err(|e| Error::Jwt(describe(&e)))?;
-        let candidates = self
-            .keys
-            .iter()
+        let remote = self.remote.load();
+        let all = || self.keys.iter().chain(remote.iter());
+        if let Some(kid) = &header.kid {
+            if self.has_remote && !all().any(|k| k.kid.as_ref() == Some(kid)) {
+                // A key we have not seen: the provider may have rotated its keys.
+                self.refresh.notify_one();
+            }
+        }
+        let candidates = all()
             .filter(|k| header.kid.is_none() || k.kid.is_none() || k.kid == header.kid)
             .filter(|k| k.algorithms.contains(&header.alg));
         let mut validation = Validation::new(header.alg);

@@ -48,7 +48,7 @@ pub struct AppState {
     /// Asks for a schema cache reload.
     pub reloader: Reloader,
     /// Verifies bearer tokens.
-    pub auth: Authenticator,
+    pub auth: Arc<Authenticator>,
     /// The CORS policy.
     pub cors: Cors,
     /// Verifies API keys.

@@ -48,3 +48,61 @@ fn an_expired_token_is_401_with_www_authenticate() {
         json!({"code": "PGRST301", "details": null, "hint": null, "message": "JWT expired"})
     );
 }
+
+/// Serves `body` to every request on a loopback port, as an identity provider's JWKS endpoint.
+fn serve_jwks(body: String) -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/.well-known/jwks.json", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let mut stream = stream;
+            let mut buf = [0u8; 4096];
+            let _ = stream.read(&mut buf);
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = stream.write_all(head.as_bytes()).and_then(|_| stream.write_all(body.as_bytes()));
+        }
+    });
+    url
+}
+
+#[test]
+fn keys_from_a_jwks_url() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/keys");
+    let signing = EncodingKey::from_rsa_pem(&std::fs::read(dir.join("rsa.key")).unwrap()).unwrap();
+    let mut jwk = jsonwebtoken::jwk::Jwk::from_encoding_key(&signing, Algorithm::RS256).unwrap();
+    jwk.common.key_id = Some("provider-1".into());
+    let url = serve_jwks(json!({ "keys": [jwk] }).to_string());
+
+    let mut args = crate::support::default_args(&crate::support::harness().superuser_uri);
+    args.jwt_secret = None;
+    args.jwt_jwks_url = Some(url);
+    let base = crate::support::start_server(args);
+
+    let mut header = Header::new(Algorithm::RS256);
+    header.kid = Some("provider-1".into());
+    let token = encode(&header, &json!({"role": "web_user"}), &signing).unwrap();
+    let bearer = format!("Bearer {token}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let r = loop {
+        let r = crate::support::request_to(&base, "GET", "/secrets", &[("Authorization", &bearer)]);
+        if r.status == 200 || std::time::Instant::now() > deadline {
+            break r;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert_eq!(r.status, 200, "{}", r.body);
+
+    header.kid = Some("unknown".into());
+    let other = encode(&header, &json!({"role": "web_user"}), &signing).unwrap();
+    let r = crate::support::request_to(
+        &base,
+        "GET",
+        "/secrets",
+        &[("Authorization", &format!("Bearer {other}"))],
+    );
+    assert_eq!((r.status, r.json()["code"].clone()), (401, json!("PGRST301")));
+}
