@@ -77,12 +77,15 @@ impl LogLevel {
     }
 }
 
-/// Options of `rowgate serve`, each a CLI flag with an environment variable.
-/// Every field is optional here; defaults are applied in [`Config::load`].
-#[derive(Debug, Clone, Default, Args)]
+/// Options of `rowgate serve`, each a CLI flag with an environment variable and, with the
+/// same kebab-case name, a key of the TOML file (unknown keys are an error). Every field is
+/// optional here; defaults are applied in [`Config::load`].
+#[derive(Debug, Clone, Default, Args, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct ServeArgs {
     /// TOML config file; CLI flags and ROWGATE_* variables override its keys.
     #[arg(long, env = "ROWGATE_CONFIG", value_name = "FILE")]
+    #[serde(skip)]
     pub config: Option<PathBuf>,
     /// PostgreSQL connection URI of the authenticator role (PostgREST `db-uri`). Required.
     #[arg(long = "db-uri", env = "ROWGATE_DB_URI", value_name = "URI")]
@@ -176,39 +179,6 @@ pub struct ServeArgs {
     pub server_cors_allowed_origins: Option<String>,
 }
 
-/// The TOML file: the same keys as the flags, kebab-case; unknown keys are an error.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-struct FileConfig {
-    db_uri: Option<String>,
-    db_schemas: Option<String>,
-    db_anon_role: Option<String>,
-    db_pool: Option<u32>,
-    db_pool_acquisition_timeout: Option<u64>,
-    db_max_rows: Option<u64>,
-    db_extra_search_path: Option<String>,
-    db_channel: Option<String>,
-    db_channel_enabled: Option<bool>,
-    db_statement_timeout: Option<u64>,
-    server_host: Option<String>,
-    server_port: Option<u16>,
-    server_max_url_length: Option<usize>,
-    server_max_body_size: Option<usize>,
-    server_max_header_size: Option<usize>,
-    log_level: Option<LogLevel>,
-    jwt_secret: Option<String>,
-    jwt_secret_is_base64: Option<bool>,
-    jwt_aud: Option<String>,
-    jwt_role_claim_key: Option<String>,
-    jwt_cache_max_entries: Option<u64>,
-    jwt_jwks_url: Option<String>,
-    jwt_jwks_refresh: Option<u64>,
-    server_cors_allowed_origins: Option<String>,
-    api_key_headers: Option<String>,
-    api_key_required: Option<bool>,
-    api_key_cache_max_entries: Option<u64>,
-}
-
 /// The configuration rowgate runs with, every value resolved.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
@@ -274,7 +244,7 @@ impl Config {
     pub fn load(args: &ServeArgs) -> Result<Config, ConfigError> {
         let file = match &args.config {
             Some(path) => read_file(path)?,
-            None => FileConfig::default(),
+            None => ServeArgs::default(),
         };
         let a = args.clone();
         let db_uri = a.db_uri.or(file.db_uri).ok_or_else(|| missing("db-uri"))?;
@@ -380,7 +350,7 @@ impl Config {
     }
 }
 
-fn read_file(path: &Path) -> Result<FileConfig, ConfigError> {
+fn read_file(path: &Path) -> Result<ServeArgs, ConfigError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| ConfigError::Read { path: path.to_owned(), reason: e.to_string() })?;
     toml::from_str(&text)
