@@ -110,6 +110,23 @@ pub struct ErrorResponse {
 }
 
 impl Error {
+    /// A copy of an error shared between waiters (a coalesced look-up's failure). Database
+    /// errors keep their SQLSTATE; anything else becomes what it means to the caller.
+    pub fn duplicate(&self) -> Error {
+        match self {
+            Error::Api { status, code, message, details, hint } => Error::Api {
+                status: *status,
+                code,
+                message: message.clone(),
+                details: details.clone(),
+                hint: hint.clone(),
+            },
+            Error::Database(db, anonymous) => Error::Database(db.clone(), *anonymous),
+            Error::PoolTimeout => Error::PoolTimeout,
+            other => Error::Unavailable(other.to_string()),
+        }
+    }
+
     /// Shorthand for an API error without details or hint.
     pub fn api(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
         Error::Api { status, code, message: message.into(), details: None, hint: None }

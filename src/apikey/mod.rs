@@ -5,8 +5,8 @@
 //! Look-ups go through the SECURITY DEFINER function `rowgate.lookup_api_key` and are cached:
 //! valid keys until the table changes (every rowgate listens on `rowgate_api_keys`, which a
 //! trigger notifies, so a revoke takes effect everywhere at once) or for a minute at most,
-//! unknown keys for one second, so a flood of bad keys reaches the database at most once per
-//! key per second.
+//! unknown keys for one second. Concurrent requests with the same uncached key share one
+//! look-up, so a flood of bad keys reaches the database at most once per key per second.
 
 pub mod admin;
 
@@ -50,45 +50,39 @@ enum Found {
 
 /// Verifies API keys with a cache in front of the database.
 pub struct KeyStore {
-    valid: moka::sync::Cache<[u8; 32], Found>,
-    invalid: moka::sync::Cache<[u8; 32], Found>,
+    cache: moka::future::Cache<[u8; 32], Found>,
     anon_role: Option<String>,
+}
+
+/// Valid (and revoked) keys are kept for a minute, unknown ones for a second.
+struct FoundExpiry;
+
+impl moka::Expiry<[u8; 32], Found> for FoundExpiry {
+    fn expire_after_create(&self, _: &[u8; 32], found: &Found, _: std::time::Instant) -> Option<Duration> {
+        Some(match found {
+            Found::Unknown => Duration::from_secs(1),
+            Found::Key(_) | Found::Revoked => Duration::from_secs(60),
+        })
+    }
 }
 
 impl KeyStore {
     /// A store whose caches hold up to `max_entries` keys each (0: no caching).
     pub fn new(max_entries: u64, anon_role: Option<String>) -> KeyStore {
-        let valid = moka::sync::Cache::builder()
-            .max_capacity(max_entries)
-            .time_to_live(Duration::from_secs(60))
-            .build();
-        let invalid = moka::sync::Cache::builder()
-            .max_capacity(max_entries)
-            .time_to_live(Duration::from_secs(1))
-            .build();
-        KeyStore { valid, invalid, anon_role }
+        let cache =
+            moka::future::Cache::builder().max_capacity(max_entries).expire_after(FoundExpiry).build();
+        KeyStore { cache, anon_role }
     }
 
     /// Forgets every cached look-up (the key table changed, or its notifications were lost).
     pub fn invalidate(&self) {
-        self.valid.invalidate_all();
-        self.invalid.invalidate_all();
+        self.cache.invalidate_all();
     }
 
     /// Verifies `key`: 403 for an unknown, revoked or expired key.
     pub async fn verify(&self, key: &str, db: &Db) -> Result<ApiKey, Error> {
         let hash: [u8; 32] = Sha256::digest(key.as_bytes()).into();
-        let found = match self.valid.get(&hash).or_else(|| self.invalid.get(&hash)) {
-            Some(found) => found,
-            None => {
-                let found = self.lookup(&hash, db).await?;
-                match found {
-                    Found::Key(_) => self.valid.insert(hash, found.clone()),
-                    _ => self.invalid.insert(hash, found.clone()),
-                }
-                found
-            }
-        };
+        let found = self.cache.try_get_with(hash, self.lookup(&hash, db)).await.map_err(|e| e.duplicate())?;
         match found {
             Found::Key(k) if k.expires_at.is_some_and(|e| e <= now()) => Err(forbidden("API key expired")),
             Found::Key(k) => Ok(k),
