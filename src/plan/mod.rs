@@ -56,7 +56,7 @@ pub struct ReadPlan {
 
 /// A value expression over the relation's columns. Column names in it come from the schema
 /// cache; JSON keys and filter values are bound as parameters by the SQL stage.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub enum Expr {
     /// A column.
     Column(String),
@@ -71,6 +71,25 @@ pub enum Expr {
     },
     /// `expr::type`, `type` checked against the schema cache's type names.
     Cast(Box<Expr>, String),
+    /// An embedded resource: a correlated subquery that yields JSON.
+    Embed(Box<EmbedPlan>),
+}
+
+/// A resource embedded through a foreign key, rendered as a JSON object (to-one) or array
+/// (to-many) by a correlated subquery.
+#[derive(Debug, Clone)]
+pub struct EmbedPlan {
+    /// The embedded relation.
+    pub relation: Arc<Relation>,
+    /// Its output columns (which may embed further).
+    pub columns: Vec<OutputColumn>,
+    /// (parent column, embedded column) pairs the foreign key joins on.
+    pub join: Vec<(String, String)>,
+    /// One-to-many (an array) rather than many-to-one (an object).
+    pub to_many: bool,
+    /// Nesting level: the subquery aliases its relation `pgrst_<depth>`, its parent is
+    /// `pgrst_<depth - 1>`.
+    pub depth: usize,
 }
 
 /// One output column: its JSON key, expression, and how its values render.
@@ -148,7 +167,7 @@ impl Plan {
         let media = media::negotiate(&request.accept)?;
         let (timezone, applied) = preferences(&request.preferences, schema)?;
         reject_embed_paths(request)?;
-        let planner = Planner { relation: &relation, types: schema };
+        let planner = Planner { relation: &relation, types: schema, schema: schema_name, depth: 0 };
         // `select=` with nothing PostgREST can read selects everything, as PostgREST does.
         let columns = if request.query.select.is_empty() {
             planner.columns(&[SelectItem::Star])?
@@ -260,9 +279,18 @@ fn relation_not_found(schema: &SchemaCache, schema_name: &str, name: &str) -> Er
     }
 }
 
-/// Embedded resources come with a later version; until then a filter, order or limit on an
-/// embed path names an embed that cannot be in `select` (PostgREST's PGRST108).
+/// Filters, order and limits on embedded resources come with a later version: one naming an
+/// embed of `select` is 501; one naming anything else is PostgREST's PGRST108.
 fn reject_embed_paths(request: &ApiRequest) -> Result<(), Error> {
+    let embedded: Vec<&str> = request
+        .query
+        .select
+        .iter()
+        .filter_map(|item| match item {
+            SelectItem::Embed(e) => Some(e.alias.as_deref().unwrap_or(&e.name)),
+            _ => None,
+        })
+        .collect();
     let q = &request.query;
     let paths = q
         .filters
@@ -273,6 +301,13 @@ fn reject_embed_paths(request: &ApiRequest) -> Result<(), Error> {
         .chain(q.ranges.iter().map(|(p, _)| p));
     for path in paths {
         if let Some(first) = path.first() {
+            if embedded.contains(&first.as_str()) {
+                return Err(Error::api(
+                    StatusCode::NOT_IMPLEMENTED,
+                    code::NOT_IMPLEMENTED,
+                    format!("Filters, order and limits on the embedded resource '{first}' are not supported by this version of rowgate yet"),
+                ));
+            }
             return Err(not_embedded(path, first));
         }
     }
@@ -293,6 +328,10 @@ fn not_embedded(_path: &EmbedPath, name: &str) -> Error {
 struct Planner<'a> {
     relation: &'a Relation,
     types: &'a SchemaCache,
+    /// The schema the request runs in (embedded relations are looked up there).
+    schema: &'a str,
+    /// Nesting level of embeds (0 for the top-level relation), which names its SQL alias.
+    depth: usize,
 }
 
 impl Planner<'_> {
@@ -370,21 +409,99 @@ impl Planner<'_> {
                         "Use of aggregate functions is not allowed",
                     ))
                 }
-                SelectItem::Embed(embed) => {
-                    return Err(Error::Api {
-                        status: StatusCode::NOT_IMPLEMENTED,
-                        code: code::NOT_IMPLEMENTED,
-                        message: format!(
-                            "Resource embedding ('{}') is not supported by this version of rowgate",
-                            embed.name
-                        ),
-                        details: None,
-                        hint: None,
-                    })
-                }
+                SelectItem::Embed(embed) => out.push(self.embed(embed)?),
             }
         }
         Ok(out)
+    }
+
+    /// Plans an embedded resource found through a foreign key between this relation and it.
+    fn embed(&self, embed: &rowgate_request::Embed) -> Result<OutputColumn, Error> {
+        let unsupported = |what: &str| {
+            Error::api(
+                StatusCode::NOT_IMPLEMENTED,
+                code::NOT_IMPLEMENTED,
+                format!("{what} in resource embedding is not supported by this version of rowgate yet"),
+            )
+        };
+        if embed.spread {
+            return Err(unsupported("Spread (`...`)"));
+        }
+        if embed.join == Some(rowgate_request::JoinType::Inner) {
+            return Err(unsupported("`!inner`"));
+        }
+        if self.depth >= 16 {
+            return Err(unsupported("Nesting deeper than 16 levels"));
+        }
+        let parent = &self.relation.name;
+        let no_relationship = || Error::Api {
+            status: StatusCode::BAD_REQUEST,
+            code: "PGRST200",
+            message: format!(
+                "Could not find a relationship between '{}' and '{}' in the schema cache",
+                parent.name, embed.name
+            ),
+            details: None,
+            hint: Some(
+                "Perhaps you meant a different relationship, or the schema cache needs a reload".into(),
+            ),
+        };
+        let child = self.types.relation(self.schema, &embed.name).ok_or_else(no_relationship)?.clone();
+        let matches_hint = |fk: &crate::schema::ForeignKey| match &embed.hint {
+            None => true,
+            Some(h) => fk.name == *h || fk.columns.iter().any(|c| c == h),
+        };
+        // (to_many, fk, pairs)
+        let mut candidates: Vec<(bool, &crate::schema::ForeignKey)> = Vec::new();
+        for fk in &self.relation.foreign_keys {
+            if fk.target == child.name && matches_hint(fk) {
+                candidates.push((false, fk));
+            }
+        }
+        for fk in &child.foreign_keys {
+            if fk.target == *parent
+                && matches_hint(fk)
+                && !candidates.iter().any(|(_, c)| std::ptr::eq(*c, fk))
+            {
+                candidates.push((true, fk));
+            }
+        }
+        let (to_many, fk) = match candidates.as_slice() {
+            [] => return Err(no_relationship()),
+            [one] => *one,
+            many => {
+                let details: Vec<String> = many.iter().map(|(_, fk)| fk.name.clone()).collect();
+                return Err(Error::Api {
+                    status: StatusCode::MULTIPLE_CHOICES,
+                    code: "PGRST201",
+                    message: format!(
+                        "Could not embed because more than one relationship was found for '{}' and '{}'",
+                        parent.name, embed.name
+                    ),
+                    details: Some(format!("Candidate foreign keys: {}", details.join(", "))),
+                    hint: Some(format!(
+                        "Try changing '{}' to one of the foreign keys, e.g. '{}!{}'",
+                        embed.name, embed.name, details[0]
+                    )),
+                });
+            }
+        };
+        let join = if to_many {
+            // The child references the parent: child.fk_cols = parent.target_cols.
+            fk.target_columns.iter().cloned().zip(fk.columns.iter().cloned()).collect()
+        } else {
+            fk.columns.iter().cloned().zip(fk.target_columns.iter().cloned()).collect()
+        };
+        let inner =
+            Planner { relation: &child, types: self.types, schema: self.schema, depth: self.depth + 1 };
+        let select = if embed.select.is_empty() { vec![SelectItem::Star] } else { embed.select.clone() };
+        let columns = inner.columns(&select)?;
+        let plan = EmbedPlan { relation: child.clone(), columns, join, to_many, depth: self.depth + 1 };
+        Ok(OutputColumn {
+            key: embed.alias.clone().unwrap_or_else(|| embed.name.clone()),
+            expr: Expr::Embed(Box::new(plan)),
+            kind: ValueKind::Json,
+        })
     }
 
     fn filter(&self, filter: &Filter) -> Result<Condition, Error> {

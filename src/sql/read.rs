@@ -6,7 +6,7 @@ use rowgate_request::{
 };
 
 use super::{push_ident, Params, Render, Statement};
-use crate::plan::{Condition, Expr, Media, OutputColumn, ReadPlan};
+use crate::plan::{Condition, EmbedPlan, Expr, Media, OutputColumn, ReadPlan};
 use crate::schema::ValueKind;
 
 /// How the rows of the main statement are laid out.
@@ -52,6 +52,8 @@ pub fn render_read(plan: &ReadPlan, max_rows: Option<u64>) -> ReadStatements {
     push_ident(&mut from_where, &plan.relation.name.schema);
     from_where.push('.');
     push_ident(&mut from_where, &plan.relation.name.name);
+    // Embedded resources correlate with the top-level relation through this alias.
+    from_where.push_str(" AS pgrst_0");
     where_clause(&plan.conditions, &mut from_where, &mut params);
     let where_params = params.0.len();
 
@@ -198,7 +200,53 @@ pub(crate) fn expr(e: &Expr, sql: &mut String, params: &mut Params) {
             sql.push_str(")::");
             sql.push_str(ty);
         }
+        Expr::Embed(embed) => embedded(embed, sql, params),
     }
+}
+
+/// A correlated subquery that renders an embedded resource as JSON the way PostgREST's
+/// `json_agg` / `row_to_json` do: an array for to-many (`[]` when empty), an object or null for
+/// to-one.
+fn embedded(embed: &EmbedPlan, sql: &mut String, params: &mut Params) {
+    let alias = format!("pgrst_{}", embed.depth);
+    let parent = format!("pgrst_{}", embed.depth - 1);
+    let rows = format!("pgrst_e{}", embed.depth);
+    if embed.to_many {
+        sql.push_str("(SELECT coalesce(json_agg(");
+        sql.push_str(&rows);
+        sql.push_str("), '[]') FROM (SELECT ");
+    } else {
+        sql.push_str("(SELECT row_to_json(");
+        sql.push_str(&rows);
+        sql.push_str(") FROM (SELECT ");
+    }
+    for (i, col) in embed.columns.iter().enumerate() {
+        if i > 0 {
+            sql.push_str(", ");
+        }
+        expr(&col.expr, sql, params);
+        sql.push_str(" AS ");
+        push_ident(sql, &col.key);
+    }
+    sql.push_str(" FROM ");
+    push_ident(sql, &embed.relation.name.schema);
+    sql.push('.');
+    push_ident(sql, &embed.relation.name.name);
+    sql.push_str(" AS ");
+    sql.push_str(&alias);
+    for (i, (parent_col, child_col)) in embed.join.iter().enumerate() {
+        sql.push_str(if i == 0 { " WHERE " } else { " AND " });
+        sql.push_str(&alias);
+        sql.push('.');
+        push_ident(sql, child_col);
+        sql.push_str(" = ");
+        sql.push_str(&parent);
+        sql.push('.');
+        push_ident(sql, parent_col);
+    }
+    sql.push_str(") ");
+    sql.push_str(&rows);
+    sql.push(')');
 }
 
 fn where_clause(conditions: &[Condition], sql: &mut String, params: &mut Params) {

@@ -4,6 +4,7 @@
 mod apikeys;
 mod auth;
 mod cors;
+mod embed;
 mod errors;
 mod operations;
 mod oracle;
