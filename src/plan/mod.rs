@@ -90,6 +90,12 @@ pub struct EmbedPlan {
     /// Nesting level: the subquery aliases its relation `pgrst_<depth>`, its parent is
     /// `pgrst_<depth - 1>`.
     pub depth: usize,
+    /// `embed.col=op.value` filters and `embed.or=(...)` trees.
+    pub conditions: Vec<Condition>,
+    /// `embed.order=`.
+    pub order: Vec<OrderBy>,
+    /// `embed.limit=` / `embed.offset=`.
+    pub window: RowWindow,
 }
 
 /// One output column: its JSON key, expression, and how its values render.
@@ -167,26 +173,21 @@ impl Plan {
         let media = media::negotiate(&request.accept)?;
         let (timezone, applied) = preferences(&request.preferences, schema)?;
         reject_embed_paths(request)?;
-        let planner = Planner { relation: &relation, types: schema, schema: schema_name, depth: 0 };
+        let planner = Planner {
+            relation: &relation,
+            types: schema,
+            schema: schema_name,
+            depth: 0,
+            query: &request.query,
+            paths: vec![Vec::new()],
+        };
         // `select=` with nothing PostgREST can read selects everything, as PostgREST does.
         let columns = if request.query.select.is_empty() {
             planner.columns(&[SelectItem::Star])?
         } else {
             planner.columns(&request.query.select)?
         };
-        let mut conditions = Vec::new();
-        for (_, filter) in &request.query.filters {
-            conditions.push(planner.filter(filter)?);
-        }
-        for (_, tree) in &request.query.logic {
-            conditions.push(planner.logic(tree)?);
-        }
-        let mut order = Vec::new();
-        for (_, terms) in &request.query.order {
-            for term in terms {
-                order.push(planner.order(term)?);
-            }
-        }
+        let (conditions, order) = planner.level()?;
         let window = range::window(request, config.db_max_rows)?;
         Ok(Plan::Read(ReadPlan {
             schema: schema_name.to_owned(),
@@ -279,18 +280,11 @@ fn relation_not_found(schema: &SchemaCache, schema_name: &str, name: &str) -> Er
     }
 }
 
-/// Filters, order and limits on embedded resources come with a later version: one naming an
-/// embed of `select` is 501; one naming anything else is PostgREST's PGRST108.
+/// Every filter, order and limit must name the top level or an embedded resource of `select`
+/// (by alias or name); anything else is PostgREST's PGRST108.
 fn reject_embed_paths(request: &ApiRequest) -> Result<(), Error> {
-    let embedded: Vec<&str> = request
-        .query
-        .select
-        .iter()
-        .filter_map(|item| match item {
-            SelectItem::Embed(e) => Some(e.alias.as_deref().unwrap_or(&e.name)),
-            _ => None,
-        })
-        .collect();
+    let mut valid: Vec<Vec<String>> = vec![Vec::new()];
+    embed_paths(&request.query.select, &[], &mut valid);
     let q = &request.query;
     let paths = q
         .filters
@@ -300,18 +294,27 @@ fn reject_embed_paths(request: &ApiRequest) -> Result<(), Error> {
         .chain(q.order.iter().map(|(p, _)| p))
         .chain(q.ranges.iter().map(|(p, _)| p));
     for path in paths {
-        if let Some(first) = path.first() {
-            if embedded.contains(&first.as_str()) {
-                return Err(Error::api(
-                    StatusCode::NOT_IMPLEMENTED,
-                    code::NOT_IMPLEMENTED,
-                    format!("Filters, order and limits on the embedded resource '{first}' are not supported by this version of rowgate yet"),
-                ));
-            }
-            return Err(not_embedded(path, first));
+        if !valid.contains(path) {
+            let known =
+                (0..path.len()).rev().find(|n| valid.iter().any(|v| v[..] == path[..*n])).unwrap_or(0);
+            return Err(not_embedded(path, &path[known]));
         }
     }
     Ok(())
+}
+
+/// The paths of every embed in `select`, each by alias and by name.
+fn embed_paths(select: &[SelectItem], prefix: &[String], out: &mut Vec<Vec<String>>) {
+    for item in select {
+        if let SelectItem::Embed(e) = item {
+            for key in [e.alias.as_ref(), Some(&e.name)].into_iter().flatten() {
+                let mut path = prefix.to_vec();
+                path.push(key.clone());
+                embed_paths(&e.select, &path, out);
+                out.push(path);
+            }
+        }
+    }
 }
 
 fn not_embedded(_path: &EmbedPath, name: &str) -> Error {
@@ -332,6 +335,10 @@ struct Planner<'a> {
     schema: &'a str,
     /// Nesting level of embeds (0 for the top-level relation), which names its SQL alias.
     depth: usize,
+    /// The query string, for the filters, order and limits of this level.
+    query: &'a rowgate_request::QueryParams,
+    /// The embed paths that name this level (by alias and by name); `[[]]` at the top.
+    paths: Vec<EmbedPath>,
 }
 
 impl Planner<'_> {
@@ -492,16 +499,69 @@ impl Planner<'_> {
         } else {
             fk.columns.iter().cloned().zip(fk.target_columns.iter().cloned()).collect()
         };
-        let inner =
-            Planner { relation: &child, types: self.types, schema: self.schema, depth: self.depth + 1 };
+        let paths = self
+            .paths
+            .iter()
+            .flat_map(|p| {
+                [embed.alias.as_ref(), Some(&embed.name)].into_iter().flatten().map(move |key| {
+                    let mut path = p.clone();
+                    path.push(key.clone());
+                    path
+                })
+            })
+            .collect();
+        let inner = Planner {
+            relation: &child,
+            types: self.types,
+            schema: self.schema,
+            depth: self.depth + 1,
+            query: self.query,
+            paths,
+        };
+        let (conditions, order) = inner.level()?;
+        let window = inner
+            .query
+            .ranges
+            .iter()
+            .find(|(p, _)| inner.paths.contains(p))
+            .map(|(_, lo)| RowWindow { offset: lo.offset.unwrap_or(0), limit: lo.limit })
+            .unwrap_or(RowWindow { offset: 0, limit: None });
         let select = if embed.select.is_empty() { vec![SelectItem::Star] } else { embed.select.clone() };
         let columns = inner.columns(&select)?;
-        let plan = EmbedPlan { relation: child.clone(), columns, join, to_many, depth: self.depth + 1 };
+        let plan = EmbedPlan {
+            relation: child.clone(),
+            columns,
+            join,
+            to_many,
+            depth: self.depth + 1,
+            conditions,
+            order,
+            window,
+        };
         Ok(OutputColumn {
             key: embed.alias.clone().unwrap_or_else(|| embed.name.clone()),
             expr: Expr::Embed(Box::new(plan)),
             kind: ValueKind::Json,
         })
+    }
+
+    /// The conditions and order terms the query string gives this level.
+    fn level(&self) -> Result<(Vec<Condition>, Vec<OrderBy>), Error> {
+        let here = |p: &EmbedPath| self.paths.contains(p);
+        let mut conditions = Vec::new();
+        for (_, filter) in self.query.filters.iter().filter(|(p, _)| here(p)) {
+            conditions.push(self.filter(filter)?);
+        }
+        for (_, tree) in self.query.logic.iter().filter(|(p, _)| here(p)) {
+            conditions.push(self.logic(tree)?);
+        }
+        let mut order = Vec::new();
+        for (_, terms) in self.query.order.iter().filter(|(p, _)| here(p)) {
+            for term in terms {
+                order.push(self.order(term)?);
+            }
+        }
+        Ok((conditions, order))
     }
 
     fn filter(&self, filter: &Filter) -> Result<Condition, Error> {

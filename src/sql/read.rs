@@ -6,7 +6,7 @@ use rowgate_request::{
 };
 
 use super::{push_ident, Params, Render, Statement};
-use crate::plan::{Condition, EmbedPlan, Expr, Media, OutputColumn, ReadPlan};
+use crate::plan::{Condition, EmbedPlan, Expr, Media, OrderBy, OutputColumn, ReadPlan, RowWindow};
 use crate::schema::ValueKind;
 
 /// How the rows of the main statement are laid out.
@@ -86,15 +86,8 @@ pub fn render_read(plan: &ReadPlan, max_rows: Option<u64>) -> ReadStatements {
     }
     text.push_str(&select_list);
     text.push_str(&from_where);
-    order_by(plan, &mut text, &mut params);
-    if let Some(limit) = plan.window.limit {
-        text.push_str(" LIMIT ");
-        push_count(&mut text, limit);
-    }
-    if plan.window.offset > 0 {
-        text.push_str(" OFFSET ");
-        push_count(&mut text, plan.window.offset);
-    }
+    order_by(&plan.order, &mut text, &mut params);
+    window(plan.window, &mut text);
     if exact.is_some() {
         text.push_str(") pgrst_page ON true");
     }
@@ -244,6 +237,12 @@ fn embedded(embed: &EmbedPlan, sql: &mut String, params: &mut Params) {
         sql.push('.');
         push_ident(sql, parent_col);
     }
+    for c in &embed.conditions {
+        sql.push_str(" AND ");
+        condition(c, sql, params);
+    }
+    order_by(&embed.order, sql, params);
+    window(embed.window, sql);
     sql.push_str(") ");
     sql.push_str(&rows);
     sql.push(')');
@@ -413,8 +412,20 @@ fn array_literal(items: &[String]) -> String {
     out
 }
 
-fn order_by(plan: &ReadPlan, sql: &mut String, params: &mut Params) {
-    for (i, o) in plan.order.iter().enumerate() {
+/// `LIMIT` / `OFFSET` of a row window.
+fn window(w: RowWindow, sql: &mut String) {
+    if let Some(limit) = w.limit {
+        sql.push_str(" LIMIT ");
+        push_count(sql, limit);
+    }
+    if w.offset > 0 {
+        sql.push_str(" OFFSET ");
+        push_count(sql, w.offset);
+    }
+}
+
+fn order_by(order: &[OrderBy], sql: &mut String, params: &mut Params) {
+    for (i, o) in order.iter().enumerate() {
         sql.push_str(if i == 0 { " ORDER BY " } else { ", " });
         expr(&o.expr, sql, params);
         match o.term.direction {
