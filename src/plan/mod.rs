@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use http::StatusCode;
 use rowgate_request::{
-    ApiRequest, EmbedPath, Field, Filter, LogicOp, LogicTree, Method, OrderTerm, PreferCount, PreferHandling,
-    Preferences, SelectItem, Target,
+    ApiRequest, EmbedPath, Field, Filter, IsValue, LogicOp, LogicTree, Method, Operation, OrderTerm,
+    PreferCount, PreferHandling, Preferences, SelectItem, Target,
 };
 
 pub use media::Media;
@@ -96,6 +96,8 @@ pub struct EmbedPlan {
     pub order: Vec<OrderBy>,
     /// `embed.limit=` / `embed.offset=`.
     pub window: RowWindow,
+    /// `!inner`: parent rows without a related row are left out.
+    pub inner: bool,
 }
 
 /// One output column: its JSON key, expression, and how its values render.
@@ -109,6 +111,13 @@ pub struct OutputColumn {
     pub kind: ValueKind,
 }
 
+impl OutputColumn {
+    /// Whether the column appears in the response: an empty embed (`rel()`) only filters.
+    pub fn is_output(&self) -> bool {
+        !matches!(&self.expr, Expr::Embed(e) if e.columns.is_empty())
+    }
+}
+
 /// A boolean condition of `WHERE`.
 #[derive(Debug, Clone)]
 pub enum Condition {
@@ -120,6 +129,13 @@ pub enum Condition {
         kind: ValueKind,
         /// The filter as parsed.
         filter: Filter,
+    },
+    /// `[NOT] EXISTS` a row of an embedded resource: `!inner`, `embed=not.is.null`.
+    Exists {
+        /// The embedded resource, with its join and its own conditions.
+        embed: Box<EmbedPlan>,
+        /// `NOT EXISTS` (`embed=is.null`).
+        negated: bool,
     },
     /// `[NOT] (a AND/OR b ...)`.
     Logic {
@@ -187,7 +203,8 @@ impl Plan {
         } else {
             planner.columns(&request.query.select)?
         };
-        let (conditions, order) = planner.level()?;
+        let (mut conditions, order) = planner.level(&columns)?;
+        conditions.extend(inner_joins(&columns));
         let window = range::window(request, config.db_max_rows)?;
         Ok(Plan::Read(ReadPlan {
             schema: schema_name.to_owned(),
@@ -434,9 +451,6 @@ impl Planner<'_> {
         if embed.spread {
             return Err(unsupported("Spread (`...`)"));
         }
-        if embed.join == Some(rowgate_request::JoinType::Inner) {
-            return Err(unsupported("`!inner`"));
-        }
         if self.depth >= 16 {
             return Err(unsupported("Nesting deeper than 16 levels"));
         }
@@ -518,7 +532,7 @@ impl Planner<'_> {
             query: self.query,
             paths,
         };
-        let (conditions, order) = inner.level()?;
+
         let window = inner
             .query
             .ranges
@@ -526,8 +540,10 @@ impl Planner<'_> {
             .find(|(p, _)| inner.paths.contains(p))
             .map(|(_, lo)| RowWindow { offset: lo.offset.unwrap_or(0), limit: lo.limit })
             .unwrap_or(RowWindow { offset: 0, limit: None });
-        let select = if embed.select.is_empty() { vec![SelectItem::Star] } else { embed.select.clone() };
-        let columns = inner.columns(&select)?;
+        // `rel()` selects nothing: it only filters, and is left out of the response.
+        let columns = inner.columns(&embed.select)?;
+        let (mut conditions, order) = inner.level(&columns)?;
+        conditions.extend(inner_joins(&columns));
         let plan = EmbedPlan {
             relation: child.clone(),
             columns,
@@ -537,6 +553,7 @@ impl Planner<'_> {
             conditions,
             order,
             window,
+            inner: embed.join == Some(rowgate_request::JoinType::Inner),
         };
         Ok(OutputColumn {
             key: embed.alias.clone().unwrap_or_else(|| embed.name.clone()),
@@ -546,14 +563,14 @@ impl Planner<'_> {
     }
 
     /// The conditions and order terms the query string gives this level.
-    fn level(&self) -> Result<(Vec<Condition>, Vec<OrderBy>), Error> {
+    fn level(&self, columns: &[OutputColumn]) -> Result<(Vec<Condition>, Vec<OrderBy>), Error> {
         let here = |p: &EmbedPath| self.paths.contains(p);
         let mut conditions = Vec::new();
         for (_, filter) in self.query.filters.iter().filter(|(p, _)| here(p)) {
-            conditions.push(self.filter(filter)?);
+            conditions.push(self.filter(filter, columns)?);
         }
         for (_, tree) in self.query.logic.iter().filter(|(p, _)| here(p)) {
-            conditions.push(self.logic(tree)?);
+            conditions.push(self.logic(tree, columns)?);
         }
         let mut order = Vec::new();
         for (_, terms) in self.query.order.iter().filter(|(p, _)| here(p)) {
@@ -564,18 +581,34 @@ impl Planner<'_> {
         Ok((conditions, order))
     }
 
-    fn filter(&self, filter: &Filter) -> Result<Condition, Error> {
+    /// A filter; `embed=is.null` / `embed=not.is.null` on an embedded resource of `columns`
+    /// keeps the rows without / with a related row, as PostgREST does.
+    fn filter(&self, filter: &Filter, columns: &[OutputColumn]) -> Result<Condition, Error> {
+        if let (true, Operation::Is(v @ (IsValue::Null | IsValue::NotNull))) =
+            (filter.field.json_path.is_empty(), &filter.operation)
+        {
+            let embed = columns.iter().find_map(|c| match &c.expr {
+                Expr::Embed(e) if c.key == filter.field.name || e.relation.name.name == filter.field.name => {
+                    Some(e)
+                }
+                _ => None,
+            });
+            if let Some(e) = embed {
+                let wants_rows = (*v == IsValue::NotNull) != filter.negated;
+                return Ok(Condition::Exists { embed: e.clone(), negated: !wants_rows });
+            }
+        }
         let (expr, kind) = self.field(&filter.field)?;
         Ok(Condition::Filter { expr, kind, filter: filter.clone() })
     }
 
-    fn logic(&self, tree: &LogicTree) -> Result<Condition, Error> {
+    fn logic(&self, tree: &LogicTree, columns: &[OutputColumn]) -> Result<Condition, Error> {
         match tree {
-            LogicTree::Filter(f) => self.filter(f),
+            LogicTree::Filter(f) => self.filter(f, columns),
             LogicTree::Expr { negated, op, children } => Ok(Condition::Logic {
                 negated: *negated,
                 op: *op,
-                children: children.iter().map(|c| self.logic(c)).collect::<Result<_, _>>()?,
+                children: children.iter().map(|c| self.logic(c, columns)).collect::<Result<_, _>>()?,
             }),
         }
     }
@@ -593,6 +626,17 @@ impl Planner<'_> {
         let (expr, _) = self.field(&term.field)?;
         Ok(OrderBy { expr, term: term.clone() })
     }
+}
+
+/// `EXISTS` conditions for the `!inner` embeds among `columns`.
+fn inner_joins(columns: &[OutputColumn]) -> Vec<Condition> {
+    columns
+        .iter()
+        .filter_map(|c| match &c.expr {
+            Expr::Embed(e) if e.inner => Some(Condition::Exists { embed: e.clone(), negated: false }),
+            _ => None,
+        })
+        .collect()
 }
 
 /// The JSON key of an unaliased field: the last object key of its JSON path (an index names

@@ -120,18 +120,20 @@ fn select_list_of(plan: &ReadPlan, sql: &mut String, params: &mut Params) -> Row
         Media::Csv => {
             // PostgREST's CSV rows are the record text of each row without its parentheses.
             sql.push_str("ROW(");
-            for (i, col) in plan.columns.iter().enumerate() {
+            for (i, col) in plan.columns.iter().filter(|c| c.is_output()).enumerate() {
                 if i > 0 {
                     sql.push_str(", ");
                 }
                 expr(&col.expr, sql, params);
             }
             sql.push_str(")::text");
-            RowShape::Csv { columns: plan.columns.iter().map(|c| c.key.clone()).collect() }
+            RowShape::Csv {
+                columns: plan.columns.iter().filter(|c| c.is_output()).map(|c| c.key.clone()).collect(),
+            }
         }
         Media::Json { strip_nulls } | Media::Single { strip_nulls } => {
             let mut columns = Vec::with_capacity(plan.columns.len());
-            for (i, col) in plan.columns.iter().enumerate() {
+            for (i, col) in plan.columns.iter().filter(|c| c.is_output()).enumerate() {
                 if i > 0 {
                     sql.push_str(", ");
                 }
@@ -201,8 +203,6 @@ pub(crate) fn expr(e: &Expr, sql: &mut String, params: &mut Params) {
 /// `json_agg` / `row_to_json` do: an array for to-many (`[]` when empty), an object or null for
 /// to-one.
 fn embedded(embed: &EmbedPlan, sql: &mut String, params: &mut Params) {
-    let alias = format!("pgrst_{}", embed.depth);
-    let parent = format!("pgrst_{}", embed.depth - 1);
     let rows = format!("pgrst_e{}", embed.depth);
     if embed.to_many {
         sql.push_str("(SELECT coalesce(json_agg(");
@@ -213,7 +213,7 @@ fn embedded(embed: &EmbedPlan, sql: &mut String, params: &mut Params) {
         sql.push_str(&rows);
         sql.push_str(") FROM (SELECT ");
     }
-    for (i, col) in embed.columns.iter().enumerate() {
+    for (i, col) in embed.columns.iter().filter(|c| c.is_output()).enumerate() {
         if i > 0 {
             sql.push_str(", ");
         }
@@ -221,6 +221,18 @@ fn embedded(embed: &EmbedPlan, sql: &mut String, params: &mut Params) {
         sql.push_str(" AS ");
         push_ident(sql, &col.key);
     }
+    related_rows(embed, sql, params);
+    order_by(&embed.order, sql, params);
+    window(embed.window, sql);
+    sql.push_str(") ");
+    sql.push_str(&rows);
+    sql.push(')');
+}
+
+/// ` FROM <embedded relation> WHERE <join to the parent> AND <its conditions>`.
+fn related_rows(embed: &EmbedPlan, sql: &mut String, params: &mut Params) {
+    let alias = format!("pgrst_{}", embed.depth);
+    let parent = format!("pgrst_{}", embed.depth - 1);
     sql.push_str(" FROM ");
     push_ident(sql, &embed.relation.name.schema);
     sql.push('.');
@@ -241,11 +253,6 @@ fn embedded(embed: &EmbedPlan, sql: &mut String, params: &mut Params) {
         sql.push_str(" AND ");
         condition(c, sql, params);
     }
-    order_by(&embed.order, sql, params);
-    window(embed.window, sql);
-    sql.push_str(") ");
-    sql.push_str(&rows);
-    sql.push(')');
 }
 
 fn where_clause(conditions: &[Condition], sql: &mut String, params: &mut Params) {
@@ -263,6 +270,11 @@ fn condition(c: &Condition, sql: &mut String, params: &mut Params) {
             }
             sql.push('(');
             operation(e, *kind, &filter.operation, sql, params);
+            sql.push(')');
+        }
+        Condition::Exists { embed, negated } => {
+            sql.push_str(if *negated { "NOT EXISTS (SELECT 1" } else { "EXISTS (SELECT 1" });
+            related_rows(embed, sql, params);
             sql.push(')');
         }
         Condition::Logic { negated, op, children } => {

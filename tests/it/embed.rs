@@ -77,3 +77,27 @@ fn unknown_relationships_are_pgrst200() {
     let r = get("/items?select=id,documents(id)");
     assert_eq!((r.status, r.json()["code"].clone()), (400, json!("PGRST200")));
 }
+
+#[test]
+fn inner_embeds_filter_the_parents() {
+    check(
+        "/categories?select=name,items!inner(id)&items.id=eq.5",
+        200,
+        json!([{"name": "toys", "items": [{"id": 5}]}]),
+    );
+    // Without !inner the parents stay, with empty embeds.
+    let r = get("/categories?select=name,items(id)&items.id=eq.5&order=id");
+    assert_eq!(r.json().as_array().unwrap().len(), 4);
+}
+
+#[test]
+fn null_filters_on_embeds() {
+    check("/categories?select=name,items()&items=is.null", 200, json!([{"name": "empty"}]));
+    let r = get("/categories?select=id,items(id)&items=not.is.null&order=id");
+    let ids: Vec<i64> = r.json().as_array().unwrap().iter().map(|c| c["id"].as_i64().unwrap()).collect();
+    assert_eq!(ids, vec![1, 2, 3], "{}", r.body);
+    // Across embeds inside or=(...).
+    let r = get("/categories?select=id,items(id)&items.id=eq.1&or=(items.not.is.null,id.eq.4)&order=id");
+    let ids: Vec<i64> = r.json().as_array().unwrap().iter().map(|c| c["id"].as_i64().unwrap()).collect();
+    assert_eq!(ids, vec![1, 4], "{}", r.body);
+}
