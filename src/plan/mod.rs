@@ -98,6 +98,17 @@ pub struct EmbedPlan {
     pub window: RowWindow,
     /// `!inner`: parent rows without a related row are left out.
     pub inner: bool,
+    /// Many-to-many: the join table; `join` then pairs parent columns with its columns.
+    pub through: Option<Junction>,
+}
+
+/// The join table of a many-to-many embed.
+#[derive(Debug, Clone)]
+pub struct Junction {
+    /// The join table.
+    pub relation: Arc<Relation>,
+    /// (join-table column, embedded column) pairs.
+    pub to_child: Vec<(String, String)>,
 }
 
 /// One output column: its JSON key, expression, and how its values render.
@@ -472,26 +483,63 @@ impl Planner<'_> {
             None => true,
             Some(h) => fk.name == *h || fk.columns.iter().any(|c| c == h),
         };
-        // (to_many, fk, pairs)
-        let mut candidates: Vec<(bool, &crate::schema::ForeignKey)> = Vec::new();
+        use crate::schema::ForeignKey;
+        // Direct foreign keys either way, and join tables whose primary key holds a foreign
+        // key to each side (PostgREST's many-to-many).
+        enum Candidate<'r> {
+            Direct { to_many: bool, fk: &'r ForeignKey },
+            Junction { table: Arc<Relation>, to_parent: ForeignKey, to_child: ForeignKey },
+        }
+        let mut candidates: Vec<Candidate> = Vec::new();
         for fk in &self.relation.foreign_keys {
             if fk.target == child.name && matches_hint(fk) {
-                candidates.push((false, fk));
+                candidates.push(Candidate::Direct { to_many: false, fk });
             }
         }
         for fk in &child.foreign_keys {
-            if fk.target == *parent
-                && matches_hint(fk)
-                && !candidates.iter().any(|(_, c)| std::ptr::eq(*c, fk))
-            {
-                candidates.push((true, fk));
+            let seen = candidates
+                .iter()
+                .any(|c| matches!(c, Candidate::Direct { fk: d, .. } if std::ptr::eq(*d, fk)));
+            if fk.target == *parent && matches_hint(fk) && !seen {
+                candidates.push(Candidate::Direct { to_many: true, fk });
             }
         }
-        let (to_many, fk) = match candidates.as_slice() {
-            [] => return Err(no_relationship()),
-            [one] => *one,
-            many => {
-                let details: Vec<String> = many.iter().map(|(_, fk)| fk.name.clone()).collect();
+        if candidates.is_empty() {
+            let in_key =
+                |table: &Relation, fk: &ForeignKey| fk.columns.iter().all(|c| table.primary_key.contains(c));
+            let mut tables: Vec<&Arc<Relation>> =
+                self.types.relations.values().filter(|r| r.name.schema == self.schema).collect();
+            tables.sort_by(|a, b| a.name.cmp(&b.name));
+            for table in tables {
+                let hinted = embed.hint.as_ref().is_none_or(|h| *h == table.name.name);
+                for to_parent in
+                    table.foreign_keys.iter().filter(|fk| fk.target == *parent && in_key(table, fk))
+                {
+                    for to_child in
+                        table.foreign_keys.iter().filter(|fk| fk.target == child.name && in_key(table, fk))
+                    {
+                        if hinted && !std::ptr::eq(to_parent, to_child) {
+                            candidates.push(Candidate::Junction {
+                                table: table.clone(),
+                                to_parent: to_parent.clone(),
+                                to_child: to_child.clone(),
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        let chosen = match candidates.len() {
+            0 => return Err(no_relationship()),
+            1 => candidates.remove(0),
+            _ => {
+                let details: Vec<String> = candidates
+                    .iter()
+                    .map(|c| match c {
+                        Candidate::Direct { fk, .. } => fk.name.clone(),
+                        Candidate::Junction { table, .. } => table.name.name.clone(),
+                    })
+                    .collect();
                 return Err(Error::Api {
                     status: StatusCode::MULTIPLE_CHOICES,
                     code: "PGRST201",
@@ -499,19 +547,38 @@ impl Planner<'_> {
                         "Could not embed because more than one relationship was found for '{}' and '{}'",
                         parent.name, embed.name
                     ),
-                    details: Some(format!("Candidate foreign keys: {}", details.join(", "))),
+                    details: Some(format!("Candidate relationships: {}", details.join(", "))),
                     hint: Some(format!(
-                        "Try changing '{}' to one of the foreign keys, e.g. '{}!{}'",
+                        "Try changing '{}' to one of the relationships, e.g. '{}!{}'",
                         embed.name, embed.name, details[0]
                     )),
                 });
             }
         };
-        let join = if to_many {
-            // The child references the parent: child.fk_cols = parent.target_cols.
-            fk.target_columns.iter().cloned().zip(fk.columns.iter().cloned()).collect()
-        } else {
-            fk.columns.iter().cloned().zip(fk.target_columns.iter().cloned()).collect()
+        let (to_many, join, through) = match chosen {
+            // The child references the parent: pairs of (parent column, child column).
+            Candidate::Direct { to_many: true, fk } => {
+                (true, fk.target_columns.iter().cloned().zip(fk.columns.iter().cloned()).collect(), None)
+            }
+            Candidate::Direct { to_many: false, fk } => {
+                (false, fk.columns.iter().cloned().zip(fk.target_columns.iter().cloned()).collect(), None)
+            }
+            Candidate::Junction { table, to_parent, to_child } => {
+                let junction = Junction {
+                    relation: table,
+                    // (join-table column, child column)
+                    to_child: to_child
+                        .columns
+                        .iter()
+                        .cloned()
+                        .zip(to_child.target_columns.iter().cloned())
+                        .collect(),
+                };
+                // (parent column, join-table column)
+                let join =
+                    to_parent.target_columns.iter().cloned().zip(to_parent.columns.iter().cloned()).collect();
+                (true, join, Some(junction))
+            }
         };
         let paths = self
             .paths
@@ -554,6 +621,7 @@ impl Planner<'_> {
             order,
             window,
             inner: embed.join == Some(rowgate_request::JoinType::Inner),
+            through,
         };
         Ok(OutputColumn {
             key: embed.alias.clone().unwrap_or_else(|| embed.name.clone()),

@@ -239,15 +239,44 @@ fn related_rows(embed: &EmbedPlan, sql: &mut String, params: &mut Params) {
     push_ident(sql, &embed.relation.name.name);
     sql.push_str(" AS ");
     sql.push_str(&alias);
-    for (i, (parent_col, child_col)) in embed.join.iter().enumerate() {
-        sql.push_str(if i == 0 { " WHERE " } else { " AND " });
-        sql.push_str(&alias);
+    let pair = |sql: &mut String, left: &str, left_col: &str, right: &str, right_col: &str| {
+        sql.push_str(left);
         sql.push('.');
-        push_ident(sql, child_col);
+        push_ident(sql, left_col);
         sql.push_str(" = ");
-        sql.push_str(&parent);
+        sql.push_str(right);
         sql.push('.');
-        push_ident(sql, parent_col);
+        push_ident(sql, right_col);
+    };
+    match &embed.through {
+        None => {
+            for (i, (parent_col, child_col)) in embed.join.iter().enumerate() {
+                sql.push_str(if i == 0 { " WHERE " } else { " AND " });
+                pair(sql, &alias, child_col, &parent, parent_col);
+            }
+        }
+        // Many-to-many as a semi-join on the join table, not a JOIN: the embedded relation's
+        // columns stay unqualified and unambiguous, whatever the join table's columns are called.
+        Some(junction) => {
+            let j = format!("{alias}_j");
+            sql.push_str(" WHERE EXISTS (SELECT 1 FROM ");
+            push_ident(sql, &junction.relation.name.schema);
+            sql.push('.');
+            push_ident(sql, &junction.relation.name.name);
+            sql.push_str(" AS ");
+            sql.push_str(&j);
+            let mut first = true;
+            for (j_col, child_col) in &junction.to_child {
+                sql.push_str(if first { " WHERE " } else { " AND " });
+                first = false;
+                pair(sql, &j, j_col, &alias, child_col);
+            }
+            for (parent_col, j_col) in &embed.join {
+                sql.push_str(" AND ");
+                pair(sql, &j, j_col, &parent, parent_col);
+            }
+            sql.push(')');
+        }
     }
     for c in &embed.conditions {
         sql.push_str(" AND ");

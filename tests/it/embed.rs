@@ -101,3 +101,27 @@ fn null_filters_on_embeds() {
     let ids: Vec<i64> = r.json().as_array().unwrap().iter().map(|c| c["id"].as_i64().unwrap()).collect();
     assert_eq!(ids, vec![1, 4], "{}", r.body);
 }
+
+#[test]
+fn many_to_many_through_a_join_table() {
+    check(
+        "/films?select=title,actors(name)&id=eq.1&actors.order=id",
+        200,
+        json!([{"title": "Duck Soup", "actors": [{"name": "Groucho"}, {"name": "Harpo"}, {"name": "Chico"}]}]),
+    );
+    check(
+        "/actors?select=name,films(title)&id=in.(1,4)&order=id&films.order=id",
+        200,
+        json!([
+            {"name": "Groucho", "films": [{"title": "Duck Soup"}, {"title": "A Night at the Opera"}]},
+            {"name": "Nobody", "films": []}
+        ]),
+    );
+    // The join table itself embeds both ways as one-to-many / many-to-one.
+    check(
+        "/films?select=title,roles(character,actors(name))&id=eq.2",
+        200,
+        json!([{"title": "A Night at the Opera", "roles": [{"character": "Driftwood", "actors": {"name": "Groucho"}}]}]),
+    );
+    check("/actors?select=id,films!inner(id)&films.id=eq.2", 200, json!([{"id": 1, "films": [{"id": 2}]}]));
+}
