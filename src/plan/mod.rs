@@ -488,7 +488,7 @@ impl Planner<'_> {
         // key to each side (PostgREST's many-to-many).
         enum Candidate<'r> {
             Direct { to_many: bool, fk: &'r ForeignKey },
-            Junction { table: Arc<Relation>, to_parent: ForeignKey, to_child: ForeignKey },
+            Junction { table: &'r Arc<Relation>, to_parent: &'r ForeignKey, to_child: &'r ForeignKey },
         }
         let mut candidates: Vec<Candidate> = Vec::new();
         for fk in &self.relation.foreign_keys {
@@ -519,11 +519,7 @@ impl Planner<'_> {
                         table.foreign_keys.iter().filter(|fk| fk.target == child.name && in_key(table, fk))
                     {
                         if hinted && !std::ptr::eq(to_parent, to_child) {
-                            candidates.push(Candidate::Junction {
-                                table: table.clone(),
-                                to_parent: to_parent.clone(),
-                                to_child: to_child.clone(),
-                            });
+                            candidates.push(Candidate::Junction { table, to_parent, to_child });
                         }
                     }
                 }
@@ -565,7 +561,7 @@ impl Planner<'_> {
             }
             Candidate::Junction { table, to_parent, to_child } => {
                 let junction = Junction {
-                    relation: table,
+                    relation: table.clone(),
                     // (join-table column, child column)
                     to_child: to_child
                         .columns
