@@ -171,7 +171,8 @@ pub fn find_bin_dir() -> Option<PathBuf> {
     versions.pop().map(|(_, p)| p)
 }
 
-fn is_root() -> bool {
+/// Whether this process runs as root (PostgreSQL's server programs then run as `postgres`).
+pub fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {

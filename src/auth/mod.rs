@@ -103,13 +103,7 @@ impl Authenticator {
     fn authenticate_at(&self, authorization: Option<&str>, now: u64) -> Result<Principal, Error> {
         let token = authorization.and_then(bearer_token).filter(|t| !t.is_empty());
         let Some(token) = token else {
-            return self.anon.clone().ok_or_else(|| {
-                Error::api(
-                    http::StatusCode::UNAUTHORIZED,
-                    crate::error::code::NO_ANON_ROLE,
-                    "Anonymous access is disabled",
-                )
-            });
+            return self.anon.clone().ok_or_else(anonymous_disabled);
         };
         if self.keys.is_empty() && !self.has_remote {
             return Err(Error::api(
@@ -204,13 +198,7 @@ impl Authenticator {
         }
         let role: Arc<str> = match self.role_path.lookup(&claims) {
             Some(role) => Arc::from(role),
-            None => self.anon_role.clone().ok_or_else(|| {
-                Error::api(
-                    http::StatusCode::UNAUTHORIZED,
-                    crate::error::code::NO_ANON_ROLE,
-                    "Anonymous access is disabled",
-                )
-            })?,
+            None => self.anon_role.clone().ok_or_else(anonymous_disabled)?,
         };
         let anonymous = self.anon_role.as_ref() == Some(&role);
         let claims: Arc<str> = Value::Object(claims).to_string().into();
@@ -218,8 +206,17 @@ impl Authenticator {
     }
 }
 
+/// 401 PGRST302: no credentials and no `db-anon-role`.
+fn anonymous_disabled() -> Error {
+    Error::api(
+        http::StatusCode::UNAUTHORIZED,
+        crate::error::code::NO_ANON_ROLE,
+        "Anonymous access is disabled",
+    )
+}
+
 /// The token of `Bearer <token>`, the scheme case-insensitive; `None` for other schemes.
-fn bearer_token(header: &str) -> Option<&str> {
+pub fn bearer_token(header: &str) -> Option<&str> {
     let (scheme, rest) = header.trim().split_once(' ').unwrap_or((header.trim(), ""));
     scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
 }

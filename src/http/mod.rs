@@ -237,9 +237,7 @@ async fn identify(state: &AppState, headers: &http::HeaderMap) -> Result<crate::
         None if state.config.api_key_required => return Err(crate::apikey::missing()),
         None => None,
     };
-    let has_token = authorization
-        .and_then(|a| a.trim().split_once(' '))
-        .is_some_and(|(scheme, token)| scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty());
+    let has_token = authorization.and_then(crate::auth::bearer_token).is_some_and(|t| !t.is_empty());
     match key_principal {
         Some(p) if !has_token => Ok(p),
         _ => state.auth.authenticate(authorization),

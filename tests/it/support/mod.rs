@@ -140,14 +140,7 @@ fn stop_with_this_process(cluster: &TempCluster) {
     let data = cluster.dir().join("data");
     let pg_ctl = cluster.program("pg_ctl");
     let stop = format!("{} -D {} -m immediate stop", pg_ctl.display(), data.display());
-    let stop = if std::fs::read_to_string("/proc/self/status")
-        .map(|s| s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0")))
-        .unwrap_or(false)
-    {
-        format!("runuser -u postgres -- {stop}")
-    } else {
-        stop
-    };
+    let stop = if rowgate::cluster::is_root() { format!("runuser -u postgres -- {stop}") } else { stop };
     let script = format!(
         "while kill -0 {pid} 2>/dev/null; do sleep 1; done; {stop} >/dev/null 2>&1; rm -rf {}",
         cluster.dir().display()
