@@ -77,6 +77,21 @@ impl LogLevel {
     }
 }
 
+/// `db-tx-end`: how a write's transaction ends, and whether `Prefer: tx=` may change it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TxEnd {
+    /// Commit; `Prefer: tx=` is ignored (PostgREST's default).
+    #[default]
+    Commit,
+    /// Commit unless the request asks `Prefer: tx=rollback`.
+    CommitAllowOverride,
+    /// Roll back; `Prefer: tx=` is ignored.
+    Rollback,
+    /// Roll back unless the request asks `Prefer: tx=commit`.
+    RollbackAllowOverride,
+}
+
 /// Options of `rowgate serve`, each a CLI flag with an environment variable and, with the
 /// same kebab-case name, a key of the TOML file (unknown keys are an error). Every field is
 /// optional here; defaults are applied in [`Config::load`].
@@ -118,6 +133,12 @@ pub struct ServeArgs {
     /// Listen on db-channel for `NOTIFY rowgate, 'reload schema'` [default: true].
     #[arg(long = "db-channel-enabled", env = "ROWGATE_DB_CHANNEL_ENABLED", value_name = "BOOL")]
     pub db_channel_enabled: Option<bool>,
+    /// commit, commit-allow-override, rollback or rollback-allow-override [default: commit].
+    #[arg(long = "db-tx-end", env = "ROWGATE_DB_TX_END", value_name = "MODE")]
+    pub db_tx_end: Option<TxEnd>,
+    /// Refuse PATCH and DELETE without any filter (400 RG020) [default: false].
+    #[arg(long = "db-safe-updates", env = "ROWGATE_DB_SAFE_UPDATES", value_name = "BOOL")]
+    pub db_safe_updates: Option<bool>,
     /// statement_timeout for request statements, in milliseconds; 0 disables it [default: 0].
     #[arg(long = "db-statement-timeout", env = "ROWGATE_DB_STATEMENT_TIMEOUT", value_name = "MS")]
     pub db_statement_timeout: Option<u64>,
@@ -202,6 +223,10 @@ pub struct Config {
     pub db_channel_enabled: bool,
     /// `db-statement-timeout`, if non-zero.
     pub db_statement_timeout: Option<Duration>,
+    /// `db-tx-end`.
+    pub db_tx_end: TxEnd,
+    /// `db-safe-updates`.
+    pub db_safe_updates: bool,
     /// `server-host`.
     pub server_host: IpAddr,
     /// `server-port`.
@@ -301,6 +326,8 @@ impl Config {
                 .or(file.db_statement_timeout)
                 .filter(|ms| *ms > 0)
                 .map(Duration::from_millis),
+            db_tx_end: a.db_tx_end.or(file.db_tx_end).unwrap_or_default(),
+            db_safe_updates: a.db_safe_updates.or(file.db_safe_updates).unwrap_or(false),
             server_host,
             server_port: a.server_port.or(file.server_port).unwrap_or(3000),
             server_max_url_length: a

@@ -43,6 +43,10 @@ pub mod code {
     pub const BODY_TOO_LARGE: &str = "RG002";
     /// A request handler panicked (a bug); the server keeps running.
     pub const INTERNAL: &str = "RG500";
+    /// A PATCH or DELETE without filters under `db-safe-updates`.
+    pub const UNSAFE_UPDATE: &str = "RG020";
+    /// More rows affected than `Prefer: max-affected` allows.
+    pub const MAX_AFFECTED: &str = "PGRST124";
     /// A feature that this version of rowgate does not implement yet.
     pub const NOT_IMPLEMENTED: &str = "RG501";
 }

@@ -119,6 +119,72 @@ impl PgConn {
     }
 }
 
+/// What a write's statement returned, its transaction still open.
+pub struct WriteResult {
+    /// The rows (for statements that return rows).
+    pub rows: Vec<Row>,
+    /// Rows the bare statement affected (for statements that return none).
+    pub affected: u64,
+}
+
+impl PgConn {
+    /// Runs a write's statement in a transaction left open for [`PgConn::finish`], so the
+    /// response stage can still decide to roll it back (a failed singular, max-affected or PUT
+    /// check, `Prefer: tx=rollback`). If the statement fails, the transaction is rolled back here.
+    pub async fn write(
+        &mut self,
+        wanted: &SessionSettings,
+        main: &Statement,
+        returns_rows: bool,
+        anonymous: bool,
+    ) -> Result<WriteResult, Error> {
+        // Settings go first, in their own implicit transaction: a rollback of the write must not
+        // undo them behind the back of the connection's record of what it holds.
+        if let Some((stmt, values)) =
+            self.settings_statement(wanted).await.map_err(|e| db_error(e, anonymous))?
+        {
+            if let Err(e) = self.client.execute_raw(&stmt, values.iter().map(|v| TextParam(v))).await {
+                self.settings.forget();
+                return Err(db_error(e, anonymous));
+            }
+            self.settings = SessionSettings::merged(wanted, &self.defaults);
+        }
+        let stmt = self.prepare_cached(&main.text).await.map_err(|e| db_error(e, anonymous))?;
+        self.in_transaction = true;
+        let client = &self.client;
+        // BEGIN and the statement travel in one round trip.
+        let begin = client.batch_execute("BEGIN");
+        let run = async {
+            if returns_rows {
+                query(client, &stmt, &main.params).await.map(|rows| (rows, 0))
+            } else {
+                client
+                    .execute_raw(&stmt, main.params.iter().map(|v| TextParam(v)))
+                    .await
+                    .map(|n| (Vec::new(), n))
+            }
+        };
+        let (begun, ran) = futures_util::join!(begin, run);
+        match (begun, ran) {
+            (Ok(()), Ok((rows, affected))) => Ok(WriteResult { rows, affected }),
+            (Err(e), _) | (_, Err(e)) => {
+                let _ = self.finish(false, anonymous).await;
+                Err(db_error(e, anonymous))
+            }
+        }
+    }
+
+    /// Ends the open transaction of [`PgConn::write`]: COMMIT or ROLLBACK. A commit can still
+    /// fail (deferred constraints), which is the request's error.
+    pub async fn finish(&mut self, commit: bool, anonymous: bool) -> Result<(), Error> {
+        let ended = self.client.batch_execute(if commit { "COMMIT" } else { "ROLLBACK" }).await;
+        // Whether it worked or not, PostgreSQL has left the transaction (or the connection is
+        // gone, and the pool drops it).
+        self.in_transaction = false;
+        ended.map_err(|e| db_error(e, anonymous))
+    }
+}
+
 /// Runs a prepared statement with text-format parameters and collects its rows.
 async fn query(
     client: &tokio_postgres::Client,

@@ -36,6 +36,9 @@ pub struct PgConn {
     pub settings: SessionSettings,
     /// Values of settings a request may leave unset (the server's own time zone).
     pub defaults: SessionSettings,
+    /// A write's transaction is open: if its request is dropped midway (the client went
+    /// away), the pool rolls it back before anyone else uses the connection.
+    pub in_transaction: bool,
 }
 
 impl PgConn {
@@ -111,12 +114,19 @@ impl managed::Manager for Manager {
             settings_statements: Vec::new(),
             settings: SessionSettings::default(),
             defaults,
+            in_transaction: false,
         })
     }
 
     async fn recycle(&self, conn: &mut PgConn, _: &Metrics) -> RecycleResult<tokio_postgres::Error> {
         if conn.client.is_closed() {
             return Err(RecycleError::message("connection closed"));
+        }
+        if conn.in_transaction {
+            conn.client.batch_execute("ROLLBACK").await?;
+            conn.in_transaction = false;
+            // Session settings set inside the abandoned transaction are gone with it.
+            conn.settings.forget();
         }
         Ok(())
     }

@@ -1,8 +1,8 @@
 //! What the pipeline needs from the raw HTTP request: method, path, query string and headers,
 //! and the session settings (`request.*`, role, search_path) the request runs with.
 
-use http::{Request, StatusCode};
-use hyper::body::Incoming;
+use http::request::Parts;
+use http::StatusCode;
 use rowgate_request::{ApiRequest, Method};
 use serde_json::{Map, Value};
 
@@ -24,8 +24,8 @@ pub struct RequestContext<'r> {
 
 impl<'r> RequestContext<'r> {
     /// Borrows what the pipeline needs; headers whose values are not text are an error.
-    pub fn new(req: &'r Request<Incoming>, config: &'r Config) -> Result<Self, Error> {
-        let method = match *req.method() {
+    pub fn new(req: &'r Parts, config: &'r Config) -> Result<Self, Error> {
+        let method = match req.method {
             http::Method::GET => Method::Get,
             http::Method::HEAD => Method::Head,
             http::Method::POST => Method::Post,
@@ -37,12 +37,12 @@ impl<'r> RequestContext<'r> {
                 return Err(Error::api(
                     StatusCode::METHOD_NOT_ALLOWED,
                     code::UNSUPPORTED_METHOD,
-                    format!("Unsupported HTTP method: {}", req.method()),
+                    format!("Unsupported HTTP method: {}", req.method),
                 ))
             }
         };
-        let mut headers = Vec::with_capacity(req.headers().len());
-        for (name, value) in req.headers() {
+        let mut headers = Vec::with_capacity(req.headers.len());
+        for (name, value) in &req.headers {
             let value = value.to_str().map_err(|_| {
                 Error::api(
                     StatusCode::BAD_REQUEST,
@@ -54,9 +54,9 @@ impl<'r> RequestContext<'r> {
         }
         Ok(RequestContext {
             method,
-            method_name: req.method().as_str(),
-            path: req.uri().path(),
-            query: req.uri().query().unwrap_or(""),
+            method_name: req.method.as_str(),
+            path: req.uri.path(),
+            query: req.uri.query().unwrap_or(""),
             headers,
             config,
         })
@@ -67,8 +67,13 @@ impl<'r> RequestContext<'r> {
         Ok(rowgate_request::parse(self.method, self.path, self.query, &self.headers)?)
     }
 
-    /// The session settings for a request in `schema` by `principal`.
-    pub fn session_settings(&self, schema: &str, principal: &Principal) -> SessionSettings {
+    /// The session settings for a request in `schema` by `principal`, in `timezone` if given.
+    pub fn session_settings(
+        &self,
+        schema: &str,
+        principal: &Principal,
+        timezone: Option<&str>,
+    ) -> SessionSettings {
         let mut s = SessionSettings::default();
         let mut search_path = String::new();
         for (i, name) in std::iter::once(schema)
@@ -102,6 +107,9 @@ impl<'r> RequestContext<'r> {
         s.set(Setting::Headers, Value::Object(headers).to_string());
         s.set(Setting::Cookies, Value::Object(cookies).to_string());
         s.set(Setting::Role, principal.role.to_string());
+        if let Some(tz) = timezone {
+            s.set(Setting::TimeZone, tz.to_owned());
+        }
         s
     }
 }

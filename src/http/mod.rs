@@ -175,18 +175,18 @@ async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Body>,
         .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
         .unwrap_or(0);
     if declared_body > config.server_max_body_size as u64 {
-        return Err(Error::api(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            code::BODY_TOO_LARGE,
-            format!(
-                "The request body is larger than server-max-body-size ({} bytes)",
-                config.server_max_body_size
-            ),
-        ));
+        return Err(body_too_large(config.server_max_body_size));
     }
-    let principal = identify(state, req.headers()).await?;
-    let ctx = context::RequestContext::new(&req, config)?;
+    let (parts, incoming) = req.into_parts();
+    let principal = identify(state, &parts.headers).await?;
+    let ctx = context::RequestContext::new(&parts, config)?;
     let api_request = ctx.parse()?;
+    let body = match api_request.method {
+        rowgate_request::Method::Post | rowgate_request::Method::Patch | rowgate_request::Method::Put => {
+            read_body(incoming, config.server_max_body_size).await?
+        }
+        _ => Bytes::new(),
+    };
     let schema = state.schema.load().ok_or_else(|| {
         Error::api(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -194,22 +194,57 @@ async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Body>,
             "Could not query the database for the schema cache. Retrying.",
         )
     })?;
-    let Plan::Read(plan) = Plan::build(&api_request, &schema, config)?;
-    let statements = crate::sql::render_read(&plan, config.db_max_rows);
-    let mut settings = ctx.session_settings(&plan.schema, &principal);
-    if let Some(tz) = &plan.timezone {
-        settings.set(crate::db::Setting::TimeZone, tz.clone());
-    }
-    let mut conn = state.db.get().await?;
-    let result =
-        conn.read(&settings, &statements.main, statements.explain.as_ref(), principal.anonymous).await?;
-    drop(conn);
-    let profile = (config.db_schemas.len() > 1).then_some(plan.schema.as_str());
-    let response = crate::response::read(&plan, &statements, result, config.db_max_rows, profile);
+    let profile = |schema: &str| (config.db_schemas.len() > 1).then(|| schema.to_owned());
+    let response = match Plan::build(&api_request, &body, &schema, config)? {
+        Plan::Read(plan) => {
+            let statements = crate::sql::render_read(&plan, config.db_max_rows);
+            let settings = ctx.session_settings(&plan.schema, &principal, plan.timezone.as_deref());
+            let mut conn = state.db.get().await?;
+            let result = conn
+                .read(&settings, &statements.main, statements.explain.as_ref(), principal.anonymous)
+                .await?;
+            drop(conn);
+            let profile = profile(&plan.schema);
+            crate::response::read(&plan, &statements, result, config.db_max_rows, profile.as_deref())
+        }
+        Plan::Mutate(plan) => {
+            let statements = crate::sql::render_write(&plan);
+            let settings = ctx.session_settings(&plan.schema, &principal, plan.timezone.as_deref());
+            let mut conn = state.db.get().await?;
+            let result =
+                conn.write(&settings, &statements.main, statements.returns_rows, principal.anonymous).await?;
+            let profile = profile(&plan.schema);
+            let response = crate::response::write(&plan, &statements, &result, profile.as_deref());
+            conn.finish(response.is_ok() && !plan.rollback, principal.anonymous).await?;
+            response
+        }
+    };
     if let Err(Error::SchemaChanged) = response {
         state.reloader.request();
     }
     response
+}
+
+/// Reads a request body of at most `limit` bytes (413 beyond it).
+async fn read_body(incoming: Incoming, limit: usize) -> Result<Bytes, Error> {
+    use http_body_util::{BodyExt, LengthLimitError, Limited};
+    match Limited::new(incoming, limit).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) if e.is::<LengthLimitError>() => Err(body_too_large(limit)),
+        Err(e) => Err(Error::api(
+            StatusCode::BAD_REQUEST,
+            code::BODY_TOO_LARGE,
+            format!("The request body could not be read: {e}"),
+        )),
+    }
+}
+
+fn body_too_large(limit: usize) -> Error {
+    Error::api(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        code::BODY_TOO_LARGE,
+        format!("The request body is larger than server-max-body-size ({limit} bytes)"),
+    )
 }
 
 /// The API key a request carries in one of the `api-key-headers`, if any.

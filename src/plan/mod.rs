@@ -3,6 +3,8 @@
 //! is decided here, and everything that cannot run is rejected here with PostgREST's error.
 
 mod media;
+mod mutate;
+mod payload;
 mod range;
 
 use std::sync::Arc;
@@ -14,6 +16,8 @@ use rowgate_request::{
 };
 
 pub use media::Media;
+pub use mutate::{location_columns, put_mismatch, BodyColumn, MutatePlan, Mutation, OnConflict, Returning};
+pub use payload::Payload;
 pub use range::RowWindow;
 
 use crate::config::Config;
@@ -25,6 +29,8 @@ use crate::schema::{Column, Relation, SchemaCache, ValueKind};
 pub enum Plan {
     /// A read of a table or view.
     Read(ReadPlan),
+    /// A write to a table or view.
+    Mutate(MutatePlan),
 }
 
 /// A GET or HEAD on a table or view.
@@ -169,8 +175,13 @@ pub struct OrderBy {
 }
 
 impl Plan {
-    /// Plans `request` against the schema cache.
-    pub fn build(request: &ApiRequest, schema: &SchemaCache, config: &Config) -> Result<Plan, Error> {
+    /// Plans `request` (with its `body`, for writes) against the schema cache.
+    pub fn build(
+        request: &ApiRequest,
+        body: &[u8],
+        schema: &SchemaCache,
+        config: &Config,
+    ) -> Result<Plan, Error> {
         let schema_name = select_schema(request, config)?;
         let name = match &request.target {
             Target::Relation(name) => name,
@@ -182,21 +193,25 @@ impl Plan {
                 ))
             }
         };
-        let head = match request.method {
-            Method::Get => false,
-            Method::Head => true,
-            _ => {
-                return Err(Error::api(
-                    StatusCode::NOT_IMPLEMENTED,
-                    code::NOT_IMPLEMENTED,
-                    "This version of rowgate serves reads (GET and HEAD) only",
-                ))
-            }
-        };
         let relation = schema
             .relation(schema_name, name)
             .ok_or_else(|| relation_not_found(schema, schema_name, name))?
             .clone();
+        let head = match request.method {
+            Method::Get => false,
+            Method::Head => true,
+            Method::Post | Method::Put | Method::Patch | Method::Delete => {
+                reject_embed_paths(request)?;
+                return Ok(Plan::Mutate(mutate::plan(request, schema, config, relation, schema_name, body)?));
+            }
+            Method::Options => {
+                return Err(Error::api(
+                    StatusCode::NOT_IMPLEMENTED,
+                    code::NOT_IMPLEMENTED,
+                    "OPTIONS on a table or view is not supported by this version of rowgate yet",
+                ))
+            }
+        };
         let media = media::negotiate(&request.accept)?;
         let (timezone, applied) = preferences(&request.preferences, schema)?;
         reject_embed_paths(request)?;
@@ -236,24 +251,8 @@ impl Plan {
 /// Validates the preferences a read honours and lists them for `Preference-Applied`:
 /// `handling=strict` turns an invalid one into 400 PGRST122, otherwise it is ignored.
 fn preferences(prefs: &Preferences, schema: &SchemaCache) -> Result<(Option<String>, Vec<String>), Error> {
-    let mut invalid = prefs.invalid.clone();
-    let timezone = match &prefs.timezone {
-        Some(tz) if schema.timezones.contains(tz) => Some(tz.clone()),
-        Some(tz) => {
-            invalid.push(format!("timezone={tz}"));
-            None
-        }
-        None => None,
-    };
-    if prefs.handling == Some(PreferHandling::Strict) && !invalid.is_empty() {
-        return Err(Error::Api {
-            status: StatusCode::BAD_REQUEST,
-            code: code::INVALID_PREFERENCES,
-            message: "Invalid preferences given with handling=strict".into(),
-            details: Some(format!("Invalid preferences: {}", invalid.join(", "))),
-            hint: None,
-        });
-    }
+    let (timezone, invalid) = check_timezone(prefs, schema);
+    reject_invalid(prefs, &invalid)?;
     // PostgREST's order: count, handling, timezone (the others do not apply to reads).
     let mut applied = Vec::new();
     if let Some(count) = prefs.count {
@@ -279,6 +278,35 @@ fn preferences(prefs: &Preferences, schema: &SchemaCache) -> Result<(Option<Stri
         applied.push(format!("timezone={tz}"));
     }
     Ok((timezone, applied))
+}
+
+/// The requested time zone if PostgreSQL knows it, and the preferences that are invalid
+/// (the unknown ones, and an unknown time zone).
+fn check_timezone(prefs: &Preferences, schema: &SchemaCache) -> (Option<String>, Vec<String>) {
+    let mut invalid = prefs.invalid.clone();
+    let timezone = match &prefs.timezone {
+        Some(tz) if schema.timezones.contains(tz) => Some(tz.clone()),
+        Some(tz) => {
+            invalid.push(format!("timezone={tz}"));
+            None
+        }
+        None => None,
+    };
+    (timezone, invalid)
+}
+
+/// With `handling=strict`, invalid preferences are 400 PGRST122; otherwise they are ignored.
+fn reject_invalid(prefs: &Preferences, invalid: &[String]) -> Result<(), Error> {
+    if prefs.handling == Some(PreferHandling::Strict) && !invalid.is_empty() {
+        return Err(Error::Api {
+            status: StatusCode::BAD_REQUEST,
+            code: code::INVALID_PREFERENCES,
+            message: "Invalid preferences given with handling=strict".into(),
+            details: Some(format!("Invalid preferences: {}", invalid.join(", "))),
+            hint: None,
+        });
+    }
+    Ok(())
 }
 
 /// The schema from `Accept-Profile`/`Content-Profile`, or the default; 406 PGRST106 for one

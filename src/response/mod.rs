@@ -11,11 +11,11 @@ mod json;
 use http::{header, HeaderValue, Response, StatusCode};
 use rowgate_request::PreferCount;
 
-use crate::db::{RawValue, ReadResult};
+use crate::db::{RawValue, ReadResult, WriteResult};
 use crate::error::{code, Error};
 use crate::http::Body;
-use crate::plan::{Media, ReadPlan};
-use crate::sql::{ReadStatements, RowShape};
+use crate::plan::{Media, MutatePlan, Mutation, ReadPlan, Returning};
+use crate::sql::{ReadStatements, RowShape, WriteStatements};
 
 /// Builds the response of a read.
 pub fn read(
@@ -79,7 +79,36 @@ pub fn read(
         _ => format!("{lower}-{}/{}", lower + n - 1, total_text(total)),
     };
 
-    if let (RowShape::Json { columns }, Some(row)) = (&stmts.shape, page.first()) {
+    let body = body(&stmts.shape, plan.media, &page, skip)?;
+
+    if plan.head && plan.media == (Media::Single { strip_nulls: false }) && page.len() != 1 {
+        // HEAD reports what GET would: a singular request for other than one row is a 406.
+        return Err(singular(page.len() as u64));
+    }
+
+    let mut response = Response::new(if plan.head { Body::default() } else { Body::from(body) });
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(plan.media.content_type()));
+    if let Ok(v) = HeaderValue::from_str(&content_range) {
+        headers.insert(header::CONTENT_RANGE, v);
+    }
+    preference_applied(headers, plan);
+    if let Some(p) = profile.and_then(|p| HeaderValue::from_str(p).ok()) {
+        headers.insert("content-profile", p);
+    }
+    Ok(response)
+}
+
+/// The body of `page` in `media`: 406 PGRST116 for a singular response of other than one
+/// row; 503 when a value's type is not the one the schema cache knew.
+fn body(
+    shape: &RowShape,
+    media: Media,
+    page: &[&tokio_postgres::Row],
+    skip: usize,
+) -> Result<Vec<u8>, Error> {
+    if let (RowShape::Json { columns }, Some(row)) = (shape, page.first()) {
         // Values are rendered by the type the schema cache knew; a migration may have changed
         // it since. Never guess: refuse, and let the caller retry once the cache is reloaded.
         let actual = &row.columns()[skip..];
@@ -89,17 +118,11 @@ pub fn read(
             return Err(Error::SchemaChanged);
         }
     }
-    let body = match (&stmts.shape, plan.media) {
+    Ok(match (shape, media) {
         (RowShape::Empty, _) => Vec::new(),
         (RowShape::Json { columns }, Media::Single { strip_nulls }) => {
             if page.len() != 1 {
-                return Err(Error::Api {
-                    status: StatusCode::NOT_ACCEPTABLE,
-                    code: code::SINGULAR,
-                    message: "JSON object requested, multiple (or no) rows returned".into(),
-                    details: Some(format!("The result contains {} rows", page.len())),
-                    hint: None,
-                });
+                return Err(singular(page.len() as u64));
             }
             let keys = json::Keys::new(columns);
             let mut out = Vec::with_capacity(256);
@@ -122,38 +145,125 @@ pub fn read(
             out.push(b']');
             out
         }
-        (RowShape::Csv { columns }, _) => csv(columns, &page, skip),
-    };
+        (RowShape::Csv { columns }, _) => csv(columns, page, skip),
+    })
+}
 
-    if plan.head && plan.media == (Media::Single { strip_nulls: false }) && page.len() != 1 {
-        // HEAD reports what GET would: a singular request for other than one row is a 406.
-        return Err(Error::Api {
-            status: StatusCode::NOT_ACCEPTABLE,
-            code: code::SINGULAR,
-            message: "JSON object requested, multiple (or no) rows returned".into(),
-            details: Some(format!("The result contains {} rows", page.len())),
-            hint: None,
-        });
+/// 406 PGRST116: a singular response (`vnd.pgrst.object+json`) for other than one row.
+fn singular(rows: u64) -> Error {
+    Error::Api {
+        status: StatusCode::NOT_ACCEPTABLE,
+        code: code::SINGULAR,
+        message: "JSON object requested, multiple (or no) rows returned".into(),
+        details: Some(format!("The result contains {rows} rows")),
+        hint: None,
     }
+}
 
-    let mut response = Response::new(if plan.head { Body::default() } else { Body::from(body) });
+/// Builds the response of a write whose statement ran; an error here rolls it back.
+pub fn write(
+    plan: &MutatePlan,
+    stmts: &WriteStatements,
+    result: &WriteResult,
+    profile: Option<&str>,
+) -> Result<Response<Body>, Error> {
+    let rows = &result.rows;
+    let (affected, inserted) = match (stmts.returns_rows, rows.first()) {
+        (true, Some(r)) => (r.get::<_, i64>(0).max(0) as u64, r.get::<_, i64>(1).max(0) as u64),
+        (true, None) => (0, 0),
+        (false, _) => (result.affected, result.affected),
+    };
+    let page: Vec<&tokio_postgres::Row> = if stmts.returns_rows {
+        rows.iter().filter(|r| r.get::<_, Option<i32>>(2).is_some()).collect()
+    } else {
+        Vec::new()
+    };
+    let put = plan.is_put();
+    if put && affected != 1 {
+        return Err(crate::plan::put_mismatch());
+    }
+    if let Some(max) = plan.max_affected {
+        if affected > max {
+            return Err(Error::Api {
+                status: StatusCode::BAD_REQUEST,
+                code: code::MAX_AFFECTED,
+                message: "Query result exceeds max-affected preference constraint".into(),
+                details: Some(format!("The query affects {affected} rows")),
+                hint: None,
+            });
+        }
+    }
+    let representation = matches!(plan.returning, Returning::Representation(_));
+    if matches!(plan.media, Media::Single { .. }) {
+        let n = if representation { page.len() as u64 } else { affected };
+        if n != 1 {
+            return Err(singular(n));
+        }
+    }
+    let only_updated = plan.tracks_inserts() && affected > 0 && inserted == 0;
+    let status = match &plan.mutation {
+        Mutation::Insert { .. } if put && !representation => StatusCode::NO_CONTENT,
+        Mutation::Insert { .. } if only_updated => StatusCode::OK,
+        Mutation::Insert { .. } => StatusCode::CREATED,
+        _ if representation => StatusCode::OK,
+        _ => StatusCode::NO_CONTENT,
+    };
+    let total = if plan.count { affected.to_string() } else { "*".to_owned() };
+    let content_range = match &plan.mutation {
+        _ if put => None,
+        Mutation::Update { .. } => {
+            let n = if representation { page.len() as u64 } else { affected };
+            Some(if n == 0 { format!("*/{total}") } else { format!("0-{}/{total}", n - 1) })
+        }
+        _ => Some(format!("*/{total}")),
+    };
+    let body = if representation { Some(body(&stmts.shape, plan.media, &page, 3)?) } else { None };
+
+    let mut response = Response::new(body.as_ref().map_or_else(Body::default, |b| Body::from(b.clone())));
     *response.status_mut() = status;
     let headers = response.headers_mut();
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(plan.media.content_type()));
-    if let Ok(v) = HeaderValue::from_str(&content_range) {
+    if let (Returning::Location(pk), Some(row)) = (&plan.returning, page.first()) {
+        if let Ok(v) = HeaderValue::from_str(&location(&plan.relation.name.name, pk, row)) {
+            headers.insert(header::LOCATION, v);
+        }
+    }
+    if let Some(v) = content_range.and_then(|v| HeaderValue::from_str(&v).ok()) {
         headers.insert(header::CONTENT_RANGE, v);
     }
-    preference_applied(headers, plan);
-    if let Some(p) = profile.and_then(|p| HeaderValue::from_str(p).ok()) {
-        headers.insert("content-profile", p);
+    applied_header(headers, &plan.applied);
+    if body.is_some() {
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(plan.media.content_type()));
+        if let Some(p) = profile.and_then(|p| HeaderValue::from_str(p).ok()) {
+            headers.insert("content-profile", p);
+        }
     }
     Ok(response)
 }
 
+/// `/table?pk=eq.value`: where the inserted row can be read, as PostgREST's `Location`.
+fn location(table: &str, pk: &[String], row: &tokio_postgres::Row) -> String {
+    use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
+    let mut out = format!("/{}?", utf8_percent_encode(table, NON_ALPHANUMERIC));
+    for (i, column) in pk.iter().enumerate() {
+        if i > 0 {
+            out.push('&');
+        }
+        let value: Option<&str> = row.get(3 + i);
+        out.push_str(&utf8_percent_encode(column, NON_ALPHANUMERIC).to_string());
+        out.push_str("=eq.");
+        out.push_str(&utf8_percent_encode(value.unwrap_or(""), NON_ALPHANUMERIC).to_string());
+    }
+    out
+}
+
 /// `Preference-Applied`: the preferences the plan honoured.
 fn preference_applied(headers: &mut http::HeaderMap, plan: &ReadPlan) {
-    if !plan.applied.is_empty() {
-        if let Ok(v) = HeaderValue::from_str(&plan.applied.join(", ")) {
+    applied_header(headers, &plan.applied);
+}
+
+fn applied_header(headers: &mut http::HeaderMap, applied: &[String]) {
+    if !applied.is_empty() {
+        if let Ok(v) = HeaderValue::from_str(&applied.join(", ")) {
             headers.insert("preference-applied", v);
         }
     }

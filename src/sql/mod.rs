@@ -11,8 +11,10 @@
 //! PostgreSQL's `to_json`, so it renders exactly as PostgREST renders it.
 
 mod read;
+mod write;
 
 pub use read::{render_read, ReadStatements, RowShape};
+pub use write::{render_write, WriteStatements};
 
 use std::fmt::Write;
 

@@ -57,8 +57,8 @@ pub fn render_read(plan: &ReadPlan, max_rows: Option<u64>) -> ReadStatements {
     where_clause(&plan.conditions, &mut from_where, &mut params);
     let where_params = params.0.len();
 
-    let mut select_list = String::with_capacity(256);
-    let shape = select_list_of(plan, &mut select_list, &mut params);
+    let mut list = String::with_capacity(256);
+    let shape = select_list(&plan.columns, plan.media, plan.head, &mut list, &mut params);
 
     let exact = match plan.count {
         Some(PreferCount::Exact) => Some(None),
@@ -66,7 +66,7 @@ pub fn render_read(plan: &ReadPlan, max_rows: Option<u64>) -> ReadStatements {
         Some(PreferCount::Estimated) => Some(max_rows.map(|m| m.saturating_add(1))),
         _ => None,
     };
-    let mut text = String::with_capacity(2 * (select_list.len() + from_where.len()) + 128);
+    let mut text = String::with_capacity(2 * (list.len() + from_where.len()) + 128);
     if let Some(threshold) = exact {
         // One statement, one snapshot: the total joined with the (possibly empty) page.
         text.push_str(
@@ -78,13 +78,13 @@ pub fn render_read(plan: &ReadPlan, max_rows: Option<u64>) -> ReadStatements {
             push_count(&mut text, t);
         }
         text.push_str(") pgrst_counted) pgrst_total LEFT JOIN LATERAL (SELECT 1 AS pgrst_present");
-        if !select_list.is_empty() {
+        if !list.is_empty() {
             text.push_str(", ");
         }
     } else {
         text.push_str("SELECT ");
     }
-    text.push_str(&select_list);
+    text.push_str(&list);
     text.push_str(&from_where);
     order_by(&plan.order, &mut text, &mut params);
     window(plan.window, &mut text);
@@ -110,17 +110,23 @@ pub fn render_read(plan: &ReadPlan, max_rows: Option<u64>) -> ReadStatements {
     }
 }
 
-/// Writes the SELECT list and returns how its rows are read back.
-fn select_list_of(plan: &ReadPlan, sql: &mut String, params: &mut Params) -> RowShape {
-    if plan.head {
+/// Writes the SELECT list of `columns` for `media` and returns how its rows are read back.
+pub(crate) fn select_list(
+    columns: &[OutputColumn],
+    media: Media,
+    head: bool,
+    sql: &mut String,
+    params: &mut Params,
+) -> RowShape {
+    if head {
         // Zero columns is valid SQL: HEAD needs the row count only.
         return RowShape::Empty;
     }
-    match plan.media {
+    match media {
         Media::Csv => {
             // PostgREST's CSV rows are the record text of each row without its parentheses.
             sql.push_str("ROW(");
-            for (i, col) in plan.columns.iter().filter(|c| c.is_output()).enumerate() {
+            for (i, col) in columns.iter().filter(|c| c.is_output()).enumerate() {
                 if i > 0 {
                     sql.push_str(", ");
                 }
@@ -128,18 +134,18 @@ fn select_list_of(plan: &ReadPlan, sql: &mut String, params: &mut Params) -> Row
             }
             sql.push_str(")::text");
             RowShape::Csv {
-                columns: plan.columns.iter().filter(|c| c.is_output()).map(|c| c.key.clone()).collect(),
+                columns: columns.iter().filter(|c| c.is_output()).map(|c| c.key.clone()).collect(),
             }
         }
         Media::Json { strip_nulls } | Media::Single { strip_nulls } => {
-            let mut columns = Vec::with_capacity(plan.columns.len());
-            for (i, col) in plan.columns.iter().filter(|c| c.is_output()).enumerate() {
+            let mut shape = Vec::with_capacity(columns.len());
+            for (i, col) in columns.iter().filter(|c| c.is_output()).enumerate() {
                 if i > 0 {
                     sql.push_str(", ");
                 }
-                columns.push((col.key.clone(), output(col, strip_nulls, sql, params)));
+                shape.push((col.key.clone(), output(col, strip_nulls, sql, params)));
             }
-            RowShape::Json { columns }
+            RowShape::Json { columns: shape }
         }
     }
 }
@@ -284,7 +290,7 @@ fn related_rows(embed: &EmbedPlan, sql: &mut String, params: &mut Params) {
     }
 }
 
-fn where_clause(conditions: &[Condition], sql: &mut String, params: &mut Params) {
+pub(crate) fn where_clause(conditions: &[Condition], sql: &mut String, params: &mut Params) {
     for (i, c) in conditions.iter().enumerate() {
         sql.push_str(if i == 0 { " WHERE " } else { " AND " });
         condition(c, sql, params);
@@ -465,7 +471,7 @@ fn window(w: RowWindow, sql: &mut String) {
     }
 }
 
-fn order_by(order: &[OrderBy], sql: &mut String, params: &mut Params) {
+pub(crate) fn order_by(order: &[OrderBy], sql: &mut String, params: &mut Params) {
     for (i, o) in order.iter().enumerate() {
         sql.push_str(if i == 0 { " ORDER BY " } else { ", " });
         expr(&o.expr, sql, params);

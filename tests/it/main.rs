@@ -12,3 +12,4 @@ mod postgrest_js;
 mod read;
 mod rls;
 mod support;
+mod writes;

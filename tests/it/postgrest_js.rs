@@ -7,7 +7,7 @@ use std::process::Command;
 use crate::support::harness;
 
 #[test]
-fn postgrest_js_reads() {
+fn postgrest_js_reads_and_writes() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/js");
     assert!(
         dir.join("node_modules/@supabase/postgrest-js").is_dir(),

@@ -5,7 +5,9 @@ Usage:
     capture.py [--base http://127.0.0.1:3100] [--requests requests.txt] [--out FILE]
 
 requests.txt format, one request per line:
-    METHOD<TAB>PATH?QUERY[<TAB>Header: value]...
+    METHOD<TAB>PATH?QUERY[<TAB>Header: value]...[<TAB><BODY]
+A part starting with '<' is the request body (the rest of that part, UTF-8); with '<<',
+each two-character sequence backslash-n in it stands for a newline (for CSV bodies).
 Blank lines and lines starting with '#' are ignored.  The path is sent
 verbatim except that spaces, control characters and non-ASCII characters are
 percent-encoded (UTF-8).  A header may be repeated (e.g. two Prefer headers);
@@ -16,6 +18,7 @@ Each output line is a JSON object:
     method, path       as in requests.txt
     sent_path          the exact request target sent
     request_headers    list of [name, value]
+    request_body       the body sent, if any
     status, reason
     headers            all response headers except Date, names lower-cased,
                        repeated headers joined with ", "
@@ -56,11 +59,21 @@ def parse_requests(fname):
             parts = line.split("\t")
             method, path = parts[0].strip(), parts[1]
             headers = []
+            body = None
             for h in parts[2:]:
+                if h.startswith("<<"):
+                    body = h[2:].replace("\\n", "\n")
+                    continue
+                if h.startswith("<"):
+                    body = h[1:]
+                    continue
                 name, _, value = h.partition(":")
                 headers.append([name.strip(), value.strip()])
-            reqs.append({"line": lineno, "method": method, "path": path,
-                         "request_headers": headers})
+            req = {"line": lineno, "method": method, "path": path,
+                   "request_headers": headers}
+            if body is not None:
+                req["request_body"] = body
+            reqs.append(req)
     return reqs
 
 
@@ -73,7 +86,11 @@ def send(base, req, timeout):
         conn.putrequest(req["method"], target, skip_accept_encoding=True)
         for name, value in req["request_headers"]:
             conn.putheader(name, value)
-        conn.endheaders()
+        body = req.get("request_body")
+        data = body.encode("utf-8") if body is not None else None
+        if data is not None:
+            conn.putheader("Content-Length", str(len(data)))
+        conn.endheaders(data)
         resp = conn.getresponse()
         body = resp.read()
         headers = {}
@@ -106,6 +123,8 @@ def main():
     for n, req in enumerate(parse_requests(args.requests), 1):
         rec = {"n": n, "line": req["line"], "method": req["method"],
                "path": req["path"], "request_headers": req["request_headers"]}
+        if "request_body" in req:
+            rec["request_body"] = req["request_body"]
         try:
             rec.update(send(args.base, req, args.timeout))
         except Exception as e:  # keep going; record the failure

@@ -59,7 +59,10 @@ pub fn parse(
     let preferences =
         preferences::parse_preferences(headers.iter().filter(|(n, _)| *n == "prefer").map(|(_, v)| *v));
     let accept = header("accept").map(accept::parse_accept).unwrap_or_default();
-    Ok(ApiRequest { method, target, profile, query, preferences, range_header, accept })
+    let content_type = header("content-type")
+        .map(|v| v.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
+        .filter(|t| !t.is_empty());
+    Ok(ApiRequest { method, target, profile, query, preferences, range_header, accept, content_type })
 }
 
 /// The last dot-separated word of a key, which decides what a parameter is.

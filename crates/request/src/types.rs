@@ -43,6 +43,8 @@ pub struct ApiRequest {
     /// The `Accept` header as media types in order of preference (highest q first).
     /// Empty when there is no `Accept` header, which means `*/*`.
     pub accept: Vec<MediaType>,
+    /// The `Content-Type` header's media type (lower-case, without parameters), if any.
+    pub content_type: Option<String>,
 }
 
 /// A path through embedded resources: empty for the top level, `["actors"]` for

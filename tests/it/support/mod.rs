@@ -63,6 +63,8 @@ pub fn default_args(superuser_uri: &str) -> ServeArgs {
         server_port: Some(0),
         db_pool: Some(4),
         jwt_secret: Some(JWT_SECRET.into()),
+        // The oracle's writes all ask for `Prefer: tx=rollback`.
+        db_tx_end: Some(rowgate::config::TxEnd::CommitAllowOverride),
         ..ServeArgs::default()
     }
 }
@@ -179,12 +181,20 @@ impl Resp {
 
 /// Sends a request to `base` and returns the whole response.
 pub fn request_to(base: &str, method: &str, path: &str, headers: &[(&str, &str)]) -> Resp {
+    send_to(base, method, path, headers, None)
+}
+
+/// Sends a request with an optional body to `base` and returns the whole response.
+pub fn send_to(base: &str, method: &str, path: &str, headers: &[(&str, &str)], body: Option<&str>) -> Resp {
     static CLIENT: OnceLock<reqwest::blocking::Client> = OnceLock::new();
     let client = CLIENT.get_or_init(|| reqwest::blocking::Client::builder().build().expect("client"));
     let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
     let mut req = client.request(method, format!("{base}{path}"));
     for (k, v) in headers {
         req = req.header(*k, *v);
+    }
+    if let Some(body) = body {
+        req = req.body(body.to_owned());
     }
     let r = req.send().unwrap_or_else(|e| panic!("request {path} failed: {e}"));
     let status = r.status().as_u16();
@@ -196,6 +206,13 @@ pub fn request_to(base: &str, method: &str, path: &str, headers: &[(&str, &str)]
 /// Sends a request to the default server.
 pub fn request(method: &str, path: &str, headers: &[(&str, &str)]) -> Resp {
     request_to(&harness().base, method, path, headers)
+}
+
+/// A write with a JSON body on the default server.
+pub fn write(method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Resp {
+    let mut all = vec![("content-type", "application/json")];
+    all.extend_from_slice(headers);
+    send_to(&harness().base, method, path, &all, Some(body))
 }
 
 /// GET on the default server.

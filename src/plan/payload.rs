@@ -1,0 +1,169 @@
+//! The body of a write, turned into what the SQL stage sends: one JSON array of objects, which
+//! PostgreSQL unpacks itself (`json_to_recordset`), and the keys those objects set.
+//!
+//! JSON bodies are checked and scanned for keys but never re-encoded, so numbers reach
+//! PostgreSQL with every digit they were sent with. CSV and form bodies become JSON strings
+//! (and `NULL` in CSV a JSON null), which PostgreSQL then reads by each column's type.
+
+use std::fmt;
+
+use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde_json::value::RawValue;
+
+use crate::error::Error;
+
+/// A write's rows, as one JSON array of objects.
+#[derive(Debug, Clone)]
+pub struct Payload {
+    /// The objects, as a JSON array.
+    pub json: String,
+    /// The first object's keys, in its order.
+    pub keys: Vec<String>,
+    /// How many objects there are.
+    pub rows: usize,
+}
+
+/// Reads a body of `content_type` (JSON when absent). Unless the request names its columns
+/// (`columns=`), every object of an array must have the same keys, as in PostgREST.
+pub fn parse(content_type: Option<&str>, body: &[u8], columns_given: bool) -> Result<Payload, Error> {
+    match content_type.unwrap_or("application/json") {
+        "application/json" | "application/vnd.pgrst.object+json" | "application/vnd.pgrst.array+json" => {
+            json(body, columns_given)
+        }
+        "text/csv" => csv(body),
+        "application/x-www-form-urlencoded" => Ok(form(body)),
+        other => Err(invalid_body(format!("Content-Type not acceptable: {other}"))),
+    }
+}
+
+/// The first element of a payload alone (PATCH applies one object to every row).
+pub fn first_only(p: Payload) -> Result<Payload, Error> {
+    if p.rows <= 1 {
+        return Ok(p);
+    }
+    let items: Vec<&RawValue> = serde_json::from_str(&p.json).map_err(|_| invalid_json())?;
+    Ok(Payload { json: format!("[{}]", items[0].get()), keys: p.keys, rows: 1 })
+}
+
+fn json(body: &[u8], columns_given: bool) -> Result<Payload, Error> {
+    let text = std::str::from_utf8(body).map_err(|_| invalid_json())?;
+    let trimmed = text.trim_start();
+    if trimmed.starts_with('{') {
+        let keys = object_keys(text)?;
+        return Ok(Payload { json: format!("[{text}]"), keys, rows: 1 });
+    }
+    if !trimmed.starts_with('[') {
+        return Err(invalid_json());
+    }
+    let items: Vec<&RawValue> = serde_json::from_str(text).map_err(|_| invalid_json())?;
+    let mut keys = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let these = object_keys(item.get())?;
+        if i == 0 {
+            keys = these;
+        } else if !columns_given && !same_keys(&keys, &these) {
+            return Err(invalid_body("All object keys must match".into()));
+        }
+    }
+    Ok(Payload { json: text.to_owned(), rows: items.len(), keys })
+}
+
+fn same_keys(a: &[String], b: &[String]) -> bool {
+    a.len() == b.len() && b.iter().all(|k| a.contains(k))
+}
+
+/// The keys of one JSON object, in order, without decoding its values.
+fn object_keys(text: &str) -> Result<Vec<String>, Error> {
+    struct Keys;
+    impl<'de> Visitor<'de> for Keys {
+        type Value = Vec<String>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Vec<String>, A::Error> {
+            let mut keys: Vec<String> = Vec::new();
+            while let Some(k) = map.next_key::<String>()? {
+                map.next_value::<IgnoredAny>()?;
+                if !keys.contains(&k) {
+                    keys.push(k);
+                }
+            }
+            Ok(keys)
+        }
+    }
+    let mut de = serde_json::Deserializer::from_str(text);
+    let keys = (&mut de).deserialize_map(Keys).map_err(|_: serde_json::Error| invalid_json())?;
+    de.end().map_err(|_| invalid_json())?;
+    Ok(keys)
+}
+
+/// CSV with a header row; an unquoted or quoted `NULL` is SQL null, an empty field is `""`.
+fn csv(body: &[u8]) -> Result<Payload, Error> {
+    let mut reader = csv::ReaderBuilder::new().has_headers(true).from_reader(body);
+    let keys: Vec<String> = reader
+        .headers()
+        .map_err(|e| invalid_body(format!("Invalid CSV: {e}")))?
+        .iter()
+        .map(str::to_owned)
+        .collect();
+    let mut rows = Vec::new();
+    for record in reader.records() {
+        let record = record.map_err(|e| invalid_body(format!("Invalid CSV: {e}")))?;
+        let object: serde_json::Map<String, serde_json::Value> = keys
+            .iter()
+            .zip(record.iter())
+            .map(|(k, v)| {
+                let v = if v == "NULL" { serde_json::Value::Null } else { v.into() };
+                (k.clone(), v)
+            })
+            .collect();
+        rows.push(serde_json::Value::Object(object));
+    }
+    Ok(Payload { rows: rows.len(), json: serde_json::Value::Array(rows).to_string(), keys })
+}
+
+/// `a=1&b=x+y`: one object of strings.
+fn form(body: &[u8]) -> Payload {
+    let mut object = serde_json::Map::new();
+    for (k, v) in form_urlencoded::parse(body) {
+        object.insert(k.into_owned(), v.into_owned().into());
+    }
+    let keys = object.keys().cloned().collect();
+    Payload { json: serde_json::Value::Array(vec![object.into()]).to_string(), keys, rows: 1 }
+}
+
+fn invalid_json() -> Error {
+    invalid_body("Empty or invalid json".into())
+}
+
+fn invalid_body(message: String) -> Error {
+    Error::Request(rowgate_request::RequestError::InvalidBody(message))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn objects_and_arrays() {
+        let p = parse(None, br#"{"a": 1.000000000000000000001, "b": "x"}"#, false).unwrap();
+        assert_eq!(p.json, r#"[{"a": 1.000000000000000000001, "b": "x"}]"#);
+        assert_eq!((p.keys, p.rows), (vec!["a".to_string(), "b".to_string()], 1));
+        let p = parse(None, br#"[{"a":1,"b":2},{"b":3,"a":4}]"#, false).unwrap();
+        assert_eq!(p.rows, 2);
+        assert!(parse(None, br#"[{"a":1},{"b":3}]"#, false).is_err());
+        assert!(parse(None, br#"[{"a":1},{"b":3}]"#, true).is_ok());
+        for bad in [&b""[..], b"{", b"5", b"[1]", b"{} x", b"\xff"] {
+            assert!(parse(None, bad, false).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn csv_and_form() {
+        let p = parse(Some("text/csv"), b"id,name,tags\n1,,NULL\n2,\"a,b\",\"{x}\"", false).unwrap();
+        assert_eq!(p.json, r#"[{"id":"1","name":"","tags":null},{"id":"2","name":"a,b","tags":"{x}"}]"#);
+        let p = parse(Some("application/x-www-form-urlencoded"), b"a=1&b=x+y%21", false).unwrap();
+        assert_eq!(p.json, r#"[{"a":"1","b":"x y!"}]"#);
+        assert!(parse(Some("application/xml"), b"<a/>", false).is_err());
+    }
+}

@@ -1,0 +1,249 @@
+//! The statement of a write.
+//!
+//! The body travels as one `json` parameter (`$1`) that PostgreSQL unpacks by the columns'
+//! catalog types, as PostgREST does, so one prepared statement serves every body with the same
+//! keys. Without anything to return, the statement is the bare INSERT/UPDATE/DELETE: no
+//! RETURNING, so a role that may write but not read a table can still write to it. Otherwise
+//! it is wrapped as
+//!
+//! ```sql
+//! WITH pgrst_source AS (<write> RETURNING *)
+//! SELECT affected, inserted, pgrst_page.* FROM (<counts of pgrst_source>) pgrst_stats
+//! LEFT JOIN LATERAL (SELECT 1 AS pgrst_present, <select list> FROM pgrst_source AS pgrst_0) ...
+//! ```
+//!
+//! so the counts arrive even when the representation is filtered down to nothing.
+
+use super::read::{select_list, where_clause};
+use super::{push_ident, Params, Statement};
+use crate::plan::{location_columns, BodyColumn, Media, MutatePlan, Mutation, OnConflict, Returning};
+use crate::schema::RelationKind;
+use crate::sql::RowShape;
+
+/// Everything the database stage runs for one write.
+#[derive(Debug, Clone)]
+pub struct WriteStatements {
+    /// The statement.
+    pub main: Statement,
+    /// The statement returns rows led by (affected, inserted, present) columns; otherwise it is
+    /// the bare write and its command tag tells how many rows it affected.
+    pub returns_rows: bool,
+    /// The layout of the page columns after the three leading ones.
+    pub shape: RowShape,
+}
+
+/// Renders the statement of a write plan.
+pub fn render_write(plan: &MutatePlan) -> WriteStatements {
+    let mut params = Params::default();
+    let mut sql = String::with_capacity(512);
+    let returns_rows = plan.returns_rows();
+    if !returns_rows {
+        if !write(plan, &mut sql, &mut params) {
+            sql.clear();
+            sql.push_str("SELECT 1 WHERE false");
+        }
+        return WriteStatements {
+            main: Statement { text: sql, params: params.0 },
+            returns_rows,
+            shape: RowShape::Empty,
+        };
+    }
+    sql.push_str("WITH pgrst_source AS (");
+    let writes = write(plan, &mut sql, &mut params);
+    // xmax is 0 in a row version an INSERT created, and set in one ON CONFLICT DO UPDATE made.
+    let xmax = writes
+        && plan.tracks_inserts()
+        && matches!(plan.relation.kind, RelationKind::Table | RelationKind::PartitionedTable);
+    if writes {
+        sql.push_str(" RETURNING *");
+        if xmax {
+            sql.push_str(", (xmax = 0) AS pgrst_inserted");
+        }
+    }
+    sql.push_str(") SELECT pgrst_stats.affected, pgrst_stats.inserted, pgrst_page.* FROM (SELECT pg_catalog.count(*) AS affected, ");
+    sql.push_str(if xmax {
+        "pg_catalog.count(*) FILTER (WHERE pgrst_inserted)"
+    } else {
+        "pg_catalog.count(*)"
+    });
+    sql.push_str(" AS inserted FROM pgrst_source) pgrst_stats LEFT JOIN LATERAL (SELECT 1 AS pgrst_present");
+    let mut list = String::new();
+    let shape = match &plan.returning {
+        Returning::Representation(columns) => select_list(columns, plan.media, false, &mut list, &mut params),
+        Returning::Location(pk) => select_list(
+            &location_columns(pk),
+            Media::Json { strip_nulls: false },
+            false,
+            &mut list,
+            &mut params,
+        ),
+        Returning::Nothing => RowShape::Empty,
+    };
+    if !list.is_empty() {
+        sql.push_str(", ");
+        sql.push_str(&list);
+    }
+    sql.push_str(" FROM pgrst_source AS pgrst_0");
+    where_clause(&plan.output_conditions, &mut sql, &mut params);
+    sql.push_str(") pgrst_page ON true");
+    WriteStatements { main: Statement { text: sql, params: params.0 }, returns_rows, shape }
+}
+
+/// Writes the INSERT, UPDATE or DELETE; false (and a row source that yields nothing) when
+/// there is nothing to write: a PATCH with an empty body.
+fn write(plan: &MutatePlan, sql: &mut String, params: &mut Params) -> bool {
+    let rel = &plan.relation.name;
+    let target = |sql: &mut String| {
+        push_ident(sql, &rel.schema);
+        sql.push('.');
+        push_ident(sql, &rel.name);
+        sql.push_str(" AS pgrst_0");
+    };
+    match &plan.mutation {
+        Mutation::Insert { payload, columns, missing_default, on_conflict, put_key } => {
+            sql.push_str("INSERT INTO ");
+            target(sql);
+            if !columns.is_empty() {
+                sql.push_str(" (");
+                idents(columns.iter().map(|c| c.name.as_str()), sql);
+                sql.push(')');
+            }
+            sql.push_str(" SELECT ");
+            for (i, c) in columns.iter().enumerate() {
+                if i > 0 {
+                    sql.push_str(", ");
+                }
+                match (&c.default, missing_default) {
+                    // Absent from this object: the column default, evaluated only for such rows.
+                    (Some(default), true) => {
+                        sql.push_str("CASE WHEN pgrst_elem.value -> ");
+                        push_literal(sql, &c.name);
+                        sql.push_str(" IS NULL THEN (");
+                        sql.push_str(default);
+                        sql.push_str(")::");
+                        sql.push_str(&c.type_name);
+                        sql.push_str(" ELSE pgrst_body.");
+                        push_ident(sql, &c.name);
+                        sql.push_str(" END");
+                    }
+                    _ => {
+                        sql.push_str("pgrst_body.");
+                        push_ident(sql, &c.name);
+                    }
+                }
+            }
+            sql.push_str(" FROM ");
+            if columns.is_empty() {
+                sql.push_str("json_array_elements(");
+                params.push(sql, payload.json.clone());
+                sql.push_str("::json) AS pgrst_elem");
+            } else if *missing_default {
+                sql.push_str("json_array_elements(");
+                params.push(sql, payload.json.clone());
+                sql.push_str("::json) AS pgrst_elem, LATERAL json_to_record(pgrst_elem.value) AS pgrst_body");
+                record_definition(columns, sql);
+            } else {
+                sql.push_str("json_to_recordset(");
+                params.push(sql, payload.json.clone());
+                sql.push_str("::json) AS pgrst_body");
+                record_definition(columns, sql);
+            }
+            for (i, (column, value)) in put_key.iter().enumerate() {
+                sql.push_str(if i == 0 { " WHERE pgrst_body." } else { " AND pgrst_body." });
+                push_ident(sql, column);
+                sql.push_str(" = ");
+                params.push(sql, value.clone());
+            }
+            if let Some(OnConflict { target, merge }) = on_conflict {
+                sql.push_str(" ON CONFLICT (");
+                idents(target.iter().map(String::as_str), sql);
+                if *merge && !columns.is_empty() {
+                    sql.push_str(") DO UPDATE SET ");
+                    for (i, c) in columns.iter().enumerate() {
+                        if i > 0 {
+                            sql.push_str(", ");
+                        }
+                        push_ident(sql, &c.name);
+                        sql.push_str(" = EXCLUDED.");
+                        push_ident(sql, &c.name);
+                    }
+                } else {
+                    sql.push_str(") DO NOTHING");
+                }
+            }
+            true
+        }
+        Mutation::Update { payload, columns } => {
+            if columns.is_empty() {
+                sql.push_str("SELECT * FROM ");
+                target(sql);
+                sql.push_str(" WHERE false");
+                return false;
+            }
+            sql.push_str("UPDATE ");
+            target(sql);
+            sql.push_str(" SET ");
+            let (from_body, defaults): (Vec<&BodyColumn>, Vec<&BodyColumn>) =
+                columns.iter().partition(|c| c.in_payload);
+            if !from_body.is_empty() {
+                // A row assignment from one uncorrelated subquery: the body is unpacked once,
+                // and its column names cannot shadow the table's in the WHERE clause.
+                sql.push('(');
+                idents(from_body.iter().map(|c| c.name.as_str()), sql);
+                sql.push_str(") = (SELECT ");
+                idents(from_body.iter().map(|c| c.name.as_str()), sql);
+                sql.push_str(" FROM json_to_record((");
+                params.push(sql, payload.json.clone());
+                sql.push_str("::json) -> 0) AS pgrst_body");
+                record_definition(&from_body.iter().map(|c| (*c).clone()).collect::<Vec<_>>(), sql);
+                sql.push(')');
+            }
+            for (i, c) in defaults.iter().enumerate() {
+                if i > 0 || !from_body.is_empty() {
+                    sql.push_str(", ");
+                }
+                push_ident(sql, &c.name);
+                sql.push_str(" = DEFAULT");
+            }
+            where_clause(&plan.conditions, sql, params);
+            true
+        }
+        Mutation::Delete => {
+            sql.push_str("DELETE FROM ");
+            target(sql);
+            where_clause(&plan.conditions, sql, params);
+            true
+        }
+    }
+}
+
+/// `("a" integer, "b" text)`: the record type `json_to_record(set)` unpacks into. Type names
+/// come from the catalog (`format_type`), never from the request.
+fn record_definition(columns: &[BodyColumn], sql: &mut String) {
+    sql.push('(');
+    for (i, c) in columns.iter().enumerate() {
+        if i > 0 {
+            sql.push_str(", ");
+        }
+        push_ident(sql, &c.name);
+        sql.push(' ');
+        sql.push_str(&c.type_name);
+    }
+    sql.push(')');
+}
+
+fn idents<'a>(names: impl Iterator<Item = &'a str>, sql: &mut String) {
+    for (i, name) in names.enumerate() {
+        if i > 0 {
+            sql.push_str(", ");
+        }
+        push_ident(sql, name);
+    }
+}
+
+/// A string literal of a column name from the schema cache (standard_conforming_strings).
+fn push_literal(sql: &mut String, text: &str) {
+    sql.push('\'');
+    sql.push_str(&text.replace('\'', "''"));
+    sql.push('\'');
+}

@@ -1,0 +1,196 @@
+//! Writes that commit: what a client sees afterwards, and that a failed or refused write leaves
+//! nothing behind. Each test owns a range of `notes` ids. (Status codes, headers and bodies of
+//! every kind of write are compared with PostgREST in the oracle test, all rolled back.)
+
+use serde_json::json;
+
+use crate::support::{default_args, get, harness, send_to, start_server, write};
+
+/// The notes with ids in `range`, as JSON.
+fn notes(range: std::ops::Range<i32>) -> serde_json::Value {
+    get(&format!("/notes?select=id,body,author&id=gte.{}&id=lt.{}&order=id", range.start, range.end)).json()
+}
+
+#[test]
+fn insert_then_read_it_back() {
+    let r = write("POST", "/notes", &[], r#"{"id": 100, "body": "hello"}"#);
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(r.body, "");
+    assert_eq!(notes(100..110), json!([{"id": 100, "body": "hello", "author": "anonymous"}]));
+}
+
+#[test]
+fn bulk_insert_whose_1000th_row_fails_writes_nothing() {
+    let mut rows: Vec<serde_json::Value> =
+        (0..1000).map(|i| json!({"id": 10_000 + i, "body": "ok"})).collect();
+    rows[999]["body"] = json!("forbidden");
+    let r = write("POST", "/notes", &[], &serde_json::Value::Array(rows).to_string());
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert_eq!(r.json()["code"], "23514");
+    assert_eq!(notes(10_000..11_000), json!([]));
+
+    let rows: Vec<serde_json::Value> = (0..1000).map(|i| json!({"id": 10_000 + i, "body": "ok"})).collect();
+    let r =
+        write("POST", "/notes", &[("prefer", "count=exact")], &serde_json::Value::Array(rows).to_string());
+    assert_eq!((r.status, r.header("content-range")), (201, Some("*/1000")), "{}", r.body);
+    assert_eq!(notes(10_000..11_000).as_array().map(Vec::len), Some(1000));
+}
+
+#[test]
+fn upsert_inserts_then_merges() {
+    let prefer = [("prefer", "resolution=merge-duplicates, return=representation")];
+    let r = write("POST", "/notes?select=id,body", &prefer, r#"[{"id": 200, "body": "v1"}]"#);
+    assert_eq!((r.status, r.json()), (201, json!([{"id": 200, "body": "v1"}])));
+    let r = write("POST", "/notes?select=id,body", &prefer, r#"[{"id": 200, "body": "v2"}]"#);
+    assert_eq!((r.status, r.json()), (200, json!([{"id": 200, "body": "v2"}])));
+    let ignore = [("prefer", "resolution=ignore-duplicates, return=representation")];
+    let r = write(
+        "POST",
+        "/notes?select=id,body",
+        &ignore,
+        r#"[{"id": 200, "body": "v3"}, {"id": 201, "body": "new"}]"#,
+    );
+    assert_eq!((r.status, r.json()), (201, json!([{"id": 201, "body": "new"}])));
+    assert_eq!(
+        notes(200..210),
+        json!([{"id": 200, "body": "v2", "author": "anonymous"}, {"id": 201, "body": "new", "author": "anonymous"}])
+    );
+}
+
+#[test]
+fn put_creates_then_replaces_the_named_row() {
+    let r = write(
+        "PUT",
+        "/notes?id=eq.300",
+        &[("prefer", "return=representation")],
+        r#"{"id": 300, "body": "a", "author": "me"}"#,
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    let r = write("PUT", "/notes?id=eq.300", &[], r#"{"id": 300, "body": "b", "author": "you"}"#);
+    assert_eq!(r.status, 204, "{}", r.body);
+    assert_eq!(notes(300..310), json!([{"id": 300, "body": "b", "author": "you"}]));
+    let r = write("PUT", "/notes?id=eq.300", &[], r#"{"id": 301, "body": "c"}"#);
+    assert_eq!((r.status, r.json()["code"].as_str()), (400, Some("PGRST115")));
+    let r = write("PUT", "/notes?id=eq.300", &[], r#"{"body": "c"}"#);
+    assert_eq!((r.status, r.json()["code"].as_str()), (400, Some("PGRST115")));
+    assert_eq!(notes(300..310), json!([{"id": 300, "body": "b", "author": "you"}]));
+}
+
+#[test]
+fn patch_and_delete_change_only_the_filtered_rows() {
+    write(
+        "POST",
+        "/notes",
+        &[],
+        r#"[{"id": 400, "body": "a"}, {"id": 401, "body": "b"}, {"id": 402, "body": "c"}]"#,
+    );
+    let r = write("PATCH", "/notes?id=in.(400,401)", &[], r#"{"author": "editor"}"#);
+    assert_eq!((r.status, r.header("content-range")), (204, Some("0-1/*")));
+    let r = send_to(
+        &harness().base,
+        "DELETE",
+        "/notes?id=eq.402&select=id",
+        &[("prefer", "return=representation")],
+        None,
+    );
+    assert_eq!((r.status, r.json()), (200, json!([{"id": 402}])));
+    assert_eq!(
+        notes(400..410),
+        json!([{"id": 400, "body": "a", "author": "editor"}, {"id": 401, "body": "b", "author": "editor"}])
+    );
+}
+
+#[test]
+fn max_affected_rolls_back_a_write_that_touches_more_rows() {
+    write("POST", "/notes", &[], r#"[{"id": 500, "body": "a"}, {"id": 501, "body": "b"}]"#);
+    let strict = [("prefer", "handling=strict, max-affected=1")];
+    let r = write("PATCH", "/notes?id=gte.500&id=lt.510", &strict, r#"{"author": "bulk"}"#);
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert_eq!(
+        r.json(),
+        json!({"code": "PGRST124", "message": "Query result exceeds max-affected preference constraint",
+               "details": "The query affects 2 rows", "hint": null})
+    );
+    let r = send_to(&harness().base, "DELETE", "/notes?id=gte.500&id=lt.510", &strict, None);
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert_eq!(notes(500..510).as_array().map(Vec::len), Some(2));
+    // Within the limit it goes through, and says so.
+    let r = write("PATCH", "/notes?id=eq.500", &strict, r#"{"author": "one"}"#);
+    assert_eq!((r.status, r.header("preference-applied")), (204, Some("handling=strict, max-affected=1")));
+    // Without handling=strict, max-affected is ignored, as in PostgREST.
+    let r = write(
+        "PATCH",
+        "/notes?id=gte.500&id=lt.510",
+        &[("prefer", "max-affected=1")],
+        r#"{"author": "all"}"#,
+    );
+    assert_eq!(r.status, 204, "{}", r.body);
+    assert_eq!(
+        notes(500..510),
+        json!([{"id": 500, "body": "a", "author": "all"}, {"id": 501, "body": "b", "author": "all"}])
+    );
+}
+
+#[test]
+fn singular_write_of_several_rows_is_406_and_rolled_back() {
+    write("POST", "/notes", &[], r#"[{"id": 600, "body": "a"}, {"id": 601, "body": "b"}]"#);
+    let r = send_to(
+        &harness().base,
+        "DELETE",
+        "/notes?id=gte.600&id=lt.610",
+        &[("accept", "application/vnd.pgrst.object+json")],
+        None,
+    );
+    assert_eq!((r.status, r.json()["code"].as_str()), (406, Some("PGRST116")));
+    assert_eq!(notes(600..610).as_array().map(Vec::len), Some(2));
+}
+
+#[test]
+fn tx_rollback_leaves_nothing_and_says_so() {
+    let r = write(
+        "POST",
+        "/notes",
+        &[("prefer", "tx=rollback, return=representation")],
+        r#"{"id": 700, "body": "gone"}"#,
+    );
+    assert_eq!((r.status, r.header("preference-applied")), (201, Some("return=representation, tx=rollback")));
+    assert_eq!(r.json()[0]["id"], 700);
+    assert_eq!(notes(700..710), json!([]));
+}
+
+#[test]
+fn safe_updates_refuse_unfiltered_patch_and_delete() {
+    let mut args = default_args(&harness().superuser_uri);
+    args.db_safe_updates = Some(true);
+    let base = start_server(args);
+    let json_body = [("content-type", "application/json")];
+    let r = send_to(&base, "PATCH", "/notes", &json_body, Some(r#"{"author": "everyone"}"#));
+    assert_eq!((r.status, r.json()["code"].as_str()), (400, Some("RG020")), "{}", r.body);
+    let r = send_to(&base, "DELETE", "/notes?select=id", &[], None);
+    assert_eq!((r.status, r.json()["code"].as_str()), (400, Some("RG020")), "{}", r.body);
+    // A filter on an embedded resource does not restrict the write, so it does not count.
+    let r = send_to(&base, "DELETE", "/tasks?select=id,projects(id)&projects.id=eq.1", &[], None);
+    assert_eq!((r.status, r.json()["code"].as_str()), (400, Some("RG020")), "{}", r.body);
+    let r = send_to(&base, "PATCH", "/notes?id=eq.-1", &json_body, Some(r#"{"author": "nobody"}"#));
+    assert_eq!(r.status, 204, "{}", r.body);
+}
+
+#[test]
+fn oversized_body_is_413_and_writes_nothing() {
+    let mut args = default_args(&harness().superuser_uri);
+    args.server_max_body_size = Some(1024);
+    let base = start_server(args);
+    let rows: Vec<serde_json::Value> = (0..100).map(|i| json!({"id": 800 + i, "body": "x"})).collect();
+    let body = serde_json::Value::Array(rows).to_string();
+    let r = send_to(&base, "POST", "/notes", &[("content-type", "application/json")], Some(&body));
+    assert_eq!((r.status, r.json()["code"].as_str()), (413, Some("RG002")), "{}", r.body);
+    assert_eq!(notes(800..900), json!([]));
+}
+
+#[test]
+fn writes_are_refused_without_the_privilege() {
+    // web_anon may not write categories: 401 for the anonymous role, as PostgREST answers.
+    let r = write("POST", "/categories", &[], r#"{"id": 50, "name": "nope"}"#);
+    assert_eq!((r.status, r.json()["code"].as_str()), (401, Some("42501")));
+    assert_eq!(get("/categories?id=eq.50").json(), json!([]));
+}
