@@ -198,14 +198,39 @@ async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Body>,
     let response = match Plan::build(&api_request, &body, &schema, config)? {
         Plan::Read(plan) => {
             let statements = crate::sql::render_read(&plan, config.db_max_rows);
-            let settings = ctx.session_settings(&plan.schema, &principal, plan.timezone.as_deref());
-            let mut conn = state.db.get().await?;
-            let result = conn
-                .read(&settings, &statements.main, statements.explain.as_ref(), principal.anonymous)
-                .await?;
-            drop(conn);
+            let mut settings = ctx.session_settings(&plan.schema, &principal, plan.timezone.as_deref());
             let profile = profile(&plan.schema);
-            crate::response::read(&plan, &statements, result, config.db_max_rows, profile.as_deref())
+            let mut conn = state.db.get().await?;
+            let response = match plan.transaction {
+                None => {
+                    let result = conn
+                        .read(&settings, &statements.main, statements.explain.as_ref(), principal.anonymous)
+                        .await?;
+                    crate::response::read(&plan, &statements, result, config.db_max_rows, profile.as_deref())
+                }
+                // POST /rpc: in a transaction rowgate ends once it has seen the result.
+                Some(tx) => {
+                    if tx.read_only {
+                        settings.set(crate::db::Setting::ReadOnly, "on".into());
+                    }
+                    let result = conn.write(&settings, &statements.main, true, principal.anonymous).await?;
+                    let read = crate::db::ReadResult { rows: result.rows, explain: None };
+                    let response = crate::response::read(
+                        &plan,
+                        &statements,
+                        read,
+                        config.db_max_rows,
+                        profile.as_deref(),
+                    );
+                    conn.finish(response.is_ok() && !tx.rollback, principal.anonymous).await?;
+                    response
+                }
+            };
+            if plan.call.as_ref().is_some_and(|c| c.volatile) {
+                // A volatile function may have changed session settings behind the cache's back.
+                conn.settings.forget();
+            }
+            response
         }
         Plan::Mutate(plan) => {
             let statements = crate::sql::render_write(&plan);

@@ -6,6 +6,7 @@ mod media;
 mod mutate;
 mod payload;
 mod range;
+mod rpc;
 
 use std::sync::Arc;
 
@@ -19,6 +20,7 @@ pub use media::Media;
 pub use mutate::{location_columns, put_mismatch, BodyColumn, MutatePlan, Mutation, OnConflict, Returning};
 pub use payload::Payload;
 pub use range::RowWindow;
+pub use rpc::SCALAR_COLUMN;
 
 use crate::config::Config;
 use crate::error::{code, Error};
@@ -58,6 +60,72 @@ pub struct ReadPlan {
     pub timezone: Option<String>,
     /// The honoured preferences, for `Preference-Applied`.
     pub applied: Vec<String>,
+    /// `/rpc/fn`: the function call whose rows are read instead of the relation's.
+    pub call: Option<Call>,
+    /// How the rows become the body.
+    pub result: ResultShape,
+    /// POST /rpc: the call runs in an explicit transaction (through the write path).
+    pub transaction: Option<RpcTransaction>,
+}
+
+/// A function call in `FROM`.
+#[derive(Debug, Clone)]
+pub struct Call {
+    /// The function.
+    pub function: crate::schema::QualifiedName,
+    /// Its arguments.
+    pub args: CallArgs,
+    /// The result is one value per row (read as the column `pgrst_scalar`).
+    pub scalar: bool,
+    /// The function is VOLATILE.
+    pub volatile: bool,
+}
+
+/// A call's arguments, as the SQL stage binds them.
+#[derive(Debug, Clone)]
+pub enum CallArgs {
+    /// Named arguments with their text values (query string), each cast to its type.
+    Text(Vec<(crate::schema::FunctionArg, String)>),
+    /// Named arguments unpacked from one JSON object by `json_to_record`.
+    Json {
+        /// A JSON array holding the object.
+        payload: String,
+        /// The arguments it gives.
+        args: Vec<crate::schema::FunctionArg>,
+    },
+    /// The whole body as the one unnamed json/jsonb argument.
+    Body {
+        /// The body.
+        payload: String,
+        /// `json` or `jsonb`.
+        type_name: String,
+    },
+}
+
+/// How a read's rows become its body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResultShape {
+    /// An array of objects (or one object with a singular `Accept`).
+    Rows,
+    /// One object: a function returning one row of a composite type.
+    Object,
+    /// One JSON value: a function returning a scalar.
+    Scalar,
+    /// An array of JSON values: a function returning a set of scalars.
+    ScalarSet,
+    /// No body (204): a function returning void.
+    Void,
+}
+
+/// How a POST /rpc call's transaction runs and ends.
+#[derive(Debug, Clone, Copy)]
+pub struct RpcTransaction {
+    /// Read-only, for a function that is not VOLATILE.
+    pub read_only: bool,
+    /// Rolled back at the end (`db-tx-end`, `Prefer: tx=rollback`).
+    pub rollback: bool,
+    /// `Prefer: handling=strict, max-affected=N` (PGRST128).
+    pub max_affected: Option<u64>,
 }
 
 /// A value expression over the relation's columns. Column names in it come from the schema
@@ -185,11 +253,15 @@ impl Plan {
         let schema_name = select_schema(request, config)?;
         let name = match &request.target {
             Target::Relation(name) => name,
-            Target::Root | Target::Rpc(_) => {
+            Target::Rpc(function) => {
+                reject_embed_paths(request)?;
+                return Ok(Plan::Read(rpc::plan(request, body, schema, config, schema_name, function)?));
+            }
+            Target::Root => {
                 return Err(Error::api(
                     StatusCode::NOT_IMPLEMENTED,
                     code::NOT_IMPLEMENTED,
-                    "This version of rowgate serves tables and views only",
+                    "The OpenAPI root is not served by this version of rowgate yet",
                 ))
             }
         };
@@ -222,6 +294,7 @@ impl Plan {
             depth: 0,
             query: &request.query,
             paths: vec![Vec::new()],
+            label: None,
         };
         // `select=` with nothing PostgREST can read selects everything, as PostgREST does.
         let columns = if request.query.select.is_empty() {
@@ -244,6 +317,9 @@ impl Plan {
             head,
             timezone,
             applied,
+            call: None,
+            result: ResultShape::Rows,
+            transaction: None,
         }))
     }
 }
@@ -256,14 +332,7 @@ fn preferences(prefs: &Preferences, schema: &SchemaCache) -> Result<(Option<Stri
     // PostgREST's order: count, handling, timezone (the others do not apply to reads).
     let mut applied = Vec::new();
     if let Some(count) = prefs.count {
-        applied.push(
-            match count {
-                PreferCount::Exact => "count=exact",
-                PreferCount::Planned => "count=planned",
-                PreferCount::Estimated => "count=estimated",
-            }
-            .to_owned(),
-        );
+        applied.push(count_name(count).to_owned());
     }
     if let Some(handling) = prefs.handling {
         applied.push(
@@ -278,6 +347,15 @@ fn preferences(prefs: &Preferences, schema: &SchemaCache) -> Result<(Option<Stri
         applied.push(format!("timezone={tz}"));
     }
     Ok((timezone, applied))
+}
+
+/// The `Preference-Applied` spelling of a count preference.
+fn count_name(count: PreferCount) -> &'static str {
+    match count {
+        PreferCount::Exact => "count=exact",
+        PreferCount::Planned => "count=planned",
+        PreferCount::Estimated => "count=estimated",
+    }
 }
 
 /// The requested time zone if PostgreSQL knows it, and the preferences that are invalid
@@ -395,12 +473,15 @@ struct Planner<'a> {
     query: &'a rowgate_request::QueryParams,
     /// The embed paths that name this level (by alias and by name); `[[]]` at the top.
     paths: Vec<EmbedPath>,
+    /// What column errors call the relation, if not its name (`pgrst_call` for a function's
+    /// rows, as PostgREST's messages do).
+    label: Option<&'a str>,
 }
 
 impl Planner<'_> {
     fn column(&self, name: &str) -> Result<&Column, Error> {
         self.relation.column(name).ok_or_else(|| {
-            let rel = &self.relation.name.name;
+            let rel = self.label.unwrap_or(&self.relation.name.name);
             Error::Api {
                 status: StatusCode::BAD_REQUEST,
                 code: "42703",
@@ -622,6 +703,7 @@ impl Planner<'_> {
             depth: self.depth + 1,
             query: self.query,
             paths,
+            label: None,
         };
 
         let window = inner

@@ -149,6 +149,7 @@ pub(super) fn plan(
         depth: 0,
         query,
         paths: vec![Vec::new()],
+        label: None,
     };
     if request.method != Method::Post && (!query.ranges.is_empty() || !query.order.is_empty()) {
         if request.method == Method::Put && query.ranges.iter().any(|(p, _)| p.is_empty()) {

@@ -14,8 +14,8 @@ use rowgate_request::PreferCount;
 use crate::db::{RawValue, ReadResult, WriteResult};
 use crate::error::{code, Error};
 use crate::http::Body;
-use crate::plan::{Media, MutatePlan, Mutation, ReadPlan, Returning};
-use crate::sql::{ReadStatements, RowShape, WriteStatements};
+use crate::plan::{Media, MutatePlan, Mutation, ReadPlan, ResultShape, Returning};
+use crate::sql::{ReadStatements, Render, RowShape, WriteStatements};
 
 /// Builds the response of a read.
 pub fn read(
@@ -49,6 +49,17 @@ pub fn read(
 
     let lower = plan.window.offset;
     let n = page.len() as u64;
+    if let Some(max) = plan.transaction.and_then(|t| t.max_affected) {
+        if n > max {
+            return Err(Error::Api {
+                status: StatusCode::BAD_REQUEST,
+                code: "PGRST128",
+                message: "Function result exceeds max-affected preference constraint".into(),
+                details: Some(format!("The function returns {n} rows")),
+                hint: None,
+            });
+        }
+    }
     if let Some(t) = total {
         if lower > t {
             // PostgREST keeps Content-Range and Preference-Applied on this error.
@@ -71,6 +82,7 @@ pub fn read(
         }
     }
     let status = match total {
+        _ if plan.result == ResultShape::Void => StatusCode::NO_CONTENT,
         Some(t) if n < t => StatusCode::PARTIAL_CONTENT,
         _ => StatusCode::OK,
     };
@@ -79,7 +91,7 @@ pub fn read(
         _ => format!("{lower}-{}/{}", lower + n - 1, total_text(total)),
     };
 
-    let body = body(&stmts.shape, plan.media, &page, skip)?;
+    let body = body(&stmts.shape, plan.media, plan.result, &page, skip)?;
 
     if plan.head && plan.media == (Media::Single { strip_nulls: false }) && page.len() != 1 {
         // HEAD reports what GET would: a singular request for other than one row is a 406.
@@ -89,12 +101,15 @@ pub fn read(
     let mut response = Response::new(if plan.head { Body::default() } else { Body::from(body) });
     *response.status_mut() = status;
     let headers = response.headers_mut();
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(plan.media.content_type()));
+    let has_body = plan.result != ResultShape::Void;
+    if has_body {
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(plan.media.content_type()));
+    }
     if let Ok(v) = HeaderValue::from_str(&content_range) {
         headers.insert(header::CONTENT_RANGE, v);
     }
     preference_applied(headers, plan);
-    if let Some(p) = profile.and_then(|p| HeaderValue::from_str(p).ok()) {
+    if let Some(p) = profile.filter(|_| has_body).and_then(|p| HeaderValue::from_str(p).ok()) {
         headers.insert("content-profile", p);
     }
     Ok(response)
@@ -105,6 +120,7 @@ pub fn read(
 fn body(
     shape: &RowShape,
     media: Media,
+    result: ResultShape,
     page: &[&tokio_postgres::Row],
     skip: usize,
 ) -> Result<Vec<u8>, Error> {
@@ -118,8 +134,43 @@ fn body(
             return Err(Error::SchemaChanged);
         }
     }
+    let value = |out: &mut Vec<u8>, render: Render, row: &tokio_postgres::Row| match row
+        .get::<_, Option<RawValue>>(skip)
+    {
+        Some(RawValue(raw)) => json::write_value(out, render, raw),
+        None => out.extend_from_slice(b"null"),
+    };
     Ok(match (shape, media) {
         (RowShape::Empty, _) => Vec::new(),
+        (_, _) if result == ResultShape::Void => Vec::new(),
+        (RowShape::Json { columns }, _) if result == ResultShape::Scalar => {
+            let mut out = Vec::with_capacity(64);
+            match page.first() {
+                Some(row) => value(&mut out, columns[0].1, row),
+                None => out.extend_from_slice(b"null"),
+            }
+            out
+        }
+        (RowShape::Json { columns }, _) if result == ResultShape::ScalarSet => {
+            let mut out = Vec::with_capacity(16 + page.len() * 16);
+            out.push(b'[');
+            for (i, row) in page.iter().enumerate() {
+                if i > 0 {
+                    out.extend_from_slice(b", ");
+                }
+                value(&mut out, columns[0].1, row);
+            }
+            out.push(b']');
+            out
+        }
+        (RowShape::Json { columns }, Media::Json { strip_nulls }) if result == ResultShape::Object => {
+            let mut out = Vec::with_capacity(256);
+            match page.first() {
+                Some(row) => json::write_row(&mut out, &json::Keys::new(columns), row, skip, strip_nulls),
+                None => out.extend_from_slice(b"null"),
+            }
+            out
+        }
         (RowShape::Json { columns }, Media::Single { strip_nulls }) => {
             if page.len() != 1 {
                 return Err(singular(page.len() as u64));
@@ -217,7 +268,11 @@ pub fn write(
         }
         _ => Some(format!("*/{total}")),
     };
-    let body = if representation { Some(body(&stmts.shape, plan.media, &page, 3)?) } else { None };
+    let body = if representation {
+        Some(body(&stmts.shape, plan.media, ResultShape::Rows, &page, 3)?)
+    } else {
+        None
+    };
 
     let mut response = Response::new(body.as_ref().map_or_else(Body::default, |b| Body::from(b.clone())));
     *response.status_mut() = status;

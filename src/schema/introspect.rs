@@ -7,8 +7,8 @@ use std::sync::Arc;
 use tokio_postgres::Client;
 
 use super::{
-    Column, ForeignKey, Function, FunctionArg, QualifiedName, Relation, RelationKind, SchemaCache, ValueKind,
-    Volatility,
+    Column, ForeignKey, Function, FunctionArg, FunctionResult, QualifiedName, Relation, RelationKind,
+    SchemaCache, ValueKind, Volatility,
 };
 
 const RELATIONS: &str = "
@@ -58,17 +58,43 @@ JOIN pg_namespace dn ON dn.oid = dc.relnamespace
 WHERE vn.nspname = ANY($1) AND v.relkind IN ('v', 'm')
 ORDER BY 1, 2, 3";
 
+/// Functions with their input arguments (IN, INOUT, VARIADIC), their result type and, for
+/// `RETURNS TABLE` and OUT parameters, their result columns.
 const FUNCTIONS: &str = "
+WITH args AS (
+  SELECT p.oid, a.ord, coalesce(a.name, '') AS name, a.mode, format_type(a.t, NULL) AS type_name,
+         coalesce(nullif(t.typbasetype, 0), t.oid) AS base_oid,
+         coalesce(bt.typtype, t.typtype) = 'e' AS is_enum
+  FROM pg_proc p
+  JOIN pg_namespace n ON n.oid = p.pronamespace
+  CROSS JOIN LATERAL unnest(coalesce(p.proallargtypes, p.proargtypes::oid[]),
+                            coalesce(p.proargmodes, '{}'::\"char\"[]),
+                            coalesce(p.proargnames, '{}'::text[])) WITH ORDINALITY AS a(t, mode, name, ord)
+  JOIN pg_type t ON t.oid = a.t
+  LEFT JOIN pg_type bt ON bt.oid = t.typbasetype
+  WHERE n.nspname = ANY($1) AND p.prokind = 'f'
+)
 SELECT n.nspname::text, p.proname::text, obj_description(p.oid, 'pg_proc'),
        p.provolatile::text, p.proretset, p.prorettype, format_type(p.prorettype, NULL),
-       ARRAY(SELECT coalesce(p.proargnames[k.ord], '') FROM unnest(p.proargtypes) WITH ORDINALITY k(t, ord)
-             ORDER BY k.ord),
-       ARRAY(SELECT format_type(k.t, NULL) FROM unnest(p.proargtypes) WITH ORDINALITY k(t, ord)
-             ORDER BY k.ord),
-       p.pronargdefaults::int4, p.provariadic <> 0
-FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+       ARRAY(SELECT a.name FROM args a WHERE a.oid = p.oid AND coalesce(a.mode, 'i') IN ('i', 'b', 'v')
+             ORDER BY a.ord),
+       ARRAY(SELECT a.type_name FROM args a WHERE a.oid = p.oid AND coalesce(a.mode, 'i') IN ('i', 'b', 'v')
+             ORDER BY a.ord),
+       p.pronargdefaults::int4, p.provariadic <> 0,
+       rn.nspname::text, rc.relname::text,
+       coalesce(nullif(rt.typbasetype, 0), rt.oid), coalesce(rbt.typtype, rt.typtype) = 'e',
+       ARRAY(SELECT a.name FROM args a WHERE a.oid = p.oid AND a.mode IN ('o', 'b', 't') ORDER BY a.ord),
+       ARRAY(SELECT a.type_name FROM args a WHERE a.oid = p.oid AND a.mode IN ('o', 'b', 't') ORDER BY a.ord),
+       ARRAY(SELECT a.base_oid FROM args a WHERE a.oid = p.oid AND a.mode IN ('o', 'b', 't') ORDER BY a.ord),
+       ARRAY(SELECT a.is_enum FROM args a WHERE a.oid = p.oid AND a.mode IN ('o', 'b', 't') ORDER BY a.ord)
+FROM pg_proc p
+JOIN pg_namespace n ON n.oid = p.pronamespace
+JOIN pg_type rt ON rt.oid = p.prorettype
+LEFT JOIN pg_type rbt ON rbt.oid = rt.typbasetype
+LEFT JOIN pg_class rc ON rc.oid = rt.typrelid
+LEFT JOIN pg_namespace rn ON rn.oid = rc.relnamespace
 WHERE n.nspname = ANY($1) AND p.prokind = 'f'
-ORDER BY 1, 2";
+ORDER BY 1, 2, p.oid";
 
 const TYPE_NAMES: &str = "
 SELECT t.typname::text FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
@@ -175,6 +201,35 @@ pub async fn load(client: &mut Client, schemas: &[String]) -> Result<SchemaCache
                 variadic: variadic && i + 1 == count,
             })
             .collect();
+        let return_type: String = row.get(6);
+        let out_names: Vec<String> = row.get(15);
+        let returns = if let (Some(schema), Some(rel)) = (row.get::<_, Option<String>>(11), row.get(12)) {
+            FunctionResult::Composite(QualifiedName { schema, name: rel })
+        } else if !out_names.is_empty() {
+            let out_types: Vec<String> = row.get(16);
+            let out_oids: Vec<u32> = row.get(17);
+            let out_enums: Vec<bool> = row.get(18);
+            FunctionResult::Columns(
+                out_names
+                    .into_iter()
+                    .zip(out_types)
+                    .zip(out_oids.into_iter().zip(out_enums))
+                    .map(|((name, type_name), (oid, is_enum))| Column {
+                        name,
+                        type_name,
+                        type_oid: oid,
+                        kind: value_kind(oid, is_enum),
+                        nullable: true,
+                        default: None,
+                        comment: None,
+                    })
+                    .collect(),
+            )
+        } else if return_type == "void" {
+            FunctionResult::Void
+        } else {
+            FunctionResult::Scalar(value_kind(row.get(13), row.get(14)))
+        };
         functions.entry(name.clone()).or_default().push(Function {
             name,
             comment: row.get(2),
@@ -185,7 +240,8 @@ pub async fn load(client: &mut Client, schemas: &[String]) -> Result<SchemaCache
             },
             returns_set: row.get(4),
             return_type_oid: row.get(5),
-            return_type: row.get(6),
+            return_type,
+            returns,
             args,
         });
     }

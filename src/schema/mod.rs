@@ -174,6 +174,20 @@ pub struct FunctionArg {
     pub variadic: bool,
 }
 
+/// What a function's result is made of.
+#[derive(Debug, Clone)]
+pub enum FunctionResult {
+    /// Rows of a table's or view's type (`RETURNS [SETOF] tbl`).
+    Composite(QualifiedName),
+    /// Rows of these columns (`RETURNS TABLE (...)`, OUT parameters).
+    Columns(Vec<Column>),
+    /// A value of some other type (including arrays, composites of no exposed relation and
+    /// `record`), of this kind.
+    Scalar(ValueKind),
+    /// Nothing (`RETURNS void`).
+    Void,
+}
+
 /// A function callable at `/rpc/{name}`.
 #[derive(Debug, Clone)]
 pub struct Function {
@@ -187,6 +201,8 @@ pub struct Function {
     pub return_type_oid: u32,
     /// `RETURNS SETOF` / `TABLE`.
     pub returns_set: bool,
+    /// What the result is made of.
+    pub returns: FunctionResult,
     /// Volatility.
     pub volatility: Volatility,
     /// `COMMENT ON FUNCTION`.
@@ -229,7 +245,8 @@ pub fn closest<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -> Opt
         .map(|(_, c)| c.to_owned())
 }
 
-fn levenshtein(a: &str, b: &str) -> usize {
+/// The edit distance between two strings, in characters.
+pub fn levenshtein(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();
     let mut prev: Vec<usize> = (0..=b.len()).collect();
     for (i, ca) in a.chars().enumerate() {

@@ -37,7 +37,9 @@ impl Reloader {
                     }
                     Err(e) => {
                         attempt = attempt.saturating_add(1);
-                        let wait = Duration::from_millis(250 * 2u64.pow(attempt.min(7)));
+                        // A catalog query can fail on an object dropped while it ran (DDL
+                        // during a migration): retry soon, then back off.
+                        let wait = Duration::from_millis(50 * 2u64.pow(attempt.min(10)));
                         tracing::error!(error = %e, retry_in = ?wait, "loading the schema cache failed");
                         tokio::time::sleep(wait.min(Duration::from_secs(32))).await;
                     }

@@ -13,6 +13,7 @@
 mod read;
 mod write;
 
+pub(crate) use read::array_literal;
 pub use read::{render_read, ReadStatements, RowShape};
 pub use write::{render_write, WriteStatements};
 

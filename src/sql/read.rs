@@ -6,7 +6,11 @@ use rowgate_request::{
 };
 
 use super::{push_ident, Params, Render, Statement};
-use crate::plan::{Condition, EmbedPlan, Expr, Media, OrderBy, OutputColumn, ReadPlan, RowWindow};
+use crate::plan::{
+    Call, CallArgs, Condition, EmbedPlan, Expr, Media, OrderBy, OutputColumn, ReadPlan, RowWindow,
+    SCALAR_COLUMN,
+};
+use crate::schema::FunctionArg;
 use crate::schema::ValueKind;
 
 /// How the rows of the main statement are laid out.
@@ -49,9 +53,14 @@ pub fn render_read(plan: &ReadPlan, max_rows: Option<u64>) -> ReadStatements {
     // EXPLAIN of planned counts reuse them alone.
     let mut from_where = String::with_capacity(128);
     from_where.push_str(" FROM ");
-    push_ident(&mut from_where, &plan.relation.name.schema);
-    from_where.push('.');
-    push_ident(&mut from_where, &plan.relation.name.name);
+    match &plan.call {
+        None => {
+            push_ident(&mut from_where, &plan.relation.name.schema);
+            from_where.push('.');
+            push_ident(&mut from_where, &plan.relation.name.name);
+        }
+        Some(call) => call_source(call, &mut from_where, &mut params),
+    }
     // Embedded resources correlate with the top-level relation through this alias.
     from_where.push_str(" AS pgrst_0");
     where_clause(&plan.conditions, &mut from_where, &mut params);
@@ -108,6 +117,76 @@ pub fn render_read(plan: &ReadPlan, max_rows: Option<u64>) -> ReadStatements {
             _ => None,
         },
     }
+}
+
+/// A function call as a row source: `(SELECT pgrst_call.* FROM fn(args) AS pgrst_call)`. The
+/// subquery hides the unpacked arguments' columns, whose names may be the result's too.
+fn call_source(call: &Call, sql: &mut String, params: &mut Params) {
+    sql.push_str("(SELECT pgrst_call.* FROM ");
+    let function = |sql: &mut String| {
+        push_ident(sql, &call.function.schema);
+        sql.push('.');
+        push_ident(sql, &call.function.name);
+        sql.push('(');
+    };
+    let named = |sql: &mut String, i: usize, arg: &FunctionArg| {
+        if i > 0 {
+            sql.push_str(", ");
+        }
+        if arg.variadic {
+            sql.push_str("VARIADIC ");
+        }
+        push_ident(sql, &arg.name);
+        sql.push_str(" := ");
+    };
+    match &call.args {
+        CallArgs::Text(values) => {
+            function(sql);
+            for (i, (arg, value)) in values.iter().enumerate() {
+                named(sql, i, arg);
+                params.push(sql, value.clone());
+                sql.push_str("::");
+                sql.push_str(&arg.type_name);
+            }
+        }
+        CallArgs::Json { payload, args } => {
+            sql.push_str("json_to_record((");
+            params.push(sql, payload.clone());
+            sql.push_str("::json) -> 0) AS pgrst_args(");
+            for (i, arg) in args.iter().enumerate() {
+                if i > 0 {
+                    sql.push_str(", ");
+                }
+                push_ident(sql, &arg.name);
+                sql.push(' ');
+                sql.push_str(&arg.type_name);
+            }
+            if args.is_empty() {
+                // A column definition list cannot be empty.
+                sql.push_str("pgrst_none text");
+            }
+            sql.push_str("), LATERAL ");
+            function(sql);
+            for (i, arg) in args.iter().enumerate() {
+                named(sql, i, arg);
+                sql.push_str("pgrst_args.");
+                push_ident(sql, &arg.name);
+            }
+        }
+        CallArgs::Body { payload, type_name } => {
+            function(sql);
+            params.push(sql, payload.clone());
+            sql.push_str("::");
+            sql.push_str(type_name);
+        }
+    }
+    sql.push_str(") AS pgrst_call");
+    if call.scalar {
+        sql.push('(');
+        sql.push_str(SCALAR_COLUMN);
+        sql.push(')');
+    }
+    sql.push(')');
 }
 
 /// Writes the SELECT list of `columns` for `media` and returns how its rows are read back.
@@ -440,7 +519,7 @@ fn compare_sql(op: CompareOp) -> &'static str {
 
 /// A PostgreSQL array literal of the `in.(...)` items, each quoted so commas, quotes,
 /// backslashes, braces and the word NULL stay literal text.
-fn array_literal(items: &[String]) -> String {
+pub(crate) fn array_literal(items: &[String]) -> String {
     let mut out = String::from("{");
     for (i, item) in items.iter().enumerate() {
         if i > 0 {

@@ -11,5 +11,6 @@ mod oracle;
 mod postgrest_js;
 mod read;
 mod rls;
+mod rpc;
 mod support;
 mod writes;

@@ -38,7 +38,7 @@ fn reads_run_read_only_as_the_anonymous_role() {
          NOTIFY rowgate, 'reload schema';",
     );
     let mut r = request("GET", "/session_facts", &[]);
-    for _ in 0..50 {
+    for _ in 0..100 {
         if r.status == 200 {
             break;
         }

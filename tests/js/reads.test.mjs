@@ -100,3 +100,19 @@ test('errors come back as PostgREST errors', async () => {
   assert.equal(r.status, 401);
   assert.equal(r.error.code, '42501');
 });
+
+test('rpc: scalar, set of rows with filters, GET and HEAD', async () => {
+  let r = await db.rpc('add_them', { a: 1, b: 2 });
+  assert.equal(r.error, null);
+  assert.equal(r.data, 3);
+  r = await db.rpc('items_cheaper_than', { max_price: 1 }).select('id, name').lt('id', 5).order('id');
+  assert.equal(r.error, null);
+  assert.deepEqual(r.data, [{ id: 3, name: 'apple' }, { id: 4, name: 'banana' }]);
+  r = await db.rpc('task_titles', {}, { get: true });
+  assert.deepEqual(r.data, ['design', 'build', 'test', 'ship']);
+  r = await db.rpc('items_cheaper_than', { max_price: 1 }, { head: true, count: 'exact' });
+  assert.equal(r.error, null);
+  assert.equal(r.count, 4);
+  r = await db.rpc('nope', { a: 1 });
+  assert.equal(r.error.code, 'PGRST202');
+});

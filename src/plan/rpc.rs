@@ -1,0 +1,349 @@
+//! `/rpc/{function}`: the overload chosen by argument names (PGRST202/203), the arguments
+//! taken from the query string (GET) or the body (POST), and the result read like a relation:
+//! a table-valued function's rows take every read feature, embedding included.
+
+use std::sync::Arc;
+
+use http::StatusCode;
+use rowgate_request::{ApiRequest, Method, PreferHandling, PreferTx, SelectItem};
+
+use super::payload;
+use super::{
+    media, range, Call, CallArgs, Media, OutputColumn, Planner, ReadPlan, ResultShape, RpcTransaction,
+};
+use crate::config::{Config, TxEnd};
+use crate::error::{code, Error};
+use crate::schema::{
+    closest, Column, Function, FunctionResult, QualifiedName, Relation, RelationKind, SchemaCache, ValueKind,
+    Volatility,
+};
+
+/// The column a scalar result is read as (PostgREST's name, which its CSV header shows).
+pub const SCALAR_COLUMN: &str = "pgrst_scalar";
+
+/// Plans a call of `schema_name.name`.
+pub(super) fn plan(
+    request: &ApiRequest,
+    body: &[u8],
+    schema: &SchemaCache,
+    config: &Config,
+    schema_name: &str,
+    name: &str,
+) -> Result<ReadPlan, Error> {
+    let post = matches!(request.method, Method::Post);
+    if !matches!(request.method, Method::Get | Method::Head | Method::Post) {
+        return Err(Error::api(
+            StatusCode::METHOD_NOT_ALLOWED,
+            code::UNSUPPORTED_METHOD,
+            format!("Unsupported HTTP method for a function: {:?}", request.method).to_uppercase(),
+        ));
+    }
+    let qualified = QualifiedName { schema: schema_name.to_owned(), name: name.to_owned() };
+    let overloads = schema.functions.get(&qualified).map(Vec::as_slice).unwrap_or(&[]);
+
+    // The argument names the request gives, and where their values come from.
+    let json_body =
+        post && !matches!(request.content_type.as_deref(), Some("application/x-www-form-urlencoded"));
+    let (given, source) = if post {
+        let text = if body.iter().all(u8::is_ascii_whitespace) { &b"{}"[..] } else { body };
+        let p = payload::parse(request.content_type.as_deref(), text, false)?;
+        if json_body && p.rows != 1 {
+            // A JSON array goes whole to a single unnamed json parameter, if there is one.
+            (Vec::new(), Source::Body(String::from_utf8_lossy(body).into_owned()))
+        } else {
+            let raw = String::from_utf8_lossy(text).into_owned();
+            (p.keys.clone(), if json_body { Source::Json(p, raw) } else { Source::Form(p) })
+        }
+    } else {
+        let mut names: Vec<String> = Vec::new();
+        for (k, _) in &request.query.rpc_params {
+            if !names.contains(k) {
+                names.push(k.clone());
+            }
+        }
+        (names, Source::Query)
+    };
+
+    let function = choose(overloads, &given, json_body, &qualified, schema)?;
+    let args = call_args(function, &given, source, request)?;
+    let (relation, result, columns) = result_relation(function, schema)?;
+    let media = media::negotiate(&request.accept)?;
+
+    let planner = Planner {
+        relation: &relation,
+        types: schema,
+        schema: schema_name,
+        depth: 0,
+        query: &request.query,
+        paths: vec![Vec::new()],
+        label: Some("pgrst_call"),
+    };
+    let columns = match columns {
+        Some(scalar) => scalar,
+        None if request.query.select.is_empty() => planner.columns(&[SelectItem::Star])?,
+        None => planner.columns(&request.query.select)?,
+    };
+    let (mut conditions, order) = planner.level(&columns)?;
+    conditions.extend(super::inner_joins(&columns));
+    let window = range::window(request, config.db_max_rows)?;
+
+    let (timezone, mut invalid) = super::check_timezone(&request.preferences, schema);
+    let prefs = &request.preferences;
+    let overridable = matches!(config.db_tx_end, TxEnd::CommitAllowOverride | TxEnd::RollbackAllowOverride);
+    let rollback = match (overridable, prefs.tx) {
+        (true, Some(tx)) => tx == PreferTx::Rollback,
+        _ => matches!(config.db_tx_end, TxEnd::Rollback | TxEnd::RollbackAllowOverride),
+    };
+    if prefs.tx.is_some() && !(overridable && post) {
+        invalid
+            .push(format!("tx={}", if prefs.tx == Some(PreferTx::Commit) { "commit" } else { "rollback" }));
+    }
+    super::reject_invalid(prefs, &invalid)?;
+    let strict = prefs.handling == Some(PreferHandling::Strict);
+    let max_affected = prefs.max_affected.filter(|_| strict && post).map(|n| n.max(0) as u64);
+    let mut applied = Vec::new();
+    if let Some(c) = prefs.count {
+        applied.push(super::count_name(c).to_owned());
+    }
+    if post && overridable && prefs.tx.is_some() {
+        applied.push(if rollback { "tx=rollback" } else { "tx=commit" }.to_owned());
+    }
+    if let Some(h) = prefs.handling {
+        applied.push(
+            if h == PreferHandling::Strict { "handling=strict" } else { "handling=lenient" }.to_owned(),
+        );
+    }
+    if let Some(tz) = &timezone {
+        applied.push(format!("timezone={tz}"));
+    }
+    if let Some(n) = max_affected {
+        applied.push(format!("max-affected={n}"));
+    }
+
+    Ok(ReadPlan {
+        relation,
+        schema: schema_name.to_owned(),
+        columns,
+        conditions,
+        order,
+        window,
+        count: prefs.count,
+        media: if result == ResultShape::Rows { media } else { scalar_media(media) },
+        head: request.method == Method::Head,
+        timezone,
+        applied,
+        call: Some(Call {
+            function: function.name.clone(),
+            args,
+            scalar: matches!(result, ResultShape::Scalar | ResultShape::ScalarSet | ResultShape::Void),
+            volatile: function.volatility == Volatility::Volatile,
+        }),
+        result,
+        transaction: post.then_some(RpcTransaction {
+            read_only: function.volatility != Volatility::Volatile,
+            rollback,
+            max_affected,
+        }),
+    })
+}
+
+/// Where the arguments' values are.
+enum Source {
+    /// The query string (GET, HEAD).
+    Query,
+    /// A JSON object body (the payload, and the body text as sent).
+    Json(payload::Payload, String),
+    /// A form body, already a JSON object of strings.
+    Form(payload::Payload),
+    /// The whole body, for a single unnamed json parameter.
+    Body(String),
+}
+
+/// The overload whose argument names fit `given`: every given name is an argument and every
+/// argument without a default is given. A POST body may also go whole to a function with a
+/// single unnamed json or jsonb argument.
+fn choose<'f>(
+    overloads: &'f [Function],
+    given: &[String],
+    json_body: bool,
+    name: &QualifiedName,
+    schema: &SchemaCache,
+) -> Result<&'f Function, Error> {
+    let fits = |f: &&Function| {
+        given.iter().all(|g| f.args.iter().any(|a| a.name == *g))
+            && f.args.iter().all(|a| a.has_default || given.contains(&a.name))
+            && f.args.iter().all(|a| !a.name.is_empty())
+    };
+    let mut candidates: Vec<&Function> = overloads.iter().filter(fits).collect();
+    if candidates.is_empty() && json_body {
+        candidates = overloads.iter().filter(|f| single_json_arg(f)).collect();
+    }
+    match candidates.len() {
+        1 => Ok(candidates[0]),
+        0 => Err(not_found(overloads, given, json_body, name, schema)),
+        _ => {
+            let list: Vec<String> = candidates.iter().map(|f| signature(f, true)).collect();
+            Err(Error::Api {
+                status: StatusCode::MULTIPLE_CHOICES,
+                code: "PGRST203",
+                message: format!("Could not choose the best candidate function between: {}", list.join(", ")),
+                details: None,
+                hint: Some(
+                    "Try renaming the parameters or the function itself in the database so function overloading can be resolved"
+                        .into(),
+                ),
+            })
+        }
+    }
+}
+
+fn single_json_arg(f: &Function) -> bool {
+    matches!(f.args.as_slice(), [a] if a.name.is_empty() && matches!(a.type_name.as_str(), "json" | "jsonb"))
+}
+
+/// `test.pick(x => integer)` (with types) or `test.add_them(a, b)` (names only).
+fn signature(f: &Function, types: bool) -> String {
+    let args: Vec<String> = f
+        .args
+        .iter()
+        .map(|a| if types { format!("{} => {}", a.name, a.type_name) } else { a.name.clone() })
+        .collect();
+    format!("{}.{}({})", f.name.schema, f.name.name, args.join(", "))
+}
+
+/// PGRST202, worded as PostgREST words it.
+fn not_found(
+    overloads: &[Function],
+    given: &[String],
+    json_body: bool,
+    name: &QualifiedName,
+    schema: &SchemaCache,
+) -> Error {
+    let qualified = format!("{}.{}", name.schema, name.name);
+    let (message, searched) = if given.is_empty() {
+        (
+            format!("Could not find the function {qualified} without parameters in the schema cache"),
+            "without parameters".to_owned(),
+        )
+    } else {
+        let plural = if given.len() == 1 { "parameter" } else { "parameters" };
+        (
+            format!("Could not find the function {qualified}({}) in the schema cache", given.join(", ")),
+            format!("with {plural} {}", given.join(", ")),
+        )
+    };
+    let or_json = if json_body { " or with a single unnamed json/jsonb parameter" } else { "" };
+    // The overload whose signature reads closest to the one asked for.
+    let asked = format!("{}({})", name.name, given.join(", "));
+    let hint = if let Some(f) = overloads.iter().min_by_key(|f| {
+        let names: Vec<&str> = f.args.iter().map(|a| a.name.as_str()).collect();
+        crate::schema::levenshtein(&asked, &format!("{}({})", name.name, names.join(", ")))
+    }) {
+        Some(format!("Perhaps you meant to call the function {}", signature(f, false)))
+    } else {
+        let names = schema.functions.keys().filter(|q| q.schema == name.schema).map(|q| q.name.as_str());
+        closest(&name.name, names)
+            .map(|n| format!("Perhaps you meant to call the function {}.{n}", name.schema))
+    };
+    Error::Api {
+        status: StatusCode::NOT_FOUND,
+        code: "PGRST202",
+        message,
+        details: Some(format!(
+            "Searched for the function {qualified} {searched}{or_json}, but no matches were found in the schema cache."
+        )),
+        hint,
+    }
+}
+
+/// The call's arguments in the form the SQL stage binds them.
+fn call_args(
+    function: &Function,
+    given: &[String],
+    source: Source,
+    request: &ApiRequest,
+) -> Result<CallArgs, Error> {
+    let named = |names: &[String]| -> Vec<crate::schema::FunctionArg> {
+        function.args.iter().filter(|a| names.contains(&a.name)).cloned().collect()
+    };
+    Ok(match source {
+        Source::Body(raw) => CallArgs::Body { payload: raw, type_name: function.args[0].type_name.clone() },
+        Source::Json(_, raw) if single_json_arg(function) => {
+            CallArgs::Body { payload: raw, type_name: function.args[0].type_name.clone() }
+        }
+        Source::Json(p, _) | Source::Form(p) => CallArgs::Json { payload: p.json, args: named(given) },
+        Source::Query => {
+            let mut values = Vec::new();
+            for arg in named(given) {
+                let mut given_values =
+                    request.query.rpc_params.iter().filter(|(k, _)| *k == arg.name).map(|(_, v)| v.as_str());
+                let value = if arg.variadic {
+                    // `?v=1&v=2` is the array {1,2}, each value one element.
+                    let all: Vec<String> = given_values.map(str::to_owned).collect();
+                    crate::sql::array_literal(&all)
+                } else {
+                    given_values.next().unwrap_or_default().to_owned()
+                };
+                values.push((arg, value));
+            }
+            CallArgs::Text(values)
+        }
+    })
+}
+
+/// The relation the planner reads a result as, its shape, and for scalar results their one
+/// output column.
+type ResultRelation = (Arc<Relation>, ResultShape, Option<Vec<OutputColumn>>);
+
+/// How `function`'s result is read.
+fn result_relation(function: &Function, schema: &SchemaCache) -> Result<ResultRelation, Error> {
+    let synthesized =
+        |columns: Vec<Column>| Arc::new(Relation::new(function.name.clone(), RelationKind::View, columns));
+    let set = function.returns_set;
+    Ok(match &function.returns {
+        FunctionResult::Composite(rel) => match schema.relations.get(rel) {
+            Some(r) => (r.clone(), if set { ResultShape::Rows } else { ResultShape::Object }, None),
+            // A composite of a relation outside the exposed schemas: its rows as JSON values.
+            None => scalar(function, ValueKind::Other, synthesized),
+        },
+        FunctionResult::Columns(columns) => {
+            (synthesized(columns.clone()), if set { ResultShape::Rows } else { ResultShape::Object }, None)
+        }
+        FunctionResult::Scalar(kind) => scalar(function, *kind, synthesized),
+        FunctionResult::Void => {
+            let (rel, _, cols) = scalar(function, ValueKind::Other, synthesized);
+            (rel, ResultShape::Void, cols)
+        }
+    })
+}
+
+fn scalar(
+    function: &Function,
+    kind: ValueKind,
+    synthesized: impl Fn(Vec<Column>) -> Arc<Relation>,
+) -> ResultRelation {
+    let column = Column {
+        name: SCALAR_COLUMN.into(),
+        type_name: function.return_type.clone(),
+        type_oid: function.return_type_oid,
+        kind,
+        nullable: true,
+        default: None,
+        comment: None,
+    };
+    let output = vec![OutputColumn {
+        key: SCALAR_COLUMN.into(),
+        expr: super::Expr::Column(SCALAR_COLUMN.into()),
+        kind,
+    }];
+    let shape = if function.returns_set { ResultShape::ScalarSet } else { ResultShape::Scalar };
+    (synthesized(vec![column]), shape, Some(output))
+}
+
+/// Scalar results are JSON values whatever the `Accept`, except CSV.
+fn scalar_media(media: Media) -> Media {
+    match media {
+        Media::Csv => Media::Csv,
+        _ => Media::Json { strip_nulls: false },
+    }
+}

@@ -1,0 +1,49 @@
+//! RPC calls that commit, and what they leave behind. (Every result shape, overload
+//! resolution and error of `/rpc` is compared with PostgREST in the oracle test.) These tests
+//! own the `notes` ids 1000 to 1099.
+
+use serde_json::json;
+
+use crate::support::{get, request, write};
+
+#[test]
+fn post_to_a_volatile_function_commits() {
+    let r = write("POST", "/rpc/add_note?select=id,body", &[], r#"{"id": 1000, "body": "via rpc"}"#);
+    assert_eq!((r.status, r.json()), (200, json!({"id": 1000, "body": "via rpc"})), "{}", r.body);
+    assert_eq!(get("/notes?id=eq.1000&select=body").json(), json!([{"body": "via rpc"}]));
+}
+
+#[test]
+fn get_runs_read_only() {
+    let r = request("GET", "/rpc/add_note?id=1001&body=nope", &[]);
+    assert_eq!((r.status, r.json()["code"].as_str()), (405, Some("25006")), "{}", r.body);
+    assert_eq!(get("/notes?id=eq.1001").json(), json!([]));
+}
+
+#[test]
+fn tx_rollback_undoes_the_call() {
+    let r = write("POST", "/rpc/add_note", &[("prefer", "tx=rollback")], r#"{"id": 1002, "body": "gone"}"#);
+    assert_eq!((r.status, r.header("preference-applied")), (200, Some("tx=rollback")), "{}", r.body);
+    assert_eq!(get("/notes?id=eq.1002").json(), json!([]));
+}
+
+#[test]
+fn max_affected_limits_a_function_result() {
+    let strict = [("prefer", "handling=strict, max-affected=1")];
+    let r = write("POST", "/rpc/task_titles", &strict, "{}");
+    assert_eq!((r.status, r.json()["code"].as_str()), (400, Some("PGRST128")), "{}", r.body);
+    let r = write("POST", "/rpc/add_them", &strict, r#"{"a": 1, "b": 1}"#);
+    assert_eq!((r.status, r.body.as_str()), (200, "2"));
+}
+
+#[test]
+fn session_settings_a_function_changes_do_not_leak_into_later_requests() {
+    for _ in 0..4 {
+        let r = write("POST", "/rpc/leak_search_path", &[], "{}");
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    // Every pooled connection that ran the function sets its search_path again.
+    for _ in 0..8 {
+        assert_eq!(get("/items?id=eq.1&select=name").json(), json!([{"name": "hammer"}]));
+    }
+}
