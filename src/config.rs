@@ -133,6 +133,9 @@ pub struct ServeArgs {
     /// Listen on db-channel for `NOTIFY rowgate, 'reload schema'` [default: true].
     #[arg(long = "db-channel-enabled", env = "ROWGATE_DB_CHANNEL_ENABLED", value_name = "BOOL")]
     pub db_channel_enabled: Option<bool>,
+    /// Allow aggregate functions in `select` (count(), sum(), avg(), min(), max()) [default: false].
+    #[arg(long = "db-aggregates-enabled", env = "ROWGATE_DB_AGGREGATES_ENABLED", value_name = "BOOL")]
+    pub db_aggregates_enabled: Option<bool>,
     /// commit, commit-allow-override, rollback or rollback-allow-override [default: commit].
     #[arg(long = "db-tx-end", env = "ROWGATE_DB_TX_END", value_name = "MODE")]
     pub db_tx_end: Option<TxEnd>,
@@ -223,6 +226,8 @@ pub struct Config {
     pub db_channel_enabled: bool,
     /// `db-statement-timeout`, if non-zero.
     pub db_statement_timeout: Option<Duration>,
+    /// `db-aggregates-enabled`.
+    pub db_aggregates_enabled: bool,
     /// `db-tx-end`.
     pub db_tx_end: TxEnd,
     /// `db-safe-updates`.
@@ -326,6 +331,7 @@ impl Config {
                 .or(file.db_statement_timeout)
                 .filter(|ms| *ms > 0)
                 .map(Duration::from_millis),
+            db_aggregates_enabled: a.db_aggregates_enabled.or(file.db_aggregates_enabled).unwrap_or(false),
             db_tx_end: a.db_tx_end.or(file.db_tx_end).unwrap_or_default(),
             db_safe_updates: a.db_safe_updates.or(file.db_safe_updates).unwrap_or(false),
             server_host,

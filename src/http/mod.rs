@@ -232,6 +232,11 @@ async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Body>,
             }
             response
         }
+        Plan::Options(allow) => {
+            let mut r = plain(StatusCode::OK);
+            r.headers_mut().insert(header::ALLOW, HeaderValue::from_static(allow));
+            Ok(r)
+        }
         Plan::Mutate(plan) => {
             let statements = crate::sql::render_write(&plan);
             let settings = ctx.session_settings(&plan.schema, &principal, plan.timezone.as_deref());

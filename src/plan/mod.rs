@@ -24,7 +24,7 @@ pub use rpc::SCALAR_COLUMN;
 
 use crate::config::Config;
 use crate::error::{code, Error};
-use crate::schema::{Column, Relation, SchemaCache, ValueKind};
+use crate::schema::{Column, Relation, RelationKind, SchemaCache, ValueKind};
 
 /// What the SQL stage renders for one request.
 #[derive(Debug)]
@@ -33,6 +33,8 @@ pub enum Plan {
     Read(ReadPlan),
     /// A write to a table or view.
     Mutate(MutatePlan),
+    /// `OPTIONS`: the methods the resource takes, for the `Allow` header.
+    Options(&'static str),
 }
 
 /// A GET or HEAD on a table or view.
@@ -147,6 +149,20 @@ pub enum Expr {
     Cast(Box<Expr>, String),
     /// An embedded resource: a correlated subquery that yields JSON.
     Embed(Box<EmbedPlan>),
+    /// `count(*)` (no argument) or `fn(arg)`: an aggregate over the level's rows, which are then
+    /// grouped by the level's other output columns.
+    Aggregate(rowgate_request::Aggregate, Option<Box<Expr>>),
+    /// A value of an embedded resource's row, by a correlated subquery: a to-one spread
+    /// column (`...rel(col)`), a to-one embedded column ordered by (`order=rel(col)`), or
+    /// with `many` the array of that value over a to-many embed's rows (a to-many spread).
+    Related {
+        /// The embedded resource (its join, conditions, order and window).
+        embed: Box<EmbedPlan>,
+        /// The value, over the embedded relation's columns.
+        expr: Box<Expr>,
+        /// Aggregate the values of every related row into a JSON array.
+        many: bool,
+    },
 }
 
 /// A resource embedded through a foreign key, rendered as a JSON object (to-one) or array
@@ -254,8 +270,14 @@ impl Plan {
         let name = match &request.target {
             Target::Relation(name) => name,
             Target::Rpc(function) => {
+                if request.method == Method::Options {
+                    return Ok(Plan::Options(rpc::allow(schema, schema_name, function)?));
+                }
                 reject_embed_paths(request)?;
                 return Ok(Plan::Read(rpc::plan(request, body, schema, config, schema_name, function)?));
+            }
+            Target::Root if request.method == Method::Options => {
+                return Ok(Plan::Options("OPTIONS,GET,HEAD"))
             }
             Target::Root => {
                 return Err(Error::api(
@@ -277,11 +299,20 @@ impl Plan {
                 return Ok(Plan::Mutate(mutate::plan(request, schema, config, relation, schema_name, body)?));
             }
             Method::Options => {
-                return Err(Error::api(
-                    StatusCode::NOT_IMPLEMENTED,
-                    code::NOT_IMPLEMENTED,
-                    "OPTIONS on a table or view is not supported by this version of rowgate yet",
-                ))
+                let w = relation.writable;
+                let table = matches!(relation.kind, RelationKind::Table | RelationKind::PartitionedTable);
+                return Ok(Plan::Options(
+                    match (table || (w.insert && w.update && w.delete), w.insert, w.update, w.delete) {
+                        (true, ..) => "OPTIONS,GET,HEAD,POST,PUT,PATCH,DELETE",
+                        (false, true, true, false) => "OPTIONS,GET,HEAD,POST,PUT,PATCH",
+                        (false, true, false, true) => "OPTIONS,GET,HEAD,POST,DELETE",
+                        (false, true, false, false) => "OPTIONS,GET,HEAD,POST",
+                        (false, false, true, true) => "OPTIONS,GET,HEAD,PATCH,DELETE",
+                        (false, false, true, false) => "OPTIONS,GET,HEAD,PATCH",
+                        (false, false, false, true) => "OPTIONS,GET,HEAD,DELETE",
+                        _ => "OPTIONS,GET,HEAD",
+                    },
+                ));
             }
         };
         let media = media::negotiate(&request.accept)?;
@@ -295,6 +326,7 @@ impl Plan {
             query: &request.query,
             paths: vec![Vec::new()],
             label: None,
+            aggregates: config.db_aggregates_enabled,
         };
         // `select=` with nothing PostgREST can read selects everything, as PostgREST does.
         let columns = if request.query.select.is_empty() {
@@ -476,6 +508,8 @@ struct Planner<'a> {
     /// What column errors call the relation, if not its name (`pgrst_call` for a function's
     /// rows, as PostgREST's messages do).
     label: Option<&'a str>,
+    /// `db-aggregates-enabled`.
+    aggregates: bool,
 }
 
 impl Planner<'_> {
@@ -546,13 +580,45 @@ impl Planner<'_> {
                     let key = alias.clone().unwrap_or_else(|| output_name(field));
                     out.push(OutputColumn { key, expr, kind });
                 }
-                SelectItem::Field { .. } | SelectItem::CountAll { .. } => {
+                SelectItem::Field { .. } | SelectItem::CountAll { .. } if !self.aggregates => {
                     return Err(Error::api(
                         StatusCode::BAD_REQUEST,
                         "PGRST123",
                         "Use of aggregate functions is not allowed",
                     ))
                 }
+                SelectItem::CountAll { alias, cast } => {
+                    let expr = Expr::Aggregate(rowgate_request::Aggregate::Count, None);
+                    let (expr, kind) = self.cast(expr, ValueKind::Int8, cast)?;
+                    out.push(OutputColumn {
+                        key: alias.clone().unwrap_or_else(|| "count".into()),
+                        expr,
+                        kind,
+                    });
+                }
+                SelectItem::Field { field, alias, cast, aggregate: Some(agg), aggregate_cast } => {
+                    use rowgate_request::Aggregate as A;
+                    let (arg, arg_kind) = self.field(field)?;
+                    let (arg, arg_kind) = self.cast(arg, arg_kind, cast)?;
+                    let kind = match agg {
+                        A::Count => ValueKind::Int8,
+                        A::Min | A::Max => arg_kind,
+                        // sum(int4) is int8, sum(int8) numeric, avg numeric or float: to_json decides.
+                        A::Sum | A::Avg => ValueKind::Other,
+                    };
+                    let expr = Expr::Aggregate(*agg, Some(Box::new(arg)));
+                    let (expr, kind) = self.cast(expr, kind, aggregate_cast)?;
+                    let name = match agg {
+                        A::Count => "count",
+                        A::Sum => "sum",
+                        A::Avg => "avg",
+                        A::Max => "max",
+                        A::Min => "min",
+                    };
+                    out.push(OutputColumn { key: alias.clone().unwrap_or_else(|| name.into()), expr, kind });
+                }
+                SelectItem::Field { .. } => unreachable!("fields without an aggregate are matched above"),
+                SelectItem::Embed(embed) if embed.spread => out.extend(spread(self.embed(embed)?)),
                 SelectItem::Embed(embed) => out.push(self.embed(embed)?),
             }
         }
@@ -568,9 +634,6 @@ impl Planner<'_> {
                 format!("{what} in resource embedding is not supported by this version of rowgate yet"),
             )
         };
-        if embed.spread {
-            return Err(unsupported("Spread (`...`)"));
-        }
         if self.depth >= 16 {
             return Err(unsupported("Nesting deeper than 16 levels"));
         }
@@ -661,9 +724,20 @@ impl Planner<'_> {
             }
         };
         let (to_many, join, through) = match chosen {
-            // The child references the parent: pairs of (parent column, child column).
+            // The child references the parent: pairs of (parent column, child column). When the
+            // referencing columns are unique in the child, there is at most one: one-to-one.
             Candidate::Direct { to_many: true, fk } => {
-                (true, fk.target_columns.iter().cloned().zip(fk.columns.iter().cloned()).collect(), None)
+                let unique = |key: &Vec<String>| {
+                    !key.is_empty()
+                        && key.len() == fk.columns.len()
+                        && key.iter().all(|k| fk.columns.contains(k))
+                };
+                let one_to_one = unique(&child.primary_key) || child.unique_keys.iter().any(unique);
+                (
+                    !one_to_one,
+                    fk.target_columns.iter().cloned().zip(fk.columns.iter().cloned()).collect(),
+                    None,
+                )
             }
             Candidate::Direct { to_many: false, fk } => {
                 (false, fk.columns.iter().cloned().zip(fk.target_columns.iter().cloned()).collect(), None)
@@ -704,6 +778,7 @@ impl Planner<'_> {
             query: self.query,
             paths,
             label: None,
+            aggregates: self.aggregates,
         };
 
         let window = inner
@@ -749,7 +824,7 @@ impl Planner<'_> {
         let mut order = Vec::new();
         for (_, terms) in self.query.order.iter().filter(|(p, _)| here(p)) {
             for term in terms {
-                order.push(self.order(term)?);
+                order.push(self.order(term, columns)?);
             }
         }
         Ok((conditions, order))
@@ -787,19 +862,66 @@ impl Planner<'_> {
         }
     }
 
-    fn order(&self, term: &OrderTerm) -> Result<OrderBy, Error> {
-        if let Some(rel) = &term.relation {
+    /// An order term; `rel(col)` orders by a column of a to-one embedded resource of `columns`.
+    fn order(&self, term: &OrderTerm, columns: &[OutputColumn]) -> Result<OrderBy, Error> {
+        let Some(rel) = &term.relation else {
+            let (expr, _) = self.field(&term.field)?;
+            return Ok(OrderBy { expr, term: term.clone() });
+        };
+        let embed = columns.iter().find_map(|c| match &c.expr {
+            Expr::Embed(e) if c.key == *rel || e.relation.name.name == *rel => Some(e),
+            Expr::Related { embed, .. } if embed.relation.name.name == *rel => Some(embed),
+            _ => None,
+        });
+        let Some(embed) = embed else {
+            return Err(not_embedded(&vec![rel.clone()], rel));
+        };
+        if embed.to_many {
             return Err(Error::Api {
                 status: StatusCode::BAD_REQUEST,
-                code: "PGRST108",
-                message: format!("'{rel}' is not an embedded resource in this request"),
-                details: None,
-                hint: Some(format!("Verify that '{rel}' is included in the 'select' query parameter.")),
+                code: "PGRST118",
+                message: format!("A related order on '{rel}' is not possible"),
+                details: Some(format!(
+                    "'{}' and '{rel}' do not form a many-to-one or one-to-one relationship",
+                    self.relation.name.name
+                )),
+                hint: None,
             });
         }
-        let (expr, _) = self.field(&term.field)?;
-        Ok(OrderBy { expr, term: term.clone() })
+        let inner = Planner {
+            relation: &embed.relation,
+            types: self.types,
+            schema: self.schema,
+            depth: embed.depth,
+            query: self.query,
+            paths: Vec::new(),
+            label: None,
+            aggregates: self.aggregates,
+        };
+        let (expr, _) = inner.field(&term.field)?;
+        let mut related = embed.clone();
+        related.columns.clear();
+        Ok(OrderBy {
+            expr: Expr::Related { embed: related, expr: Box::new(expr), many: false },
+            term: term.clone(),
+        })
     }
+}
+
+/// The columns a spread `...rel(cols)` lifts into its parent: each a value of the one related
+/// row, or for a to-many relationship the array of its values over every related row.
+fn spread(embed: OutputColumn) -> Vec<OutputColumn> {
+    let Expr::Embed(mut plan) = embed.expr else { return vec![embed] };
+    let columns = std::mem::take(&mut plan.columns);
+    columns
+        .into_iter()
+        .filter(OutputColumn::is_output)
+        .map(|c| OutputColumn {
+            key: c.key,
+            kind: if plan.to_many { ValueKind::Json } else { c.kind },
+            expr: Expr::Related { embed: plan.clone(), expr: Box::new(c.expr), many: plan.to_many },
+        })
+        .collect()
 }
 
 /// `EXISTS` conditions for the `!inner` embeds among `columns`.

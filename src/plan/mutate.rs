@@ -150,6 +150,7 @@ pub(super) fn plan(
         query,
         paths: vec![Vec::new()],
         label: None,
+        aggregates: config.db_aggregates_enabled,
     };
     if request.method != Method::Post && (!query.ranges.is_empty() || !query.order.is_empty()) {
         if request.method == Method::Put && query.ranges.iter().any(|(p, _)| p.is_empty()) {

@@ -77,6 +77,7 @@ pub(super) fn plan(
         query: &request.query,
         paths: vec![Vec::new()],
         label: Some("pgrst_call"),
+        aggregates: config.db_aggregates_enabled,
     };
     let columns = match columns {
         Some(scalar) => scalar,
@@ -145,6 +146,15 @@ pub(super) fn plan(
             max_affected,
         }),
     })
+}
+
+/// `OPTIONS /rpc/fn`: the methods the overload without arguments takes (PGRST202 if there is
+/// none), as PostgREST answers.
+pub(super) fn allow(schema: &SchemaCache, schema_name: &str, name: &str) -> Result<&'static str, Error> {
+    let qualified = QualifiedName { schema: schema_name.to_owned(), name: name.to_owned() };
+    let overloads = schema.functions.get(&qualified).map(Vec::as_slice).unwrap_or(&[]);
+    let f = choose(overloads, &[], false, &qualified, schema)?;
+    Ok(if f.volatility == Volatility::Volatile { "OPTIONS,POST" } else { "OPTIONS,GET,HEAD,POST" })
 }
 
 /// Where the arguments' values are.

@@ -8,11 +8,12 @@ use tokio_postgres::Client;
 
 use super::{
     Column, ForeignKey, Function, FunctionArg, FunctionResult, QualifiedName, Relation, RelationKind,
-    SchemaCache, ValueKind, Volatility,
+    SchemaCache, ValueKind, Volatility, Writable,
 };
 
 const RELATIONS: &str = "
-SELECT c.oid, n.nspname::text, c.relname::text, c.relkind::text, obj_description(c.oid, 'pg_class')
+SELECT c.oid, n.nspname::text, c.relname::text, c.relkind::text, obj_description(c.oid, 'pg_class'),
+       pg_relation_is_updatable(c.oid, true)
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = ANY($1) AND c.relkind IN ('r', 'v', 'm', 'f', 'p')";
 
@@ -123,7 +124,7 @@ const SQL_TYPE_NAMES: &[&str] = &[
 /// Loads the schema cache for `schemas` (with `extra` schemas' types usable in casts).
 pub async fn load(client: &mut Client, schemas: &[String]) -> Result<SchemaCache, tokio_postgres::Error> {
     let tx = client.build_transaction().read_only(true).start().await?;
-    let mut found: Vec<(u32, QualifiedName, RelationKind, Option<String>)> = Vec::new();
+    let mut found: Vec<(u32, QualifiedName, RelationKind, Option<String>, i32)> = Vec::new();
     for row in tx.query(RELATIONS, &[&schemas]).await? {
         let kind = match row.get::<_, &str>(3) {
             "r" => RelationKind::Table,
@@ -132,7 +133,13 @@ pub async fn load(client: &mut Client, schemas: &[String]) -> Result<SchemaCache
             "m" => RelationKind::MaterializedView,
             _ => RelationKind::ForeignTable,
         };
-        found.push((row.get(0), QualifiedName { schema: row.get(1), name: row.get(2) }, kind, row.get(4)));
+        found.push((
+            row.get(0),
+            QualifiedName { schema: row.get(1), name: row.get(2) },
+            kind,
+            row.get(4),
+            row.get(5),
+        ));
     }
 
     let mut columns: HashMap<u32, Vec<Column>> = HashMap::new();
@@ -151,9 +158,15 @@ pub async fn load(client: &mut Client, schemas: &[String]) -> Result<SchemaCache
     }
     let mut by_oid: HashMap<u32, Relation> = found
         .into_iter()
-        .map(|(oid, name, kind, comment)| {
+        .map(|(oid, name, kind, comment, updatable)| {
             let mut rel = Relation::new(name, kind, columns.remove(&oid).unwrap_or_default());
             rel.comment = comment;
+            // pg_relation_is_updatable: bit 1 << CMD_UPDATE (2), CMD_INSERT (3), CMD_DELETE (4).
+            rel.writable = Writable {
+                insert: updatable & (1 << 3) != 0,
+                update: updatable & (1 << 2) != 0,
+                delete: updatable & (1 << 4) != 0,
+            };
             (oid, rel)
         })
         .collect();

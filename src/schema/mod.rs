@@ -125,6 +125,19 @@ pub struct Relation {
     pub base_relations: Vec<QualifiedName>,
     /// `COMMENT ON TABLE`.
     pub comment: Option<String>,
+    /// Which writes PostgreSQL can do on it (views: auto-updatable or with INSTEAD OF triggers).
+    pub writable: Writable,
+}
+
+/// The writes a relation takes (`pg_relation_is_updatable`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Writable {
+    /// INSERT.
+    pub insert: bool,
+    /// UPDATE.
+    pub update: bool,
+    /// DELETE.
+    pub delete: bool,
 }
 
 impl Relation {
@@ -141,6 +154,7 @@ impl Relation {
             foreign_keys: Vec::new(),
             base_relations: Vec::new(),
             comment: None,
+            writable: Writable::default(),
         }
     }
 

@@ -2,7 +2,8 @@
 //! and an `EXPLAIN` for planned and estimated counts.
 
 use rowgate_request::{
-    CompareOp, Direction, FtsOp, IsValue, JsonKey, LogicOp, NullsOrder, Operation, PreferCount, Quantifier,
+    Aggregate, CompareOp, Direction, FtsOp, IsValue, JsonKey, LogicOp, NullsOrder, Operation, PreferCount,
+    Quantifier,
 };
 
 use super::{push_ident, Params, Render, Statement};
@@ -95,7 +96,14 @@ pub fn render_read(plan: &ReadPlan, max_rows: Option<u64>) -> ReadStatements {
     }
     text.push_str(&list);
     text.push_str(&from_where);
-    order_by(&plan.order, &mut text, &mut params);
+    // Select-list positions where the list is one entry per output column (so a JSON path's
+    // bound key need not be written twice), the expressions otherwise.
+    let positions = match (plan.head, plan.media) {
+        (false, Media::Json { .. } | Media::Single { .. }) => Some(usize::from(exact.is_some())),
+        _ => None,
+    };
+    group_by(&plan.columns, positions, &mut text, &mut params);
+    grouped_order_by(&plan.order, &plan.columns, positions, &mut text, &mut params);
     window(plan.window, &mut text);
     if exact.is_some() {
         text.push_str(") pgrst_page ON true");
@@ -281,6 +289,36 @@ pub(crate) fn expr(e: &Expr, sql: &mut String, params: &mut Params) {
             sql.push_str(ty);
         }
         Expr::Embed(embed) => embedded(embed, sql, params),
+        Expr::Aggregate(agg, arg) => {
+            sql.push_str(match agg {
+                Aggregate::Count => "pg_catalog.count(",
+                Aggregate::Sum => "pg_catalog.sum(",
+                Aggregate::Avg => "pg_catalog.avg(",
+                Aggregate::Max => "pg_catalog.max(",
+                Aggregate::Min => "pg_catalog.min(",
+            });
+            match arg {
+                Some(a) => expr(a, sql, params),
+                None => sql.push('*'),
+            }
+            sql.push(')');
+        }
+        Expr::Related { embed, expr: value, many: false } => {
+            sql.push_str("(SELECT ");
+            expr(value, sql, params);
+            related_rows(embed, sql, params);
+            order_by(&embed.order, sql, params);
+            sql.push_str(" LIMIT 1)");
+        }
+        Expr::Related { embed, expr: value, many: true } => {
+            sql.push_str("(SELECT coalesce(json_agg(pgrst_s.v), '[]') FROM (SELECT ");
+            expr(value, sql, params);
+            sql.push_str(" AS v");
+            related_rows(embed, sql, params);
+            order_by(&embed.order, sql, params);
+            window(embed.window, sql);
+            sql.push_str(") pgrst_s)");
+        }
     }
 }
 
@@ -307,7 +345,8 @@ fn embedded(embed: &EmbedPlan, sql: &mut String, params: &mut Params) {
         push_ident(sql, &col.key);
     }
     related_rows(embed, sql, params);
-    order_by(&embed.order, sql, params);
+    group_by(&embed.columns, Some(0), sql, params);
+    grouped_order_by(&embed.order, &embed.columns, Some(0), sql, params);
     window(embed.window, sql);
     sql.push_str(") ");
     sql.push_str(&rows);
@@ -486,6 +525,34 @@ fn operation(e: &Expr, kind: ValueKind, op: &Operation, sql: &mut String, params
     }
 }
 
+/// `GROUP BY` the level's other output columns when it selects an aggregate, as PostgREST does:
+/// by their select-list positions (after `offset` leading entries) if given, else by expression.
+fn group_by(columns: &[OutputColumn], positions: Option<usize>, sql: &mut String, params: &mut Params) {
+    if !columns.iter().any(|c| is_aggregate(&c.expr)) {
+        return;
+    }
+    let mut first = true;
+    for (i, c) in columns.iter().filter(|c| c.is_output()).enumerate() {
+        if is_aggregate(&c.expr) || matches!(c.expr, Expr::Embed(_)) {
+            continue;
+        }
+        sql.push_str(if first { " GROUP BY " } else { ", " });
+        first = false;
+        match positions {
+            Some(offset) => push_count(sql, (offset + i + 1) as u64),
+            None => expr(&c.expr, sql, params),
+        }
+    }
+}
+
+fn is_aggregate(e: &Expr) -> bool {
+    match e {
+        Expr::Aggregate(..) => true,
+        Expr::Cast(inner, _) => matches!(**inner, Expr::Aggregate(..)),
+        _ => false,
+    }
+}
+
 /// Writes a row count (LIMIT, OFFSET) as a literal. It is a number the parser already turned
 /// into a `u64`, never request text, and as a literal it lets PostgreSQL plan for it: with
 /// `LIMIT $1` the generic plan assumes 10% of the table, so PostgreSQL re-plans every execution
@@ -551,9 +618,37 @@ fn window(w: RowWindow, sql: &mut String) {
 }
 
 pub(crate) fn order_by(order: &[OrderBy], sql: &mut String, params: &mut Params) {
+    grouped_order_by(order, &[], None, sql, params);
+}
+
+/// `ORDER BY`; in a grouped level with select-list positions, a term that is one of the output
+/// columns is written as its position, since the same expression with other parameter numbers
+/// would not count as grouped.
+fn grouped_order_by(
+    order: &[OrderBy],
+    columns: &[OutputColumn],
+    positions: Option<usize>,
+    sql: &mut String,
+    params: &mut Params,
+) {
+    let grouped = positions.is_some() && columns.iter().any(|c| is_aggregate(&c.expr));
+    let rendered = |e: &Expr| {
+        let (mut text, mut p) = (String::new(), Params::default());
+        expr(e, &mut text, &mut p);
+        (text, p.0)
+    };
     for (i, o) in order.iter().enumerate() {
         sql.push_str(if i == 0 { " ORDER BY " } else { ", " });
-        expr(&o.expr, sql, params);
+        let position = if grouped {
+            let this = rendered(&o.expr);
+            columns.iter().filter(|c| c.is_output()).position(|c| rendered(&c.expr) == this)
+        } else {
+            None
+        };
+        match (position, positions) {
+            (Some(p), Some(offset)) => push_count(sql, (offset + p + 1) as u64),
+            _ => expr(&o.expr, sql, params),
+        }
         match o.term.direction {
             Some(Direction::Asc) => sql.push_str(" ASC"),
             Some(Direction::Desc) => sql.push_str(" DESC"),

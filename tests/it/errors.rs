@@ -119,3 +119,12 @@ fn statement_timeout_cancels_slow_reads() {
     assert_eq!(r.json()["code"], "57014");
     assert_eq!(r.json()["message"], "canceling statement due to statement timeout");
 }
+
+#[test]
+fn aggregates_are_off_unless_enabled() {
+    let mut args = crate::support::default_args(&crate::support::harness().superuser_uri);
+    args.db_aggregates_enabled = None;
+    let base = crate::support::start_server(args);
+    let r = crate::support::request_to(&base, "GET", "/items?select=count()", &[]);
+    assert_eq!((r.status, r.json()["code"].as_str()), (400, Some("PGRST123")));
+}

@@ -34,6 +34,7 @@ db-uri = "postgres://Authenticator:secret@127.0.0.1:$port/postgres"
 db-schemas = "test, v2"
 db-anon-role = "web_anon"
 db-tx-end = "commit-allow-override"
+db-aggregates-enabled = true
 jwt-secret = "reallyreallyreallyreallyverysafe"
 server-host = "127.0.0.1"
 server-port = 3100

@@ -65,6 +65,7 @@ pub fn default_args(superuser_uri: &str) -> ServeArgs {
         jwt_secret: Some(JWT_SECRET.into()),
         // The oracle's writes all ask for `Prefer: tx=rollback`.
         db_tx_end: Some(rowgate::config::TxEnd::CommitAllowOverride),
+        db_aggregates_enabled: Some(true),
         ..ServeArgs::default()
     }
 }
