@@ -149,6 +149,13 @@ pub enum Expr {
     Cast(Box<Expr>, String),
     /// An embedded resource: a correlated subquery that yields JSON.
     Embed(Box<EmbedPlan>),
+    /// A computed field: `fn(row)` of the level's row (`pgrst_<depth>`).
+    Computed {
+        /// The function.
+        function: crate::schema::QualifiedName,
+        /// The level whose row it takes.
+        depth: usize,
+    },
     /// `count(*)` (no argument) or `fn(arg)`: an aggregate over the level's rows, which are then
     /// grouped by the level's other output columns.
     Aggregate(rowgate_request::Aggregate, Option<Box<Expr>>),
@@ -190,6 +197,9 @@ pub struct EmbedPlan {
     pub inner: bool,
     /// Many-to-many: the join table; `join` then pairs parent columns with its columns.
     pub through: Option<Junction>,
+    /// A computed relationship: the function of the parent's row whose result rows are the
+    /// embedded ones (`join` is then empty).
+    pub computed: Option<crate::schema::QualifiedName>,
 }
 
 /// The join table of a many-to-many embed.
@@ -529,6 +539,14 @@ impl Planner<'_> {
 
     /// A field's expression and the kind of its values.
     fn field(&self, field: &Field) -> Result<(Expr, ValueKind), Error> {
+        if self.relation.column(&field.name).is_none() && field.json_path.is_empty() {
+            // A computed field: a function of this relation's row returning one value.
+            if let Some(f) = self.types.computed(self.relation, &field.name) {
+                if let (false, crate::schema::FunctionResult::Scalar(kind)) = (f.returns_set, &f.returns) {
+                    return Ok((Expr::Computed { function: f.name.clone(), depth: self.depth }, *kind));
+                }
+            }
+        }
         let column = self.column(&field.name)?;
         match field.json_path.last() {
             None => Ok((Expr::Column(column.name.clone()), column.kind)),
@@ -650,7 +668,14 @@ impl Planner<'_> {
                 "Perhaps you meant a different relationship, or the schema cache needs a reload".into(),
             ),
         };
-        let child = self.types.relation(self.schema, &embed.name).ok_or_else(no_relationship)?.clone();
+        let computed_child = self.types.computed(self.relation, &embed.name).and_then(|f| match &f.returns {
+            crate::schema::FunctionResult::Composite(q) => self.types.relations.get(q),
+            _ => None,
+        });
+        let child = match computed_child {
+            Some(c) => c.clone(),
+            None => self.types.relation(self.schema, &embed.name).ok_or_else(no_relationship)?.clone(),
+        };
         let matches_hint = |fk: &crate::schema::ForeignKey| match &embed.hint {
             None => true,
             Some(h) => fk.name == *h || fk.columns.iter().any(|c| c == h),
@@ -661,8 +686,16 @@ impl Planner<'_> {
         enum Candidate<'r> {
             Direct { to_many: bool, fk: &'r ForeignKey },
             Junction { table: &'r Arc<Relation>, to_parent: &'r ForeignKey, to_child: &'r ForeignKey },
+            Computed { function: &'r crate::schema::Function },
         }
         let mut candidates: Vec<Candidate> = Vec::new();
+        // A computed relationship (a function of the parent's row returning the embedded
+        // relation's rows) takes precedence over foreign keys, as in PostgREST.
+        if let Some(f) = self.types.computed(self.relation, &embed.name) {
+            if matches!(&f.returns, crate::schema::FunctionResult::Composite(_)) {
+                candidates.push(Candidate::Computed { function: f });
+            }
+        }
         for fk in &self.relation.foreign_keys {
             if fk.target == child.name && matches_hint(fk) {
                 candidates.push(Candidate::Direct { to_many: false, fk });
@@ -676,7 +709,11 @@ impl Planner<'_> {
                 candidates.push(Candidate::Direct { to_many: true, fk });
             }
         }
-        if candidates.is_empty() {
+        let direct = !candidates.is_empty();
+        if let Some(Candidate::Computed { .. }) = candidates.first() {
+            candidates.truncate(1);
+        }
+        if !direct {
             let in_key =
                 |table: &Relation, fk: &ForeignKey| fk.columns.iter().all(|c| table.primary_key.contains(c));
             let mut tables: Vec<&Arc<Relation>> =
@@ -706,6 +743,7 @@ impl Planner<'_> {
                     .map(|c| match c {
                         Candidate::Direct { fk, .. } => fk.name.clone(),
                         Candidate::Junction { table, .. } => table.name.name.clone(),
+                        Candidate::Computed { function } => function.name.name.clone(),
                     })
                     .collect();
                 return Err(Error::Api {
@@ -723,7 +761,13 @@ impl Planner<'_> {
                 });
             }
         };
+        let mut computed = None;
         let (to_many, join, through) = match chosen {
+            Candidate::Computed { function } => {
+                computed = Some(function.name.clone());
+                // `ROWS 1` on a set-returning function declares at most one row: to-one.
+                (function.returns_set && function.rows != 1.0, Vec::new(), None)
+            }
             // The child references the parent: pairs of (parent column, child column). When the
             // referencing columns are unique in the child, there is at most one: one-to-one.
             Candidate::Direct { to_many: true, fk } => {
@@ -803,6 +847,7 @@ impl Planner<'_> {
             window,
             inner: embed.join == Some(rowgate_request::JoinType::Inner),
             through,
+            computed,
         };
         Ok(OutputColumn {
             key: embed.alias.clone().unwrap_or_else(|| embed.name.clone()),

@@ -13,7 +13,7 @@ use super::{
 
 const RELATIONS: &str = "
 SELECT c.oid, n.nspname::text, c.relname::text, c.relkind::text, obj_description(c.oid, 'pg_class'),
-       pg_relation_is_updatable(c.oid, true)
+       pg_relation_is_updatable(c.oid, true), c.reltype
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = ANY($1) AND c.relkind IN ('r', 'v', 'm', 'f', 'p')";
 
@@ -63,7 +63,7 @@ ORDER BY 1, 2, 3";
 /// `RETURNS TABLE` and OUT parameters, their result columns.
 const FUNCTIONS: &str = "
 WITH args AS (
-  SELECT p.oid, a.ord, coalesce(a.name, '') AS name, a.mode, format_type(a.t, NULL) AS type_name,
+  SELECT p.oid, a.ord, a.t, coalesce(a.name, '') AS name, a.mode, format_type(a.t, NULL) AS type_name,
          coalesce(nullif(t.typbasetype, 0), t.oid) AS base_oid,
          coalesce(bt.typtype, t.typtype) = 'e' AS is_enum
   FROM pg_proc p
@@ -87,7 +87,9 @@ SELECT n.nspname::text, p.proname::text, obj_description(p.oid, 'pg_proc'),
        ARRAY(SELECT a.name FROM args a WHERE a.oid = p.oid AND a.mode IN ('o', 'b', 't') ORDER BY a.ord),
        ARRAY(SELECT a.type_name FROM args a WHERE a.oid = p.oid AND a.mode IN ('o', 'b', 't') ORDER BY a.ord),
        ARRAY(SELECT a.base_oid FROM args a WHERE a.oid = p.oid AND a.mode IN ('o', 'b', 't') ORDER BY a.ord),
-       ARRAY(SELECT a.is_enum FROM args a WHERE a.oid = p.oid AND a.mode IN ('o', 'b', 't') ORDER BY a.ord)
+       ARRAY(SELECT a.is_enum FROM args a WHERE a.oid = p.oid AND a.mode IN ('o', 'b', 't') ORDER BY a.ord),
+       ARRAY(SELECT a.t FROM args a WHERE a.oid = p.oid AND coalesce(a.mode, 'i') IN ('i', 'b', 'v') ORDER BY a.ord),
+       p.prorows::float8
 FROM pg_proc p
 JOIN pg_namespace n ON n.oid = p.pronamespace
 JOIN pg_type rt ON rt.oid = p.prorettype
@@ -124,7 +126,7 @@ const SQL_TYPE_NAMES: &[&str] = &[
 /// Loads the schema cache for `schemas` (with `extra` schemas' types usable in casts).
 pub async fn load(client: &mut Client, schemas: &[String]) -> Result<SchemaCache, tokio_postgres::Error> {
     let tx = client.build_transaction().read_only(true).start().await?;
-    let mut found: Vec<(u32, QualifiedName, RelationKind, Option<String>, i32)> = Vec::new();
+    let mut found: Vec<(u32, QualifiedName, RelationKind, Option<String>, i32, u32)> = Vec::new();
     for row in tx.query(RELATIONS, &[&schemas]).await? {
         let kind = match row.get::<_, &str>(3) {
             "r" => RelationKind::Table,
@@ -139,6 +141,7 @@ pub async fn load(client: &mut Client, schemas: &[String]) -> Result<SchemaCache
             kind,
             row.get(4),
             row.get(5),
+            row.get(6),
         ));
     }
 
@@ -158,9 +161,10 @@ pub async fn load(client: &mut Client, schemas: &[String]) -> Result<SchemaCache
     }
     let mut by_oid: HashMap<u32, Relation> = found
         .into_iter()
-        .map(|(oid, name, kind, comment, updatable)| {
+        .map(|(oid, name, kind, comment, updatable, row_type)| {
             let mut rel = Relation::new(name, kind, columns.remove(&oid).unwrap_or_default());
             rel.comment = comment;
+            rel.row_type = row_type;
             // pg_relation_is_updatable: bit 1 << CMD_UPDATE (2), CMD_INSERT (3), CMD_DELETE (4).
             rel.writable = Writable {
                 insert: updatable & (1 << 3) != 0,
@@ -203,13 +207,16 @@ pub async fn load(client: &mut Client, schemas: &[String]) -> Result<SchemaCache
         let defaults = usize::try_from(row.get::<_, i32>(9)).unwrap_or(0);
         let variadic: bool = row.get(10);
         let count = names.len();
+        let oids: Vec<u32> = row.get(19);
         let args = names
             .into_iter()
             .zip(types)
+            .zip(oids)
             .enumerate()
-            .map(|(i, (name, type_name))| FunctionArg {
+            .map(|(i, ((name, type_name), type_oid))| FunctionArg {
                 name,
                 type_name,
+                type_oid,
                 has_default: i + defaults >= count,
                 variadic: variadic && i + 1 == count,
             })
@@ -255,6 +262,7 @@ pub async fn load(client: &mut Client, schemas: &[String]) -> Result<SchemaCache
             return_type_oid: row.get(5),
             return_type,
             returns,
+            rows: row.get(20),
             args,
         });
     }

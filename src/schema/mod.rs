@@ -127,6 +127,8 @@ pub struct Relation {
     pub comment: Option<String>,
     /// Which writes PostgreSQL can do on it (views: auto-updatable or with INSTEAD OF triggers).
     pub writable: Writable,
+    /// The OID of its row type (`pg_class.reltype`), which computed fields take.
+    pub row_type: u32,
 }
 
 /// The writes a relation takes (`pg_relation_is_updatable`).
@@ -155,6 +157,7 @@ impl Relation {
             base_relations: Vec::new(),
             comment: None,
             writable: Writable::default(),
+            row_type: 0,
         }
     }
 
@@ -182,6 +185,8 @@ pub struct FunctionArg {
     pub name: String,
     /// Type as `format_type` shows it.
     pub type_name: String,
+    /// Type OID.
+    pub type_oid: u32,
     /// Whether it has a default.
     pub has_default: bool,
     /// Whether it is VARIADIC.
@@ -217,6 +222,9 @@ pub struct Function {
     pub returns_set: bool,
     /// What the result is made of.
     pub returns: FunctionResult,
+    /// The planner's row estimate (`ROWS`); a set-returning function with `ROWS 1` is a to-one
+    /// computed relationship.
+    pub rows: f64,
     /// Volatility.
     pub volatility: Volatility,
     /// `COMMENT ON FUNCTION`.
@@ -241,6 +249,16 @@ impl SchemaCache {
     /// The relation `schema.name`, if it exists.
     pub fn relation(&self, schema: &str, name: &str) -> Option<&Arc<Relation>> {
         self.relations.get(&QualifiedName { schema: schema.to_owned(), name: name.to_owned() })
+    }
+
+    /// The function `name` of `relation`'s schema that takes one of its rows (the only
+    /// argument without a default): a computed field or a computed relationship.
+    pub fn computed(&self, relation: &Relation, name: &str) -> Option<&Function> {
+        let q = QualifiedName { schema: relation.name.schema.clone(), name: name.to_owned() };
+        self.functions.get(&q)?.iter().find(|f| {
+            matches!(f.args.first(), Some(a) if a.type_oid == relation.row_type && relation.row_type != 0)
+                && f.args.iter().skip(1).all(|a| a.has_default)
+        })
     }
 
     /// PostgREST's "Perhaps you meant" suggestion: the closest relation name in `schema`.

@@ -289,6 +289,14 @@ pub(crate) fn expr(e: &Expr, sql: &mut String, params: &mut Params) {
             sql.push_str(ty);
         }
         Expr::Embed(embed) => embedded(embed, sql, params),
+        Expr::Computed { function, depth } => {
+            push_ident(sql, &function.schema);
+            sql.push('.');
+            push_ident(sql, &function.name);
+            sql.push_str("(pgrst_");
+            push_count(sql, *depth as u64);
+            sql.push(')');
+        }
         Expr::Aggregate(agg, arg) => {
             sql.push_str(match agg {
                 Aggregate::Count => "pg_catalog.count(",
@@ -358,6 +366,23 @@ fn related_rows(embed: &EmbedPlan, sql: &mut String, params: &mut Params) {
     let alias = format!("pgrst_{}", embed.depth);
     let parent = format!("pgrst_{}", embed.depth - 1);
     sql.push_str(" FROM ");
+    if let Some(function) = &embed.computed {
+        // A computed relationship: the function's rows for the parent's row are the related
+        // rows; no join condition.
+        push_ident(sql, &function.schema);
+        sql.push('.');
+        push_ident(sql, &function.name);
+        sql.push('(');
+        sql.push_str(&parent);
+        sql.push_str(") AS ");
+        sql.push_str(&alias);
+        sql.push_str(" WHERE true");
+        for c in &embed.conditions {
+            sql.push_str(" AND ");
+            condition(c, sql, params);
+        }
+        return;
+    }
     push_ident(sql, &embed.relation.name.schema);
     sql.push('.');
     push_ident(sql, &embed.relation.name.name);
