@@ -656,17 +656,20 @@ impl Planner<'_> {
             return Err(unsupported("Nesting deeper than 16 levels"));
         }
         let parent = &self.relation.name;
-        let no_relationship = || Error::Api {
+        let no_relationship = || {
+            Error::Api {
             status: StatusCode::BAD_REQUEST,
             code: "PGRST200",
             message: format!(
                 "Could not find a relationship between '{}' and '{}' in the schema cache",
                 parent.name, embed.name
             ),
-            details: None,
-            hint: Some(
-                "Perhaps you meant a different relationship, or the schema cache needs a reload".into(),
-            ),
+            details: Some(format!(
+                "Searched for a foreign key relationship between '{}' and '{}' in the schema '{}', but no matches were found.",
+                parent.name, embed.name, self.schema
+            )),
+            hint: None,
+        }
         };
         let computed_child = self.types.computed(self.relation, &embed.name).and_then(|f| match &f.returns {
             crate::schema::FunctionResult::Composite(q) => self.types.relations.get(q),

@@ -40,7 +40,9 @@ impl Reloader {
                         // A catalog query can fail on an object dropped while it ran (DDL
                         // during a migration): retry soon, then back off.
                         let wait = Duration::from_millis(50 * 2u64.pow(attempt.min(10)));
-                        tracing::error!(error = %e, retry_in = ?wait, "loading the schema cache failed");
+                        let reason =
+                            e.as_db_error().map_or_else(|| e.to_string(), |d| d.message().to_owned());
+                        tracing::error!(error = %reason, retry_in = ?wait, "loading the schema cache failed");
                         tokio::time::sleep(wait.min(Duration::from_secs(32))).await;
                     }
                 }

@@ -125,13 +125,13 @@ fn request_headers(entry: &Value) -> Vec<(String, String)> {
 /// JSON bodies are compared as values (key order aside), anything else byte for byte. Parse
 /// errors (PGRST100) match on their code only: their message and details name a position and
 /// the expected tokens the way Parsec's backtracking does, which rowgate follows closely but
-/// not byte for byte. PGRST202 matches without its hint.
+/// not byte for byte. PGRST200 and PGRST202 match without their hint (a fuzzy suggestion).
 fn bodies_match(got: &str, want: &str) -> bool {
     match (serde_json::from_str::<Value>(got), serde_json::from_str::<Value>(want)) {
         (Ok(g), Ok(w)) if w["code"] == "PGRST100" => g["code"] == w["code"],
-        // "Perhaps you meant to call ...": PostgREST's fuzzy-set suggestion and rowgate's edit
-        // distance can pick differently (or not at all) for a name that exists nowhere.
-        (Ok(mut g), Ok(mut w)) if w["code"] == "PGRST202" => {
+        // "Perhaps you meant ...": PostgREST's fuzzy-set suggestion and rowgate's edit distance
+        // can pick differently (or not at all) for a name that exists nowhere.
+        (Ok(mut g), Ok(mut w)) if w["code"] == "PGRST202" || w["code"] == "PGRST200" => {
             g["hint"] = Value::Null;
             w["hint"] = Value::Null;
             g == w
