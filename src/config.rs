@@ -136,6 +136,9 @@ pub struct ServeArgs {
     /// Allow aggregate functions in `select` (count(), sum(), avg(), min(), max()) [default: false].
     #[arg(long = "db-aggregates-enabled", env = "ROWGATE_DB_AGGREGATES_ENABLED", value_name = "BOOL")]
     pub db_aggregates_enabled: Option<bool>,
+    /// Answer `Accept: application/vnd.pgrst.plan` with the statement's EXPLAIN [default: false].
+    #[arg(long = "db-plan-enabled", env = "ROWGATE_DB_PLAN_ENABLED", value_name = "BOOL")]
+    pub db_plan_enabled: Option<bool>,
     /// commit, commit-allow-override, rollback or rollback-allow-override [default: commit].
     #[arg(long = "db-tx-end", env = "ROWGATE_DB_TX_END", value_name = "MODE")]
     pub db_tx_end: Option<TxEnd>,
@@ -228,6 +231,8 @@ pub struct Config {
     pub db_statement_timeout: Option<Duration>,
     /// `db-aggregates-enabled`.
     pub db_aggregates_enabled: bool,
+    /// `db-plan-enabled`.
+    pub db_plan_enabled: bool,
     /// `db-tx-end`.
     pub db_tx_end: TxEnd,
     /// `db-safe-updates`.
@@ -332,6 +337,7 @@ impl Config {
                 .filter(|ms| *ms > 0)
                 .map(Duration::from_millis),
             db_aggregates_enabled: a.db_aggregates_enabled.or(file.db_aggregates_enabled).unwrap_or(false),
+            db_plan_enabled: a.db_plan_enabled.or(file.db_plan_enabled).unwrap_or(false),
             db_tx_end: a.db_tx_end.or(file.db_tx_end).unwrap_or_default(),
             db_safe_updates: a.db_safe_updates.or(file.db_safe_updates).unwrap_or(false),
             server_host,

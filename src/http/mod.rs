@@ -201,6 +201,17 @@ async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Body>,
             let mut settings = ctx.session_settings(&plan.schema, &principal, plan.timezone.as_deref());
             let profile = profile(&plan.schema);
             let mut conn = state.db.get().await?;
+            if let Some(explain) = &plan.explain {
+                let stmt = crate::sql::explain(&statements.main, explain);
+                if plan.transaction.is_some_and(|t| !t.read_only) {
+                    // EXPLAIN ANALYZE runs the call: whatever it writes is rolled back.
+                    let result = conn.write(&settings, &stmt, true, principal.anonymous).await?;
+                    conn.finish(false, principal.anonymous).await?;
+                    return Ok(crate::response::plan(explain, &result.rows));
+                }
+                let result = conn.read(&settings, &stmt, None, principal.anonymous).await?;
+                return Ok(crate::response::plan(explain, &result.rows));
+            }
             let response = match plan.transaction {
                 None => {
                     let result = conn
@@ -241,6 +252,13 @@ async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Body>,
             let statements = crate::sql::render_write(&plan);
             let settings = ctx.session_settings(&plan.schema, &principal, plan.timezone.as_deref());
             let mut conn = state.db.get().await?;
+            if let Some(explain) = &plan.explain {
+                // The plan of the write; with ANALYZE it runs, and is always rolled back.
+                let stmt = crate::sql::explain(&statements.main, explain);
+                let result = conn.write(&settings, &stmt, true, principal.anonymous).await?;
+                conn.finish(false, principal.anonymous).await?;
+                return Ok(crate::response::plan(explain, &result.rows));
+            }
             let result =
                 conn.write(&settings, &statements.main, statements.returns_rows, principal.anonymous).await?;
             let profile = profile(&plan.schema);

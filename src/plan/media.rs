@@ -39,10 +39,23 @@ impl Media {
     }
 }
 
-/// Picks the response media type for a read, in the client's order of preference.
-pub fn negotiate(accept: &[MediaType]) -> Result<Media, Error> {
+/// `application/vnd.pgrst.plan`: the response is PostgreSQL's `EXPLAIN` of the statement
+/// instead of its rows (`db-plan-enabled`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Explain {
+    /// `+json` rather than text (the default).
+    pub json: bool,
+    /// `options=analyze|verbose|settings|buffers|wal`, validated, in the order given.
+    pub options: Vec<&'static str>,
+    /// The `Content-Type` of the answer, which names the options and the media type planned for.
+    pub content_type: String,
+}
+
+/// Picks the response media type, in the client's order of preference; with `plan_enabled`,
+/// a plan media type yields the media type it plans for and the [`Explain`] asked for.
+pub fn negotiate(accept: &[MediaType], plan_enabled: bool) -> Result<(Media, Option<Explain>), Error> {
     if accept.is_empty() {
-        return Ok(Media::Json { strip_nulls: false });
+        return Ok((Media::Json { strip_nulls: false }, None));
     }
     for media in accept {
         let chosen = match media {
@@ -50,9 +63,13 @@ pub fn negotiate(accept: &[MediaType]) -> Result<Media, Error> {
             MediaType::ArrayJson { strip_nulls } => Media::Json { strip_nulls: *strip_nulls },
             MediaType::SingleObject { strip_nulls } => Media::Single { strip_nulls: *strip_nulls },
             MediaType::Csv => Media::Csv,
+            MediaType::Plan { raw } if plan_enabled => match explain(raw) {
+                Some((planned, explain)) => return Ok((planned, Some(explain))),
+                None => continue,
+            },
             _ => continue,
         };
-        return Ok(chosen);
+        return Ok((chosen, None));
     }
     let names: Vec<String> = accept.iter().map(name).collect();
     Err(Error::api(
@@ -60,6 +77,60 @@ pub fn negotiate(accept: &[MediaType]) -> Result<Media, Error> {
         code::UNACCEPTABLE_MEDIA,
         format!("None of these media types are available: {}", names.join(", ")),
     ))
+}
+
+/// Reads `[+json|+text][; for="media/type"][; options=a|b]`; `None` if it names something
+/// rowgate cannot plan for or an unknown option.
+fn explain(raw: &str) -> Option<(Media, Explain)> {
+    let mut parts = raw.split(';').map(str::trim);
+    let json = match parts.next().unwrap_or("") {
+        "+json" => true,
+        "" | "+text" => false,
+        _ => return None,
+    };
+    let (mut planned, mut planned_name, mut options) =
+        (Media::Json { strip_nulls: false }, "application/json", Vec::new());
+    // postgrest-js ends the list with a `;`.
+    for param in parts.filter(|p| !p.is_empty()) {
+        let (key, value) = param.split_once('=')?;
+        let value = value.trim().trim_matches('"');
+        match key.trim() {
+            "for" => {
+                (planned, planned_name) = match value {
+                    "application/json" => (Media::Json { strip_nulls: false }, "application/json"),
+                    "text/csv" => (Media::Csv, "text/csv"),
+                    "application/vnd.pgrst.object+json" | "application/vnd.pgrst.object" => {
+                        (Media::Single { strip_nulls: false }, "application/vnd.pgrst.object+json")
+                    }
+                    "application/vnd.pgrst.array+json" => {
+                        (Media::Json { strip_nulls: false }, "application/vnd.pgrst.array+json")
+                    }
+                    _ => return None,
+                }
+            }
+            "options" => {
+                for o in value.split('|') {
+                    options.push(match o.trim() {
+                        "analyze" => "analyze",
+                        "verbose" => "verbose",
+                        "settings" => "settings",
+                        "buffers" => "buffers",
+                        "wal" => "wal",
+                        _ => return None,
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut content_type =
+        format!("application/vnd.pgrst.plan+{}; for=\"{planned_name}\"", if json { "json" } else { "text" });
+    if !options.is_empty() {
+        content_type.push_str("; options=");
+        content_type.push_str(&options.join("|"));
+    }
+    content_type.push_str("; charset=utf-8");
+    Some((planned, Explain { json, options, content_type }))
 }
 
 fn name(media: &MediaType) -> String {
@@ -70,7 +141,7 @@ fn name(media: &MediaType) -> String {
         MediaType::Csv => "text/csv".into(),
         MediaType::OpenApi => "application/openapi+json".into(),
         MediaType::GeoJson => "application/geo+json".into(),
-        MediaType::Plan { raw } => raw.clone(),
+        MediaType::Plan { raw } => format!("application/vnd.pgrst.plan{raw}"),
         MediaType::Any => "*/*".into(),
         MediaType::Other(raw) => raw.clone(),
     }

@@ -16,7 +16,7 @@ use rowgate_request::{
     PreferCount, PreferHandling, Preferences, SelectItem, Target,
 };
 
-pub use media::Media;
+pub use media::{Explain, Media};
 pub use mutate::{location_columns, put_mismatch, BodyColumn, MutatePlan, Mutation, OnConflict, Returning};
 pub use payload::Payload;
 pub use range::RowWindow;
@@ -68,6 +68,8 @@ pub struct ReadPlan {
     pub result: ResultShape,
     /// POST /rpc: the call runs in an explicit transaction (through the write path).
     pub transaction: Option<RpcTransaction>,
+    /// `Accept: application/vnd.pgrst.plan`: answer with the statement's plan instead.
+    pub explain: Option<Explain>,
 }
 
 /// A function call in `FROM`.
@@ -325,7 +327,7 @@ impl Plan {
                 ));
             }
         };
-        let media = media::negotiate(&request.accept)?;
+        let (media, explain) = media::negotiate(&request.accept, config.db_plan_enabled)?;
         let (timezone, applied) = preferences(&request.preferences, schema)?;
         reject_embed_paths(request)?;
         let planner = Planner {
@@ -362,6 +364,7 @@ impl Plan {
             call: None,
             result: ResultShape::Rows,
             transaction: None,
+            explain,
         }))
     }
 }

@@ -44,6 +44,8 @@ pub struct MutatePlan {
     pub timezone: Option<String>,
     /// The honoured preferences, for `Preference-Applied`.
     pub applied: Vec<String>,
+    /// `Accept: application/vnd.pgrst.plan`: answer with the statement's plan, and roll back.
+    pub explain: Option<super::Explain>,
 }
 
 /// The statement of a write.
@@ -141,7 +143,7 @@ pub(super) fn plan(
 ) -> Result<MutatePlan, Error> {
     let prefs = &request.preferences;
     let query = &request.query;
-    let media = media::negotiate(&request.accept)?;
+    let (media, explain) = media::negotiate(&request.accept, config.db_plan_enabled)?;
     let planner = Planner {
         relation: &relation,
         types: schema,
@@ -333,6 +335,7 @@ pub(super) fn plan(
         max_affected,
         timezone,
         applied,
+        explain,
     })
 }
 

@@ -67,7 +67,7 @@ pub(super) fn plan(
     let function = choose(overloads, &given, json_body, &qualified, schema)?;
     let args = call_args(function, &given, source, request)?;
     let (relation, result, columns) = result_relation(function, schema)?;
-    let media = media::negotiate(&request.accept)?;
+    let (media, explain) = media::negotiate(&request.accept, config.db_plan_enabled)?;
 
     let planner = Planner {
         relation: &relation,
@@ -145,6 +145,7 @@ pub(super) fn plan(
             rollback,
             max_affected,
         }),
+        explain,
     })
 }
 

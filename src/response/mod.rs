@@ -295,6 +295,21 @@ pub fn write(
     Ok(response)
 }
 
+/// The answer to `Accept: application/vnd.pgrst.plan`: PostgreSQL's EXPLAIN output.
+pub fn plan(explain: &crate::plan::Explain, rows: &[tokio_postgres::Row]) -> Response<Body> {
+    // One text row per line, or one json value (whose binary form is its text).
+    let lines: Vec<String> = rows
+        .iter()
+        .filter_map(|r| r.get::<_, Option<RawValue>>(0))
+        .map(|RawValue(raw)| String::from_utf8_lossy(raw).into_owned())
+        .collect();
+    let mut response = Response::new(Body::from(lines.join("\n")));
+    if let Ok(v) = HeaderValue::from_str(&explain.content_type) {
+        response.headers_mut().insert(header::CONTENT_TYPE, v);
+    }
+    response
+}
+
 /// `/table?pk=eq.value`: where the inserted row can be read, as PostgREST's `Location`.
 fn location(table: &str, pk: &[String], row: &tokio_postgres::Row) -> String {
     use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};

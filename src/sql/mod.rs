@@ -104,6 +104,19 @@ impl Render {
     }
 }
 
+/// `EXPLAIN (FORMAT ..., options) <statement>`, with the statement's parameters.
+pub fn explain(statement: &Statement, e: &crate::plan::Explain) -> Statement {
+    let mut text = String::from(if e.json { "EXPLAIN (FORMAT JSON" } else { "EXPLAIN (FORMAT TEXT" });
+    for option in &e.options {
+        text.push_str(", ");
+        // Options are checked words of a fixed list, never request text.
+        text.push_str(&option.to_ascii_uppercase());
+    }
+    text.push_str(") ");
+    text.push_str(&statement.text);
+    Statement { text, params: statement.params.clone() }
+}
+
 /// Appends `name` as a quoted identifier.
 pub fn push_ident(sql: &mut String, name: &str) {
     sql.push('"');

@@ -96,7 +96,9 @@ fn requests_match_postgrest_12() {
             problems.push(format!("content-type {:?} (want {want_type:?})", got.header("content-type")));
         }
         let want_body = entry["body"].as_str().unwrap_or("");
-        if !bodies_match(&got.body, want_body) {
+        // A plan is the plan of rowgate's statement, not PostgREST's: status and type only.
+        let is_plan = want_type.starts_with("application/vnd.pgrst.plan");
+        if !is_plan && !bodies_match(&got.body, want_body) {
             problems.push(format!("body\n      got:  {}\n      want: {}", clip(&got.body), clip(want_body)));
         }
         if !problems.is_empty() {

@@ -140,3 +140,41 @@ fn values_render_as_postgrest_renders_them() {
     assert!(row["c_int_arr"].is_array(), "{}", r.body);
     assert!(row["c_bool"].is_boolean(), "{}", r.body);
 }
+
+#[test]
+fn plan_media_type_answers_with_the_explain_output() {
+    let accept = [("accept", "application/vnd.pgrst.plan")];
+    let r = crate::support::request("GET", "/items?select=id&id=eq.1", &accept);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(
+        r.header("content-type"),
+        Some("application/vnd.pgrst.plan+text; for=\"application/json\"; charset=utf-8")
+    );
+    assert!(r.body.contains("Scan"), "{}", r.body);
+
+    let accept = [("accept", "application/vnd.pgrst.plan+json; for=\"text/csv\"; options=analyze|verbose")];
+    let r = crate::support::request("GET", "/items?select=id,name&id=lt.3", &accept);
+    assert_eq!(
+        r.header("content-type"),
+        Some("application/vnd.pgrst.plan+json; for=\"text/csv\"; options=analyze|verbose; charset=utf-8")
+    );
+    assert_eq!(r.json()[0]["Plan"]["Actual Rows"], 2, "{}", r.body);
+}
+
+#[test]
+fn plan_of_a_write_with_analyze_is_rolled_back() {
+    let accept = [("accept", "application/vnd.pgrst.plan+json; options=analyze")];
+    let r = crate::support::write("POST", "/notes", &accept, r#"{"id": 1200, "body": "explained"}"#);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(r.json()[0]["Plan"].is_object(), "{}", r.body);
+    assert_eq!(crate::support::get("/notes?id=eq.1200").json(), serde_json::json!([]));
+}
+
+#[test]
+fn plan_media_type_is_406_unless_enabled() {
+    let mut args = crate::support::default_args(&crate::support::harness().superuser_uri);
+    args.db_plan_enabled = None;
+    let base = crate::support::start_server(args);
+    let r = crate::support::request_to(&base, "GET", "/items", &[("accept", "application/vnd.pgrst.plan")]);
+    assert_eq!((r.status, r.json()["code"].as_str()), (406, Some("PGRST107")));
+}

@@ -116,3 +116,9 @@ test('rpc: scalar, set of rows with filters, GET and HEAD', async () => {
   r = await db.rpc('nope', { a: 1 });
   assert.equal(r.error.code, 'PGRST202');
 });
+
+test('explain() returns the plan', async () => {
+  const { data, error } = await db.from('items').select('id').eq('id', 1).explain({ format: 'json', analyze: true });
+  assert.equal(error, null);
+  assert.ok(data[0].Plan, JSON.stringify(data));
+});

@@ -35,6 +35,7 @@ db-schemas = "test, v2"
 db-anon-role = "web_anon"
 db-tx-end = "commit-allow-override"
 db-aggregates-enabled = true
+db-plan-enabled = true
 jwt-secret = "reallyreallyreallyreallyverysafe"
 server-host = "127.0.0.1"
 server-port = 3100

@@ -66,6 +66,7 @@ pub fn default_args(superuser_uri: &str) -> ServeArgs {
         // The oracle's writes all ask for `Prefer: tx=rollback`.
         db_tx_end: Some(rowgate::config::TxEnd::CommitAllowOverride),
         db_aggregates_enabled: Some(true),
+        db_plan_enabled: Some(true),
         ..ServeArgs::default()
     }
 }
