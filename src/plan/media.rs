@@ -20,6 +20,9 @@ pub enum Media {
     },
     /// `text/csv`.
     Csv,
+    /// `application/geo+json`: a FeatureCollection, each row a Feature by PostGIS's
+    /// `ST_AsGeoJSON` (only offered when PostGIS is installed).
+    GeoJson,
 }
 
 impl Media {
@@ -35,6 +38,7 @@ impl Media {
                 "application/vnd.pgrst.object+json;nulls=stripped; charset=utf-8"
             }
             Media::Csv => "text/csv; charset=utf-8",
+            Media::GeoJson => "application/geo+json; charset=utf-8",
         }
     }
 }
@@ -53,7 +57,11 @@ pub struct Explain {
 
 /// Picks the response media type, in the client's order of preference; with `plan_enabled`,
 /// a plan media type yields the media type it plans for and the [`Explain`] asked for.
-pub fn negotiate(accept: &[MediaType], plan_enabled: bool) -> Result<(Media, Option<Explain>), Error> {
+pub fn negotiate(
+    accept: &[MediaType],
+    plan_enabled: bool,
+    postgis: bool,
+) -> Result<(Media, Option<Explain>), Error> {
     if accept.is_empty() {
         return Ok((Media::Json { strip_nulls: false }, None));
     }
@@ -63,6 +71,7 @@ pub fn negotiate(accept: &[MediaType], plan_enabled: bool) -> Result<(Media, Opt
             MediaType::ArrayJson { strip_nulls } => Media::Json { strip_nulls: *strip_nulls },
             MediaType::SingleObject { strip_nulls } => Media::Single { strip_nulls: *strip_nulls },
             MediaType::Csv => Media::Csv,
+            MediaType::GeoJson if postgis => Media::GeoJson,
             MediaType::Plan { raw } if plan_enabled => match explain(raw) {
                 Some((planned, explain)) => return Ok((planned, Some(explain))),
                 None => continue,

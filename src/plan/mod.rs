@@ -70,6 +70,8 @@ pub struct ReadPlan {
     pub transaction: Option<RpcTransaction>,
     /// `Accept: application/vnd.pgrst.plan`: answer with the statement's plan instead.
     pub explain: Option<Explain>,
+    /// PostGIS's schema, for `application/geo+json`.
+    pub postgis: Option<String>,
 }
 
 /// A function call in `FROM`.
@@ -327,7 +329,8 @@ impl Plan {
                 ));
             }
         };
-        let (media, explain) = media::negotiate(&request.accept, config.db_plan_enabled)?;
+        let (media, explain) =
+            media::negotiate(&request.accept, config.db_plan_enabled, schema.postgis.is_some())?;
         let (timezone, applied) = preferences(&request.preferences, schema)?;
         reject_embed_paths(request)?;
         let planner = Planner {
@@ -365,6 +368,7 @@ impl Plan {
             result: ResultShape::Rows,
             transaction: None,
             explain,
+            postgis: schema.postgis.clone(),
         }))
     }
 }

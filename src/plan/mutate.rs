@@ -46,6 +46,8 @@ pub struct MutatePlan {
     pub applied: Vec<String>,
     /// `Accept: application/vnd.pgrst.plan`: answer with the statement's plan, and roll back.
     pub explain: Option<super::Explain>,
+    /// PostGIS's schema, for `application/geo+json`.
+    pub postgis: Option<String>,
 }
 
 /// The statement of a write.
@@ -143,7 +145,8 @@ pub(super) fn plan(
 ) -> Result<MutatePlan, Error> {
     let prefs = &request.preferences;
     let query = &request.query;
-    let (media, explain) = media::negotiate(&request.accept, config.db_plan_enabled)?;
+    let (media, explain) =
+        media::negotiate(&request.accept, config.db_plan_enabled, schema.postgis.is_some())?;
     let planner = Planner {
         relation: &relation,
         types: schema,
@@ -336,6 +339,7 @@ pub(super) fn plan(
         timezone,
         applied,
         explain,
+        postgis: schema.postgis.clone(),
     })
 }
 

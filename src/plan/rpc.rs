@@ -67,7 +67,8 @@ pub(super) fn plan(
     let function = choose(overloads, &given, json_body, &qualified, schema)?;
     let args = call_args(function, &given, source, request)?;
     let (relation, result, columns) = result_relation(function, schema)?;
-    let (media, explain) = media::negotiate(&request.accept, config.db_plan_enabled)?;
+    let (media, explain) =
+        media::negotiate(&request.accept, config.db_plan_enabled, schema.postgis.is_some())?;
 
     let planner = Planner {
         relation: &relation,
@@ -146,6 +147,7 @@ pub(super) fn plan(
             max_affected,
         }),
         explain,
+        postgis: schema.postgis.clone(),
     })
 }
 

@@ -197,6 +197,22 @@ fn body(
             out
         }
         (RowShape::Csv { columns }, _) => csv(columns, page, skip),
+        (RowShape::GeoJson, _) => {
+            // json_build_object's spacing, as PostgREST's body.
+            let mut out = Vec::with_capacity(64 + page.len() * 256);
+            out.extend_from_slice(br#"{"type" : "FeatureCollection", "features" : ["#);
+            for (i, row) in page.iter().enumerate() {
+                if i > 0 {
+                    out.extend_from_slice(b", ");
+                }
+                match row.get::<_, Option<RawValue>>(skip) {
+                    Some(RawValue(raw)) => out.extend_from_slice(raw),
+                    None => out.extend_from_slice(b"null"),
+                }
+            }
+            out.extend_from_slice(b"]}");
+            out
+        }
     })
 }
 

@@ -497,13 +497,21 @@ pub async fn load(client: &mut Client, schemas: &[String]) -> Result<SchemaCache
         type_names.insert(row.get(0));
     }
     let mut timezones = std::collections::HashSet::new();
+    let postgis = tx
+        .query_opt(
+            "SELECT n.nspname::text FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace \
+             WHERE e.extname = 'postgis'",
+            &[],
+        )
+        .await?
+        .map(|row| row.get(0));
     for row in tx.query("SELECT name FROM pg_timezone_names", &[]).await? {
         timezones.insert(row.get(0));
     }
     tx.commit().await?;
 
     let relations = by_oid.into_values().map(|r| (r.name.clone(), Arc::new(r))).collect();
-    Ok(SchemaCache { relations, functions, type_names, timezones })
+    Ok(SchemaCache { relations, functions, type_names, timezones, postgis })
 }
 
 /// The rendering of a base type, by OID; enums render as text.

@@ -243,6 +243,8 @@ pub struct SchemaCache {
     pub type_names: HashSet<String>,
     /// Time zone names `Prefer: timezone=` may use (`pg_timezone_names`).
     pub timezones: HashSet<String>,
+    /// The schema PostGIS is installed in, if it is (for `application/geo+json`).
+    pub postgis: Option<String>,
 }
 
 impl SchemaCache {

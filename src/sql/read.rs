@@ -27,6 +27,8 @@ pub enum RowShape {
         /// Header names.
         columns: Vec<String>,
     },
+    /// One GeoJSON Feature (text) per row.
+    GeoJson,
     /// No values: HEAD only needs the number of rows.
     Empty,
 }
@@ -68,7 +70,8 @@ pub fn render_read(plan: &ReadPlan, max_rows: Option<u64>) -> ReadStatements {
     let where_params = params.0.len();
 
     let mut list = String::with_capacity(256);
-    let shape = select_list(&plan.columns, plan.media, plan.head, &mut list, &mut params);
+    let shape =
+        select_list(&plan.columns, plan.media, plan.head, plan.postgis.as_deref(), &mut list, &mut params);
 
     let exact = match plan.count {
         Some(PreferCount::Exact) => Some(None),
@@ -202,6 +205,7 @@ pub(crate) fn select_list(
     columns: &[OutputColumn],
     media: Media,
     head: bool,
+    postgis: Option<&str>,
     sql: &mut String,
     params: &mut Params,
 ) -> RowShape {
@@ -223,6 +227,23 @@ pub(crate) fn select_list(
             RowShape::Csv {
                 columns: columns.iter().filter(|c| c.is_output()).map(|c| c.key.clone()).collect(),
             }
+        }
+        Media::GeoJson => {
+            // A row becomes a Feature: PostGIS's ST_AsGeoJSON of a record of the output
+            // columns (a correlated subquery with no FROM, so the keys are the column names).
+            sql.push_str("(SELECT ");
+            push_ident(sql, postgis.unwrap_or("public"));
+            sql.push_str(".st_asgeojson(pgrst_g)::text FROM (SELECT ");
+            for (i, col) in columns.iter().filter(|c| c.is_output()).enumerate() {
+                if i > 0 {
+                    sql.push_str(", ");
+                }
+                expr(&col.expr, sql, params);
+                sql.push_str(" AS ");
+                push_ident(sql, &col.key);
+            }
+            sql.push_str(") pgrst_g)");
+            RowShape::GeoJson
         }
         Media::Json { strip_nulls } | Media::Single { strip_nulls } => {
             let mut shape = Vec::with_capacity(columns.len());

@@ -69,11 +69,14 @@ pub fn render_write(plan: &MutatePlan) -> WriteStatements {
     sql.push_str(" AS inserted FROM pgrst_source) pgrst_stats LEFT JOIN LATERAL (SELECT 1 AS pgrst_present");
     let mut list = String::new();
     let shape = match &plan.returning {
-        Returning::Representation(columns) => select_list(columns, plan.media, false, &mut list, &mut params),
+        Returning::Representation(columns) => {
+            select_list(columns, plan.media, false, plan.postgis.as_deref(), &mut list, &mut params)
+        }
         Returning::Location(pk) => select_list(
             &location_columns(pk),
             Media::Json { strip_nulls: false },
             false,
+            None,
             &mut list,
             &mut params,
         ),

@@ -6,6 +6,7 @@ mod auth;
 mod cors;
 mod embed;
 mod errors;
+mod geo;
 mod operations;
 mod oracle;
 mod postgrest_js;
