@@ -45,6 +45,10 @@ pub mod code {
     pub const INTERNAL: &str = "RG500";
     /// A PATCH or DELETE without filters under `db-safe-updates`.
     pub const UNSAFE_UPDATE: &str = "RG020";
+    /// `Prefer: patch=by-key` with an object that lacks the primary key.
+    pub const PATCH_BY_KEY: &str = "RG021";
+    /// A nested insert that cannot be one (an upsert, or no primary key).
+    pub const NESTED_INSERT: &str = "RG022";
     /// More rows affected than `Prefer: max-affected` allows.
     pub const MAX_AFFECTED: &str = "PGRST124";
     /// A feature that this version of rowgate does not implement yet.

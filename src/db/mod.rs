@@ -174,6 +174,38 @@ impl PgConn {
         }
     }
 
+    /// Opens a transaction with the request's settings in force, for a write of several
+    /// statements ([`PgConn::run`] each, then [`PgConn::finish`]).
+    pub async fn begin(&mut self, wanted: &SessionSettings, anonymous: bool) -> Result<(), Error> {
+        if let Some((stmt, values)) =
+            self.settings_statement(wanted).await.map_err(|e| db_error(e, anonymous))?
+        {
+            if let Err(e) = self.client.execute_raw(&stmt, values.iter().map(|v| TextParam(v))).await {
+                self.settings.forget();
+                return Err(db_error(e, anonymous));
+            }
+            self.settings = SessionSettings::merged(wanted, &self.defaults);
+        }
+        self.in_transaction = true;
+        self.client.batch_execute("BEGIN").await.map_err(|e| db_error(e, anonymous))
+    }
+
+    /// Runs one statement inside the transaction of [`PgConn::begin`]; on error the transaction
+    /// is rolled back.
+    pub async fn run(&mut self, statement: &Statement, anonymous: bool) -> Result<Vec<Row>, Error> {
+        let ran = match self.prepare_cached(&statement.text).await {
+            Ok(stmt) => query(&self.client, &stmt, &statement.params).await,
+            Err(e) => Err(e),
+        };
+        match ran {
+            Ok(rows) => Ok(rows),
+            Err(e) => {
+                let _ = self.finish(false, anonymous).await;
+                Err(db_error(e, anonymous))
+            }
+        }
+    }
+
     /// Ends the open transaction of [`PgConn::write`]: COMMIT or ROLLBACK. A commit can still
     /// fail (deferred constraints), which is the request's error.
     pub async fn finish(&mut self, commit: bool, anonymous: bool) -> Result<(), Error> {

@@ -252,6 +252,11 @@ async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Body>,
             let statements = crate::sql::render_write(&plan);
             let settings = ctx.session_settings(&plan.schema, &principal, plan.timezone.as_deref());
             let mut conn = state.db.get().await?;
+            if !plan.nested.is_empty() {
+                let profile = profile(&plan.schema);
+                return nested_insert(&mut conn, &plan, &settings, principal.anonymous, profile.as_deref())
+                    .await;
+            }
             if let Some(explain) = &plan.explain {
                 // The plan of the write; with ANALYZE it runs, and is always rolled back.
                 let stmt = crate::sql::explain(&statements.main, explain);
@@ -270,6 +275,95 @@ async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Body>,
     if let Err(Error::SchemaChanged) = response {
         state.reloader.request();
     }
+    response
+}
+
+/// rowgate's nested insert, in one transaction: each parent object inserted on its own (so its
+/// generated key is known), then its children with their foreign key set to it; then the
+/// representation read back by primary key, embeds showing the children.
+async fn nested_insert(
+    conn: &mut crate::db::PgConn,
+    plan: &crate::plan::MutatePlan,
+    settings: &crate::db::SessionSettings,
+    anonymous: bool,
+    profile: Option<&str>,
+) -> Result<Response<Body>, Error> {
+    use serde_json::value::RawValue;
+    let crate::plan::Mutation::Insert { payload, .. } = &plan.mutation else {
+        unreachable!("nested inserts are inserts")
+    };
+    let objects: Vec<std::collections::HashMap<String, &RawValue>> = serde_json::from_str(&payload.json)
+        .map_err(|_| {
+            Error::Request(rowgate_request::RequestError::InvalidBody("Empty or invalid json".into()))
+        })?;
+    let raw_objects: Vec<&RawValue> = serde_json::from_str(&payload.json).map_err(|_| {
+        Error::Request(rowgate_request::RequestError::InvalidBody("Empty or invalid json".into()))
+    })?;
+    // Returned per parent: the primary key, then every column a child links to.
+    let mut returned: Vec<String> = plan.relation.primary_key.clone();
+    for n in &plan.nested {
+        for (_, _, parent_col) in &n.link {
+            if !returned.contains(parent_col) {
+                returned.push(parent_col.clone());
+            }
+        }
+    }
+    conn.begin(settings, anonymous).await?;
+    let mut keys = Vec::with_capacity(objects.len());
+    for (object, raw) in objects.iter().zip(&raw_objects) {
+        let rows = conn.run(&crate::sql::insert_parent(plan, raw.get(), &returned), anonymous).await?;
+        let values: Vec<String> = match rows.first() {
+            Some(row) => {
+                (0..returned.len()).map(|i| row.get::<_, Option<String>>(i).unwrap_or_default()).collect()
+            }
+            None => continue,
+        };
+        for n in &plan.nested {
+            let Some(children) = object.get(&n.key).filter(|c| c.get().trim_start().starts_with('[')) else {
+                continue;
+            };
+            let link: Vec<String> = n
+                .link
+                .iter()
+                .map(|(_, _, p)| values[returned.iter().position(|r| r == p).unwrap_or(0)].clone())
+                .collect();
+            conn.run(&crate::sql::insert_children(n, children.get(), &link), anonymous).await?;
+        }
+        keys.push(values[..plan.relation.primary_key.len()].to_vec());
+    }
+    let inserted = keys.len() as u64;
+    let response = match plan.representation_of(&keys) {
+        Some(read) => {
+            let statements = crate::sql::render_read(&read, None);
+            let rows = conn.run(&statements.main, anonymous).await?;
+            let result = crate::db::ReadResult { rows, explain: None };
+            crate::response::read(&read, &statements, result, None, profile)
+        }
+        None => Ok(Response::new(Body::default())),
+    };
+    let response = response.and_then(|mut r| {
+        if plan.max_affected.is_some_and(|m| inserted > m) {
+            return Err(Error::Api {
+                status: StatusCode::BAD_REQUEST,
+                code: code::MAX_AFFECTED,
+                message: "Query result exceeds max-affected preference constraint".into(),
+                details: Some(format!("The query affects {inserted} rows")),
+                hint: None,
+            });
+        }
+        *r.status_mut() = StatusCode::CREATED;
+        let total = if plan.count { inserted.to_string() } else { "*".into() };
+        if let Ok(v) = HeaderValue::from_str(&format!("*/{total}")) {
+            r.headers_mut().insert(header::CONTENT_RANGE, v);
+        }
+        if !plan.applied.is_empty() {
+            if let Ok(v) = HeaderValue::from_str(&plan.applied.join(", ")) {
+                r.headers_mut().insert("preference-applied", v);
+            }
+        }
+        Ok(r)
+    });
+    conn.finish(response.is_ok() && !plan.rollback, anonymous).await?;
     response
 }
 

@@ -17,7 +17,9 @@ use rowgate_request::{
 };
 
 pub use media::{Explain, Media};
-pub use mutate::{location_columns, put_mismatch, BodyColumn, MutatePlan, Mutation, OnConflict, Returning};
+pub use mutate::{
+    location_columns, put_mismatch, BodyColumn, MutatePlan, Mutation, Nested, OnConflict, Returning,
+};
 pub use payload::Payload;
 pub use range::RowWindow;
 pub use rpc::SCALAR_COLUMN;

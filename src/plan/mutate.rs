@@ -48,6 +48,23 @@ pub struct MutatePlan {
     pub explain: Option<super::Explain>,
     /// PostGIS's schema, for `application/geo+json`.
     pub postgis: Option<String>,
+    /// rowgate's nested insert: keys of the body that name a to-many relationship hold the
+    /// children to insert with each row.
+    pub nested: Vec<Nested>,
+}
+
+/// Children inserted with their parent row: `POST /projects` with
+/// `{"name": "x", "tasks": [{"title": "a"}]}`.
+#[derive(Debug, Clone)]
+pub struct Nested {
+    /// The body key (the child relation's name).
+    pub key: String,
+    /// The child relation.
+    pub child: Arc<Relation>,
+    /// (child column, its type, parent column) of the foreign key, set from the parent row.
+    pub link: Vec<(String, String, String)>,
+    /// The other child columns the children set, in table order.
+    pub columns: Vec<BodyColumn>,
 }
 
 /// The statement of a write.
@@ -72,6 +89,16 @@ pub enum Mutation {
         /// The one object applied to every row.
         payload: Payload,
         /// The columns written, in table order.
+        columns: Vec<BodyColumn>,
+    },
+    /// `Prefer: patch=by-key`: `UPDATE ... FROM json_to_recordset($1)` joined on the primary
+    /// key, each object's values for its own row.
+    UpdateByKey {
+        /// The objects, each with the primary key.
+        payload: Payload,
+        /// The primary key columns.
+        key: Vec<BodyColumn>,
+        /// The other columns written, in table order.
         columns: Vec<BodyColumn>,
     },
     /// `DELETE`.
@@ -134,6 +161,76 @@ impl MutatePlan {
     }
 }
 
+impl MutatePlan {
+    /// The read that shows what a nested insert made: the rows with these primary key values
+    /// (text, in key order), shaped by `select=` (embeds show the children just inserted).
+    pub fn representation_of(&self, keys: &[Vec<String>]) -> Option<super::ReadPlan> {
+        let Returning::Representation(columns) = &self.returning else { return None };
+        let pk = &self.relation.primary_key;
+        let eq = |name: &String, value: &String| {
+            let kind = self.relation.column(name).map_or(ValueKind::Other, |c| c.kind);
+            Condition::Filter {
+                expr: Expr::Column(name.clone()),
+                kind,
+                filter: rowgate_request::Filter {
+                    field: rowgate_request::Field { name: name.clone(), json_path: Vec::new() },
+                    negated: false,
+                    operation: Operation::Compare {
+                        op: CompareOp::Eq,
+                        quantifier: None,
+                        value: value.clone(),
+                    },
+                },
+            }
+        };
+        let condition = if keys.is_empty() {
+            // Nothing inserted: a condition no row meets.
+            Condition::Filter {
+                expr: Expr::Column(pk[0].clone()),
+                kind: ValueKind::Other,
+                filter: rowgate_request::Filter {
+                    field: rowgate_request::Field { name: pk[0].clone(), json_path: Vec::new() },
+                    negated: false,
+                    operation: Operation::In(Vec::new()),
+                },
+            }
+        } else {
+            Condition::Logic {
+                negated: false,
+                op: rowgate_request::LogicOp::Or,
+                children: keys
+                    .iter()
+                    .map(|values| Condition::Logic {
+                        negated: false,
+                        op: rowgate_request::LogicOp::And,
+                        children: pk.iter().zip(values).map(|(n, v)| eq(n, v)).collect(),
+                    })
+                    .collect(),
+            }
+        };
+        let mut conditions = vec![condition];
+        conditions.extend(self.output_conditions.iter().cloned());
+        Some(super::ReadPlan {
+            relation: self.relation.clone(),
+            schema: self.schema.clone(),
+            columns: columns.clone(),
+            conditions,
+            order: Vec::new(),
+            window: super::RowWindow { offset: 0, limit: None },
+            count: None,
+            media: self.media,
+            head: false,
+            timezone: self.timezone.clone(),
+            applied: self.applied.clone(),
+            call: None,
+            result: super::ResultShape::Rows,
+            transaction: None,
+            explain: None,
+            postgis: self.postgis.clone(),
+        })
+    }
+}
+
 /// Plans a write of `relation`.
 pub(super) fn plan(
     request: &ApiRequest,
@@ -190,9 +287,19 @@ pub(super) fn plan(
     };
     let missing_default = prefs.missing == Some(PreferMissing::Default);
     let mut resolution_applied = false;
+    let mut nested = Vec::new();
     let mutation = match request.method {
         Method::Post => {
-            let payload = read_body(query.columns.is_some())?;
+            let json_body = request.content_type.as_deref().is_none_or(|t| t.ends_with("json"));
+            // Objects may differ by their nested keys; the others must match (checked below).
+            let mut payload = read_body(query.columns.is_some() || json_body)?;
+            if query.columns.is_none() && json_body {
+                nested = nested_children(&relation, schema, &mut payload)?;
+                let ignore: Vec<String> = nested.iter().map(|n| n.key.clone()).collect();
+                if payload.rows > 1 && !payload::keys_match(&payload.json, &ignore)? {
+                    return Err(payload::mismatch());
+                }
+            }
             let columns = body_columns(&relation, &payload, query.columns.as_deref())?;
             let on_conflict = match prefs.resolution {
                 Some(resolution) => {
@@ -224,6 +331,30 @@ pub(super) fn plan(
             let on_conflict = Some(OnConflict { target: relation.primary_key.clone(), merge: true });
             Mutation::Insert { payload, columns, missing_default, on_conflict, put_key }
         }
+        Method::Patch if prefs.patch_by_key => {
+            let payload = read_body(query.columns.is_some())?;
+            let pk = &relation.primary_key;
+            if pk.is_empty() || pk.iter().any(|k| !payload.keys.contains(k)) {
+                return Err(Error::Api {
+                    status: StatusCode::BAD_REQUEST,
+                    code: code::PATCH_BY_KEY,
+                    message: format!(
+                        "Prefer: patch=by-key needs every object to carry the primary key of '{}'",
+                        relation.name.name
+                    ),
+                    details: Some(if pk.is_empty() {
+                        "The relation has no primary key".to_owned()
+                    } else {
+                        format!("Primary key: {}", pk.join(", "))
+                    }),
+                    hint: None,
+                });
+            }
+            let all = body_columns(&relation, &payload, query.columns.as_deref())?;
+            let (key, columns): (Vec<BodyColumn>, Vec<BodyColumn>) =
+                all.into_iter().partition(|c| pk.contains(&c.name));
+            Mutation::UpdateByKey { payload, key, columns }
+        }
         Method::Patch => {
             let payload = payload::first_only(read_body(true)?)?;
             let mut columns = body_columns(&relation, &payload, query.columns.as_deref())?;
@@ -239,6 +370,18 @@ pub(super) fn plan(
         Method::Delete => Mutation::Delete,
         Method::Get | Method::Head | Method::Options => unreachable!("not a write"),
     };
+    if !nested.is_empty() && (resolution_applied || relation.primary_key.is_empty()) {
+        return Err(Error::api(
+            StatusCode::BAD_REQUEST,
+            code::NESTED_INSERT,
+            format!(
+                "A nested insert needs a plain insert into a table with a primary key; '{}' {}",
+                relation.name.name,
+                if resolution_applied { "was asked to upsert" } else { "has no primary key" }
+            ),
+        ));
+    }
+    // A by-key PATCH is filtered by its keys, so it is no unfiltered update.
     if config.db_safe_updates
         && matches!(mutation, Mutation::Update { .. } | Mutation::Delete)
         && query.filters.iter().all(|(p, _)| !p.is_empty())
@@ -324,6 +467,9 @@ pub(super) fn plan(
     if let Some(n) = max_affected {
         applied.push(format!("max-affected={n}"));
     }
+    if matches!(mutation, Mutation::UpdateByKey { .. }) {
+        applied.push("patch=by-key".to_owned());
+    }
 
     Ok(MutatePlan {
         relation,
@@ -340,7 +486,65 @@ pub(super) fn plan(
         applied,
         explain,
         postgis: schema.postgis.clone(),
+        nested,
     })
+}
+
+/// Finds the body keys that are no column of `relation` but name a relation whose foreign key
+/// references it (a to-many relationship): they hold children to insert with each row. They
+/// are taken out of the payload's keys; each child's other keys become the child's columns.
+fn nested_children(
+    relation: &Relation,
+    schema: &SchemaCache,
+    payload: &mut Payload,
+) -> Result<Vec<Nested>, Error> {
+    let mut found = Vec::new();
+    for key in payload.all_keys.clone() {
+        if relation.column(&key).is_some() {
+            continue;
+        }
+        let Some(child) = schema.relation(&relation.name.schema, &key) else { continue };
+        let fks: Vec<&crate::schema::ForeignKey> =
+            child.foreign_keys.iter().filter(|fk| fk.target == relation.name).collect();
+        let [fk] = fks.as_slice() else { continue };
+        let mut keys: Vec<String> = Vec::new();
+        let objects: Vec<std::collections::HashMap<String, &serde_json::value::RawValue>> =
+            serde_json::from_str(&payload.json).map_err(|_| invalid_nested(&key))?;
+        for object in &objects {
+            let Some(raw) = object.get(&key) else { continue };
+            let children: Option<Vec<std::collections::HashMap<String, serde::de::IgnoredAny>>> =
+                serde_json::from_str(raw.get()).map_err(|_| invalid_nested(&key))?;
+            for c in children.iter().flatten() {
+                for k in c.keys() {
+                    if !keys.contains(k) && !fk.columns.contains(k) {
+                        keys.push(k.clone());
+                    }
+                }
+            }
+        }
+        let child_payload = Payload { json: String::new(), all_keys: keys.clone(), keys, rows: 0 };
+        let mut columns = body_columns(child, &child_payload, None)?;
+        columns.iter_mut().for_each(|c| c.in_payload = true);
+        let link = fk
+            .columns
+            .iter()
+            .zip(&fk.target_columns)
+            .map(|(c, t)| {
+                let type_name = child.column(c).map(|col| col.type_name.clone()).unwrap_or_default();
+                (c.clone(), type_name, t.clone())
+            })
+            .collect();
+        found.push(Nested { key: key.clone(), child: child.clone(), link, columns });
+    }
+    payload.keys.retain(|k| !found.iter().any(|n| n.key == *k));
+    payload.all_keys.retain(|k| !found.iter().any(|n| n.key == *k));
+    Ok(found)
+}
+
+fn invalid_nested(key: &str) -> Error {
+    Error::Request(rowgate_request::RequestError::InvalidBody(format!(
+        "'{key}' must be an array of objects to insert as children"
+    )))
 }
 
 /// The columns a write sets: `columns=` if given, else the payload's keys; unknown names are

@@ -21,6 +21,8 @@ pub struct Payload {
     pub keys: Vec<String>,
     /// How many objects there are.
     pub rows: usize,
+    /// Every key of every object, in the order first seen (the first object's keys first).
+    pub all_keys: Vec<String>,
 }
 
 /// Reads a body of `content_type` (JSON when absent). Unless the request names its columns
@@ -42,7 +44,7 @@ pub fn first_only(p: Payload) -> Result<Payload, Error> {
         return Ok(p);
     }
     let items: Vec<&RawValue> = serde_json::from_str(&p.json).map_err(|_| invalid_json())?;
-    Ok(Payload { json: format!("[{}]", items[0].get()), keys: p.keys, rows: 1 })
+    Ok(Payload { json: format!("[{}]", items[0].get()), all_keys: p.keys.clone(), keys: p.keys, rows: 1 })
 }
 
 fn json(body: &[u8], columns_given: bool) -> Result<Payload, Error> {
@@ -50,22 +52,49 @@ fn json(body: &[u8], columns_given: bool) -> Result<Payload, Error> {
     let trimmed = text.trim_start();
     if trimmed.starts_with('{') {
         let keys = object_keys(text)?;
-        return Ok(Payload { json: format!("[{text}]"), keys, rows: 1 });
+        return Ok(Payload { json: format!("[{text}]"), all_keys: keys.clone(), keys, rows: 1 });
     }
     if !trimmed.starts_with('[') {
         return Err(invalid_json());
     }
     let items: Vec<&RawValue> = serde_json::from_str(text).map_err(|_| invalid_json())?;
     let mut keys = Vec::new();
+    let mut all_keys: Vec<String> = Vec::new();
     for (i, item) in items.iter().enumerate() {
         let these = object_keys(item.get())?;
         if i == 0 {
-            keys = these;
+            keys = these.clone();
         } else if !columns_given && !same_keys(&keys, &these) {
-            return Err(invalid_body("All object keys must match".into()));
+            return Err(mismatch());
+        }
+        for k in these {
+            if !all_keys.contains(&k) {
+                all_keys.push(k);
+            }
         }
     }
-    Ok(Payload { json: text.to_owned(), rows: items.len(), keys })
+    Ok(Payload { json: text.to_owned(), rows: items.len(), keys, all_keys })
+}
+
+/// PGRST102 for objects of one body with different keys.
+pub fn mismatch() -> Error {
+    invalid_body("All object keys must match".into())
+}
+
+/// Whether every object of a JSON array has the same keys, `ignore`d ones aside.
+pub fn keys_match(json: &str, ignore: &[String]) -> Result<bool, Error> {
+    let items: Vec<&RawValue> = serde_json::from_str(json).map_err(|_| invalid_json())?;
+    let mut first: Option<Vec<String>> = None;
+    for item in items {
+        let mut these = object_keys(item.get())?;
+        these.retain(|k| !ignore.contains(k));
+        match &first {
+            None => first = Some(these),
+            Some(f) if !same_keys(f, &these) => return Ok(false),
+            Some(_) => {}
+        }
+    }
+    Ok(true)
 }
 
 fn same_keys(a: &[String], b: &[String]) -> bool {
@@ -119,7 +148,12 @@ fn csv(body: &[u8]) -> Result<Payload, Error> {
             .collect();
         rows.push(serde_json::Value::Object(object));
     }
-    Ok(Payload { rows: rows.len(), json: serde_json::Value::Array(rows).to_string(), keys })
+    Ok(Payload {
+        rows: rows.len(),
+        json: serde_json::Value::Array(rows).to_string(),
+        all_keys: keys.clone(),
+        keys,
+    })
 }
 
 /// `a=1&b=x+y`: one object of strings.
@@ -128,8 +162,13 @@ fn form(body: &[u8]) -> Payload {
     for (k, v) in form_urlencoded::parse(body) {
         object.insert(k.into_owned(), v.into_owned().into());
     }
-    let keys = object.keys().cloned().collect();
-    Payload { json: serde_json::Value::Array(vec![object.into()]).to_string(), keys, rows: 1 }
+    let keys: Vec<String> = object.keys().cloned().collect();
+    Payload {
+        json: serde_json::Value::Array(vec![object.into()]).to_string(),
+        all_keys: keys.clone(),
+        keys,
+        rows: 1,
+    }
 }
 
 fn invalid_json() -> Error {

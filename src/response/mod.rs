@@ -278,7 +278,7 @@ pub fn write(
     let total = if plan.count { affected.to_string() } else { "*".to_owned() };
     let content_range = match &plan.mutation {
         _ if put => None,
-        Mutation::Update { .. } => {
+        Mutation::Update { .. } | Mutation::UpdateByKey { .. } => {
             let n = if representation { page.len() as u64 } else { affected };
             Some(if n == 0 { format!("*/{total}") } else { format!("0-{}/{total}", n - 1) })
         }

@@ -15,7 +15,7 @@ mod write;
 
 pub(crate) use read::array_literal;
 pub use read::{render_read, ReadStatements, RowShape};
-pub use write::{render_write, WriteStatements};
+pub use write::{insert_children, insert_parent, render_write, WriteStatements};
 
 use std::fmt::Write;
 

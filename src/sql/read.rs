@@ -461,7 +461,7 @@ pub(crate) fn where_clause(conditions: &[Condition], sql: &mut String, params: &
     }
 }
 
-fn condition(c: &Condition, sql: &mut String, params: &mut Params) {
+pub(crate) fn condition(c: &Condition, sql: &mut String, params: &mut Params) {
     match c {
         Condition::Filter { expr: e, kind, filter } => {
             if filter.negated {

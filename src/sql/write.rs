@@ -14,9 +14,11 @@
 //!
 //! so the counts arrive even when the representation is filtered down to nothing.
 
+use std::fmt::Write;
+
 use super::read::{select_list, where_clause};
 use super::{push_ident, Params, Statement};
-use crate::plan::{location_columns, BodyColumn, Media, MutatePlan, Mutation, OnConflict, Returning};
+use crate::plan::{location_columns, BodyColumn, Media, MutatePlan, Mutation, Nested, OnConflict, Returning};
 use crate::schema::RelationKind;
 use crate::sql::RowShape;
 
@@ -55,7 +57,8 @@ pub fn render_write(plan: &MutatePlan) -> WriteStatements {
         && plan.tracks_inserts()
         && matches!(plan.relation.kind, RelationKind::Table | RelationKind::PartitionedTable);
     if writes {
-        sql.push_str(" RETURNING *");
+        // Qualified: a by-key PATCH has the body's rows in its FROM list too.
+        sql.push_str(" RETURNING pgrst_0.*");
         if xmax {
             sql.push_str(", (xmax = 0) AS pgrst_inserted");
         }
@@ -104,53 +107,7 @@ fn write(plan: &MutatePlan, sql: &mut String, params: &mut Params) -> bool {
     };
     match &plan.mutation {
         Mutation::Insert { payload, columns, missing_default, on_conflict, put_key } => {
-            sql.push_str("INSERT INTO ");
-            target(sql);
-            if !columns.is_empty() {
-                sql.push_str(" (");
-                idents(columns.iter().map(|c| c.name.as_str()), sql);
-                sql.push(')');
-            }
-            sql.push_str(" SELECT ");
-            for (i, c) in columns.iter().enumerate() {
-                if i > 0 {
-                    sql.push_str(", ");
-                }
-                match (&c.default, missing_default) {
-                    // Absent from this object: the column default, evaluated only for such rows.
-                    (Some(default), true) => {
-                        sql.push_str("CASE WHEN pgrst_elem.value -> ");
-                        push_literal(sql, &c.name);
-                        sql.push_str(" IS NULL THEN (");
-                        sql.push_str(default);
-                        sql.push_str(")::");
-                        sql.push_str(&c.type_name);
-                        sql.push_str(" ELSE pgrst_body.");
-                        push_ident(sql, &c.name);
-                        sql.push_str(" END");
-                    }
-                    _ => {
-                        sql.push_str("pgrst_body.");
-                        push_ident(sql, &c.name);
-                    }
-                }
-            }
-            sql.push_str(" FROM ");
-            if columns.is_empty() {
-                sql.push_str("json_array_elements(");
-                params.push(sql, payload.json.clone());
-                sql.push_str("::json) AS pgrst_elem");
-            } else if *missing_default {
-                sql.push_str("json_array_elements(");
-                params.push(sql, payload.json.clone());
-                sql.push_str("::json) AS pgrst_elem, LATERAL json_to_record(pgrst_elem.value) AS pgrst_body");
-                record_definition(columns, sql);
-            } else {
-                sql.push_str("json_to_recordset(");
-                params.push(sql, payload.json.clone());
-                sql.push_str("::json) AS pgrst_body");
-                record_definition(columns, sql);
-            }
+            insert_rows(&plan.relation.name, &payload.json, columns, *missing_default, &[], sql, params);
             for (i, (column, value)) in put_key.iter().enumerate() {
                 sql.push_str(if i == 0 { " WHERE pgrst_body." } else { " AND pgrst_body." });
                 push_ident(sql, column);
@@ -211,6 +168,57 @@ fn write(plan: &MutatePlan, sql: &mut String, params: &mut Params) -> bool {
             where_clause(&plan.conditions, sql, params);
             true
         }
+        Mutation::UpdateByKey { payload, key, columns } => {
+            if columns.is_empty() {
+                sql.push_str("SELECT * FROM ");
+                target(sql);
+                sql.push_str(" WHERE false");
+                return false;
+            }
+            sql.push_str("UPDATE ");
+            target(sql);
+            sql.push_str(" SET ");
+            for (i, c) in columns.iter().enumerate() {
+                if i > 0 {
+                    sql.push_str(", ");
+                }
+                push_ident(sql, &c.name);
+                let _ = write!(sql, " = pgrst_body.pgrst_v{i}");
+            }
+            // The body's columns are renamed so that the filters' unqualified column names can
+            // only mean the table's.
+            sql.push_str(" FROM (SELECT ");
+            for (i, c) in key.iter().enumerate() {
+                push_ident(sql, &c.name);
+                let _ = write!(sql, " AS pgrst_k{i}, ");
+            }
+            for (i, c) in columns.iter().enumerate() {
+                if i > 0 {
+                    sql.push_str(", ");
+                }
+                push_ident(sql, &c.name);
+                let _ = write!(sql, " AS pgrst_v{i}");
+            }
+            sql.push_str(" FROM json_to_recordset(");
+            params.push(sql, payload.json.clone());
+            sql.push_str("::json) AS pgrst_r");
+            let all: Vec<BodyColumn> = key.iter().chain(columns.iter()).cloned().collect();
+            record_definition(&all, sql);
+            sql.push_str(") AS pgrst_body WHERE ");
+            for (i, c) in key.iter().enumerate() {
+                if i > 0 {
+                    sql.push_str(" AND ");
+                }
+                sql.push_str("pgrst_0.");
+                push_ident(sql, &c.name);
+                let _ = write!(sql, " = pgrst_body.pgrst_k{i}");
+            }
+            for c in &plan.conditions {
+                sql.push_str(" AND ");
+                super::read::condition(c, sql, params);
+            }
+            true
+        }
         Mutation::Delete => {
             sql.push_str("DELETE FROM ");
             target(sql);
@@ -218,6 +226,127 @@ fn write(plan: &MutatePlan, sql: &mut String, params: &mut Params) -> bool {
             true
         }
     }
+}
+
+/// `INSERT INTO rel AS pgrst_0 (cols) SELECT ... FROM <the JSON array's objects>`, with
+/// `fixed` columns set to the same bound value in every row (a nested insert's link to its
+/// parent), each cast to its type.
+fn insert_rows(
+    rel: &crate::schema::QualifiedName,
+    json: &str,
+    columns: &[BodyColumn],
+    missing_default: bool,
+    fixed: &[(String, String, String)],
+    sql: &mut String,
+    params: &mut Params,
+) {
+    sql.push_str("INSERT INTO ");
+    push_ident(sql, &rel.schema);
+    sql.push('.');
+    push_ident(sql, &rel.name);
+    sql.push_str(" AS pgrst_0");
+    if !columns.is_empty() || !fixed.is_empty() {
+        sql.push_str(" (");
+        idents(columns.iter().map(|c| c.name.as_str()).chain(fixed.iter().map(|(c, _, _)| c.as_str())), sql);
+        sql.push(')');
+    }
+    sql.push_str(" SELECT ");
+    for (i, c) in columns.iter().enumerate() {
+        if i > 0 {
+            sql.push_str(", ");
+        }
+        match (&c.default, missing_default) {
+            // Absent from this object: the column default, evaluated only for such rows.
+            (Some(default), true) => {
+                sql.push_str("CASE WHEN pgrst_elem.value -> ");
+                push_literal(sql, &c.name);
+                sql.push_str(" IS NULL THEN (");
+                sql.push_str(default);
+                sql.push_str(")::");
+                sql.push_str(&c.type_name);
+                sql.push_str(" ELSE pgrst_body.");
+                push_ident(sql, &c.name);
+                sql.push_str(" END");
+            }
+            _ => {
+                sql.push_str("pgrst_body.");
+                push_ident(sql, &c.name);
+            }
+        }
+    }
+    // The fixed values come after the body: $1 is always the body.
+    let mut fixed_sql = String::new();
+    let mut fixed_params = Params(vec![json.to_owned()]);
+    for (i, (_, type_name, value)) in fixed.iter().enumerate() {
+        if i > 0 || !columns.is_empty() {
+            fixed_sql.push_str(", ");
+        }
+        fixed_params.push(&mut fixed_sql, value.clone());
+        fixed_sql.push_str("::");
+        fixed_sql.push_str(type_name);
+    }
+    sql.push_str(&fixed_sql);
+    sql.push_str(" FROM ");
+    let body = |sql: &mut String, params: &mut Params| {
+        params.push(sql, json.to_owned());
+    };
+    if columns.is_empty() {
+        sql.push_str("json_array_elements(");
+        body(sql, params);
+        sql.push_str("::json) AS pgrst_elem");
+    } else if missing_default {
+        sql.push_str("json_array_elements(");
+        body(sql, params);
+        sql.push_str("::json) AS pgrst_elem, LATERAL json_to_record(pgrst_elem.value) AS pgrst_body");
+        record_definition(columns, sql);
+    } else {
+        sql.push_str("json_to_recordset(");
+        body(sql, params);
+        sql.push_str("::json) AS pgrst_body");
+        record_definition(columns, sql);
+    }
+    params.0.extend(fixed_params.0.into_iter().skip(1));
+}
+
+/// A nested insert's statement for one parent object: insert it and return the parent columns
+/// its children link to, and its primary key, as text.
+pub fn insert_parent(plan: &MutatePlan, object: &str, returned: &[String]) -> Statement {
+    let mut params = Params::default();
+    let mut sql = String::with_capacity(256);
+    let Mutation::Insert { columns, missing_default, .. } = &plan.mutation else {
+        unreachable!("nested inserts are inserts")
+    };
+    insert_rows(
+        &plan.relation.name,
+        &format!("[{object}]"),
+        columns,
+        *missing_default,
+        &[],
+        &mut sql,
+        &mut params,
+    );
+    sql.push_str(" RETURNING ");
+    for (i, c) in returned.iter().enumerate() {
+        if i > 0 {
+            sql.push_str(", ");
+        }
+        sql.push_str("pgrst_0.");
+        push_ident(&mut sql, c);
+        sql.push_str("::text");
+    }
+    Statement { text: sql, params: params.0 }
+}
+
+/// A nested insert's statement for the children of one parent row: `children` (a JSON array of
+/// objects) with the link columns set to `parent` values (text, in `nested.link` order).
+pub fn insert_children(nested: &Nested, children: &str, parent: &[String]) -> Statement {
+    let mut params = Params::default();
+    let mut sql = String::with_capacity(256);
+    let fixed: Vec<(String, String, String)> =
+        nested.link.iter().zip(parent).map(|((c, t, _), v)| (c.clone(), t.clone(), v.clone())).collect();
+    // Children may differ in their keys: one a child leaves out takes the column default.
+    insert_rows(&nested.child.name, children, &nested.columns, true, &fixed, &mut sql, &mut params);
+    Statement { text: sql, params: params.0 }
 }
 
 /// `("a" integer, "b" text)`: the record type `json_to_record(set)` unpacks into. Type names

@@ -194,3 +194,96 @@ fn writes_are_refused_without_the_privilege() {
     assert_eq!((r.status, r.json()["code"].as_str()), (401, Some("42501")));
     assert_eq!(get("/categories?id=eq.50").json(), json!([]));
 }
+
+#[test]
+fn patch_by_key_gives_each_row_its_own_values() {
+    write(
+        "POST",
+        "/notes",
+        &[],
+        r#"[{"id": 1300, "body": "a"}, {"id": 1301, "body": "b"}, {"id": 1302, "body": "c"}]"#,
+    );
+    let prefer = [("prefer", "patch=by-key, return=representation")];
+    let body = r#"[{"id": 1300, "body": "A", "author": "x"}, {"id": 1301, "body": "B", "author": "y"}, {"id": 1399, "body": "none", "author": "z"}]"#;
+    let r = write("PATCH", "/notes?select=id,body,author&order=id", &prefer, body);
+    assert_eq!(
+        (r.status, r.header("preference-applied")),
+        (200, Some("return=representation, patch=by-key"))
+    );
+    let mut rows = r.json().as_array().cloned().unwrap_or_default();
+    rows.sort_by_key(|v| v["id"].as_i64());
+    assert_eq!(
+        rows,
+        vec![
+            json!({"id": 1300, "body": "A", "author": "x"}),
+            json!({"id": 1301, "body": "B", "author": "y"})
+        ]
+    );
+    assert_eq!(
+        notes(1300..1310),
+        json!([
+            {"id": 1300, "body": "A", "author": "x"},
+            {"id": 1301, "body": "B", "author": "y"},
+            {"id": 1302, "body": "c", "author": "anonymous"}
+        ])
+    );
+    // Filters still narrow it down; a failing row rolls back every row.
+    let r = write(
+        "PATCH",
+        "/notes?author=eq.nobody",
+        &[("prefer", "patch=by-key")],
+        r#"[{"id": 1300, "body": "no"}]"#,
+    );
+    assert_eq!((r.status, r.header("content-range")), (204, Some("*/*")));
+    let r = write(
+        "PATCH",
+        "/notes",
+        &[("prefer", "patch=by-key")],
+        r#"[{"id": 1300, "body": "ok"}, {"id": 1301, "body": "forbidden"}]"#,
+    );
+    assert_eq!((r.status, r.json()["code"].as_str()), (400, Some("23514")));
+    assert_eq!(notes(1300..1302).as_array().map(|a| a[0]["body"].clone()), Some(json!("A")));
+    // Every object needs the primary key.
+    let r = write("PATCH", "/notes", &[("prefer", "patch=by-key")], r#"[{"body": "no id"}]"#);
+    assert_eq!((r.status, r.json()["code"].as_str()), (400, Some("RG021")));
+}
+
+#[test]
+fn nested_insert_writes_a_parent_with_its_children() {
+    let body = r#"[{"customer": "ada", "order_lines": [{"product": "tea", "qty": 2}, {"product": "cake"}]},
+                   {"customer": "bob", "order_lines": []},
+                   {"customer": "cy"}]"#;
+    let prefer = [("prefer", "return=representation, count=exact")];
+    let r = write("POST", "/orders?select=customer,order_lines(product,qty)", &prefer, body);
+    assert_eq!((r.status, r.header("content-range")), (201, Some("*/3")), "{}", r.body);
+    let mut got = r.json().as_array().cloned().unwrap_or_default();
+    got.sort_by_key(|o| o["customer"].as_str().map(str::to_owned));
+    for o in got.iter_mut() {
+        if let Some(lines) = o["order_lines"].as_array_mut() {
+            lines.sort_by_key(|l| l["product"].as_str().map(str::to_owned));
+        }
+    }
+    assert_eq!(
+        got,
+        vec![
+            json!({"customer": "ada", "order_lines": [{"product": "cake", "qty": 1}, {"product": "tea", "qty": 2}]}),
+            json!({"customer": "bob", "order_lines": []}),
+            json!({"customer": "cy", "order_lines": []}),
+        ]
+    );
+}
+
+#[test]
+fn nested_insert_is_one_transaction() {
+    let body = r#"{"customer": "dora", "order_lines": [{"product": "ok"}, {"product": "forbidden"}]}"#;
+    let r = write("POST", "/orders", &[], body);
+    assert_eq!((r.status, r.json()["code"].as_str()), (400, Some("23514")), "{}", r.body);
+    assert_eq!(get("/orders?customer=eq.dora").json(), json!([]));
+    // Children naming an unknown column are refused before anything is written.
+    let r = write("POST", "/orders", &[], r#"{"customer": "eve", "order_lines": [{"nope": 1}]}"#);
+    assert_eq!((r.status, r.json()["code"].as_str()), (400, Some("PGRST204")), "{}", r.body);
+    // An upsert cannot nest.
+    let prefer = [("prefer", "resolution=merge-duplicates")];
+    let r = write("POST", "/orders", &prefer, r#"{"customer": "fay", "order_lines": []}"#);
+    assert_eq!((r.status, r.json()["code"].as_str()), (400, Some("RG022")), "{}", r.body);
+}

@@ -53,6 +53,10 @@ fn apply(p: &mut Preferences, token: &str) -> bool {
         "handling=lenient" => set(&mut p.handling, PreferHandling::Lenient),
         "tx=commit" => set(&mut p.tx, PreferTx::Commit),
         "tx=rollback" => set(&mut p.tx, PreferTx::Rollback),
+        "patch=by-key" => {
+            p.patch_by_key = true;
+            true
+        }
         // Deprecated but still accepted by PostgREST 12; rowgate has nothing to do for it.
         "params=single-object" => true,
         _ => {

@@ -359,6 +359,8 @@ pub struct Preferences {
     pub timezone: Option<String>,
     /// `max-affected=N`.
     pub max_affected: Option<i64>,
+    /// `patch=by-key` (rowgate's): a PATCH whose array body updates each row by its primary key.
+    pub patch_by_key: bool,
     /// Preferences that were not understood, as given (for `handling=strict` → PGRST122).
     pub invalid: Vec<String>,
 }
