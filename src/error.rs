@@ -135,6 +135,17 @@ impl Error {
         }
     }
 
+    /// 400 PGRST124: a write touched more rows than `Prefer: max-affected` allows.
+    pub fn max_affected(affected: u64) -> Self {
+        Error::Api {
+            status: StatusCode::BAD_REQUEST,
+            code: code::MAX_AFFECTED,
+            message: "Query result exceeds max-affected preference constraint".into(),
+            details: Some(format!("The query affects {affected} rows")),
+            hint: None,
+        }
+    }
+
     /// Shorthand for an API error without details or hint.
     pub fn api(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
         Error::Api { status, code, message: message.into(), details: None, hint: None }

@@ -138,17 +138,7 @@ impl PgConn {
         returns_rows: bool,
         anonymous: bool,
     ) -> Result<WriteResult, Error> {
-        // Settings go first, in their own implicit transaction: a rollback of the write must not
-        // undo them behind the back of the connection's record of what it holds.
-        if let Some((stmt, values)) =
-            self.settings_statement(wanted).await.map_err(|e| db_error(e, anonymous))?
-        {
-            if let Err(e) = self.client.execute_raw(&stmt, values.iter().map(|v| TextParam(v))).await {
-                self.settings.forget();
-                return Err(db_error(e, anonymous));
-            }
-            self.settings = SessionSettings::merged(wanted, &self.defaults);
-        }
+        self.apply_settings(wanted, anonymous).await?;
         let stmt = self.prepare_cached(&main.text).await.map_err(|e| db_error(e, anonymous))?;
         self.in_transaction = true;
         let client = &self.client;
@@ -174,9 +164,10 @@ impl PgConn {
         }
     }
 
-    /// Opens a transaction with the request's settings in force, for a write of several
-    /// statements ([`PgConn::run`] each, then [`PgConn::finish`]).
-    pub async fn begin(&mut self, wanted: &SessionSettings, anonymous: bool) -> Result<(), Error> {
+    /// Brings the connection's session settings to `wanted`, in a statement (and implicit
+    /// transaction) of its own: no later rollback can undo them behind the back of the
+    /// connection's record of what it holds.
+    async fn apply_settings(&mut self, wanted: &SessionSettings, anonymous: bool) -> Result<(), Error> {
         if let Some((stmt, values)) =
             self.settings_statement(wanted).await.map_err(|e| db_error(e, anonymous))?
         {
@@ -186,6 +177,13 @@ impl PgConn {
             }
             self.settings = SessionSettings::merged(wanted, &self.defaults);
         }
+        Ok(())
+    }
+
+    /// Opens a transaction with the request's settings in force, for a write of several
+    /// statements ([`PgConn::run`] each, then [`PgConn::finish`]).
+    pub async fn begin(&mut self, wanted: &SessionSettings, anonymous: bool) -> Result<(), Error> {
+        self.apply_settings(wanted, anonymous).await?;
         self.in_transaction = true;
         self.client.batch_execute("BEGIN").await.map_err(|e| db_error(e, anonymous))
     }

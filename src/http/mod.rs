@@ -343,13 +343,7 @@ async fn nested_insert(
     };
     let response = response.and_then(|mut r| {
         if plan.max_affected.is_some_and(|m| inserted > m) {
-            return Err(Error::Api {
-                status: StatusCode::BAD_REQUEST,
-                code: code::MAX_AFFECTED,
-                message: "Query result exceeds max-affected preference constraint".into(),
-                details: Some(format!("The query affects {inserted} rows")),
-                hint: None,
-            });
+            return Err(Error::max_affected(inserted));
         }
         *r.status_mut() = StatusCode::CREATED;
         let total = if plan.count { inserted.to_string() } else { "*".into() };

@@ -335,16 +335,7 @@ impl Plan {
             media::negotiate(&request.accept, config.db_plan_enabled, schema.postgis.is_some())?;
         let (timezone, applied) = preferences(&request.preferences, schema)?;
         reject_embed_paths(request)?;
-        let planner = Planner {
-            relation: &relation,
-            types: schema,
-            schema: schema_name,
-            depth: 0,
-            query: &request.query,
-            paths: vec![Vec::new()],
-            label: None,
-            aggregates: config.db_aggregates_enabled,
-        };
+        let planner = Planner::top(&relation, schema, schema_name, &request.query, config);
         // `select=` with nothing PostgREST can read selects everything, as PostgREST does.
         let columns = if request.query.select.is_empty() {
             planner.columns(&[SelectItem::Star])?
@@ -398,6 +389,31 @@ fn preferences(prefs: &Preferences, schema: &SchemaCache) -> Result<(Option<Stri
         applied.push(format!("timezone={tz}"));
     }
     Ok((timezone, applied))
+}
+
+/// The end of `Preference-Applied` for writes and calls, in PostgREST's order: `tx` (when it
+/// was honoured), `handling`, `timezone`, then `max-affected` (PostgREST 12.2).
+fn applied_tail(
+    applied: &mut Vec<String>,
+    tx: Option<bool>,
+    prefs: &Preferences,
+    timezone: &Option<String>,
+    max_affected: Option<u64>,
+) {
+    if let Some(rollback) = tx {
+        applied.push(if rollback { "tx=rollback" } else { "tx=commit" }.to_owned());
+    }
+    if let Some(h) = prefs.handling {
+        applied.push(
+            if h == PreferHandling::Strict { "handling=strict" } else { "handling=lenient" }.to_owned(),
+        );
+    }
+    if let Some(tz) = timezone {
+        applied.push(format!("timezone={tz}"));
+    }
+    if let Some(n) = max_affected {
+        applied.push(format!("max-affected={n}"));
+    }
 }
 
 /// The `Preference-Applied` spelling of a count preference.
@@ -531,7 +547,27 @@ struct Planner<'a> {
     aggregates: bool,
 }
 
-impl Planner<'_> {
+impl<'a> Planner<'a> {
+    /// The planner of a request's top-level relation.
+    fn top(
+        relation: &'a Relation,
+        types: &'a SchemaCache,
+        schema: &'a str,
+        query: &'a rowgate_request::QueryParams,
+        config: &Config,
+    ) -> Self {
+        Planner {
+            relation,
+            types,
+            schema,
+            depth: 0,
+            query,
+            paths: vec![Vec::new()],
+            label: None,
+            aggregates: config.db_aggregates_enabled,
+        }
+    }
+
     fn column(&self, name: &str) -> Result<&Column, Error> {
         self.relation.column(name).ok_or_else(|| {
             let rel = self.label.unwrap_or(&self.relation.name.name);

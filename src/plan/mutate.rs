@@ -244,16 +244,7 @@ pub(super) fn plan(
     let query = &request.query;
     let (media, explain) =
         media::negotiate(&request.accept, config.db_plan_enabled, schema.postgis.is_some())?;
-    let planner = Planner {
-        relation: &relation,
-        types: schema,
-        schema: schema_name,
-        depth: 0,
-        query,
-        paths: vec![Vec::new()],
-        label: None,
-        aggregates: config.db_aggregates_enabled,
-    };
+    let planner = Planner::top(&relation, schema, schema_name, query, config);
     if request.method != Method::Post && (!query.ranges.is_empty() || !query.order.is_empty()) {
         if request.method == Method::Put && query.ranges.iter().any(|(p, _)| p.is_empty()) {
             return Err(Error::api(
@@ -453,20 +444,7 @@ pub(super) fn plan(
     if count {
         applied.push("count=exact".to_owned());
     }
-    if tx_applied {
-        applied.push(if rollback { "tx=rollback" } else { "tx=commit" }.to_owned());
-    }
-    if let Some(h) = prefs.handling {
-        applied.push(
-            if h == PreferHandling::Strict { "handling=strict" } else { "handling=lenient" }.to_owned(),
-        );
-    }
-    if let Some(tz) = &timezone {
-        applied.push(format!("timezone={tz}"));
-    }
-    if let Some(n) = max_affected {
-        applied.push(format!("max-affected={n}"));
-    }
+    super::applied_tail(&mut applied, tx_applied.then_some(rollback), prefs, &timezone, max_affected);
     if matches!(mutation, Mutation::UpdateByKey { .. }) {
         applied.push("patch=by-key".to_owned());
     }

@@ -70,16 +70,8 @@ pub(super) fn plan(
     let (media, explain) =
         media::negotiate(&request.accept, config.db_plan_enabled, schema.postgis.is_some())?;
 
-    let planner = Planner {
-        relation: &relation,
-        types: schema,
-        schema: schema_name,
-        depth: 0,
-        query: &request.query,
-        paths: vec![Vec::new()],
-        label: Some("pgrst_call"),
-        aggregates: config.db_aggregates_enabled,
-    };
+    let mut planner = Planner::top(&relation, schema, schema_name, &request.query, config);
+    planner.label = Some("pgrst_call");
     let columns = match columns {
         Some(scalar) => scalar,
         None if request.query.select.is_empty() => planner.columns(&[SelectItem::Star])?,
@@ -107,20 +99,8 @@ pub(super) fn plan(
     if let Some(c) = prefs.count {
         applied.push(super::count_name(c).to_owned());
     }
-    if post && overridable && prefs.tx.is_some() {
-        applied.push(if rollback { "tx=rollback" } else { "tx=commit" }.to_owned());
-    }
-    if let Some(h) = prefs.handling {
-        applied.push(
-            if h == PreferHandling::Strict { "handling=strict" } else { "handling=lenient" }.to_owned(),
-        );
-    }
-    if let Some(tz) = &timezone {
-        applied.push(format!("timezone={tz}"));
-    }
-    if let Some(n) = max_affected {
-        applied.push(format!("max-affected={n}"));
-    }
+    let tx = (post && overridable && prefs.tx.is_some()).then_some(rollback);
+    super::applied_tail(&mut applied, tx, prefs, &timezone, max_affected);
 
     Ok(ReadPlan {
         relation,

@@ -251,13 +251,7 @@ pub fn write(
     }
     if let Some(max) = plan.max_affected {
         if affected > max {
-            return Err(Error::Api {
-                status: StatusCode::BAD_REQUEST,
-                code: code::MAX_AFFECTED,
-                message: "Query result exceeds max-affected preference constraint".into(),
-                details: Some(format!("The query affects {affected} rows")),
-                hint: None,
-            });
+            return Err(Error::max_affected(affected));
         }
     }
     let representation = matches!(plan.returning, Returning::Representation(_));
