@@ -200,6 +200,9 @@ async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Body>,
             let statements = crate::sql::render_read(&plan, config.db_max_rows);
             let mut settings = ctx.session_settings(&plan.schema, &principal, plan.timezone.as_deref());
             let profile = profile(&plan.schema);
+            if plan.transaction.is_some_and(|t| t.read_only) {
+                settings.set(crate::db::Setting::ReadOnly, "on".into());
+            }
             let mut conn = state.db.get().await?;
             if let Some(explain) = &plan.explain {
                 let stmt = crate::sql::explain(&statements.main, explain);
@@ -221,9 +224,6 @@ async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Body>,
                 }
                 // POST /rpc: in a transaction rowgate ends once it has seen the result.
                 Some(tx) => {
-                    if tx.read_only {
-                        settings.set(crate::db::Setting::ReadOnly, "on".into());
-                    }
                     let result = conn.write(&settings, &statements.main, true, principal.anonymous).await?;
                     let read = crate::db::ReadResult { rows: result.rows, explain: None };
                     let response = crate::response::read(

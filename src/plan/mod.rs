@@ -637,9 +637,11 @@ impl<'a> Planner<'a> {
                     expr: Expr::Column(c.name.clone()),
                     kind: c.kind,
                 })),
-                SelectItem::Field { field, alias, cast, aggregate: None, aggregate_cast: None } => {
+                // `col::a::b` without an aggregate: both casts, in order.
+                SelectItem::Field { field, alias, cast, aggregate: None, aggregate_cast } => {
                     let (expr, kind) = self.field(field)?;
                     let (expr, kind) = self.cast(expr, kind, cast)?;
+                    let (expr, kind) = self.cast(expr, kind, aggregate_cast)?;
                     let key = alias.clone().unwrap_or_else(|| output_name(field));
                     out.push(OutputColumn { key, expr, kind });
                 }
@@ -680,7 +682,6 @@ impl<'a> Planner<'a> {
                     };
                     out.push(OutputColumn { key: alias.clone().unwrap_or_else(|| name.into()), expr, kind });
                 }
-                SelectItem::Field { .. } => unreachable!("fields without an aggregate are matched above"),
                 SelectItem::Embed(embed) if embed.spread => out.extend(spread(self.embed(embed)?)),
                 SelectItem::Embed(embed) => out.push(self.embed(embed)?),
             }

@@ -325,7 +325,10 @@ pub(super) fn plan(
         Method::Patch if prefs.patch_by_key => {
             let payload = read_body(query.columns.is_some())?;
             let pk = &relation.primary_key;
-            if pk.is_empty() || pk.iter().any(|k| !payload.keys.contains(k)) {
+            // The key must be among the columns written (`columns=` when given): a partial key
+            // would update every row that shares it.
+            let named: &[String] = query.columns.as_deref().unwrap_or(&payload.keys);
+            if pk.is_empty() || pk.iter().any(|k| !named.contains(k)) {
                 return Err(Error::Api {
                     status: StatusCode::BAD_REQUEST,
                     code: code::PATCH_BY_KEY,
@@ -361,6 +364,13 @@ pub(super) fn plan(
         Method::Delete => Mutation::Delete,
         Method::Get | Method::Head | Method::Options => unreachable!("not a write"),
     };
+    if !nested.is_empty() && explain.is_some() {
+        return Err(Error::api(
+            StatusCode::BAD_REQUEST,
+            code::NESTED_INSERT,
+            "A nested insert has no single statement to plan; ask for the plan of its parts",
+        ));
+    }
     if !nested.is_empty() && (resolution_applied || relation.primary_key.is_empty()) {
         return Err(Error::api(
             StatusCode::BAD_REQUEST,

@@ -44,13 +44,19 @@ pub(super) fn plan(
     // The argument names the request gives, and where their values come from.
     let json_body =
         post && !matches!(request.content_type.as_deref(), Some("application/x-www-form-urlencoded"));
+    let empty = body.iter().all(u8::is_ascii_whitespace);
+    let array = body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[');
     let (given, source) = if post {
-        let text = if body.iter().all(u8::is_ascii_whitespace) { &b"{}"[..] } else { body };
-        let p = payload::parse(request.content_type.as_deref(), text, false)?;
-        if json_body && p.rows != 1 {
+        if json_body && array {
             // A JSON array goes whole to a single unnamed json parameter, if there is one.
+            serde_json::from_slice::<serde::de::IgnoredAny>(body).map_err(|_| {
+                Error::Request(rowgate_request::RequestError::InvalidBody("Empty or invalid json".into()))
+            })?;
             (Vec::new(), Source::Body(String::from_utf8_lossy(body).into_owned()))
         } else {
+            // No body means no arguments (for JSON; an empty form is already no arguments).
+            let text = if empty && json_body { &b"{}"[..] } else { body };
+            let p = payload::parse(request.content_type.as_deref(), text, false)?;
             let raw = String::from_utf8_lossy(text).into_owned();
             (p.keys.clone(), if json_body { Source::Json(p, raw) } else { Source::Form(p) })
         }
@@ -64,7 +70,8 @@ pub(super) fn plan(
         (names, Source::Query)
     };
 
-    let function = choose(overloads, &given, json_body, &qualified, schema)?;
+    let whole_body = matches!(source, Source::Body(_));
+    let function = choose(overloads, &given, json_body, whole_body, &qualified, schema)?;
     let args = call_args(function, &given, source, request)?;
     let (relation, result, columns) = result_relation(function, schema)?;
     let (media, explain) =
@@ -136,7 +143,7 @@ pub(super) fn plan(
 pub(super) fn allow(schema: &SchemaCache, schema_name: &str, name: &str) -> Result<&'static str, Error> {
     let qualified = QualifiedName { schema: schema_name.to_owned(), name: name.to_owned() };
     let overloads = schema.functions.get(&qualified).map(Vec::as_slice).unwrap_or(&[]);
-    let f = choose(overloads, &[], false, &qualified, schema)?;
+    let f = choose(overloads, &[], false, false, &qualified, schema)?;
     Ok(if f.volatility == Volatility::Volatile { "OPTIONS,POST" } else { "OPTIONS,GET,HEAD,POST" })
 }
 
@@ -159,6 +166,7 @@ fn choose<'f>(
     overloads: &'f [Function],
     given: &[String],
     json_body: bool,
+    whole_body: bool,
     name: &QualifiedName,
     schema: &SchemaCache,
 ) -> Result<&'f Function, Error> {
@@ -167,7 +175,8 @@ fn choose<'f>(
             && f.args.iter().all(|a| a.has_default || given.contains(&a.name))
             && f.args.iter().all(|a| !a.name.is_empty())
     };
-    let mut candidates: Vec<&Function> = overloads.iter().filter(fits).collect();
+    let mut candidates: Vec<&Function> =
+        if whole_body { Vec::new() } else { overloads.iter().filter(fits).collect() };
     if candidates.is_empty() && json_body {
         candidates = overloads.iter().filter(|f| single_json_arg(f)).collect();
     }

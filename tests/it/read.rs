@@ -178,3 +178,8 @@ fn plan_media_type_is_406_unless_enabled() {
     let r = crate::support::request_to(&base, "GET", "/items", &[("accept", "application/vnd.pgrst.plan")]);
     assert_eq!((r.status, r.json()["code"].as_str()), (406, Some("PGRST107")));
 }
+
+#[test]
+fn two_casts_in_a_row() {
+    crate::support::check("/items?select=id::text::int4&id=eq.1", 200, serde_json::json!([{"id": 1}]));
+}

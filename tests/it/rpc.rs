@@ -47,3 +47,16 @@ fn session_settings_a_function_changes_do_not_leak_into_later_requests() {
         assert_eq!(get("/items?id=eq.1&select=name").json(), json!([{"name": "hammer"}]));
     }
 }
+
+#[test]
+fn bodies_that_fit_no_overload_are_404_not_a_crash() {
+    // An array goes whole to a single unnamed json argument; greet has none.
+    let r = write("POST", "/rpc/greet", &[], "[]");
+    assert_eq!((r.status, r.json()["code"].as_str()), (404, Some("PGRST202")), "{}", r.body);
+    let r = write("POST", "/rpc/echo", &[], "[1, 2]");
+    assert_eq!((r.status, r.body.as_str()), (200, "[1, 2]"));
+    // An empty form is no arguments.
+    let form = [("content-type", "application/x-www-form-urlencoded")];
+    let r = crate::support::send_to(&crate::support::harness().base, "POST", "/rpc/greet", &form, Some(""));
+    assert_eq!((r.status, r.body.as_str()), (200, "\"hello\""), "{}", r.body);
+}

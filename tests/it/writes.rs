@@ -287,3 +287,23 @@ fn nested_insert_is_one_transaction() {
     let r = write("POST", "/orders", &prefer, r#"{"customer": "fay", "order_lines": []}"#);
     assert_eq!((r.status, r.json()["code"].as_str()), (400, Some("RG022")), "{}", r.body);
 }
+
+#[test]
+fn patch_by_key_needs_the_whole_key_among_the_written_columns() {
+    // columns= leaves the key out: refused, rather than updating every row.
+    let r = write(
+        "PATCH",
+        "/notes?columns=body",
+        &[("prefer", "patch=by-key")],
+        r#"[{"id": 1300, "body": "x"}]"#,
+    );
+    assert_eq!((r.status, r.json()["code"].as_str()), (400, Some("RG021")), "{}", r.body);
+}
+
+#[test]
+fn nested_insert_has_no_plan() {
+    let accept = [("accept", "application/vnd.pgrst.plan")];
+    let r = write("POST", "/orders", &accept, r#"{"customer": "gus", "order_lines": [{"product": "x"}]}"#);
+    assert_eq!((r.status, r.json()["code"].as_str()), (400, Some("RG022")), "{}", r.body);
+    assert_eq!(get("/orders?customer=eq.gus").json(), json!([]));
+}
