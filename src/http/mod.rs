@@ -249,32 +249,45 @@ async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Body>,
             Ok(r)
         }
         Plan::Mutate(plan) => {
-            let statements = crate::sql::render_write(&plan);
             let settings = ctx.session_settings(&plan.schema, &principal, plan.timezone.as_deref());
-            let mut conn = state.db.get().await?;
-            if !plan.nested.is_empty() {
-                let profile = profile(&plan.schema);
-                return nested_insert(&mut conn, &plan, &settings, principal.anonymous, profile.as_deref())
-                    .await;
-            }
-            if let Some(explain) = &plan.explain {
-                // The plan of the write; with ANALYZE it runs, and is always rolled back.
-                let stmt = crate::sql::explain(&statements.main, explain);
-                let result = conn.write(&settings, &stmt, true, principal.anonymous).await?;
-                conn.finish(false, principal.anonymous).await?;
-                return Ok(crate::response::plan(explain, &result.rows));
-            }
-            let result =
-                conn.write(&settings, &statements.main, statements.returns_rows, principal.anonymous).await?;
             let profile = profile(&plan.schema);
-            let response = crate::response::write(&plan, &statements, &result, profile.as_deref());
-            conn.finish(response.is_ok() && !plan.rollback, principal.anonymous).await?;
-            response
+            // The write runs on a task of its own, so that a client going away mid-write cannot
+            // leave its transaction open on a pooled connection: it commits or rolls back.
+            let write = write(state.db.clone(), plan, settings, principal.anonymous, profile);
+            tokio::spawn(write).await.unwrap_or_else(|_| {
+                Err(Error::api(StatusCode::INTERNAL_SERVER_ERROR, code::INTERNAL, "Internal server error"))
+            })
         }
     };
     if let Err(Error::SchemaChanged) = response {
         state.reloader.request();
     }
+    response
+}
+
+/// Runs a write from BEGIN to COMMIT or ROLLBACK and builds its response.
+async fn write(
+    db: Db,
+    plan: crate::plan::MutatePlan,
+    settings: crate::db::SessionSettings,
+    anonymous: bool,
+    profile: Option<String>,
+) -> Result<Response<Body>, Error> {
+    let statements = crate::sql::render_write(&plan);
+    let mut conn = db.get().await?;
+    if !plan.nested.is_empty() {
+        return nested_insert(&mut conn, &plan, &settings, anonymous, profile.as_deref()).await;
+    }
+    if let Some(explain) = &plan.explain {
+        // The plan of the write; with ANALYZE it runs, and is always rolled back.
+        let stmt = crate::sql::explain(&statements.main, explain);
+        let result = conn.write(&settings, &stmt, true, anonymous).await?;
+        conn.finish(false, anonymous).await?;
+        return Ok(crate::response::plan(explain, &result.rows));
+    }
+    let result = conn.write(&settings, &statements.main, statements.returns_rows, anonymous).await?;
+    let response = crate::response::write(&plan, &statements, &result, profile.as_deref());
+    conn.finish(response.is_ok() && !plan.rollback, anonymous).await?;
     response
 }
 
