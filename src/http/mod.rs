@@ -262,6 +262,17 @@ async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Body>,
     if let Err(Error::SchemaChanged) = response {
         state.reloader.request();
     }
+    // Conditional GET: the client's copy is current (RFC 9110 §13.1.2).
+    if let (Ok(r), Some(inm)) = (&response, parts.headers.get(header::IF_NONE_MATCH)) {
+        let current = r.headers().get(header::ETAG).cloned();
+        if let (Some(etag), Ok(inm)) = (current, inm.to_str()) {
+            if etag.to_str().is_ok_and(|e| crate::response::none_match(inm, e)) {
+                let mut not_modified = plain(StatusCode::NOT_MODIFIED);
+                not_modified.headers_mut().insert(header::ETAG, etag);
+                return Ok(not_modified);
+            }
+        }
+    }
     response
 }
 

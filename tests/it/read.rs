@@ -183,3 +183,18 @@ fn plan_media_type_is_406_unless_enabled() {
 fn two_casts_in_a_row() {
     crate::support::check("/items?select=id::text::int4&id=eq.1", 200, serde_json::json!([{"id": 1}]));
 }
+
+#[test]
+fn etag_and_if_none_match_give_304_while_the_answer_is_the_same() {
+    let r = get("/items?select=id,name&id=lt.3&order=id");
+    let etag = r.header("etag").expect("an ETag on a GET").to_owned();
+    let r = request("GET", "/items?select=id,name&id=lt.3&order=id", &[("if-none-match", &etag)]);
+    assert_eq!((r.status, r.body.as_str(), r.header("etag")), (304, "", Some(etag.as_str())));
+    let weak = format!("W/{etag}");
+    let r = request("GET", "/items?select=id,name&id=lt.3&order=id", &[("if-none-match", &weak)]);
+    assert_eq!(r.status, 304);
+    // Another answer has another tag.
+    let r = request("GET", "/items?select=id,name&id=lt.4&order=id", &[("if-none-match", &etag)]);
+    assert_eq!(r.status, 200);
+    assert_ne!(r.header("etag"), Some(etag.as_str()));
+}
