@@ -19,7 +19,19 @@ WHERE n.nspname = ANY($1) AND c.relkind IN ('r', 'v', 'm', 'f', 'p')";
 
 const COLUMNS: &str = "
 SELECT a.attrelid, a.attname::text, a.atttypid, format_type(a.atttypid, a.atttypmod),
-       NOT a.attnotnull, pg_get_expr(d.adbin, d.adrelid), col_description(a.attrelid, a.attnum),
+       NOT a.attnotnull,
+       -- The default an INSERT would use: the column's own, an identity's next value, or the
+       -- domain's default.
+       coalesce(pg_get_expr(d.adbin, d.adrelid),
+                CASE WHEN a.attidentity <> '' THEN
+                  (SELECT format('nextval(%L::regclass)', format('%I.%I', sn.nspname, sq.relname))
+                   FROM pg_depend dep
+                   JOIN pg_class sq ON sq.oid = dep.objid AND sq.relkind = 'S'
+                   JOIN pg_namespace sn ON sn.oid = sq.relnamespace
+                   WHERE dep.classid = 'pg_class'::regclass AND dep.refobjid = a.attrelid
+                     AND dep.refobjsubid = a.attnum AND dep.deptype = 'i') END,
+                CASE WHEN t.typtype = 'd' THEN t.typdefault END),
+       col_description(a.attrelid, a.attnum),
        coalesce(bt.oid, t.oid), coalesce(bt.typtype, t.typtype)::text
 FROM pg_attribute a
 JOIN pg_class c ON c.oid = a.attrelid
