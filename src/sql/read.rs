@@ -234,14 +234,7 @@ pub(crate) fn select_list(
             sql.push_str("(SELECT ");
             push_ident(sql, postgis.unwrap_or("public"));
             sql.push_str(".st_asgeojson(pgrst_g)::text FROM (SELECT ");
-            for (i, col) in columns.iter().filter(|c| c.is_output()).enumerate() {
-                if i > 0 {
-                    sql.push_str(", ");
-                }
-                expr(&col.expr, sql, params);
-                sql.push_str(" AS ");
-                push_ident(sql, &col.key);
-            }
+            aliased_list(columns, sql, params);
             sql.push_str(") pgrst_g)");
             RowShape::GeoJson
         }
@@ -255,6 +248,18 @@ pub(crate) fn select_list(
             }
             RowShape::Json { columns: shape }
         }
+    }
+}
+
+/// `expr AS "key", ...` for the output columns: a record whose field names are the keys.
+fn aliased_list(columns: &[OutputColumn], sql: &mut String, params: &mut Params) {
+    for (i, col) in columns.iter().filter(|c| c.is_output()).enumerate() {
+        if i > 0 {
+            sql.push_str(", ");
+        }
+        expr(&col.expr, sql, params);
+        sql.push_str(" AS ");
+        push_ident(sql, &col.key);
     }
 }
 
@@ -365,14 +370,7 @@ fn embedded(embed: &EmbedPlan, sql: &mut String, params: &mut Params) {
         sql.push_str(&rows);
         sql.push_str(") FROM (SELECT ");
     }
-    for (i, col) in embed.columns.iter().filter(|c| c.is_output()).enumerate() {
-        if i > 0 {
-            sql.push_str(", ");
-        }
-        expr(&col.expr, sql, params);
-        sql.push_str(" AS ");
-        push_ident(sql, &col.key);
-    }
+    aliased_list(&embed.columns, sql, params);
     related_rows(embed, sql, params);
     group_by(&embed.columns, Some(0), sql, params);
     grouped_order_by(&embed.order, &embed.columns, Some(0), sql, params);
