@@ -204,6 +204,26 @@ pub struct ServeArgs {
         value_name = "LIST"
     )]
     pub server_cors_allowed_origins: Option<String>,
+    /// Serve GET/HEAD answers from memory, kept current by the database's change notifications
+    /// (needs `rowgate cache install`) [default: false].
+    #[arg(long = "cache-enabled", env = "ROWGATE_CACHE_ENABLED", value_name = "BOOL")]
+    pub cache_enabled: Option<bool>,
+    /// Memory bound of the response cache, in bytes [default: 67108864].
+    #[arg(long = "cache-max-bytes", env = "ROWGATE_CACHE_MAX_BYTES", value_name = "BYTES")]
+    pub cache_max_bytes: Option<u64>,
+    /// Seconds a cached answer may live at most, as a safety net; 0 for no limit [default: 0].
+    #[arg(long = "cache-ttl", env = "ROWGATE_CACHE_TTL", value_name = "SECONDS")]
+    pub cache_ttl: Option<u64>,
+    /// Comma-separated routes to cache, e.g. `films, rpc/search` [default: every cacheable one].
+    #[arg(long = "cache-routes", env = "ROWGATE_CACHE_ROUTES", value_name = "LIST")]
+    pub cache_routes: Option<String>,
+    /// Comma-separated JWT claims that enter the cache key [default: all claims].
+    #[arg(long = "cache-key-claims", env = "ROWGATE_CACHE_KEY_CLAIMS", value_name = "LIST")]
+    pub cache_key_claims: Option<String>,
+    /// `Cache-Control` of successful GET/HEAD answers by route: `route: value; ...`, `*` for
+    /// every route, e.g. `films: public, max-age=60; *: no-cache`.
+    #[arg(long = "cache-control", env = "ROWGATE_CACHE_CONTROL", value_name = "RULES")]
+    pub cache_control: Option<String>,
 }
 
 /// The configuration rowgate runs with, every value resolved.
@@ -271,6 +291,18 @@ pub struct Config {
     pub api_key_required: bool,
     /// `api-key-cache-max-entries`.
     pub api_key_cache_max_entries: u64,
+    /// `cache-enabled`.
+    pub cache_enabled: bool,
+    /// `cache-max-bytes`.
+    pub cache_max_bytes: u64,
+    /// `cache-ttl`, if non-zero.
+    pub cache_ttl: Option<Duration>,
+    /// `cache-routes`; `None` caches every cacheable route.
+    pub cache_routes: Option<Vec<String>>,
+    /// `cache-key-claims`; `None` keys on all claims.
+    pub cache_key_claims: Option<Vec<String>>,
+    /// `cache-control`: (route or `*`, header value).
+    pub cache_control: Vec<(String, http::HeaderValue)>,
 }
 
 impl Config {
@@ -317,6 +349,18 @@ impl Config {
             }
             None => crate::auth::RolePath::default(),
         };
+        let mut cache_control = Vec::new();
+        for rule in a.cache_control.or(file.cache_control).as_deref().unwrap_or("").split(';') {
+            if rule.trim().is_empty() {
+                continue;
+            }
+            let (route, value) = rule
+                .split_once(':')
+                .ok_or_else(|| invalid("cache-control", format!("{rule:?} is not `route: value`")))?;
+            let value = http::HeaderValue::from_str(value.trim())
+                .map_err(|_| invalid("cache-control", format!("{:?} is not a header value", value.trim())))?;
+            cache_control.push((route.trim().to_owned(), value));
+        }
         Ok(Config {
             db_uri,
             db_schemas,
@@ -385,6 +429,12 @@ impl Config {
                 .api_key_cache_max_entries
                 .or(file.api_key_cache_max_entries)
                 .unwrap_or(10_000),
+            cache_enabled: a.cache_enabled.or(file.cache_enabled).unwrap_or(false),
+            cache_max_bytes: a.cache_max_bytes.or(file.cache_max_bytes).unwrap_or(64 * 1024 * 1024),
+            cache_ttl: a.cache_ttl.or(file.cache_ttl).filter(|s| *s > 0).map(Duration::from_secs),
+            cache_routes: a.cache_routes.or(file.cache_routes).map(|l| list(&l)),
+            cache_key_claims: a.cache_key_claims.or(file.cache_key_claims).map(|l| list(&l)),
+            cache_control,
         })
     }
 }

@@ -7,6 +7,7 @@
 
 pub mod apikey;
 pub mod auth;
+pub mod cache;
 pub mod cluster;
 pub mod config;
 pub mod db;

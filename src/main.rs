@@ -29,12 +29,28 @@ enum Command {
         #[command(subcommand)]
         action: ApikeyAction,
     },
+    /// Install or remove the triggers that keep the response cache current.
+    Cache {
+        /// Connection URI of a table owner or superuser (a superuser also gets DDL flushes).
+        #[arg(long = "db-uri", env = "ROWGATE_DB_URI", global = true, value_name = "URI")]
+        db_uri: Option<String>,
+        #[command(subcommand)]
+        action: CacheAction,
+    },
     /// Start a throwaway PostgreSQL with a small demo schema and serve it (Ctrl-C stops both).
     Demo {
         /// Port to serve the API on.
         #[arg(long = "server-port", default_value_t = 3000)]
         server_port: u16,
     },
+}
+
+#[derive(Subcommand)]
+enum CacheAction {
+    /// Put a change trigger on every table (and, as a superuser, the DDL event triggers).
+    Install,
+    /// Remove them.
+    Uninstall,
 }
 
 #[derive(Subcommand)]
@@ -102,6 +118,7 @@ fn main() -> ExitCode {
         }
         Command::Demo { server_port } => runtime.block_on(demo(server_port)),
         Command::Apikey { db_uri, action } => runtime.block_on(apikey(db_uri, action)),
+        Command::Cache { db_uri, action } => runtime.block_on(cache(db_uri, action)),
     }
 }
 
@@ -118,25 +135,48 @@ async fn serve(config: Arc<Config>) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-async fn apikey(db_uri: Option<String>, action: ApikeyAction) -> ExitCode {
-    use rowgate::apikey::admin;
+/// A direct connection for the admin commands, or the exit code to leave with.
+async fn admin_client(db_uri: Option<String>) -> Result<tokio_postgres::Client, ExitCode> {
     let Some(uri) = db_uri else {
         eprintln!("rowgate: missing db-uri: set --db-uri or ROWGATE_DB_URI");
-        return ExitCode::from(2);
+        return Err(ExitCode::from(2));
     };
-    let config: tokio_postgres::Config = match uri.parse() {
+    let config: tokio_postgres::Config = uri.parse().map_err(|e| {
+        eprintln!("rowgate: invalid db-uri: {e}");
+        ExitCode::from(2)
+    })?;
+    rowgate::db::connect(&config).await.map_err(|e| {
+        eprintln!("rowgate: cannot connect: {e}");
+        ExitCode::FAILURE
+    })
+}
+
+async fn cache(db_uri: Option<String>, action: CacheAction) -> ExitCode {
+    let client = match admin_client(db_uri).await {
         Ok(c) => c,
-        Err(e) => {
-            eprintln!("rowgate: invalid db-uri: {e}");
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
-    let client = match rowgate::db::connect(&config).await {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("rowgate: cannot connect: {e}");
-            return ExitCode::FAILURE;
+    let result = match action {
+        CacheAction::Install => rowgate::cache::install::install(&client).await,
+        CacheAction::Uninstall => rowgate::cache::install::uninstall(&client).await,
+    };
+    match result {
+        Ok(summary) => {
+            println!("rowgate: {summary}");
+            ExitCode::SUCCESS
         }
+        Err(e) => {
+            eprintln!("rowgate: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn apikey(db_uri: Option<String>, action: ApikeyAction) -> ExitCode {
+    use rowgate::apikey::admin;
+    let client = match admin_client(db_uri).await {
+        Ok(c) => c,
+        Err(code) => return code,
     };
     let result = match action {
         ApikeyAction::Install => admin::install(&client).await,

@@ -25,7 +25,8 @@ pub fn init_logging(config: &Config) {
 /// Builds the shared state and starts the schema cache's loading and reload triggers.
 pub fn start_state(config: Arc<Config>) -> Arc<AppState> {
     let shared = Arc::new(SharedSchema::default());
-    let reloader = Reloader::start(config.clone(), shared.clone());
+    let cache = config.cache_enabled.then(|| crate::cache::ResponseCache::new(&config));
+    let reloader = Reloader::start(config.clone(), shared.clone(), cache.clone());
     schema::spawn_sigusr1(reloader.clone());
     let auth = Arc::new(crate::auth::Authenticator::new(&config));
     crate::auth::spawn_jwks_refresh(auth.clone(), config.jwt_jwks_url.clone(), config.jwt_jwks_refresh);
@@ -41,6 +42,7 @@ pub fn start_state(config: Arc<Config>) -> Arc<AppState> {
         config,
         schema: shared,
         reloader,
+        cache,
     })
 }
 
@@ -50,7 +52,10 @@ pub async fn run(config: Arc<Config>, listener: TcpListener) {
     if let Ok(addr) = listener.local_addr() {
         tracing::info!(%addr, "rowgate listening");
     }
-    crate::http::serve(listener, state, shutdown_signal(), SHUTDOWN_GRACE).await;
+    crate::http::serve(listener, state.clone(), shutdown_signal(), SHUTDOWN_GRACE).await;
+    if let Some(cache) = &state.cache {
+        cache.goodbye().await;
+    }
     tracing::info!("rowgate stopped");
 }
 

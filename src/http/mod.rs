@@ -53,6 +53,8 @@ pub struct AppState {
     pub cors: Cors,
     /// Verifies API keys.
     pub keys: Arc<crate::apikey::KeyStore>,
+    /// The response cache, when `cache-enabled`.
+    pub cache: Option<Arc<crate::cache::ResponseCache>>,
 }
 
 /// Serves `listener` until `shutdown` completes, then lets in-flight requests finish (for at
@@ -148,6 +150,9 @@ async fn endpoint(state: &AppState, req: Request<Incoming>) -> Response<Body> {
             let ready = state.schema.load().is_some() && state.db.get().await.is_ok();
             plain(if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE })
         }
+        "/rowgate/metrics" if matches!(*req.method(), http::Method::GET | http::Method::HEAD) => {
+            metrics(state)
+        }
         "/rowgate/apikey" if matches!(*req.method(), http::Method::GET | http::Method::HEAD) => {
             describe_api_key(state, req.headers()).await.unwrap_or_else(|e| error_response(&e))
         }
@@ -179,6 +184,24 @@ async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Body>,
     }
     let (parts, incoming) = req.into_parts();
     let principal = identify(state, &parts.headers).await?;
+    let mut lookup = None;
+    if let Some(cache) =
+        state.cache.as_ref().filter(|_| matches!(parts.method, http::Method::GET | http::Method::HEAD))
+    {
+        // The change position before the schema snapshot is taken: a reload between the two
+        // flushes the cache after this position, so an answer planned on the old snapshot is
+        // never stored as current.
+        let start = cache.changes.position();
+        let key = cache.key(&parts.method, &parts.uri, &parts.headers, &principal.role, &principal.claims);
+        if let Some(entry) = cache.lookup(&key) {
+            let mut r = Response::new(Body::from(entry.body.clone()));
+            *r.status_mut() = entry.status;
+            *r.headers_mut() = entry.headers.clone();
+            r.headers_mut().insert("x-cache", HeaderValue::from_static("hit"));
+            return Ok(not_modified(&parts.headers, r));
+        }
+        lookup = Some((cache, key, start));
+    }
     let ctx = context::RequestContext::new(&parts, config)?;
     let api_request = ctx.parse()?;
     let body = match api_request.method {
@@ -197,6 +220,13 @@ async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Body>,
     let profile = |schema: &str| (config.db_schemas.len() > 1).then(|| schema.to_owned());
     let response = match Plan::build(&api_request, &body, &schema, config)? {
         Plan::Read(plan) => {
+            let route = parts.uri.path().trim_start_matches('/');
+            let cacheable = lookup.take().filter(|(cache, _, _)| cache.route_enabled(route)).and_then(
+                |(cache, key, start)| match crate::cache::plan_reads(&plan, &schema) {
+                    crate::schema::Reads::Unbounded => None,
+                    reads => Some((cache, key, start, reads)),
+                },
+            );
             let statements = crate::sql::render_read(&plan, config.db_max_rows);
             let mut settings = ctx.session_settings(&plan.schema, &principal, plan.timezone.as_deref());
             let profile = profile(&plan.schema);
@@ -241,6 +271,30 @@ async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Body>,
                 // A volatile function may have changed session settings behind the cache's back.
                 conn.settings.forget();
             }
+            drop(conn);
+            let mut response = response.map(|mut r| {
+                if plan.transaction.is_none() && r.status().is_success() {
+                    if let Some(v) = cache_control(config, route) {
+                        r.headers_mut().insert(header::CACHE_CONTROL, v.clone());
+                    }
+                }
+                r
+            });
+            match (cacheable, &mut response) {
+                (Some((cache, key, start, reads)), Ok(r)) if r.status().is_success() => {
+                    let body = r.body().clone();
+                    let bytes = futures_util::FutureExt::now_or_never(http_body_util::BodyExt::collect(body))
+                        .and_then(Result::ok)
+                        .map(|c| c.to_bytes())
+                        .unwrap_or_default();
+                    cache.store(key, reads, start, r.status(), r.headers().clone(), bytes);
+                    r.headers_mut().insert("x-cache", HeaderValue::from_static("miss"));
+                }
+                (_, Ok(r)) if state.cache.is_some() && plan.transaction.is_none() => {
+                    r.headers_mut().insert("x-cache", HeaderValue::from_static("bypass"));
+                }
+                _ => {}
+            }
             response
         }
         Plan::Options(allow) => {
@@ -262,18 +316,40 @@ async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Body>,
     if let Err(Error::SchemaChanged) = response {
         state.reloader.request();
     }
-    // Conditional GET: the client's copy is current (RFC 9110 §13.1.2).
-    if let (Ok(r), Some(inm)) = (&response, parts.headers.get(header::IF_NONE_MATCH)) {
-        let current = r.headers().get(header::ETAG).cloned();
-        if let (Some(etag), Ok(inm)) = (current, inm.to_str()) {
-            if etag.to_str().is_ok_and(|e| crate::response::none_match(inm, e)) {
-                let mut not_modified = plain(StatusCode::NOT_MODIFIED);
-                not_modified.headers_mut().insert(header::ETAG, etag);
-                return Ok(not_modified);
+    if let (Some(cache), Ok(r)) = (&state.cache, &response) {
+        if !matches!(parts.method, http::Method::GET | http::Method::HEAD) && r.status().is_success() {
+            // Read-your-writes: every instance has seen this write's changes before the
+            // client learns that it succeeded.
+            cache.sync().await;
+        }
+    }
+    response.map(|r| not_modified(&parts.headers, r))
+}
+
+/// Conditional GET: 304 without a body when the client's copy is current (RFC 9110 §13.1.2).
+fn not_modified(request: &http::HeaderMap, response: Response<Body>) -> Response<Body> {
+    let (Some(inm), Some(etag)) = (request.get(header::IF_NONE_MATCH), response.headers().get(header::ETAG))
+    else {
+        return response;
+    };
+    if let (Ok(inm), Ok(e)) = (inm.to_str(), etag.to_str()) {
+        if crate::response::none_match(inm, e) {
+            let mut r = plain(StatusCode::NOT_MODIFIED);
+            for name in [header::ETAG, header::CACHE_CONTROL] {
+                if let Some(v) = response.headers().get(&name) {
+                    r.headers_mut().insert(name, v.clone());
+                }
             }
+            return r;
         }
     }
     response
+}
+
+/// The configured `Cache-Control` of a route (`cache-control`), or of every route (`*`).
+fn cache_control<'c>(config: &'c Config, route: &str) -> Option<&'c HeaderValue> {
+    let find = |r: &str| config.cache_control.iter().find(|(name, _)| name == r).map(|(_, v)| v);
+    find(route).or_else(|| find("*"))
 }
 
 /// Runs a write from BEGIN to COMMIT or ROLLBACK and builds its response.
@@ -451,6 +527,20 @@ async fn describe_api_key(state: &AppState, headers: &http::HeaderMap) -> Result
     let mut r = Response::new(Body::from(body.to_string()));
     r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json; charset=utf-8"));
     Ok(r)
+}
+
+/// `GET /rowgate/metrics`: counters in Prometheus text format.
+fn metrics(state: &AppState) -> Response<Body> {
+    let mut out = String::new();
+    out.push_str("# HELP rowgate_cache_enabled Whether the response cache is on.\n# TYPE rowgate_cache_enabled gauge\n");
+    out.push_str(&format!("rowgate_cache_enabled {}\n", u8::from(state.cache.is_some())));
+    if let Some(cache) = &state.cache {
+        cache.render_metrics(&mut out);
+    }
+    let mut r = Response::new(Body::from(out));
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));
+    r
 }
 
 fn plain(status: StatusCode) -> Response<Body> {

@@ -397,6 +397,7 @@ pub async fn load(client: &mut Client, schemas: &[String]) -> Result<SchemaCache
         .into_iter()
         .map(|(oid, name, kind, comment, updatable, row_type)| {
             let mut rel = Relation::new(name, kind, columns.remove(&oid).unwrap_or_default());
+            rel.oid = oid;
             rel.comment = comment;
             rel.row_type = row_type;
             // pg_relation_is_updatable: bit 1 << CMD_UPDATE (2), CMD_INSERT (3), CMD_DELETE (4).
@@ -520,10 +521,12 @@ pub async fn load(client: &mut Client, schemas: &[String]) -> Result<SchemaCache
     for row in tx.query("SELECT name FROM pg_timezone_names", &[]).await? {
         timezones.insert(row.get(0));
     }
+    let exposed: Vec<u32> = by_oid.keys().copied().collect();
+    let dependencies = super::dependencies::load(&tx, &exposed).await?;
     tx.commit().await?;
 
     let relations = by_oid.into_values().map(|r| (r.name.clone(), Arc::new(r))).collect();
-    Ok(SchemaCache { relations, functions, type_names, timezones, postgis })
+    Ok(SchemaCache { relations, functions, type_names, timezones, postgis, dependencies })
 }
 
 /// The rendering of a base type, by OID; enums render as text.

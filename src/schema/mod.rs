@@ -5,6 +5,7 @@
 //! Requests read it through an `Arc` snapshot ([`SharedSchema`]), so a reload never blocks or
 //! fails a request in flight: the request keeps the snapshot it started with.
 
+mod dependencies;
 mod introspect;
 mod reload;
 
@@ -13,6 +14,7 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwapOption;
 
+pub use dependencies::{Dependencies, Reads, TRIGGER as CACHE_TRIGGER};
 pub use introspect::load;
 pub use reload::{spawn_listener, spawn_sigusr1, KeysChanged, Reloader};
 
@@ -107,6 +109,8 @@ pub struct ForeignKey {
 /// A table, view, materialized view or foreign table.
 #[derive(Debug, Clone)]
 pub struct Relation {
+    /// Its OID.
+    pub oid: u32,
     /// Its qualified name.
     pub name: QualifiedName,
     /// Its kind.
@@ -147,6 +151,7 @@ impl Relation {
     pub fn new(name: QualifiedName, kind: RelationKind, columns: Vec<Column>) -> Self {
         let column_index = columns.iter().enumerate().map(|(i, c)| (c.name.clone(), i)).collect();
         Relation {
+            oid: 0,
             name,
             kind,
             columns,
@@ -245,6 +250,8 @@ pub struct SchemaCache {
     pub timezones: HashSet<String>,
     /// The schema PostGIS is installed in, if it is (for `application/geo+json`).
     pub postgis: Option<String>,
+    /// What each relation reads, for the response cache.
+    pub dependencies: Dependencies,
 }
 
 impl SchemaCache {

@@ -18,12 +18,18 @@ pub struct Reloader {
     config: Arc<Config>,
     schema: Arc<SharedSchema>,
     wake: Arc<Notify>,
+    cache: Option<Arc<crate::cache::ResponseCache>>,
 }
 
 impl Reloader {
-    /// Starts the reload task; it loads the cache at once and retries until it succeeds.
-    pub fn start(config: Arc<Config>, schema: Arc<SharedSchema>) -> Reloader {
-        let reloader = Reloader { config, schema, wake: Arc::new(Notify::new()) };
+    /// Starts the reload task; it loads the cache at once and retries until it succeeds. Each
+    /// load flushes the response `cache`, if any.
+    pub fn start(
+        config: Arc<Config>,
+        schema: Arc<SharedSchema>,
+        cache: Option<Arc<crate::cache::ResponseCache>>,
+    ) -> Reloader {
+        let reloader = Reloader { config, schema, wake: Arc::new(Notify::new()), cache };
         let task = reloader.clone();
         tokio::spawn(async move {
             let mut attempt = 0u32;
@@ -64,6 +70,10 @@ impl Reloader {
         let relations = cache.relations.len();
         let functions = cache.functions.values().map(Vec::len).sum::<usize>();
         self.schema.store(cache);
+        // After the store: an answer planned with the old snapshot started before this flush.
+        if let Some(c) = &self.cache {
+            c.flush();
+        }
         tracing::info!(relations, functions, elapsed = ?started.elapsed(), "schema cache loaded");
         Ok(())
     }
@@ -96,9 +106,16 @@ pub fn spawn_listener(config: Arc<Config>, reloader: Reloader, keys_changed: Key
         let mut attempt = 0u32;
         let mut connected_before = false;
         loop {
-            match listen(&config, &reloader, &keys_changed, &mut connected_before).await {
+            let result = listen(&config, &reloader, &keys_changed, &mut connected_before).await;
+            if let Some(cache) = &reloader.cache {
+                cache.listener_lost();
+            }
+            match result {
                 Ok(()) => attempt = 0,
-                Err(e) => tracing::warn!(error = %e, "schema notification listener lost its connection"),
+                Err(e) => {
+                    let reason = e.as_db_error().map_or_else(|| e.to_string(), |d| d.message().to_owned());
+                    tracing::warn!(error = %reason, "schema notification listener lost its connection");
+                }
             }
             attempt = attempt.saturating_add(1);
             let wait = Duration::from_millis(250 * 2u64.pow(attempt.min(7))).min(Duration::from_secs(32));
@@ -115,6 +132,7 @@ async fn listen(
 ) -> Result<(), tokio_postgres::Error> {
     let pg: tokio_postgres::Config = config.db_uri.parse()?;
     let (client, mut connection) = pg.connect(NoTls).await?;
+    let client = Arc::new(client);
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let driver = tokio::spawn(async move {
         loop {
@@ -133,23 +151,50 @@ async fn listen(
         listen.push_str(" LISTEN ");
         crate::sql::push_ident(&mut listen, &config.db_channel);
     }
+    if reloader.cache.is_some() {
+        listen.push_str("; LISTEN ");
+        listen.push_str(crate::cache::CHANNEL);
+    }
     client.batch_execute(&listen).await?;
     keys_changed();
+    let talker = reloader.cache.clone().map(|cache| crate::cache::listener::start(client.clone(), cache));
+    let _talker = AbortOnDrop(talker);
     if *connected_before && config.db_channel_enabled {
         reloader.request();
     }
     *connected_before = true;
     tracing::info!(channel = %config.db_channel, "listening for notifications");
     while let Some((channel, payload)) = rx.recv().await {
-        if channel == crate::apikey::CHANNEL {
+        if channel == crate::cache::CHANNEL {
+            if let Some(cache) = &reloader.cache {
+                cache.notified(&payload);
+                if payload == "*" {
+                    // DDL, grants, policies, cache install/uninstall: what is cacheable may
+                    // have changed too.
+                    reloader.request();
+                }
+            }
+        } else if channel == crate::apikey::CHANNEL {
             keys_changed();
         } else if payload.is_empty() || payload == "reload schema" {
             reloader.request();
         }
     }
+    drop(_talker);
     drop(client);
     match driver.await {
         Ok(result) => result,
         Err(_) => Ok(()),
+    }
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(Option<tokio::task::JoinHandle<()>>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        if let Some(t) = &self.0 {
+            t.abort();
+        }
     }
 }

@@ -3,6 +3,7 @@
 
 mod apikeys;
 mod auth;
+mod cache;
 mod cors;
 mod embed;
 mod errors;

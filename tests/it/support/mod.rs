@@ -139,7 +139,7 @@ pub fn sql(statements: &str) {
 
 /// Stops the cluster when the test process exits, even if it is killed or panics: static
 /// values are never dropped, so a watchdog process does it.
-fn stop_with_this_process(cluster: &TempCluster) {
+pub fn stop_with_this_process(cluster: &TempCluster) {
     let pid = std::process::id();
     let data = cluster.dir().join("data");
     let pg_ctl = cluster.program("pg_ctl");

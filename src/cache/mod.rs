@@ -1,0 +1,574 @@
+//! The response cache: rendered GET/HEAD answers kept in memory and invalidated by the database
+//! itself. Triggers that `rowgate cache install` puts on every table `pg_notify` the changed
+//! table's OID on commit; the notification listener feeds them here (see [`listener`]).
+//!
+//! Correctness does not depend on removing entries in time: every entry records the change
+//! sequence number current when its query started, and a hit is served only if no change to a
+//! table it read (and no flush) has been received since. A result computed from a snapshot
+//! older than a change is therefore never served, whenever it was stored. The cache is
+//! bypassed while the listener is not known to be current (see [`Changes::live`]).
+
+pub mod install;
+pub mod listener;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{HeaderMap, StatusCode};
+
+use crate::config::Config;
+use crate::plan::{Condition, EmbedPlan, Expr, ReadPlan};
+use crate::schema::{Reads, SchemaCache};
+
+/// The notification channel of the triggers and of rowgate instances.
+pub const CHANNEL: &str = "rowgate_cache";
+
+/// How long a received heartbeat keeps the cache usable: an instance whose own heartbeat takes
+/// longer to come back is lagging behind the database's changes and stops serving from memory.
+/// Writers wait at most as long for other instances' acknowledgements, which is what makes
+/// read-your-writes hold across instances (see `docs/cache.md`).
+pub const FENCE: Duration = Duration::from_secs(1);
+
+/// How often an instance sends its heartbeat.
+pub const HEARTBEAT: Duration = Duration::from_millis(200);
+
+/// Other instances count as running while heard from within this time.
+const PEER_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// A cached answer.
+pub struct Entry {
+    /// Status code.
+    pub status: StatusCode,
+    /// Headers (Content-Type, Content-Range, ETag, ...).
+    pub headers: HeaderMap,
+    /// Body.
+    pub body: Bytes,
+    reads: Reads,
+    start: u64,
+}
+
+/// Counters for `/rowgate/metrics`.
+#[derive(Default)]
+pub struct Metrics {
+    /// Answers served from memory.
+    pub hits: AtomicU64,
+    /// Cacheable lookups that found nothing current.
+    pub misses: AtomicU64,
+    /// Lookups skipped because the listener was not current.
+    pub bypasses: AtomicU64,
+    /// Entries stored.
+    pub stores: AtomicU64,
+    /// Results not stored because a change arrived while they were computed.
+    pub discarded: AtomicU64,
+    /// Entries evicted by the memory bound.
+    pub evictions: AtomicU64,
+    /// Entries expired by `cache-ttl`.
+    pub expirations: AtomicU64,
+    /// Table change notifications received.
+    pub invalidations: AtomicU64,
+    /// Flushes (DDL, schema reload, reconnection).
+    pub flushes: AtomicU64,
+}
+
+/// The change log an entry is checked against: a sequence number per received notification.
+pub struct Changes {
+    seq: AtomicU64,
+    tables: RwLock<HashMap<u32, u64>>,
+    any_table: AtomicU64,
+    flushed: AtomicU64,
+    /// Microseconds since `epoch` until which the listener is known current (0: not live).
+    fence: AtomicU64,
+    epoch: Instant,
+}
+
+impl Changes {
+    fn new() -> Self {
+        Changes {
+            seq: AtomicU64::new(0),
+            tables: RwLock::new(HashMap::new()),
+            any_table: AtomicU64::new(0),
+            flushed: AtomicU64::new(1),
+            fence: AtomicU64::new(0),
+            epoch: Instant::now(),
+        }
+    }
+
+    /// The current position; a query that starts after this call sees every change before it.
+    pub fn position(&self) -> u64 {
+        self.seq.load(Ordering::SeqCst)
+    }
+
+    /// Whether the listener has recently proven that it receives notifications promptly.
+    pub fn live(&self) -> bool {
+        self.micros() < self.fence.load(Ordering::SeqCst)
+    }
+
+    fn micros(&self) -> u64 {
+        self.epoch.elapsed().as_micros() as u64
+    }
+
+    fn table_changed(&self, oid: u32) {
+        let s = self.seq.fetch_add(1, Ordering::SeqCst) + 1;
+        self.tables.write().unwrap_or_else(|e| e.into_inner()).insert(oid, s);
+        self.any_table.store(s, Ordering::SeqCst);
+    }
+
+    fn flush(&self) {
+        let s = self.seq.fetch_add(1, Ordering::SeqCst) + 1;
+        self.flushed.store(s, Ordering::SeqCst);
+    }
+
+    /// Whether an answer computed from a query started at `start` reading `reads` is current.
+    fn current(&self, reads: &Reads, start: u64) -> bool {
+        if self.flushed.load(Ordering::SeqCst) > start {
+            return false;
+        }
+        match reads {
+            Reads::Tables(oids) => {
+                let tables = self.tables.read().unwrap_or_else(|e| e.into_inner());
+                oids.iter().all(|o| tables.get(o).is_none_or(|s| *s <= start))
+            }
+            Reads::AnyTable => self.any_table.load(Ordering::SeqCst) <= start,
+            Reads::Unbounded => false,
+        }
+    }
+}
+
+/// Read-your-writes across instances: after a write commits, its instance sends a sync
+/// notification and waits until it has come back (so this instance has received every change
+/// committed before it) and every other running instance has acknowledged it (so have they).
+struct Syncs {
+    state: Mutex<SyncState>,
+    done: tokio::sync::watch::Sender<u64>,
+    wanted: tokio::sync::Notify,
+}
+
+#[derive(Default)]
+struct SyncState {
+    next: u64,
+    /// Syncs received back, waiting for these instances' acknowledgements.
+    pending: BTreeMap<u64, HashSet<String>>,
+    peers: HashMap<String, Instant>,
+}
+
+/// The response cache of one rowgate instance.
+pub struct ResponseCache {
+    entries: moka::sync::Cache<Bytes, Arc<Entry>>,
+    /// The change log.
+    pub changes: Changes,
+    /// Counters.
+    pub metrics: Arc<Metrics>,
+    syncs: Syncs,
+    /// This instance's name in sync messages.
+    pub instance: String,
+    routes: Option<HashSet<String>>,
+    key_claims: Option<Vec<String>>,
+    outbox: tokio::sync::mpsc::UnboundedSender<String>,
+    /// Messages to send on [`CHANNEL`] (acknowledgements), drained by the listener's connection.
+    outbox_rx: Arc<tokio::sync::Mutex<tokio::sync::mpsc::UnboundedReceiver<String>>>,
+}
+
+impl ResponseCache {
+    /// A cache configured by `config` (`cache-max-bytes`, `cache-ttl`, `cache-routes`,
+    /// `cache-key-claims`).
+    pub fn new(config: &Config) -> Arc<ResponseCache> {
+        let metrics = Arc::new(Metrics::default());
+        let counted = metrics.clone();
+        let mut builder = moka::sync::Cache::builder()
+            .max_capacity(config.cache_max_bytes)
+            .weigher(|k: &Bytes, e: &Arc<Entry>| {
+                let headers: usize = e.headers.iter().map(|(n, v)| n.as_str().len() + v.len() + 32).sum();
+                u32::try_from(k.len() + e.body.len() + headers + 128).unwrap_or(u32::MAX)
+            })
+            .eviction_listener(move |_, _, cause| match cause {
+                moka::notification::RemovalCause::Size => {
+                    counted.evictions.fetch_add(1, Ordering::Relaxed);
+                }
+                moka::notification::RemovalCause::Expired => {
+                    counted.expirations.fetch_add(1, Ordering::Relaxed);
+                }
+                _ => {}
+            });
+        if let Some(ttl) = config.cache_ttl {
+            builder = builder.time_to_live(ttl);
+        }
+        let (outbox, outbox_rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut id = [0u8; 6];
+        let _ = getrandom::fill(&mut id);
+        Arc::new(ResponseCache {
+            entries: builder.build(),
+            changes: Changes::new(),
+            metrics,
+            syncs: Syncs {
+                state: Mutex::new(SyncState { next: 1, ..SyncState::default() }),
+                done: tokio::sync::watch::channel(0).0,
+                wanted: tokio::sync::Notify::new(),
+            },
+            instance: id.iter().map(|b| format!("{b:02x}")).collect(),
+            routes: config.cache_routes.as_ref().map(|r| r.iter().cloned().collect()),
+            key_claims: config.cache_key_claims.clone(),
+            outbox,
+            outbox_rx: Arc::new(tokio::sync::Mutex::new(outbox_rx)),
+        })
+    }
+
+    /// Whether answers of this route (`films`, `rpc/search`) may be cached.
+    pub fn route_enabled(&self, route: &str) -> bool {
+        self.routes.as_ref().is_none_or(|r| r.contains(route))
+    }
+
+    /// The key of a GET/HEAD request: everything that can change its answer. `role` and
+    /// `claims` are the caller's (with `cache-key-claims`, only the named claims).
+    pub fn key(
+        &self,
+        method: &http::Method,
+        uri: &http::Uri,
+        headers: &HeaderMap,
+        role: &str,
+        claims: &str,
+    ) -> Bytes {
+        let mut key = Vec::with_capacity(256);
+        let mut part = |bytes: &[u8]| {
+            key.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+            key.extend_from_slice(bytes);
+        };
+        part(method.as_str().as_bytes());
+        part(uri.path_and_query().map_or(b"" as &[u8], |pq| pq.as_str().as_bytes()));
+        for name in ["accept", "accept-profile", "range", "range-unit", "prefer"] {
+            // Repeated headers are joined in order; an absent header differs from an empty one.
+            let mut values = headers.get_all(name).iter().peekable();
+            if values.peek().is_none() {
+                part(b"\xff");
+            }
+            for v in values {
+                part(v.as_bytes());
+            }
+        }
+        part(role.as_bytes());
+        match &self.key_claims {
+            None => part(claims.as_bytes()),
+            Some(names) => {
+                let parsed: serde_json::Map<String, serde_json::Value> =
+                    serde_json::from_str(claims).unwrap_or_default();
+                for name in names {
+                    part(parsed.get(name).map(|v| v.to_string()).unwrap_or_default().as_bytes());
+                }
+            }
+        }
+        Bytes::from(key)
+    }
+
+    /// The current answer for `key`, if one is cached.
+    pub fn lookup(&self, key: &[u8]) -> Option<Arc<Entry>> {
+        if !self.changes.live() {
+            self.metrics.bypasses.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        match self.entries.get(key) {
+            Some(e) if self.changes.current(&e.reads, e.start) => {
+                self.metrics.hits.fetch_add(1, Ordering::Relaxed);
+                Some(e)
+            }
+            Some(_) => {
+                self.entries.invalidate(key);
+                self.metrics.misses.fetch_add(1, Ordering::Relaxed);
+                None
+            }
+            None => {
+                self.metrics.misses.fetch_add(1, Ordering::Relaxed);
+                None
+            }
+        }
+    }
+
+    /// Stores an answer computed by a query started at change position `start`, unless a
+    /// change it read arrived meanwhile or the listener is not current.
+    pub fn store(
+        &self,
+        key: Bytes,
+        reads: Reads,
+        start: u64,
+        status: StatusCode,
+        headers: HeaderMap,
+        body: Bytes,
+    ) {
+        if !self.changes.live() || !self.changes.current(&reads, start) {
+            self.metrics.discarded.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        self.metrics.stores.fetch_add(1, Ordering::Relaxed);
+        self.entries.insert(key, Arc::new(Entry { status, headers, body, reads, start }));
+    }
+
+    /// Drops every entry (DDL, schema reload, a reconnection that may have missed changes).
+    pub fn flush(&self) {
+        self.changes.flush();
+        self.entries.invalidate_all();
+        self.metrics.flushes.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The listener stopped receiving: stop serving from memory at once.
+    pub fn listener_lost(&self) {
+        self.changes.fence.store(0, Ordering::SeqCst);
+        self.flush();
+    }
+
+    /// Handles one notification on [`CHANNEL`].
+    pub fn notified(&self, payload: &str) {
+        if let Ok(oid) = payload.parse::<u32>() {
+            self.changes.table_changed(oid);
+            self.metrics.invalidations.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let mut words = payload.split(' ');
+        match (words.next(), words.next(), words.next(), words.next()) {
+            (Some("*"), None, _, _) => self.flush(),
+            (Some("h"), Some(from), Some(micros), None) => {
+                if from == self.instance {
+                    if let Ok(sent) = micros.parse::<u64>() {
+                        self.changes.fence.fetch_max(sent + FENCE.as_micros() as u64, Ordering::SeqCst);
+                    }
+                } else {
+                    self.seen(from);
+                }
+            }
+            (Some("s"), Some(from), Some(n), None) => {
+                let Ok(n) = n.parse::<u64>() else { return };
+                if from == self.instance {
+                    let mut state = self.syncs.state.lock().unwrap_or_else(|e| e.into_inner());
+                    let now = Instant::now();
+                    state.peers.retain(|_, seen| now.duration_since(*seen) < PEER_TIMEOUT);
+                    let peers: HashSet<String> = state.peers.keys().cloned().collect();
+                    if peers.is_empty() {
+                        drop(state);
+                        self.syncs.done.send_if_modified(|d| std::mem::replace(d, (*d).max(n)) < n);
+                    } else {
+                        state.pending.insert(n, peers);
+                    }
+                } else {
+                    self.seen(from);
+                    // Everything committed before this sync has been handled: acknowledge.
+                    let _ = self.outbox.send(format!("a {from} {n} {}", self.instance));
+                }
+            }
+            (Some("b"), Some(from), None, None) => {
+                let mut state = self.syncs.state.lock().unwrap_or_else(|e| e.into_inner());
+                state.peers.remove(from);
+                // Syncs waiting only for it are complete.
+                let complete: Vec<u64> = state
+                    .pending
+                    .iter_mut()
+                    .filter_map(|(n, waiting)| (waiting.remove(from) && waiting.is_empty()).then_some(*n))
+                    .collect();
+                if let Some(&n) = complete.iter().max() {
+                    state.pending.retain(|k, _| *k > n);
+                    drop(state);
+                    self.syncs.done.send_if_modified(|d| std::mem::replace(d, (*d).max(n)) < n);
+                }
+            }
+            (Some("a"), Some(to), Some(n), Some(by)) => {
+                self.seen(by);
+                let Ok(n) = n.parse::<u64>() else { return };
+                if to != self.instance {
+                    return;
+                }
+                let mut state = self.syncs.state.lock().unwrap_or_else(|e| e.into_inner());
+                let complete = state.pending.get_mut(&n).is_some_and(|waiting| {
+                    waiting.remove(by);
+                    waiting.is_empty()
+                });
+                if complete {
+                    // An instance acknowledges syncs in the order it receives them, so this
+                    // completes every earlier one too.
+                    state.pending.retain(|k, _| *k > n);
+                    drop(state);
+                    self.syncs.done.send_if_modified(|d| std::mem::replace(d, (*d).max(n)) < n);
+                }
+            }
+            _ => tracing::debug!(payload, "ignoring an unknown cache notification"),
+        }
+    }
+
+    fn seen(&self, instance: &str) {
+        if instance == self.instance {
+            return;
+        }
+        let mut state = self.syncs.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.peers.insert(instance.to_owned(), Instant::now());
+    }
+
+    /// Waits until every running instance has received the changes committed before this call
+    /// (at most [`FENCE`]; an instance that takes longer stops serving from memory itself).
+    pub async fn sync(&self) {
+        if !self.changes.live() {
+            return;
+        }
+        let ticket = {
+            let state = self.syncs.state.lock().unwrap_or_else(|e| e.into_inner());
+            state.next
+        };
+        self.syncs.wanted.notify_one();
+        let mut done = self.syncs.done.subscribe();
+        let _ = tokio::time::timeout(FENCE, done.wait_for(|d| *d >= ticket)).await;
+    }
+
+    /// The next sync message to send, when a writer waits for one.
+    async fn next_sync(&self) -> String {
+        self.syncs.wanted.notified().await;
+        let mut state = self.syncs.state.lock().unwrap_or_else(|e| e.into_inner());
+        let n = state.next;
+        state.next += 1;
+        format!("s {} {n}", self.instance)
+    }
+
+    /// Tells the other instances that this one is leaving (they stop waiting for its
+    /// acknowledgements), and gives the message a moment to go out.
+    pub async fn goodbye(&self) {
+        self.changes.fence.store(0, Ordering::SeqCst);
+        let _ = self.outbox.send(format!("b {}", self.instance));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    /// A heartbeat message stamped with the current time.
+    fn heartbeat(&self) -> String {
+        format!("h {} {}", self.instance, self.changes.micros())
+    }
+
+    /// Writes `# HELP`/`# TYPE`/value lines in Prometheus text format.
+    pub fn render_metrics(&self, out: &mut String) {
+        let m = &self.metrics;
+        let counters = [
+            ("hits", "Answers served from the response cache.", &m.hits),
+            ("misses", "Cacheable requests answered by the database.", &m.misses),
+            ("bypasses", "Requests not looked up because the change listener was not current.", &m.bypasses),
+            ("stores", "Answers stored.", &m.stores),
+            (
+                "discarded",
+                "Answers not stored because a change arrived while they were computed.",
+                &m.discarded,
+            ),
+            ("evictions", "Entries evicted by cache-max-bytes.", &m.evictions),
+            ("expirations", "Entries expired by cache-ttl.", &m.expirations),
+            ("invalidations", "Table change notifications received.", &m.invalidations),
+            ("flushes", "Whole-cache flushes (DDL, schema reload, listener reconnection).", &m.flushes),
+        ];
+        for (name, help, value) in counters {
+            out.push_str(&format!(
+                "# HELP rowgate_cache_{name}_total {help}\n# TYPE rowgate_cache_{name}_total counter\nrowgate_cache_{name}_total {}\n",
+                value.load(Ordering::Relaxed)
+            ));
+        }
+        self.entries.run_pending_tasks();
+        out.push_str(&format!(
+            "# HELP rowgate_cache_entries Entries in the response cache.\n# TYPE rowgate_cache_entries gauge\nrowgate_cache_entries {}\n\
+             # HELP rowgate_cache_bytes Weighted size of the response cache.\n# TYPE rowgate_cache_bytes gauge\nrowgate_cache_bytes {}\n\
+             # HELP rowgate_cache_live Whether the change listener is current (1) or the cache is bypassed (0).\n# TYPE rowgate_cache_live gauge\nrowgate_cache_live {}\n",
+            self.entries.entry_count(),
+            self.entries.weighted_size(),
+            u8::from(self.changes.live()),
+        ));
+    }
+}
+
+/// What a read plan depends on: the union of its relations' dependencies, any table if it
+/// calls a user function (the RPC itself, computed fields and relationships), unbounded if any
+/// part is.
+pub fn plan_reads(plan: &ReadPlan, schema: &SchemaCache) -> Reads {
+    if plan.transaction.is_some() || plan.explain.is_some() {
+        return Reads::Unbounded;
+    }
+    let mut walk = Walk { schema, tables: Vec::new(), any: false, unbounded: false };
+    match &plan.call {
+        Some(call) => walk.function(&call.function),
+        None => walk.relation(plan.relation.oid),
+    }
+    plan.columns.iter().for_each(|c| walk.expr(&c.expr));
+    plan.conditions.iter().for_each(|c| walk.condition(c));
+    plan.order.iter().for_each(|o| walk.expr(&o.expr));
+    if walk.unbounded {
+        Reads::Unbounded
+    } else if walk.any {
+        Reads::AnyTable
+    } else {
+        walk.tables.sort_unstable();
+        walk.tables.dedup();
+        Reads::Tables(walk.tables)
+    }
+}
+
+struct Walk<'s> {
+    schema: &'s SchemaCache,
+    tables: Vec<u32>,
+    any: bool,
+    unbounded: bool,
+}
+
+impl Walk<'_> {
+    fn add(&mut self, reads: &Reads) {
+        match reads {
+            Reads::Tables(t) => self.tables.extend(t),
+            Reads::AnyTable => self.any = true,
+            Reads::Unbounded => self.unbounded = true,
+        }
+    }
+
+    fn relation(&mut self, oid: u32) {
+        match self.schema.dependencies.relations.get(&oid) {
+            Some(reads) => self.add(&reads.clone()),
+            None => self.unbounded = true,
+        }
+    }
+
+    fn function(&mut self, name: &crate::schema::QualifiedName) {
+        // Overloads share the name; any volatile one makes the call uncacheable.
+        let volatile = self
+            .schema
+            .functions
+            .get(name)
+            .is_none_or(|fs| fs.iter().any(|f| f.volatility == crate::schema::Volatility::Volatile));
+        let reads = self.schema.dependencies.function(volatile);
+        self.add(&reads);
+    }
+
+    fn embed(&mut self, e: &EmbedPlan) {
+        match &e.computed {
+            Some(f) => self.function(f),
+            None => self.relation(e.relation.oid),
+        }
+        if let Some(j) = &e.through {
+            self.relation(j.relation.oid);
+        }
+        e.columns.iter().for_each(|c| self.expr(&c.expr));
+        e.conditions.iter().for_each(|c| self.condition(c));
+        e.order.iter().for_each(|o| self.expr(&o.expr));
+    }
+
+    fn expr(&mut self, e: &Expr) {
+        match e {
+            Expr::Column(_) | Expr::JsonPath { .. } => {}
+            Expr::Cast(inner, _) => self.expr(inner),
+            Expr::Embed(embed) => self.embed(embed),
+            Expr::Computed { function, .. } => self.function(function),
+            Expr::Aggregate(_, arg) => {
+                if let Some(a) = arg {
+                    self.expr(a);
+                }
+            }
+            Expr::Related { embed, expr, .. } => {
+                self.embed(embed);
+                self.expr(expr);
+            }
+        }
+    }
+
+    fn condition(&mut self, c: &Condition) {
+        match c {
+            Condition::Filter { expr, .. } => self.expr(expr),
+            Condition::Exists { embed, .. } => self.embed(embed),
+            Condition::Logic { children, .. } => children.iter().for_each(|c| self.condition(c)),
+        }
+    }
+}
