@@ -5,20 +5,101 @@
 -- transaction commits, in commit order, and sends one notification per table and transaction.
 CREATE SCHEMA IF NOT EXISTS rowgate;
 
+-- Which rows changed, by their key columns (the trigger's arguments): a JSON object
+-- {"t": oid, "k": {"col": ["value", ...]}} of the old and new rows' values as text, so that a
+-- cached answer that read only rows with other key values stays valid. A TRUNCATE, a change of
+-- more than 200 rows or a payload too large for NOTIFY reports the whole table (the OID alone).
 CREATE OR REPLACE FUNCTION rowgate.cache_notify() RETURNS trigger
 LANGUAGE plpgsql AS $$
+DECLARE
+  src text;
+  changed bigint;
+  keys jsonb := '{}';
+  vals jsonb;
+  col text;
+  payload text;
 BEGIN
-  PERFORM pg_notify('rowgate_cache', TG_RELID::text);
+  IF TG_NARGS = 0 OR TG_OP = 'TRUNCATE' THEN
+    PERFORM pg_notify('rowgate_cache', TG_RELID::text);
+    RETURN NULL;
+  END IF;
+  src := CASE TG_OP WHEN 'INSERT' THEN 'SELECT * FROM rowgate_new'
+                    WHEN 'DELETE' THEN 'SELECT * FROM rowgate_old'
+                    ELSE 'SELECT * FROM rowgate_new UNION ALL SELECT * FROM rowgate_old' END;
+  EXECUTE format('SELECT count(*) FROM (%s) r', src) INTO changed;
+  IF changed = 0 THEN
+    RETURN NULL;
+  END IF;
+  IF changed > 200 THEN
+    PERFORM pg_notify('rowgate_cache', TG_RELID::text);
+    RETURN NULL;
+  END IF;
+  FOREACH col IN ARRAY TG_ARGV LOOP
+    EXECUTE format('SELECT coalesce(jsonb_agg(DISTINCT r.%1$I::text) FILTER (WHERE r.%1$I IS NOT NULL), ''[]'') '
+                   'FROM (%2$s) r', col, src) INTO vals;
+    keys := keys || jsonb_build_object(col, vals);
+  END LOOP;
+  payload := jsonb_build_object('t', TG_RELID::int8, 'k', keys)::text;
+  IF octet_length(payload) > 7900 THEN
+    payload := TG_RELID::text;
+  END IF;
+  PERFORM pg_notify('rowgate_cache', payload);
   RETURN NULL;
 END $$;
 
+-- The key columns a table's notifications carry: primary key, unique and foreign key columns of
+-- the types whose text form is canonical (integers, uuid, text, varchar).
+CREATE OR REPLACE FUNCTION rowgate.cache_keys(rel regclass) RETURNS text[]
+LANGUAGE sql STABLE SET search_path = pg_catalog AS $$
+  SELECT coalesce(array_agg(DISTINCT a.attname::text ORDER BY a.attname::text), '{}')
+  FROM pg_constraint con
+  CROSS JOIN LATERAL unnest(con.conkey) k(attnum)
+  JOIN pg_attribute a ON a.attrelid = con.conrelid AND a.attnum = k.attnum
+  WHERE con.conrelid = rel AND con.contype IN ('p', 'u', 'f')
+    AND a.atttypid IN ('int2'::regtype, 'int4'::regtype, 'int8'::regtype, 'uuid'::regtype,
+                       'text'::regtype, 'varchar'::regtype)
+$$;
+
+-- Puts the change triggers on a table, or renews them when its key columns changed: one for
+-- TRUNCATE and one per INSERT/UPDATE/DELETE with transition tables (which report the rows);
+-- where PostgreSQL refuses those, one trigger for every event that reports the table.
 CREATE OR REPLACE FUNCTION rowgate.cache_watch(rel regclass) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+DECLARE
+  keys text[] := rowgate.cache_keys(rel);
+  args text;
+  current text;
+  t text;
 BEGIN
-  IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = rel AND tgname = 'rowgate_cache') THEN
-    EXECUTE format('CREATE TRIGGER rowgate_cache AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON %s '
-                   'FOR EACH STATEMENT EXECUTE FUNCTION rowgate.cache_notify()', rel);
+  SELECT coalesce(string_agg(quote_literal(k), ', ' ORDER BY ord), '') INTO args
+  FROM unnest(keys) WITH ORDINALITY u(k, ord);
+  SELECT encode(tgargs, 'escape') INTO current FROM pg_trigger WHERE tgrelid = rel AND tgname = 'rowgate_cache_upd';
+  IF EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = rel AND tgname = 'rowgate_cache')
+     AND (current IS NOT DISTINCT FROM (SELECT string_agg(k || E'\\000', '' ORDER BY ord) FROM unnest(keys) WITH ORDINALITY u(k, ord))
+          OR (cardinality(keys) = 0 AND current IS NULL)) THEN
+    RETURN;
   END IF;
+  FOREACH t IN ARRAY ARRAY['rowgate_cache', 'rowgate_cache_ins', 'rowgate_cache_upd', 'rowgate_cache_del'] LOOP
+    EXECUTE format('DROP TRIGGER IF EXISTS %I ON %s', t, rel);
+  END LOOP;
+  IF cardinality(keys) > 0 THEN
+    BEGIN
+      EXECUTE format('CREATE TRIGGER rowgate_cache AFTER TRUNCATE ON %s '
+                     'FOR EACH STATEMENT EXECUTE FUNCTION rowgate.cache_notify()', rel);
+      EXECUTE format('CREATE TRIGGER rowgate_cache_ins AFTER INSERT ON %s REFERENCING NEW TABLE AS rowgate_new '
+                     'FOR EACH STATEMENT EXECUTE FUNCTION rowgate.cache_notify(%s)', rel, args);
+      EXECUTE format('CREATE TRIGGER rowgate_cache_upd AFTER UPDATE ON %s '
+                     'REFERENCING NEW TABLE AS rowgate_new OLD TABLE AS rowgate_old '
+                     'FOR EACH STATEMENT EXECUTE FUNCTION rowgate.cache_notify(%s)', rel, args);
+      EXECUTE format('CREATE TRIGGER rowgate_cache_del AFTER DELETE ON %s REFERENCING OLD TABLE AS rowgate_old '
+                     'FOR EACH STATEMENT EXECUTE FUNCTION rowgate.cache_notify(%s)', rel, args);
+      RETURN;
+    EXCEPTION WHEN feature_not_supported OR object_not_in_prerequisite_state THEN
+      NULL; -- fall through to the table-level trigger
+    END;
+  END IF;
+  EXECUTE format('CREATE TRIGGER rowgate_cache AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON %s '
+                 'FOR EACH STATEMENT EXECUTE FUNCTION rowgate.cache_notify()', rel);
 END $$;
 
 DO $$

@@ -1,5 +1,6 @@
 -- DDL (superuser only: event triggers): every schema change, grant or policy change and
--- materialized view refresh flushes every rowgate's cache, and a new table is watched at once.
+-- materialized view refresh flushes every rowgate's cache, a new table is watched at once, and an altered table's
+-- key columns are renewed.
 CREATE OR REPLACE FUNCTION rowgate.cache_ddl() RETURNS event_trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog AS $$
 DECLARE r record;
@@ -10,7 +11,7 @@ BEGIN
       RETURN; -- temporary objects only
     END IF;
     FOR r IN SELECT c.oid FROM pg_event_trigger_ddl_commands() d JOIN pg_class c ON c.oid = d.objid
-             WHERE d.command_tag IN ('CREATE TABLE', 'CREATE TABLE AS', 'SELECT INTO')
+             WHERE d.command_tag IN ('CREATE TABLE', 'CREATE TABLE AS', 'SELECT INTO', 'ALTER TABLE')
                AND c.relkind IN ('r', 'p') AND c.relpersistence <> 't'
     LOOP
       BEGIN

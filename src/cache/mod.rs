@@ -38,6 +38,27 @@ pub const HEARTBEAT: Duration = Duration::from_millis(200);
 /// Other instances count as running while heard from within this time.
 const PEER_TIMEOUT: Duration = Duration::from_secs(3);
 
+/// What a cached answer read: whole tables, rows of tables by a key value, or (a user
+/// function being involved) any table.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Deps {
+    /// Tables any change to which invalidates the answer.
+    pub tables: Vec<u32>,
+    /// (table, key column, [`row_key`] of the value in PostgreSQL's text form): only a change
+    /// to a row with this value (before or after the change) invalidates the answer.
+    pub rows: Vec<(u32, Arc<str>, String)>,
+    /// A change to any table invalidates the answer.
+    pub any_table: bool,
+}
+
+/// The change log's key of a row value.
+pub fn row_key(table: u32, column: &str, value: &str) -> String {
+    format!("{table}\u{0}{column}\u{0}{value}")
+}
+
+/// Rows map size beyond which it is cleared (answers depending on rows then count as older).
+const MAX_ROW_KEYS: usize = 200_000;
+
 /// A cached answer.
 pub struct Entry {
     /// Status code.
@@ -46,7 +67,7 @@ pub struct Entry {
     pub headers: HeaderMap,
     /// Body.
     pub body: Bytes,
-    reads: Reads,
+    deps: Deps,
     start: u64,
 }
 
@@ -76,7 +97,7 @@ pub struct Metrics {
 /// The change log an entry is checked against: a sequence number per received notification.
 pub struct Changes {
     seq: AtomicU64,
-    tables: RwLock<HashMap<u32, u64>>,
+    log: RwLock<ChangeLog>,
     any_table: AtomicU64,
     flushed: AtomicU64,
     /// Microseconds since `epoch` until which the listener is known current (0: not live).
@@ -84,11 +105,32 @@ pub struct Changes {
     epoch: Instant,
 }
 
+#[derive(Default)]
+struct ChangeLog {
+    /// Last change of any kind, per table.
+    tables: HashMap<u32, u64>,
+    /// Last change reported for the whole table (TRUNCATE, bulk changes, no key columns).
+    whole: HashMap<u32, u64>,
+    /// Last change per (table, key column, value).
+    rows: HashMap<String, u64>,
+    /// The key columns each table's row notifications carry (the same until DDL, which flushes).
+    carried: HashMap<u32, Vec<Arc<str>>>,
+    /// Answers depending on rows and older than this are stale (the rows map was cleared).
+    rows_floor: u64,
+}
+
+/// A row notification: `{"t": oid, "k": {"col": ["value", ...]}}`.
+#[derive(serde::Deserialize)]
+struct RowChange {
+    t: u32,
+    k: HashMap<String, Vec<String>>,
+}
+
 impl Changes {
     fn new() -> Self {
         Changes {
             seq: AtomicU64::new(0),
-            tables: RwLock::new(HashMap::new()),
+            log: RwLock::new(ChangeLog::default()),
             any_table: AtomicU64::new(0),
             flushed: AtomicU64::new(1),
             fence: AtomicU64::new(0),
@@ -111,8 +153,30 @@ impl Changes {
     }
 
     fn table_changed(&self, oid: u32) {
+        let mut log = self.log.write().unwrap_or_else(|e| e.into_inner());
         let s = self.seq.fetch_add(1, Ordering::SeqCst) + 1;
-        self.tables.write().unwrap_or_else(|e| e.into_inner()).insert(oid, s);
+        log.tables.insert(oid, s);
+        log.whole.insert(oid, s);
+        self.any_table.store(s, Ordering::SeqCst);
+    }
+
+    fn rows_changed(&self, change: RowChange) {
+        let mut log = self.log.write().unwrap_or_else(|e| e.into_inner());
+        let s = self.seq.fetch_add(1, Ordering::SeqCst) + 1;
+        log.tables.insert(change.t, s);
+        if log.rows.len() > MAX_ROW_KEYS {
+            log.rows.clear();
+            log.rows_floor = s;
+        }
+        let mut carried: Vec<Arc<str>> = Vec::with_capacity(change.k.len());
+        for (col, values) in change.k {
+            let col: Arc<str> = col.into();
+            for v in values {
+                log.rows.insert(row_key(change.t, &col, &v), s);
+            }
+            carried.push(col);
+        }
+        log.carried.insert(change.t, carried);
         self.any_table.store(s, Ordering::SeqCst);
     }
 
@@ -121,19 +185,24 @@ impl Changes {
         self.flushed.store(s, Ordering::SeqCst);
     }
 
-    /// Whether an answer computed from a query started at `start` reading `reads` is current.
-    fn current(&self, reads: &Reads, start: u64) -> bool {
+    /// Whether an answer computed from a query started at `start` reading `deps` is current.
+    fn current(&self, deps: &Deps, start: u64) -> bool {
         if self.flushed.load(Ordering::SeqCst) > start {
             return false;
         }
-        match reads {
-            Reads::Tables(oids) => {
-                let tables = self.tables.read().unwrap_or_else(|e| e.into_inner());
-                oids.iter().all(|o| tables.get(o).is_none_or(|s| *s <= start))
-            }
-            Reads::AnyTable => self.any_table.load(Ordering::SeqCst) <= start,
-            Reads::Unbounded => false,
+        if deps.any_table {
+            return self.any_table.load(Ordering::SeqCst) <= start;
         }
+        let log = self.log.read().unwrap_or_else(|e| e.into_inner());
+        let before = |m: &HashMap<u32, u64>, oid: &u32| m.get(oid).is_none_or(|s| *s <= start);
+        deps.tables.iter().all(|t| before(&log.tables, t))
+            && deps.rows.iter().all(|(t, col, key)| {
+                before(&log.tables, t)
+                    || (log.rows_floor <= start
+                        && before(&log.whole, t)
+                        && log.carried.get(t).is_some_and(|c| c.contains(col))
+                        && log.rows.get(key.as_str()).is_none_or(|s| *s <= start))
+            })
     }
 }
 
@@ -268,7 +337,7 @@ impl ResponseCache {
             return None;
         }
         match self.entries.get(key) {
-            Some(e) if self.changes.current(&e.reads, e.start) => {
+            Some(e) if self.changes.current(&e.deps, e.start) => {
                 self.metrics.hits.fetch_add(1, Ordering::Relaxed);
                 Some(e)
             }
@@ -289,18 +358,18 @@ impl ResponseCache {
     pub fn store(
         &self,
         key: Bytes,
-        reads: Reads,
+        deps: Deps,
         start: u64,
         status: StatusCode,
         headers: HeaderMap,
         body: Bytes,
     ) {
-        if !self.changes.live() || !self.changes.current(&reads, start) {
+        if !self.changes.live() || !self.changes.current(&deps, start) {
             self.metrics.discarded.fetch_add(1, Ordering::Relaxed);
             return;
         }
         self.metrics.stores.fetch_add(1, Ordering::Relaxed);
-        self.entries.insert(key, Arc::new(Entry { status, headers, body, reads, start }));
+        self.entries.insert(key, Arc::new(Entry { status, headers, body, deps, start }));
     }
 
     /// Drops every entry (DDL, schema reload, a reconnection that may have missed changes).
@@ -320,6 +389,15 @@ impl ResponseCache {
     pub fn notified(&self, payload: &str) {
         if let Ok(oid) = payload.parse::<u32>() {
             self.changes.table_changed(oid);
+            self.metrics.invalidations.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        if payload.starts_with('{') {
+            match serde_json::from_str::<RowChange>(payload) {
+                Ok(change) => self.changes.rows_changed(change),
+                // Not ours to read: flushing is the safe answer.
+                Err(_) => self.flush(),
+            }
             self.metrics.invalidations.fetch_add(1, Ordering::Relaxed);
             return;
         }
@@ -473,52 +551,117 @@ impl ResponseCache {
     }
 }
 
-/// What a read plan depends on: the union of its relations' dependencies, any table if it
-/// calls a user function (the RPC itself, computed fields and relationships), unbounded if any
-/// part is.
-pub fn plan_reads(plan: &ReadPlan, schema: &SchemaCache) -> Reads {
+/// What a read plan depends on, or `None` if it cannot be cached: the union of its relations'
+/// dependencies, any table if it calls a user function (the RPC itself, computed fields and
+/// relationships). A table the plan reads only by key values (`id=eq.5`, `id=in.(1,2)`, an
+/// embed joined on such a column) depends on those rows alone.
+pub fn plan_deps(plan: &ReadPlan, schema: &SchemaCache) -> Option<Deps> {
     if plan.transaction.is_some() || plan.explain.is_some() {
-        return Reads::Unbounded;
+        return None;
     }
-    let mut walk = Walk { schema, tables: Vec::new(), any: false, unbounded: false };
-    match &plan.call {
-        Some(call) => walk.function(&call.function),
-        None => walk.relation(plan.relation.oid),
-    }
-    plan.columns.iter().for_each(|c| walk.expr(&c.expr));
-    plan.conditions.iter().for_each(|c| walk.condition(c));
-    plan.order.iter().for_each(|o| walk.expr(&o.expr));
+    let mut walk = Walk { schema, deps: Deps::default(), unbounded: false };
+    let restriction = match &plan.call {
+        Some(call) => {
+            walk.function(&call.function);
+            None
+        }
+        None => {
+            let r = restriction(&plan.relation, &plan.conditions);
+            walk.relation(&plan.relation, r.as_ref());
+            r
+        }
+    };
+    plan.columns.iter().for_each(|c| walk.expr(&c.expr, restriction.as_ref()));
+    plan.conditions.iter().for_each(|c| walk.condition(c, restriction.as_ref()));
+    plan.order.iter().for_each(|o| walk.expr(&o.expr, restriction.as_ref()));
     if walk.unbounded {
-        Reads::Unbounded
-    } else if walk.any {
-        Reads::AnyTable
-    } else {
-        walk.tables.sort_unstable();
-        walk.tables.dedup();
-        Reads::Tables(walk.tables)
+        return None;
+    }
+    let mut deps = walk.deps;
+    if deps.any_table {
+        deps.tables.clear();
+        deps.rows.clear();
+    }
+    deps.tables.sort_unstable();
+    deps.tables.dedup();
+    deps.rows.sort();
+    deps.rows.dedup();
+    Some(deps)
+}
+
+/// Rows of a relation by the values of one column.
+type Restriction = (String, Vec<String>);
+
+/// A top-level `col=eq.v` or `col=in.(...)` on a column whose text form PostgreSQL prints
+/// canonically, with the values in that form; anything else restricts nothing.
+fn restriction(relation: &crate::schema::Relation, conditions: &[Condition]) -> Option<Restriction> {
+    use rowgate_request::{CompareOp, Operation};
+    conditions.iter().find_map(|c| {
+        let Condition::Filter { expr: Expr::Column(col), filter, .. } = c else { return None };
+        if filter.negated {
+            return None;
+        }
+        let values: Vec<&str> = match &filter.operation {
+            Operation::Compare { op: CompareOp::Eq, quantifier: None, value } => vec![value.as_str()],
+            Operation::In(values) => values.iter().map(String::as_str).collect(),
+            _ => return None,
+        };
+        let column = relation.column(col)?;
+        let canonical: Option<Vec<String>> = values.iter().map(|v| canonical_text(column, v)).collect();
+        canonical.map(|values| (col.clone(), values))
+    })
+}
+
+/// A filter value as PostgreSQL prints the column's value that equals it, for the types where
+/// that is unambiguous; `None` otherwise (or when the value is not of the type at all).
+fn canonical_text(column: &crate::schema::Column, value: &str) -> Option<String> {
+    use crate::schema::ValueKind;
+    match column.kind {
+        ValueKind::Int2 | ValueKind::Int4 | ValueKind::Int8 => {
+            value.trim().parse::<i64>().ok().map(|n| n.to_string())
+        }
+        ValueKind::Uuid => {
+            let v = value.to_ascii_lowercase();
+            let groups: Vec<&str> = v.split('-').collect();
+            let shape = groups.iter().map(|g| g.len()).collect::<Vec<_>>() == [8, 4, 4, 4, 12]
+                && groups.iter().all(|g| g.bytes().all(|b| b.is_ascii_hexdigit()));
+            shape.then_some(v)
+        }
+        // Plain text under a deterministic collation: equal means the same bytes. (Padded
+        // `character(n)`, `citext` and enums are left out.)
+        ValueKind::Text
+            if column.type_name == "text" || column.type_name.starts_with("character varying") =>
+        {
+            Some(value.to_owned())
+        }
+        _ => None,
     }
 }
 
 struct Walk<'s> {
     schema: &'s SchemaCache,
-    tables: Vec<u32>,
-    any: bool,
+    deps: Deps,
     unbounded: bool,
 }
 
 impl Walk<'_> {
-    fn add(&mut self, reads: &Reads) {
-        match reads {
-            Reads::Tables(t) => self.tables.extend(t),
-            Reads::AnyTable => self.any = true,
-            Reads::Unbounded => self.unbounded = true,
-        }
-    }
-
-    fn relation(&mut self, oid: u32) {
-        match self.schema.dependencies.relations.get(&oid) {
-            Some(reads) => self.add(&reads.clone()),
-            None => self.unbounded = true,
+    fn relation(&mut self, relation: &crate::schema::Relation, restriction: Option<&Restriction>) {
+        match self.schema.dependencies.relations.get(&relation.oid) {
+            Some(Reads::Tables(tables)) => {
+                for t in tables {
+                    match restriction {
+                        Some((col, values)) if *t == relation.oid => {
+                            let col: Arc<str> = col.as_str().into();
+                            for v in values {
+                                self.deps.rows.push((*t, col.clone(), row_key(*t, &col, v)));
+                            }
+                        }
+                        _ => self.deps.tables.push(*t),
+                    }
+                }
+            }
+            Some(Reads::AnyTable) => self.deps.any_table = true,
+            Some(Reads::Unbounded) | None => self.unbounded = true,
         }
     }
 
@@ -529,46 +672,68 @@ impl Walk<'_> {
             .functions
             .get(name)
             .is_none_or(|fs| fs.iter().any(|f| f.volatility == crate::schema::Volatility::Volatile));
-        let reads = self.schema.dependencies.function(volatile);
-        self.add(&reads);
+        match self.schema.dependencies.function(volatile) {
+            Reads::Unbounded => self.unbounded = true,
+            _ => self.deps.any_table = true,
+        }
     }
 
-    fn embed(&mut self, e: &EmbedPlan) {
-        match &e.computed {
-            Some(f) => self.function(f),
-            None => self.relation(e.relation.oid),
-        }
-        if let Some(j) = &e.through {
-            self.relation(j.relation.oid);
-        }
-        e.columns.iter().for_each(|c| self.expr(&c.expr));
-        e.conditions.iter().for_each(|c| self.condition(c));
-        e.order.iter().for_each(|o| self.expr(&o.expr));
+    /// An embedded relation, restricted by its own filters or else through the join column
+    /// its parent is restricted on.
+    fn embed(&mut self, e: &EmbedPlan, parent: Option<&Restriction>) {
+        let own = match (&e.computed, &e.through) {
+            (Some(f), _) => {
+                self.function(f);
+                None
+            }
+            (None, Some(j)) => {
+                self.relation(&j.relation, None);
+                self.relation(&e.relation, None);
+                None
+            }
+            (None, None) => {
+                let inherited = parent.and_then(|(col, values)| {
+                    let (_, child) = e.join.iter().find(|(p, _)| p == col)?;
+                    let column = e.relation.column(child)?;
+                    let values: Option<Vec<String>> =
+                        values.iter().map(|v| canonical_text(column, v)).collect();
+                    Some((child.clone(), values?))
+                });
+                let r = restriction(&e.relation, &e.conditions).or(inherited);
+                self.relation(&e.relation, r.as_ref());
+                r
+            }
+        };
+        e.columns.iter().for_each(|c| self.expr(&c.expr, own.as_ref()));
+        e.conditions.iter().for_each(|c| self.condition(c, own.as_ref()));
+        e.order.iter().for_each(|o| self.expr(&o.expr, own.as_ref()));
     }
 
-    fn expr(&mut self, e: &Expr) {
+    fn expr(&mut self, e: &Expr, level: Option<&Restriction>) {
         match e {
             Expr::Column(_) | Expr::JsonPath { .. } => {}
-            Expr::Cast(inner, _) => self.expr(inner),
-            Expr::Embed(embed) => self.embed(embed),
+            Expr::Cast(inner, _) => self.expr(inner, level),
+            Expr::Embed(embed) => self.embed(embed, level),
             Expr::Computed { function, .. } => self.function(function),
             Expr::Aggregate(_, arg) => {
                 if let Some(a) = arg {
-                    self.expr(a);
+                    self.expr(a, level);
                 }
             }
             Expr::Related { embed, expr, .. } => {
-                self.embed(embed);
-                self.expr(expr);
+                self.embed(embed, level);
+                // The value is over the embedded relation's columns; its embeds are read
+                // without a restriction.
+                self.expr(expr, None);
             }
         }
     }
 
-    fn condition(&mut self, c: &Condition) {
+    fn condition(&mut self, c: &Condition, level: Option<&Restriction>) {
         match c {
-            Condition::Filter { expr, .. } => self.expr(expr),
-            Condition::Exists { embed, .. } => self.embed(embed),
-            Condition::Logic { children, .. } => children.iter().for_each(|c| self.condition(c)),
+            Condition::Filter { expr, .. } => self.expr(expr, level),
+            Condition::Exists { embed, .. } => self.embed(embed, level),
+            Condition::Logic { children, .. } => children.iter().for_each(|c| self.condition(c, level)),
         }
     }
 }

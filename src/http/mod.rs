@@ -222,10 +222,7 @@ async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Body>,
         Plan::Read(plan) => {
             let route = parts.uri.path().trim_start_matches('/');
             let cacheable = lookup.take().filter(|(cache, _, _)| cache.route_enabled(route)).and_then(
-                |(cache, key, start)| match crate::cache::plan_reads(&plan, &schema) {
-                    crate::schema::Reads::Unbounded => None,
-                    reads => Some((cache, key, start, reads)),
-                },
+                |(cache, key, start)| Some((cache, key, start, crate::cache::plan_deps(&plan, &schema)?)),
             );
             let statements = crate::sql::render_read(&plan, config.db_max_rows);
             let mut settings = ctx.session_settings(&plan.schema, &principal, plan.timezone.as_deref());
@@ -281,13 +278,13 @@ async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Body>,
                 r
             });
             match (cacheable, &mut response) {
-                (Some((cache, key, start, reads)), Ok(r)) if r.status().is_success() => {
+                (Some((cache, key, start, deps)), Ok(r)) if r.status().is_success() => {
                     let body = r.body().clone();
                     let bytes = futures_util::FutureExt::now_or_never(http_body_util::BodyExt::collect(body))
                         .and_then(Result::ok)
                         .map(|c| c.to_bytes())
                         .unwrap_or_default();
-                    cache.store(key, reads, start, r.status(), r.headers().clone(), bytes);
+                    cache.store(key, deps, start, r.status(), r.headers().clone(), bytes);
                     r.headers_mut().insert("x-cache", HeaderValue::from_static("miss"));
                 }
                 (_, Ok(r)) if state.cache.is_some() && plan.transaction.is_none() => {

@@ -56,8 +56,10 @@ const SYSTEM_SCHEMAS: &str =
 fn relations_query() -> String {
     format!(
         "SELECT c.oid, c.relkind::text,
-                EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = c.oid AND t.tgname = '{TRIGGER}'
-                        AND t.tgenabled <> 'D')
+                -- INSERT (4), DELETE (8), UPDATE (16) and TRUNCATE (32) all reported
+                coalesce((SELECT bit_or(t.tgtype::int4) & 60 = 60 FROM pg_trigger t
+                          WHERE t.tgrelid = c.oid AND t.tgenabled <> 'D'
+                            AND t.tgname IN ('{TRIGGER}', '{TRIGGER}_ins', '{TRIGGER}_upd', '{TRIGGER}_del')), false)
          FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
          WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f') AND {SYSTEM_SCHEMAS}"
     )

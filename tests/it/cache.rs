@@ -28,6 +28,11 @@ INSERT INTO api.counters VALUES (1, 0);
 CREATE TABLE api.stress (id int PRIMARY KEY, n int NOT NULL);
 INSERT INTO api.stress VALUES (150, 0), (151, 0);
 GRANT SELECT, UPDATE ON api.counters, api.stress TO web_anon;
+CREATE TABLE api.depts (id int PRIMARY KEY, name text NOT NULL);
+CREATE TABLE api.emps (id int PRIMARY KEY, name text NOT NULL, dept int REFERENCES api.depts);
+INSERT INTO api.depts VALUES (1, 'one'), (2, 'two');
+INSERT INTO api.emps VALUES (10, 'ann', 1), (20, 'bob', 2);
+GRANT SELECT ON api.depts, api.emps TO web_anon;
 CREATE SCHEMA private;
 CREATE TABLE private.labels (item int PRIMARY KEY, label text);
 INSERT INTO private.labels VALUES (1, 'one');
@@ -216,6 +221,68 @@ fn a_repeated_read_is_a_hit_and_a_write_through_sql_invalidates_it() {
     db.sql("UPDATE private.labels SET label = 'uno' WHERE item = 1");
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(s.get("/labelled?id=eq.1", &[]).json(), json!([{"id": 1, "n": 1, "label": "uno"}]));
+}
+
+/// Polls `path` until `done` holds of its body, for at most one second.
+fn within_a_second(s: &Server, path: &str, done: impl Fn(&serde_json::Value) -> bool) {
+    let started = Instant::now();
+    loop {
+        let r = s.get(path, &[]);
+        if done(&r.json()) {
+            return;
+        }
+        assert!(started.elapsed() < Duration::from_secs(1), "{path} still stale after 1 s: {}", r.body);
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn a_read_by_key_is_invalidated_only_by_changes_to_its_rows() {
+    let db = db();
+    let s = Server::start(&db.cluster, &[]);
+    let path = "/depts?id=eq.1&select=name,emps(name)";
+    assert_eq!(s.get(path, &[]).json(), json!([{"name": "one", "emps": [{"name": "ann"}]}]));
+    assert_eq!(s.get(path, &[]).header("x-cache"), Some("hit"));
+    // Another dept and another dept's employees: still a hit, once the change has arrived.
+    db.sql("UPDATE api.depts SET name = 'deux' WHERE id = 2; INSERT INTO api.emps VALUES (21, 'cy', 2)");
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(s.get(path, &[]).header("x-cache"), Some("hit"));
+    // An employee moving into dept 1 (its new row has dept 1), and leaving it (its old row).
+    db.sql("UPDATE api.emps SET dept = 1 WHERE id = 21");
+    within_a_second(&s, path, |b| b[0]["emps"].as_array().is_some_and(|e| e.len() == 2));
+    db.sql("UPDATE api.emps SET dept = 2 WHERE id = 21");
+    within_a_second(&s, path, |b| b[0]["emps"].as_array().is_some_and(|e| e.len() == 1));
+    db.sql("UPDATE api.depts SET name = 'uno' WHERE id = 1");
+    within_a_second(&s, path, |b| b[0]["name"] == "uno");
+    // A list of keys; TRUNCATE reports the whole table.
+    let list = "/emps?id=in.(10,20)&order=id";
+    assert_eq!(s.get(list, &[]).json().as_array().map(Vec::len), Some(2));
+    db.sql("DELETE FROM api.emps WHERE id = 20");
+    within_a_second(&s, list, |b| b.as_array().is_some_and(|e| e.len() == 1));
+    db.sql("INSERT INTO api.emps VALUES (20, 'bob', 2)");
+    within_a_second(&s, list, |b| b.as_array().is_some_and(|e| e.len() == 2));
+}
+
+#[test]
+fn ddl_is_seen_at_once_new_tables_are_watched_and_grants_flush() {
+    let db = db();
+    let s = Server::start(&db.cluster, &[]);
+    db.sql(
+        "CREATE TABLE api.probe (id int PRIMARY KEY, n int); INSERT INTO api.probe VALUES (1, 1); \
+            GRANT SELECT ON api.probe TO web_anon",
+    );
+    // The DDL made every instance reload its schema cache.
+    within_a_second(&s, "/probe?id=eq.1", |b| b == &json!([{"id": 1, "n": 1}]));
+    assert_eq!(s.get("/probe?id=eq.1", &[]).header("x-cache"), Some("hit"));
+    // The event trigger put the change triggers on the new table.
+    db.sql("UPDATE api.probe SET n = 2 WHERE id = 1");
+    within_a_second(&s, "/probe?id=eq.1", |b| b == &json!([{"id": 1, "n": 2}]));
+    db.sql("REVOKE SELECT ON api.probe FROM web_anon");
+    let started = Instant::now();
+    while s.get("/probe?id=eq.1", &[]).status != 401 {
+        assert!(started.elapsed() < Duration::from_secs(1), "a revoked grant still served after 1 s");
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 #[test]
