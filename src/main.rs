@@ -37,6 +37,18 @@ enum Command {
         #[command(subcommand)]
         action: CacheAction,
     },
+    /// Serve one fixed answer with rowgate's HTTP stack (the benchmarks' ceiling).
+    Ceiling {
+        /// The body to answer with.
+        #[arg(long = "body-file", value_name = "FILE")]
+        body_file: std::path::PathBuf,
+        /// Its Content-Type.
+        #[arg(long = "content-type", default_value = "application/json; charset=utf-8")]
+        content_type: String,
+        /// Port to serve on (127.0.0.1).
+        #[arg(long = "server-port", default_value_t = 3001)]
+        server_port: u16,
+    },
     /// Start a throwaway PostgreSQL with a small demo schema and serve it (Ctrl-C stops both).
     Demo {
         /// Port to serve the API on.
@@ -119,6 +131,9 @@ fn main() -> ExitCode {
         Command::Demo { server_port } => runtime.block_on(demo(server_port)),
         Command::Apikey { db_uri, action } => runtime.block_on(apikey(db_uri, action)),
         Command::Cache { db_uri, action } => runtime.block_on(cache(db_uri, action)),
+        Command::Ceiling { body_file, content_type, server_port } => {
+            runtime.block_on(ceiling(body_file, content_type, server_port))
+        }
     }
 }
 
@@ -149,6 +164,29 @@ async fn admin_client(db_uri: Option<String>) -> Result<tokio_postgres::Client, 
         eprintln!("rowgate: cannot connect: {e}");
         ExitCode::FAILURE
     })
+}
+
+async fn ceiling(body_file: std::path::PathBuf, content_type: String, port: u16) -> ExitCode {
+    let body = match std::fs::read(&body_file) {
+        Ok(b) => bytes::Bytes::from(b),
+        Err(e) => {
+            eprintln!("rowgate: cannot read {}: {e}", body_file.display());
+            return ExitCode::from(2);
+        }
+    };
+    let Ok(content_type) = http::HeaderValue::from_str(&content_type) else {
+        eprintln!("rowgate: invalid --content-type");
+        return ExitCode::from(2);
+    };
+    let listener = match tokio::net::TcpListener::bind(("127.0.0.1", port)).await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("rowgate: cannot listen on 127.0.0.1:{port}: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    rowgate::http::serve_static(listener, body, content_type, rowgate::server::shutdown_signal()).await;
+    ExitCode::SUCCESS
 }
 
 async fn cache(db_uri: Option<String>, action: CacheAction) -> ExitCode {

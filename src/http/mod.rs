@@ -65,9 +65,29 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
     grace: Duration,
 ) {
+    let max_header_size = state.config.server_max_header_size;
+    let handler = move |req| {
+        let state = state.clone();
+        async move { handle(&state, req).await }
+    };
+    serve_with(listener, max_header_size, handler, shutdown, grace).await
+}
+
+/// The HTTP/1.1 server loop: every connection of `listener` answered by `handler`, with
+/// rowgate's limits, until `shutdown`.
+pub async fn serve_with<H, F>(
+    listener: TcpListener,
+    max_header_size: usize,
+    handler: H,
+    shutdown: impl Future<Output = ()>,
+    grace: Duration,
+) where
+    H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response<Body>> + Send + 'static,
+{
     let graceful = GracefulShutdown::new();
     let mut http = hyper::server::conn::http1::Builder::new();
-    http.max_header_size(state.config.server_max_header_size).timer(hyper_util::rt::TokioTimer::new());
+    http.max_header_size(max_header_size).timer(hyper_util::rt::TokioTimer::new());
     http.header_read_timeout(Duration::from_secs(30));
     tokio::pin!(shutdown);
     loop {
@@ -83,10 +103,10 @@ pub async fn serve(
                     }
                 };
                 let _ = stream.set_nodelay(true);
-                let state = state.clone();
+                let handler = handler.clone();
                 let service = service_fn(move |req| {
-                    let state = state.clone();
-                    async move { Ok::<_, Infallible>(handle(&state, req).await) }
+                    let response = handler(req);
+                    async move { Ok::<_, Infallible>(response.await) }
                 });
                 let conn = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
                 tokio::spawn(async move {
@@ -100,6 +120,28 @@ pub async fn serve(
     if tokio::time::timeout(grace, graceful.shutdown()).await.is_err() {
         tracing::warn!("shutdown grace period ended with requests still in flight");
     }
+}
+
+/// Serves one fixed answer (`body` with `content_type`, and an ETag) to every request with the
+/// same server loop: the ceiling the benchmarks compare cached answers with.
+pub async fn serve_static(
+    listener: TcpListener,
+    body: Bytes,
+    content_type: HeaderValue,
+    shutdown: impl Future<Output = ()>,
+) {
+    let etag =
+        HeaderValue::from_str(&format!("\"{:x}\"", body.len())).unwrap_or(HeaderValue::from_static("\"0\""));
+    let handler = move |_req| {
+        let (body, content_type, etag) = (body.clone(), content_type.clone(), etag.clone());
+        async move {
+            let mut r = Response::new(Body::from(body));
+            r.headers_mut().insert(header::CONTENT_TYPE, content_type);
+            r.headers_mut().insert(header::ETAG, etag);
+            r
+        }
+    };
+    serve_with(listener, 32 * 1024, handler, shutdown, Duration::from_secs(1)).await
 }
 
 /// Binds the configured address.
