@@ -286,7 +286,7 @@ pub struct Config {
     /// `server-cors-allowed-origins`; `None` allows any origin.
     pub server_cors_allowed_origins: Option<Vec<String>>,
     /// `api-key-headers`, lower-cased.
-    pub api_key_headers: Vec<String>,
+    pub api_key_headers: Vec<http::HeaderName>,
     /// `api-key-required`.
     pub api_key_required: bool,
     /// `api-key-cache-max-entries`.
@@ -349,6 +349,14 @@ impl Config {
             }
             None => crate::auth::RolePath::default(),
         };
+        let api_key_headers =
+            list(a.api_key_headers.or(file.api_key_headers).as_deref().unwrap_or("apikey, x-api-key"))
+                .into_iter()
+                .map(|h| {
+                    http::HeaderName::from_bytes(h.to_ascii_lowercase().as_bytes())
+                        .map_err(|_| invalid("api-key-headers", format!("{h:?} is not a header name")))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
         let mut cache_control = Vec::new();
         for rule in a.cache_control.or(file.cache_control).as_deref().unwrap_or("").split(';') {
             if rule.trim().is_empty() {
@@ -418,12 +426,7 @@ impl Config {
                 .or(file.server_cors_allowed_origins)
                 .map(|l| list(&l))
                 .filter(|l| !l.is_empty()),
-            api_key_headers: list(
-                a.api_key_headers.or(file.api_key_headers).as_deref().unwrap_or("apikey, x-api-key"),
-            )
-            .into_iter()
-            .map(|h| h.to_ascii_lowercase())
-            .collect(),
+            api_key_headers,
             api_key_required: a.api_key_required.or(file.api_key_required).unwrap_or(false),
             api_key_cache_max_entries: a
                 .api_key_cache_max_entries

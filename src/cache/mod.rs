@@ -59,6 +59,15 @@ pub fn row_key(table: u32, column: &str, value: &str) -> String {
 /// Rows map size beyond which it is cleared (answers depending on rows then count as older).
 const MAX_ROW_KEYS: usize = 200_000;
 
+/// The request headers that can change an answer (besides those the caller is known by).
+const KEY_HEADERS: [http::HeaderName; 5] = [
+    http::header::ACCEPT,
+    http::HeaderName::from_static("accept-profile"),
+    http::header::RANGE,
+    http::HeaderName::from_static("range-unit"),
+    http::HeaderName::from_static("prefer"),
+];
+
 /// A cached answer.
 pub struct Entry {
     /// Status code.
@@ -306,7 +315,7 @@ impl ResponseCache {
         };
         part(method.as_str().as_bytes());
         part(uri.path_and_query().map_or(b"" as &[u8], |pq| pq.as_str().as_bytes()));
-        for name in ["accept", "accept-profile", "range", "range-unit", "prefer"] {
+        for name in &KEY_HEADERS {
             // Repeated headers are joined in order; an absent header differs from an empty one.
             let mut values = headers.get_all(name).iter().peekable();
             if values.peek().is_none() {
@@ -735,5 +744,110 @@ impl Walk<'_> {
             Condition::Exists { embed, .. } => self.embed(embed, level),
             Condition::Logic { children, .. } => children.iter().for_each(|c| self.condition(c, level)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn change(t: u32, col: &str, values: &[&str]) -> RowChange {
+        RowChange { t, k: HashMap::from([(col.to_owned(), values.iter().map(|v| v.to_string()).collect())]) }
+    }
+
+    fn by_key(t: u32, col: &str, value: &str) -> Deps {
+        Deps { rows: vec![(t, col.into(), row_key(t, col, value))], ..Deps::default() }
+    }
+
+    #[test]
+    fn an_answer_is_current_until_a_change_to_what_it_read_arrives() {
+        let c = Changes::new();
+        c.flush();
+        let start = c.position();
+        let whole = Deps { tables: vec![7], ..Deps::default() };
+        assert!(c.current(&whole, start));
+        c.table_changed(8);
+        assert!(c.current(&whole, start), "another table");
+        c.table_changed(7);
+        assert!(!c.current(&whole, start));
+        assert!(c.current(&whole, c.position()), "a query started after the change");
+    }
+
+    #[test]
+    fn rows_by_key_are_invalidated_only_by_their_values_and_whole_table_changes() {
+        let c = Changes::new();
+        c.flush();
+        let start = c.position();
+        c.rows_changed(change(7, "id", &["2"]));
+        assert!(c.current(&by_key(7, "id", "1"), start));
+        assert!(!c.current(&by_key(7, "id", "2"), start));
+        assert!(!c.current(&Deps { tables: vec![7], ..Deps::default() }, start), "whole-table readers");
+        assert!(!c.current(&by_key(7, "other", "1"), start), "a column the notifications do not carry");
+        c.table_changed(7);
+        assert!(!c.current(&by_key(7, "id", "1"), start), "TRUNCATE and bulk changes");
+        let any = Deps { any_table: true, ..Deps::default() };
+        assert!(!c.current(&any, start));
+    }
+
+    #[test]
+    fn a_flush_invalidates_everything_before_it() {
+        let c = Changes::new();
+        c.flush();
+        let start = c.position();
+        c.flush();
+        assert!(!c.current(&Deps::default(), start));
+    }
+
+    #[test]
+    fn filter_values_become_postgres_text() {
+        let col = |kind, type_name: &str| crate::schema::Column {
+            name: "c".into(),
+            type_name: type_name.into(),
+            type_oid: 0,
+            kind,
+            nullable: true,
+            default: None,
+            comment: None,
+        };
+        use crate::schema::ValueKind::*;
+        assert_eq!(canonical_text(&col(Int4, "integer"), "007"), Some("7".into()));
+        assert_eq!(canonical_text(&col(Int4, "integer"), "x"), None);
+        assert_eq!(
+            canonical_text(&col(Uuid, "uuid"), "A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11"),
+            Some("a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11".into())
+        );
+        assert_eq!(canonical_text(&col(Uuid, "uuid"), "{a0eebc999c0b4ef8bb6d6bb9bd380a11}"), None);
+        assert_eq!(canonical_text(&col(Text, "text"), "Ab "), Some("Ab ".into()));
+        assert_eq!(canonical_text(&col(Text, "character(3)"), "Ab"), None);
+        assert_eq!(canonical_text(&col(Text, "citext"), "Ab"), None);
+    }
+
+    #[test]
+    fn the_key_holds_what_changes_the_answer() {
+        let mut args =
+            crate::config::ServeArgs { db_uri: Some("postgres://u@h/d".into()), ..Default::default() };
+        let all = ResponseCache::new(&Config::load(&args).unwrap());
+        args.cache_key_claims = Some("sub, role".into());
+        let narrow = ResponseCache::new(&Config::load(&args).unwrap());
+        let uri: http::Uri = "/films?id=eq.1".parse().unwrap();
+        let get = http::Method::GET;
+        let mut h = HeaderMap::new();
+        let a = r#"{"role":"u","sub":"a","exp":1}"#;
+        let a2 = r#"{"role":"u","sub":"a","exp":2}"#;
+        let b = r#"{"role":"u","sub":"b","exp":1}"#;
+        assert_ne!(all.key(&get, &uri, &h, "u", a), all.key(&get, &uri, &h, "u", a2));
+        assert_eq!(narrow.key(&get, &uri, &h, "u", a), narrow.key(&get, &uri, &h, "u", a2));
+        assert_ne!(narrow.key(&get, &uri, &h, "u", a), narrow.key(&get, &uri, &h, "u", b));
+        assert_ne!(all.key(&get, &uri, &h, "u", a), all.key(&get, &uri, &h, "v", a));
+        assert_ne!(all.key(&get, &uri, &h, "u", a), all.key(&http::Method::HEAD, &uri, &h, "u", a));
+        let plain = all.key(&get, &uri, &h, "u", a);
+        h.insert("accept", "text/csv".parse().unwrap());
+        assert_ne!(plain, all.key(&get, &uri, &h, "u", a));
+        h.clear();
+        h.insert("accept", "".parse().unwrap());
+        assert_ne!(plain, all.key(&get, &uri, &h, "u", a), "an empty header differs from none");
+        h.clear();
+        h.insert("x-other", "1".parse().unwrap());
+        assert_eq!(plain, all.key(&get, &uri, &h, "u", a));
     }
 }
