@@ -204,6 +204,9 @@ pub struct ServeArgs {
         value_name = "LIST"
     )]
     pub server_cors_allowed_origins: Option<String>,
+    /// Port of the admin server (`/live`, `/ready`, `/metrics`) on server-host [default: none].
+    #[arg(long = "admin-server-port", env = "ROWGATE_ADMIN_SERVER_PORT", value_name = "PORT")]
+    pub admin_server_port: Option<u16>,
     /// Serve GET/HEAD answers from memory, kept current by the database's change notifications
     /// (needs `rowgate cache install`) [default: false].
     #[arg(long = "cache-enabled", env = "ROWGATE_CACHE_ENABLED", value_name = "BOOL")]
@@ -291,6 +294,8 @@ pub struct Config {
     pub api_key_required: bool,
     /// `api-key-cache-max-entries`.
     pub api_key_cache_max_entries: u64,
+    /// `admin-server-port`.
+    pub admin_server_port: Option<u16>,
     /// `cache-enabled`.
     pub cache_enabled: bool,
     /// `cache-max-bytes`.
@@ -432,6 +437,7 @@ impl Config {
                 .api_key_cache_max_entries
                 .or(file.api_key_cache_max_entries)
                 .unwrap_or(10_000),
+            admin_server_port: a.admin_server_port.or(file.admin_server_port),
             cache_enabled: a.cache_enabled.or(file.cache_enabled).unwrap_or(false),
             cache_max_bytes: a.cache_max_bytes.or(file.cache_max_bytes).unwrap_or(64 * 1024 * 1024),
             cache_ttl: a.cache_ttl.or(file.cache_ttl).filter(|s| *s > 0).map(Duration::from_secs),

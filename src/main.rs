@@ -146,8 +146,13 @@ async fn serve(config: Arc<Config>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    rowgate::server::run(config, listener).await;
-    ExitCode::SUCCESS
+    match rowgate::server::run(config, listener).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("rowgate: {e}");
+            ExitCode::from(2)
+        }
+    }
 }
 
 /// A direct connection for the admin commands, or the exit code to leave with.

@@ -46,17 +46,44 @@ pub fn start_state(config: Arc<Config>) -> Arc<AppState> {
     })
 }
 
-/// Serves on `listener` until SIGTERM or SIGINT, then drains in-flight requests.
-pub async fn run(config: Arc<Config>, listener: TcpListener) {
+/// Serves on `listener` (and the admin server, if configured) until SIGTERM or SIGINT, then
+/// drains in-flight requests. Fails only if the admin port cannot be bound.
+pub async fn run(config: Arc<Config>, listener: TcpListener) -> Result<(), String> {
     let state = start_state(config);
     if let Ok(addr) = listener.local_addr() {
         tracing::info!(%addr, "rowgate listening");
+    }
+    if let Some(port) = state.config.admin_server_port {
+        match TcpListener::bind((state.config.server_host, port)).await {
+            Ok(admin) => {
+                tracing::info!(port, "admin server listening (/live, /ready, /metrics)");
+                let state = state.clone();
+                let handler = move |req| {
+                    let state = state.clone();
+                    async move { crate::http::admin(&state, req).await }
+                };
+                tokio::spawn(crate::http::serve_with(
+                    admin,
+                    8192,
+                    handler,
+                    std::future::pending(),
+                    SHUTDOWN_GRACE,
+                ));
+            }
+            Err(e) => {
+                return Err(format!(
+                    "cannot listen on {}:{port} (admin-server-port): {e}",
+                    state.config.server_host
+                ))
+            }
+        }
     }
     crate::http::serve(listener, state.clone(), shutdown_signal(), SHUTDOWN_GRACE).await;
     if let Some(cache) = &state.cache {
         cache.goodbye().await;
     }
     tracing::info!("rowgate stopped");
+    Ok(())
 }
 
 /// Completes on SIGTERM or SIGINT.

@@ -191,10 +191,7 @@ async fn dispatch(state: &AppState, req: Request<Incoming>) -> Response<Body> {
 async fn endpoint(state: &AppState, req: Request<Incoming>) -> Response<Body> {
     match req.uri().path() {
         "/live" => plain(StatusCode::OK),
-        "/ready" => {
-            let ready = state.schema.load().is_some() && state.db.get().await.is_ok();
-            plain(if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE })
-        }
+        "/ready" => ready(state).await,
         "/rowgate/metrics" if matches!(*req.method(), http::Method::GET | http::Method::HEAD) => {
             metrics(state)
         }
@@ -571,6 +568,22 @@ async fn describe_api_key(state: &AppState, headers: &http::HeaderMap) -> Result
     let mut r = Response::new(Body::from(body.to_string()));
     r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json; charset=utf-8"));
     Ok(r)
+}
+
+/// `/ready`: 200 once the schema cache is loaded and a pooled connection can be had.
+async fn ready(state: &AppState) -> Response<Body> {
+    let ready = state.schema.load().is_some() && state.db.get().await.is_ok();
+    plain(if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE })
+}
+
+/// The admin server's routes (PostgREST's `admin-server-port`): `/live`, `/ready`, `/metrics`.
+pub async fn admin(state: &AppState, req: Request<Incoming>) -> Response<Body> {
+    match req.uri().path() {
+        "/live" => plain(StatusCode::OK),
+        "/ready" => ready(state).await,
+        "/metrics" => metrics(state),
+        _ => plain(StatusCode::NOT_FOUND),
+    }
 }
 
 /// `GET /rowgate/metrics`: counters in Prometheus text format.

@@ -73,6 +73,16 @@ impl Reloader {
         // After the store: an answer planned with the old snapshot started before this flush.
         if let Some(c) = &self.cache {
             c.flush();
+            if relations > 0
+                && self.schema.load().is_some_and(|s| {
+                    s.dependencies.relations.values().all(|r| matches!(r, super::Reads::Unbounded))
+                })
+            {
+                tracing::warn!(
+                    "cache-enabled, but no exposed table or view can be cached: \
+                     have the tables' change triggers been installed (rowgate cache install)?"
+                );
+            }
         }
         tracing::info!(relations, functions, elapsed = ?started.elapsed(), "schema cache loaded");
         Ok(())

@@ -372,13 +372,18 @@ fn answers_may_carry_cache_control_and_revalidate_with_304() {
 
 #[test]
 fn the_memory_bound_evicts() {
-    let s = Server::start(&db().cluster, &["--cache-max-bytes", "65536"]);
+    let admin = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port().to_string();
+    let s = Server::start(&db().cluster, &["--cache-max-bytes", "65536", "--admin-server-port", &admin]);
     for id in 1..=100 {
         assert_eq!(s.get(&format!("/big?id=eq.{id}"), &[]).status, 200);
     }
     let bytes = s.metric("rowgate_cache_bytes").unwrap();
     assert!(bytes <= 65536.0, "cache holds {bytes} bytes");
     assert!(s.metric("rowgate_cache_evictions_total").unwrap() > 0.0);
+    // The same counters on the admin server's /metrics, as PostgREST's admin-server-port has.
+    let text = reqwest::blocking::get(format!("http://127.0.0.1:{admin}/metrics")).unwrap().text().unwrap();
+    assert!(text.contains("# TYPE rowgate_cache_evictions_total counter"), "{text}");
+    assert_eq!(reqwest::blocking::get(format!("http://127.0.0.1:{admin}/live")).unwrap().status(), 200);
 }
 
 #[test]
