@@ -68,6 +68,22 @@ const KEY_HEADERS: [http::HeaderName; 5] = [
     http::HeaderName::from_static("prefer"),
 ];
 
+/// What a lookup found.
+pub enum Lookup {
+    /// A current answer.
+    Hit(Arc<Entry>),
+    /// Nothing current: compute the answer, then offer it to [`ResponseCache::store`].
+    Miss,
+    /// The listener is not known to be current: neither serve nor store.
+    Bypass,
+}
+
+impl From<Option<Arc<Entry>>> for Lookup {
+    fn from(entry: Option<Arc<Entry>>) -> Self {
+        entry.map_or(Lookup::Miss, Lookup::Hit)
+    }
+}
+
 /// A cached answer.
 pub struct Entry {
     /// Status code.
@@ -78,6 +94,30 @@ pub struct Entry {
     pub body: Bytes,
     deps: Deps,
     start: u64,
+    weight: u64,
+    stored: Instant,
+}
+
+/// An entry weighs its key, body and headers in bytes (`cache-max-bytes`).
+#[derive(Clone)]
+pub struct EntryWeight;
+
+impl quick_cache::Weighter<Bytes, Arc<Entry>> for EntryWeight {
+    fn weight(&self, _key: &Bytes, entry: &Arc<Entry>) -> u64 {
+        entry.weight
+    }
+}
+
+/// Counts evictions.
+#[derive(Clone)]
+pub struct Evictions(Arc<Metrics>);
+
+impl quick_cache::Lifecycle<Bytes, Arc<Entry>> for Evictions {
+    type RequestState = ();
+
+    fn on_evict(&self, _state: &mut (), _key: Bytes, _entry: Arc<Entry>) {
+        self.0.evictions.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 /// Counters for `/rowgate/metrics`.
@@ -234,7 +274,9 @@ struct SyncState {
 
 /// The response cache of one rowgate instance.
 pub struct ResponseCache {
-    entries: moka::sync::Cache<Bytes, Arc<Entry>>,
+    entries:
+        quick_cache::sync::Cache<Bytes, Arc<Entry>, EntryWeight, quick_cache::DefaultHashBuilder, Evictions>,
+    ttl: Option<Duration>,
     /// The change log.
     pub changes: Changes,
     /// Counters.
@@ -254,30 +296,22 @@ impl ResponseCache {
     /// `cache-key-claims`).
     pub fn new(config: &Config) -> Arc<ResponseCache> {
         let metrics = Arc::new(Metrics::default());
-        let counted = metrics.clone();
-        let mut builder = moka::sync::Cache::builder()
-            .max_capacity(config.cache_max_bytes)
-            .weigher(|k: &Bytes, e: &Arc<Entry>| {
-                let headers: usize = e.headers.iter().map(|(n, v)| n.as_str().len() + v.len() + 32).sum();
-                u32::try_from(k.len() + e.body.len() + headers + 128).unwrap_or(u32::MAX)
-            })
-            .eviction_listener(move |_, _, cause| match cause {
-                moka::notification::RemovalCause::Size => {
-                    counted.evictions.fetch_add(1, Ordering::Relaxed);
-                }
-                moka::notification::RemovalCause::Expired => {
-                    counted.expirations.fetch_add(1, Ordering::Relaxed);
-                }
-                _ => {}
-            });
-        if let Some(ttl) = config.cache_ttl {
-            builder = builder.time_to_live(ttl);
-        }
+        // S3-FIFO (quick_cache): a hit takes a shard's read lock and sets a bit, no bookkeeping
+        // queue, which matters when the cache is most of the work.
+        let items = usize::try_from(config.cache_max_bytes / 2048).unwrap_or(usize::MAX).clamp(16, 4_000_000);
+        let entries = quick_cache::sync::Cache::with(
+            items,
+            config.cache_max_bytes,
+            EntryWeight,
+            quick_cache::DefaultHashBuilder::default(),
+            Evictions(metrics.clone()),
+        );
         let (outbox, outbox_rx) = tokio::sync::mpsc::unbounded_channel();
         let mut id = [0u8; 6];
         let _ = getrandom::fill(&mut id);
         Arc::new(ResponseCache {
-            entries: builder.build(),
+            entries,
+            ttl: config.cache_ttl,
             changes: Changes::new(),
             metrics,
             syncs: Syncs {
@@ -339,19 +373,25 @@ impl ResponseCache {
         Bytes::from(key)
     }
 
-    /// The current answer for `key`, if one is cached.
-    pub fn lookup(&self, key: &[u8]) -> Option<Arc<Entry>> {
+    /// The current answer for `key`, if one is cached; `Bypass` while the cache is not usable.
+    pub fn lookup(&self, key: &[u8]) -> Lookup {
         if !self.changes.live() {
             self.metrics.bypasses.fetch_add(1, Ordering::Relaxed);
-            return None;
+            return Lookup::Bypass;
         }
-        match self.entries.get(key) {
+        Lookup::from(match self.entries.get(key) {
+            Some(e) if self.ttl.is_some_and(|ttl| e.stored.elapsed() > ttl) => {
+                self.entries.remove(key);
+                self.metrics.expirations.fetch_add(1, Ordering::Relaxed);
+                self.metrics.misses.fetch_add(1, Ordering::Relaxed);
+                None
+            }
             Some(e) if self.changes.current(&e.deps, e.start) => {
                 self.metrics.hits.fetch_add(1, Ordering::Relaxed);
                 Some(e)
             }
             Some(_) => {
-                self.entries.invalidate(key);
+                self.entries.remove(key);
                 self.metrics.misses.fetch_add(1, Ordering::Relaxed);
                 None
             }
@@ -359,7 +399,7 @@ impl ResponseCache {
                 self.metrics.misses.fetch_add(1, Ordering::Relaxed);
                 None
             }
-        }
+        })
     }
 
     /// Stores an answer computed by a query started at change position `start`, unless a
@@ -378,13 +418,16 @@ impl ResponseCache {
             return;
         }
         self.metrics.stores.fetch_add(1, Ordering::Relaxed);
-        self.entries.insert(key, Arc::new(Entry { status, headers, body, deps, start }));
+        let header_bytes: usize = headers.iter().map(|(n, v)| n.as_str().len() + v.len() + 32).sum();
+        let weight = (key.len() + body.len() + header_bytes + 160) as u64;
+        let entry = Entry { status, headers, body, deps, start, weight, stored: Instant::now() };
+        self.entries.insert(key, Arc::new(entry));
     }
 
     /// Drops every entry (DDL, schema reload, a reconnection that may have missed changes).
     pub fn flush(&self) {
         self.changes.flush();
-        self.entries.invalidate_all();
+        self.entries.clear();
         self.metrics.flushes.fetch_add(1, Ordering::Relaxed);
     }
 
@@ -548,13 +591,12 @@ impl ResponseCache {
                 value.load(Ordering::Relaxed)
             ));
         }
-        self.entries.run_pending_tasks();
         out.push_str(&format!(
             "# HELP rowgate_cache_entries Entries in the response cache.\n# TYPE rowgate_cache_entries gauge\nrowgate_cache_entries {}\n\
              # HELP rowgate_cache_bytes Weighted size of the response cache.\n# TYPE rowgate_cache_bytes gauge\nrowgate_cache_bytes {}\n\
              # HELP rowgate_cache_live Whether the change listener is current (1) or the cache is bypassed (0).\n# TYPE rowgate_cache_live gauge\nrowgate_cache_live {}\n",
-            self.entries.entry_count(),
-            self.entries.weighted_size(),
+            self.entries.len(),
+            self.entries.weight(),
             u8::from(self.changes.live()),
         ));
     }

@@ -235,13 +235,16 @@ async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Body>,
         // never stored as current.
         let start = cache.changes.position();
         let key = cache.key(&parts.method, &parts.uri, &parts.headers, &principal.role, &principal.claims);
-        if let Some(entry) = cache.lookup(&key) {
-            let mut r = Response::new(Body::from(entry.body.clone()));
-            *r.status_mut() = entry.status;
-            *r.headers_mut() = entry.headers.clone();
-            return Ok(not_modified(&parts.headers, r));
+        match cache.lookup(&key) {
+            crate::cache::Lookup::Hit(entry) => {
+                let mut r = Response::new(Body::from(entry.body.clone()));
+                *r.status_mut() = entry.status;
+                *r.headers_mut() = entry.headers.clone();
+                return Ok(not_modified(&parts.headers, r));
+            }
+            crate::cache::Lookup::Miss => lookup = Some((cache, key, start)),
+            crate::cache::Lookup::Bypass => {}
         }
-        lookup = Some((cache, key, start));
     }
     let ctx = context::RequestContext::new(&parts, config)?;
     let api_request = ctx.parse()?;

@@ -144,9 +144,20 @@ async fn listen(
     let (client, mut connection) = pg.connect(NoTls).await?;
     let client = Arc::new(client);
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let cache = reloader.cache.clone();
     let driver = tokio::spawn(async move {
         loop {
             match poll_fn(|cx| connection.poll_message(cx)).await {
+                // The cache's notifications are handled here, in order, without another task
+                // hop: a writer waiting for its sync message is woken sooner.
+                Some(Ok(AsyncMessage::Notification(n))) if n.channel() == crate::cache::CHANNEL => {
+                    if let Some(cache) = &cache {
+                        cache.notified(n.payload());
+                    }
+                    if n.payload() == "*" {
+                        let _ = tx.send((n.channel().to_owned(), String::new()));
+                    }
+                }
                 Some(Ok(AsyncMessage::Notification(n))) => {
                     let _ = tx.send((n.channel().to_owned(), n.payload().to_owned()));
                 }
@@ -176,14 +187,9 @@ async fn listen(
     tracing::info!(channel = %config.db_channel, "listening for notifications");
     while let Some((channel, payload)) = rx.recv().await {
         if channel == crate::cache::CHANNEL {
-            if let Some(cache) = &reloader.cache {
-                cache.notified(&payload);
-                if payload == "*" {
-                    // DDL, grants, policies, cache install/uninstall: what is cacheable may
-                    // have changed too.
-                    reloader.request();
-                }
-            }
+            // A flush (`*`, already applied by the driver): DDL, grants, policies, cache
+            // install/uninstall; what is cacheable may have changed too.
+            reloader.request();
         } else if channel == crate::apikey::CHANNEL {
             keys_changed();
         } else if payload.is_empty() || payload == "reload schema" {
