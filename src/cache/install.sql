@@ -13,10 +13,9 @@ CREATE OR REPLACE FUNCTION rowgate.cache_notify() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
   src text;
+  aggregates text;
   changed bigint;
-  keys jsonb := '{}';
-  vals jsonb;
-  col text;
+  keys jsonb;
   payload text;
 BEGIN
   IF TG_NARGS = 0 OR TG_OP = 'TRUNCATE' THEN
@@ -26,7 +25,12 @@ BEGIN
   src := CASE TG_OP WHEN 'INSERT' THEN 'SELECT * FROM rowgate_new'
                     WHEN 'DELETE' THEN 'SELECT * FROM rowgate_old'
                     ELSE 'SELECT * FROM rowgate_new UNION ALL SELECT * FROM rowgate_old' END;
-  EXECUTE format('SELECT count(*) FROM (%s) r', src) INTO changed;
+  SELECT string_agg(format('%L, coalesce(jsonb_agg(DISTINCT r.%I::text) FILTER (WHERE r.%I IS NOT NULL), ''[]'')',
+                           c, c, c), ', ')
+    INTO aggregates FROM unnest(TG_ARGV) c;
+  -- One statement: the count (of at most 201 rows: more are reported per table) and the keys.
+  EXECUTE format('SELECT count(*), jsonb_build_object(%s) FROM (SELECT * FROM (%s) s LIMIT 201) r', aggregates, src)
+    INTO changed, keys;
   IF changed = 0 THEN
     RETURN NULL;
   END IF;
@@ -34,11 +38,6 @@ BEGIN
     PERFORM pg_notify('rowgate_cache', TG_RELID::text);
     RETURN NULL;
   END IF;
-  FOREACH col IN ARRAY TG_ARGV LOOP
-    EXECUTE format('SELECT coalesce(jsonb_agg(DISTINCT r.%1$I::text) FILTER (WHERE r.%1$I IS NOT NULL), ''[]'') '
-                   'FROM (%2$s) r', col, src) INTO vals;
-    keys := keys || jsonb_build_object(col, vals);
-  END LOOP;
   payload := jsonb_build_object('t', TG_RELID::int8, 'k', keys)::text;
   IF octet_length(payload) > 7900 THEN
     payload := TG_RELID::text;
