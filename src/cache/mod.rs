@@ -647,7 +647,7 @@ type Restriction = (String, Vec<String>);
 /// canonically, with the values in that form; anything else restricts nothing.
 fn restriction(relation: &crate::schema::Relation, conditions: &[Condition]) -> Option<Restriction> {
     use rowgate_request::{CompareOp, Operation};
-    conditions.iter().find_map(|c| {
+    let candidates = conditions.iter().filter_map(|c| {
         let Condition::Filter { expr: Expr::Column(col), filter, .. } = c else { return None };
         if filter.negated {
             return None;
@@ -660,7 +660,22 @@ fn restriction(relation: &crate::schema::Relation, conditions: &[Condition]) -> 
         let column = relation.column(col)?;
         let canonical: Option<Vec<String>> = values.iter().map(|v| canonical_text(column, v)).collect();
         canonical.map(|values| (col.clone(), values))
-    })
+    });
+    // Change notifications carry key columns only (primary, unique, foreign): a restriction on
+    // another column holds only until the table's next change, so a key column is preferred.
+    let is_key = |col: &str| {
+        relation.primary_key.iter().any(|c| c == col)
+            || relation.unique_keys.iter().flatten().any(|c| c == col)
+            || relation.foreign_keys.iter().flat_map(|fk| &fk.columns).any(|c| c == col)
+    };
+    let mut first = None;
+    for (col, values) in candidates {
+        if is_key(&col) {
+            return Some((col, values));
+        }
+        first.get_or_insert((col, values));
+    }
+    first
 }
 
 /// A filter value as PostgreSQL prints the column's value that equals it, for the types where
