@@ -12,9 +12,7 @@ CREATE SCHEMA IF NOT EXISTS rowgate;
 CREATE OR REPLACE FUNCTION rowgate.cache_notify() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
-  src text;
-  aggregates text;
-  changed bigint;
+  changed jsonb[];
   keys jsonb;
   payload text;
 BEGIN
@@ -22,22 +20,26 @@ BEGIN
     PERFORM pg_notify('rowgate_cache', TG_RELID::text);
     RETURN NULL;
   END IF;
-  src := CASE TG_OP WHEN 'INSERT' THEN 'SELECT * FROM rowgate_new'
-                    WHEN 'DELETE' THEN 'SELECT * FROM rowgate_old'
-                    ELSE 'SELECT * FROM rowgate_new UNION ALL SELECT * FROM rowgate_old' END;
-  SELECT string_agg(format('%L, coalesce(jsonb_agg(DISTINCT r.%I::text) FILTER (WHERE r.%I IS NOT NULL), ''[]'')',
-                           c, c, c), ', ')
-    INTO aggregates FROM unnest(TG_ARGV) c;
-  -- One statement: the count (of at most 201 rows: more are reported per table) and the keys.
-  EXECUTE format('SELECT count(*), jsonb_build_object(%s) FROM (SELECT * FROM (%s) s LIMIT 201) r', aggregates, src)
-    INTO changed, keys;
-  IF changed = 0 THEN
+  -- Static statements only: PL/pgSQL keeps their plans per table (a trigger function is
+  -- compiled once per table it is attached to), where dynamic SQL would be planned on every
+  -- write. At most 201 rows are read: more are reported as the whole table.
+  IF TG_OP = 'INSERT' THEN
+    changed := ARRAY(SELECT to_jsonb(r) FROM rowgate_new r LIMIT 201);
+  ELSIF TG_OP = 'DELETE' THEN
+    changed := ARRAY(SELECT to_jsonb(r) FROM rowgate_old r LIMIT 201);
+  ELSE
+    changed := ARRAY(SELECT to_jsonb(r) FROM (SELECT * FROM rowgate_new UNION ALL SELECT * FROM rowgate_old) r LIMIT 201);
+  END IF;
+  IF cardinality(changed) = 0 THEN
     RETURN NULL;
   END IF;
-  IF changed > 200 THEN
+  IF cardinality(changed) > 200 THEN
     PERFORM pg_notify('rowgate_cache', TG_RELID::text);
     RETURN NULL;
   END IF;
+  SELECT jsonb_object_agg(c, (SELECT coalesce(jsonb_agg(DISTINCT r ->> c) FILTER (WHERE r ->> c IS NOT NULL), '[]')
+                              FROM unnest(changed) r))
+    INTO keys FROM unnest(TG_ARGV) c;
   payload := jsonb_build_object('t', TG_RELID::int8, 'k', keys)::text;
   IF octet_length(payload) > 7900 THEN
     payload := TG_RELID::text;

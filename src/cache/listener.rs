@@ -1,7 +1,7 @@
 //! The cache's side of the notification connection: after `LISTEN rowgate_cache` succeeds the
 //! cache is flushed (changes may have been missed) and this task sends, on the same
-//! connection, the instance's heartbeats, its sync requests and its acknowledgements of other
-//! instances' syncs. When the connection drops, the cache stops serving at once.
+//! connection, the instance's heartbeats and its acknowledgements of other instances' write
+//! markers. When the connection drops, the cache stops serving at once.
 
 use std::sync::Arc;
 
@@ -11,18 +11,41 @@ use super::{ResponseCache, CHANNEL, HEARTBEAT};
 
 /// Sends this instance's messages on `client` until it fails.
 pub async fn talk(client: Arc<Client>, cache: Arc<ResponseCache>) -> Result<(), tokio_postgres::Error> {
-    let notify = client.prepare(&format!("SELECT pg_notify('{CHANNEL}', $1)")).await?;
+    let notify =
+        client.prepare(&format!("SELECT pg_notify('{CHANNEL}', m) FROM unnest($1::text[]) m")).await?;
     let mut outbox = cache.outbox_rx.clone().lock_owned().await;
     let mut tick = tokio::time::interval(HEARTBEAT);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        let message = tokio::select! {
+        let first = tokio::select! {
             _ = tick.tick() => cache.heartbeat(),
-            m = cache.next_sync() => m,
             Some(m) = outbox.recv() => m,
         };
-        client.execute(&notify, &[&message]).await?;
+        let mut batch = vec![first];
+        while let Ok(m) = outbox.try_recv() {
+            batch.push(m);
+        }
+        coalesce(&mut batch);
+        client.execute(&notify, &[&batch]).await?;
     }
+}
+
+/// Keeps only the last acknowledgement to each instance: one covers every marker before it,
+/// and each message sent is a commit that takes PostgreSQL's notification queue lock.
+fn coalesce(batch: &mut Vec<String>) {
+    let target = |m: &str| m.strip_prefix("a ").and_then(|rest| rest.split(' ').next()).map(str::to_owned);
+    let mut later = std::collections::HashSet::new();
+    let mut keep = vec![true; batch.len()];
+    for (i, m) in batch.iter().enumerate().rev() {
+        if let Some(to) = target(m) {
+            keep[i] = later.insert(to);
+        }
+    }
+    let mut i = 0;
+    batch.retain(|_| {
+        i += 1;
+        keep[i - 1]
+    });
 }
 
 /// Starts the talker for a freshly listening connection; the caller aborts it when the
@@ -35,4 +58,17 @@ pub fn start(client: Arc<Client>, cache: Arc<ResponseCache>) -> tokio::task::Joi
             cache.listener_lost();
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::coalesce;
+
+    #[test]
+    fn only_the_last_acknowledgement_to_each_instance_is_sent() {
+        let mut batch: Vec<String> =
+            ["a w1 1 me", "h me 5", "a w2 7 me", "a w1 3 me", "b me"].iter().map(|s| s.to_string()).collect();
+        coalesce(&mut batch);
+        assert_eq!(batch, ["h me 5", "a w2 7 me", "a w1 3 me", "b me"]);
+    }
 }

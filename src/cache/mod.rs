@@ -11,7 +11,7 @@
 pub mod install;
 pub mod listener;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -255,21 +255,79 @@ impl Changes {
     }
 }
 
-/// Read-your-writes across instances: after a write commits, its instance sends a sync
-/// notification and waits until it has come back (so this instance has received every change
-/// committed before it) and every other running instance has acknowledged it (so have they).
-struct Syncs {
-    state: Mutex<SyncState>,
-    done: tokio::sync::watch::Sender<u64>,
-    wanted: tokio::sync::Notify,
+/// Read-your-writes across instances: a write's transaction sends a marker (`x instance n`)
+/// on [`CHANNEL`] as it commits, delivered after every change committed before it and with its
+/// own. The writer waits until the marker has come back (this instance has received those
+/// changes) and every other running instance has acknowledged it (so have they).
+#[derive(Default)]
+struct Markers {
+    next: u64,
+    /// Writers waiting, by marker number.
+    waiting: HashMap<u64, tokio::sync::oneshot::Sender<()>>,
+    /// Own markers received back, in the order received (the commit order every instance sees),
+    /// with the instances that have yet to acknowledge them.
+    pending: VecDeque<(u64, Instant, HashSet<String>)>,
+    peers: HashMap<String, Instant>,
 }
 
-#[derive(Default)]
-struct SyncState {
-    next: u64,
-    /// Syncs received back, waiting for these instances' acknowledgements.
-    pending: BTreeMap<u64, HashSet<String>>,
-    peers: HashMap<String, Instant>,
+impl Markers {
+    fn complete(&mut self, n: u64) {
+        if let Some(writer) = self.waiting.remove(&n) {
+            let _ = writer.send(());
+        }
+    }
+
+    /// Removes `instance` from the markers received up to position `upto` of `pending` and
+    /// completes those it was the last to acknowledge.
+    fn acknowledged(&mut self, instance: &str, upto: usize) {
+        let mut i = 0;
+        let mut seen = 0;
+        while i < self.pending.len() && seen <= upto {
+            seen += 1;
+            let waiting = &mut self.pending[i].2;
+            waiting.remove(instance);
+            if waiting.is_empty() {
+                let (n, _, _) = self.pending.remove(i).expect("index checked");
+                self.complete(n);
+            } else {
+                i += 1;
+            }
+        }
+    }
+}
+
+/// A write's read-your-writes marker: sent with its COMMIT ([`Marker::sql`]), then waited for.
+pub struct Marker {
+    cache: Arc<ResponseCache>,
+    n: u64,
+    done: Option<tokio::sync::oneshot::Receiver<()>>,
+}
+
+impl Marker {
+    /// The statement to run just before COMMIT, in the write's transaction: it sends the marker
+    /// if the transaction wrote anything (a transaction without a transaction id changed
+    /// nothing, and has nothing to wait for).
+    pub fn sql(&self) -> String {
+        format!(
+            "SELECT pg_notify('{CHANNEL}', 'x {} {}') WHERE txid_current_if_assigned() IS NOT NULL",
+            self.cache.instance, self.n
+        )
+    }
+
+    /// Waits until every running instance has received the changes committed with the marker
+    /// (at most [`FENCE`]; an instance that takes longer stops serving from memory itself).
+    pub async fn wait(mut self) {
+        if let Some(done) = self.done.take() {
+            let _ = tokio::time::timeout(FENCE, done).await;
+        }
+    }
+}
+
+impl Drop for Marker {
+    fn drop(&mut self) {
+        let mut markers = self.cache.markers.lock().unwrap_or_else(|e| e.into_inner());
+        markers.waiting.remove(&self.n);
+    }
 }
 
 /// The response cache of one rowgate instance.
@@ -281,8 +339,8 @@ pub struct ResponseCache {
     pub changes: Changes,
     /// Counters.
     pub metrics: Arc<Metrics>,
-    syncs: Syncs,
-    /// This instance's name in sync messages.
+    markers: Mutex<Markers>,
+    /// This instance's name in marker and heartbeat messages.
     pub instance: String,
     routes: Option<HashSet<String>>,
     key_claims: Option<Vec<String>>,
@@ -314,11 +372,7 @@ impl ResponseCache {
             ttl: config.cache_ttl,
             changes: Changes::new(),
             metrics,
-            syncs: Syncs {
-                state: Mutex::new(SyncState { next: 1, ..SyncState::default() }),
-                done: tokio::sync::watch::channel(0).0,
-                wanted: tokio::sync::Notify::new(),
-            },
+            markers: Mutex::new(Markers { next: 1, ..Markers::default() }),
             instance: id.iter().map(|b| format!("{b:02x}")).collect(),
             routes: config.cache_routes.as_ref().map(|r| r.iter().cloned().collect()),
             key_claims: config.cache_key_claims.clone(),
@@ -465,39 +519,34 @@ impl ResponseCache {
                     self.seen(from);
                 }
             }
-            (Some("s"), Some(from), Some(n), None) => {
+            (Some("x"), Some(from), Some(n), None) => {
                 let Ok(n) = n.parse::<u64>() else { return };
                 if from == self.instance {
-                    let mut state = self.syncs.state.lock().unwrap_or_else(|e| e.into_inner());
+                    let mut markers = self.markers.lock().unwrap_or_else(|e| e.into_inner());
                     let now = Instant::now();
-                    state.peers.retain(|_, seen| now.duration_since(*seen) < PEER_TIMEOUT);
-                    let peers: HashSet<String> = state.peers.keys().cloned().collect();
-                    if peers.is_empty() {
-                        drop(state);
-                        self.syncs.done.send_if_modified(|d| std::mem::replace(d, (*d).max(n)) < n);
+                    markers.peers.retain(|_, seen| now.duration_since(*seen) < PEER_TIMEOUT);
+                    // Writers stop waiting after FENCE: their markers need no acknowledgements.
+                    while markers.pending.front().is_some_and(|(_, at, _)| now.duration_since(*at) > FENCE) {
+                        markers.pending.pop_front();
+                    }
+                    if markers.peers.is_empty() {
+                        markers.complete(n);
                     } else {
-                        state.pending.insert(n, peers);
+                        let peers = markers.peers.keys().cloned().collect();
+                        markers.pending.push_back((n, now, peers));
                     }
                 } else {
                     self.seen(from);
-                    // Everything committed before this sync has been handled: acknowledge.
+                    // Everything committed up to this marker has been handled: acknowledge.
                     let _ = self.outbox.send(format!("a {from} {n} {}", self.instance));
                 }
             }
             (Some("b"), Some(from), None, None) => {
-                let mut state = self.syncs.state.lock().unwrap_or_else(|e| e.into_inner());
-                state.peers.remove(from);
-                // Syncs waiting only for it are complete.
-                let complete: Vec<u64> = state
-                    .pending
-                    .iter_mut()
-                    .filter_map(|(n, waiting)| (waiting.remove(from) && waiting.is_empty()).then_some(*n))
-                    .collect();
-                if let Some(&n) = complete.iter().max() {
-                    state.pending.retain(|k, _| *k > n);
-                    drop(state);
-                    self.syncs.done.send_if_modified(|d| std::mem::replace(d, (*d).max(n)) < n);
-                }
+                let mut markers = self.markers.lock().unwrap_or_else(|e| e.into_inner());
+                markers.peers.remove(from);
+                // Markers waiting only for it are complete.
+                let all = markers.pending.len();
+                markers.acknowledged(from, all);
             }
             (Some("a"), Some(to), Some(n), Some(by)) => {
                 self.seen(by);
@@ -505,17 +554,11 @@ impl ResponseCache {
                 if to != self.instance {
                     return;
                 }
-                let mut state = self.syncs.state.lock().unwrap_or_else(|e| e.into_inner());
-                let complete = state.pending.get_mut(&n).is_some_and(|waiting| {
-                    waiting.remove(by);
-                    waiting.is_empty()
-                });
-                if complete {
-                    // An instance acknowledges syncs in the order it receives them, so this
-                    // completes every earlier one too.
-                    state.pending.retain(|k, _| *k > n);
-                    drop(state);
-                    self.syncs.done.send_if_modified(|d| std::mem::replace(d, (*d).max(n)) < n);
+                let mut markers = self.markers.lock().unwrap_or_else(|e| e.into_inner());
+                // An instance receives markers in the same order as this one, so its
+                // acknowledgement covers every marker received before this one too.
+                if let Some(upto) = markers.pending.iter().position(|(m, _, _)| *m == n) {
+                    markers.acknowledged(by, upto);
                 }
             }
             _ => tracing::debug!(payload, "ignoring an unknown cache notification"),
@@ -526,32 +569,22 @@ impl ResponseCache {
         if instance == self.instance {
             return;
         }
-        let mut state = self.syncs.state.lock().unwrap_or_else(|e| e.into_inner());
-        state.peers.insert(instance.to_owned(), Instant::now());
+        let mut markers = self.markers.lock().unwrap_or_else(|e| e.into_inner());
+        markers.peers.insert(instance.to_owned(), Instant::now());
     }
 
-    /// Waits until every running instance has received the changes committed before this call
-    /// (at most [`FENCE`]; an instance that takes longer stops serving from memory itself).
-    pub async fn sync(&self) {
+    /// A marker for a write about to commit, or `None` while the listener is not current
+    /// (nothing is served from memory then, and other instances fence themselves).
+    pub fn marker(self: &Arc<Self>) -> Option<Marker> {
         if !self.changes.live() {
-            return;
+            return None;
         }
-        let ticket = {
-            let state = self.syncs.state.lock().unwrap_or_else(|e| e.into_inner());
-            state.next
-        };
-        self.syncs.wanted.notify_one();
-        let mut done = self.syncs.done.subscribe();
-        let _ = tokio::time::timeout(FENCE, done.wait_for(|d| *d >= ticket)).await;
-    }
-
-    /// The next sync message to send, when a writer waits for one.
-    async fn next_sync(&self) -> String {
-        self.syncs.wanted.notified().await;
-        let mut state = self.syncs.state.lock().unwrap_or_else(|e| e.into_inner());
-        let n = state.next;
-        state.next += 1;
-        format!("s {} {n}", self.instance)
+        let (writer, done) = tokio::sync::oneshot::channel();
+        let mut markers = self.markers.lock().unwrap_or_else(|e| e.into_inner());
+        let n = markers.next;
+        markers.next += 1;
+        markers.waiting.insert(n, writer);
+        Some(Marker { cache: self.clone(), n, done: Some(done) })
     }
 
     /// Tells the other instances that this one is leaving (they stop waiting for its

@@ -61,6 +61,12 @@ impl PgConn {
         anonymous: bool,
     ) -> Result<ReadResult, Error> {
         let mut settings_stmt = self.settings_statement(wanted).await.map_err(|e| db_error(e, anonymous))?;
+        if settings_stmt.is_some() {
+            // Until the settings statement is known to have run, the connection holds unknown
+            // settings: a read dropped midway (its client went away) must not leave the record
+            // saying otherwise, or a later write could run read-only or as the wrong role.
+            self.settings.forget();
+        }
         let cached = self.is_prepared(&main.text) && explain.is_none_or(|s| self.is_prepared(&s.text));
         if !cached {
             // Parsing checks schema privileges as the current role, so a statement is prepared
@@ -164,6 +170,55 @@ impl PgConn {
         }
     }
 
+    /// Runs a write's statement and commits it in the same round trip, with `before_commit`
+    /// (one statement, rowgate's own text) just before the COMMIT; returns the result and
+    /// whether `before_commit` returned a row. For writes whose response cannot fail
+    /// ([`crate::plan::MutatePlan::commits_blind`]): one round trip holding the connection
+    /// instead of two. On failure nothing is committed.
+    pub async fn write_committed(
+        &mut self,
+        wanted: &SessionSettings,
+        main: &Statement,
+        returns_rows: bool,
+        before_commit: Option<&str>,
+        anonymous: bool,
+    ) -> Result<(WriteResult, bool), Error> {
+        self.apply_settings(wanted, anonymous).await?;
+        let stmt = self.prepare_cached(&main.text).await.map_err(|e| db_error(e, anonymous))?;
+        self.in_transaction = true;
+        let client = &self.client;
+        let begin = client.batch_execute("BEGIN");
+        let run = async {
+            if returns_rows {
+                query(client, &stmt, &main.params).await.map(|rows| (rows, 0))
+            } else {
+                client
+                    .execute_raw(&stmt, main.params.iter().map(|v| TextParam(v)))
+                    .await
+                    .map(|n| (Vec::new(), n))
+            }
+        };
+        let end = match before_commit {
+            Some(sql) => format!("{sql}; COMMIT"),
+            None => "COMMIT".to_owned(),
+        };
+        // After a failed statement PostgreSQL skips to the COMMIT, which then rolls back (or
+        // `before_commit` fails first and the transaction stays open: see below).
+        let commit = client.simple_query(&end);
+        let (begun, ran, committed) = futures_util::join!(begin, run, commit);
+        self.in_transaction = false;
+        match (begun, ran, committed) {
+            (Ok(()), Ok((rows, affected)), Ok(messages)) => {
+                let sent = messages.iter().any(|m| matches!(m, tokio_postgres::SimpleQueryMessage::Row(_)));
+                Ok((WriteResult { rows, affected }, sent))
+            }
+            (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
+                let _ = self.client.batch_execute("ROLLBACK").await;
+                Err(db_error(e, anonymous))
+            }
+        }
+    }
+
     /// Brings the connection's session settings to `wanted`, in a statement (and implicit
     /// transaction) of its own: no later rollback can undo them behind the back of the
     /// connection's record of what it holds.
@@ -171,6 +226,7 @@ impl PgConn {
         if let Some((stmt, values)) =
             self.settings_statement(wanted).await.map_err(|e| db_error(e, anonymous))?
         {
+            self.settings.forget();
             if let Err(e) = self.client.execute_raw(&stmt, values.iter().map(|v| TextParam(v))).await {
                 self.settings.forget();
                 return Err(db_error(e, anonymous));
@@ -212,6 +268,23 @@ impl PgConn {
         // gone, and the pool drops it).
         self.in_transaction = false;
         ended.map_err(|e| db_error(e, anonymous))
+    }
+
+    /// Runs `before_commit` (one statement, rowgate's own text) and COMMIT in one round trip;
+    /// returns whether it returned a row. On failure the transaction is rolled back.
+    pub async fn commit_after(&mut self, before_commit: &str, anonymous: bool) -> Result<bool, Error> {
+        let ran = self.client.simple_query(&format!("{before_commit}; COMMIT")).await;
+        self.in_transaction = false;
+        match ran {
+            Ok(messages) => {
+                Ok(messages.iter().any(|m| matches!(m, tokio_postgres::SimpleQueryMessage::Row(_))))
+            }
+            Err(e) => {
+                // If the first statement failed, the transaction is still open (aborted).
+                let _ = self.client.batch_execute("ROLLBACK").await;
+                Err(db_error(e, anonymous))
+            }
+        }
     }
 }
 

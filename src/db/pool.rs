@@ -1,6 +1,7 @@
 //! The connection pool (deadpool), and what each pooled connection remembers.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool::managed::{self, Metrics, Object, Pool, PoolError, RecycleError, RecycleResult, Timeouts};
@@ -136,6 +137,17 @@ impl managed::Manager for Manager {
 #[derive(Clone)]
 pub struct Db {
     pool: Pool<Manager>,
+    /// Writes in progress are held below the pool size, so that reads (cache misses above all,
+    /// which are short) find a connection without queueing behind a burst of writes.
+    writers: Arc<tokio::sync::Semaphore>,
+    acquisition_timeout: Duration,
+}
+
+/// A connection for a write, holding one of the write slots until it is dropped.
+pub struct WriteConn {
+    /// The connection.
+    pub conn: Object<Manager>,
+    _slot: tokio::sync::OwnedSemaphorePermit,
 }
 
 impl Db {
@@ -158,7 +170,22 @@ impl Db {
             .runtime(deadpool::Runtime::Tokio1)
             .build()
             .expect("a runtime is set");
-        Db { pool }
+        // One connection in five (at least one) is kept for reads.
+        let writers = config.db_pool.saturating_sub((config.db_pool / 5).max(1)).max(1);
+        Db {
+            pool,
+            writers: Arc::new(tokio::sync::Semaphore::new(writers)),
+            acquisition_timeout: config.db_pool_acquisition_timeout,
+        }
+    }
+
+    /// A connection for a write (see [`Db`]'s write slots).
+    pub async fn get_for_write(&self) -> Result<WriteConn, Error> {
+        let slot = tokio::time::timeout(self.acquisition_timeout, self.writers.clone().acquire_owned())
+            .await
+            .map_err(|_| Error::PoolTimeout)?
+            .expect("the semaphore is never closed");
+        Ok(WriteConn { conn: self.get().await?, _slot: slot })
     }
 
     /// A connection from the pool: 504 PGRST003 when none frees up in time, 503 when

@@ -28,6 +28,7 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 
 use crate::auth::Authenticator;
+use crate::cache::ResponseCache;
 use crate::config::Config;
 use crate::db::Db;
 use crate::error::{code, Error};
@@ -286,6 +287,7 @@ async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Body>,
                 let result = conn.read(&settings, &stmt, None, principal.anonymous).await?;
                 return Ok(crate::response::plan(explain, &result.rows));
             }
+            let mut marker = None;
             let response = match plan.transaction {
                 None => {
                     let result = conn
@@ -304,7 +306,13 @@ async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Body>,
                         config.db_max_rows,
                         profile.as_deref(),
                     );
-                    conn.finish(response.is_ok() && !tx.rollback, principal.anonymous).await?;
+                    marker = end_write(
+                        &mut conn,
+                        response.is_ok() && !tx.rollback,
+                        state.cache.as_ref(),
+                        principal.anonymous,
+                    )
+                    .await?;
                     response
                 }
             };
@@ -313,6 +321,9 @@ async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Body>,
                 conn.settings.forget();
             }
             drop(conn);
+            if let Some(marker) = marker {
+                marker.wait().await;
+            }
             let mut response = response.map(|mut r| {
                 if plan.transaction.is_none() && r.status().is_success() {
                     if let Some(v) = cache_control(config, route) {
@@ -351,7 +362,8 @@ async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Body>,
             let profile = profile(&plan.schema);
             // The write runs on a task of its own, so that a client going away mid-write cannot
             // leave its transaction open on a pooled connection: it commits or rolls back.
-            let write = write(state.db.clone(), plan, settings, principal.anonymous, profile);
+            let write =
+                write(state.db.clone(), state.cache.clone(), plan, settings, principal.anonymous, profile);
             tokio::spawn(write).await.unwrap_or_else(|_| {
                 Err(Error::api(StatusCode::INTERNAL_SERVER_ERROR, code::INTERNAL, "Internal server error"))
             })
@@ -359,13 +371,6 @@ async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Body>,
     };
     if let Err(Error::SchemaChanged) = response {
         state.reloader.request();
-    }
-    if let (Some(cache), Ok(r)) = (&state.cache, &response) {
-        if !matches!(parts.method, http::Method::GET | http::Method::HEAD) && r.status().is_success() {
-            // Read-your-writes: every instance has seen this write's changes before the
-            // client learns that it succeeded.
-            cache.sync().await;
-        }
     }
     response.map(|r| not_modified(&parts.headers, r))
 }
@@ -396,18 +401,41 @@ fn cache_control<'c>(config: &'c Config, route: &str) -> Option<&'c HeaderValue>
     find(route).or_else(|| find("*"))
 }
 
+/// Ends a write's transaction. With the response cache on, a COMMIT carries the
+/// read-your-writes marker, returned if sent: the caller waits for it once the connection is
+/// back in the pool, so that every instance has seen the write before the client learns of it.
+async fn end_write(
+    conn: &mut crate::db::PgConn,
+    commit: bool,
+    cache: Option<&Arc<ResponseCache>>,
+    anonymous: bool,
+) -> Result<Option<crate::cache::Marker>, Error> {
+    match cache.filter(|_| commit).and_then(|c| c.marker()) {
+        Some(marker) => Ok(conn.commit_after(&marker.sql(), anonymous).await?.then_some(marker)),
+        None => conn.finish(commit, anonymous).await.map(|()| None),
+    }
+}
+
 /// Runs a write from BEGIN to COMMIT or ROLLBACK and builds its response.
 async fn write(
     db: Db,
+    cache: Option<Arc<ResponseCache>>,
     plan: crate::plan::MutatePlan,
     settings: crate::db::SessionSettings,
     anonymous: bool,
     profile: Option<String>,
 ) -> Result<Response<Body>, Error> {
     let statements = crate::sql::render_write(&plan);
-    let mut conn = db.get().await?;
+    let mut slot = db.get_for_write().await?;
+    let conn = &mut slot.conn;
     if !plan.nested.is_empty() {
-        return nested_insert(&mut conn, &plan, &settings, anonymous, profile.as_deref()).await;
+        let (response, marker) =
+            nested_insert(conn, cache.as_ref(), &plan, &settings, anonymous, profile.as_deref()).await?;
+        drop(slot);
+        if let Some(marker) = marker {
+            marker.wait().await;
+        }
+        return Ok(response);
     }
     if let Some(explain) = &plan.explain {
         // The plan of the write; with ANALYZE it runs, and is always rolled back.
@@ -416,9 +444,25 @@ async fn write(
         conn.finish(false, anonymous).await?;
         return Ok(crate::response::plan(explain, &result.rows));
     }
+    if plan.commits_blind() {
+        let marker = cache.as_ref().and_then(|c| c.marker());
+        let sql = marker.as_ref().map(|m| m.sql());
+        let (result, sent) = conn
+            .write_committed(&settings, &statements.main, statements.returns_rows, sql.as_deref(), anonymous)
+            .await?;
+        drop(slot);
+        if let Some(marker) = marker.filter(|_| sent) {
+            marker.wait().await;
+        }
+        return crate::response::write(&plan, &statements, &result, profile.as_deref());
+    }
     let result = conn.write(&settings, &statements.main, statements.returns_rows, anonymous).await?;
     let response = crate::response::write(&plan, &statements, &result, profile.as_deref());
-    conn.finish(response.is_ok() && !plan.rollback, anonymous).await?;
+    let marker = end_write(conn, response.is_ok() && !plan.rollback, cache.as_ref(), anonymous).await?;
+    drop(slot);
+    if let Some(marker) = marker {
+        marker.wait().await;
+    }
     response
 }
 
@@ -427,11 +471,12 @@ async fn write(
 /// representation read back by primary key, embeds showing the children.
 async fn nested_insert(
     conn: &mut crate::db::PgConn,
+    cache: Option<&Arc<ResponseCache>>,
     plan: &crate::plan::MutatePlan,
     settings: &crate::db::SessionSettings,
     anonymous: bool,
     profile: Option<&str>,
-) -> Result<Response<Body>, Error> {
+) -> Result<(Response<Body>, Option<crate::cache::Marker>), Error> {
     use serde_json::value::RawValue;
     let crate::plan::Mutation::Insert { payload, .. } = &plan.mutation else {
         unreachable!("nested inserts are inserts")
@@ -501,8 +546,8 @@ async fn nested_insert(
         }
         Ok(r)
     });
-    conn.finish(response.is_ok() && !plan.rollback, anonymous).await?;
-    response
+    let marker = end_write(conn, response.is_ok() && !plan.rollback, cache, anonymous).await?;
+    Ok((response?, marker))
 }
 
 /// Reads a request body of at most `limit` bytes (413 beyond it).

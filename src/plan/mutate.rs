@@ -159,6 +159,19 @@ impl MutatePlan {
     pub fn is_put(&self) -> bool {
         matches!(&self.mutation, Mutation::Insert { put_key, .. } if !put_key.is_empty())
     }
+
+    /// Whether the write commits whatever its statement returns: no check of the result can
+    /// turn it into a rollback (PUT's single row, max-affected, a singular object, a rendered
+    /// representation), so the COMMIT can travel with the statement.
+    pub fn commits_blind(&self) -> bool {
+        !self.is_put()
+            && self.max_affected.is_none()
+            && !matches!(self.media, Media::Single { .. })
+            && !matches!(self.returning, Returning::Representation(_))
+            && !self.rollback
+            && self.explain.is_none()
+            && self.nested.is_empty()
+    }
 }
 
 impl MutatePlan {

@@ -330,3 +330,37 @@ fn missing_default_uses_identity_and_domain_defaults() {
     assert_eq!(r.status, 201, "{}", r.body);
     assert_eq!(r.json(), json!([{"id": 1, "title": "a", "level": 1}, {"id": 100, "title": "b", "level": 3}]));
 }
+
+#[test]
+fn a_read_abandoned_by_its_client_leaves_no_setting_behind_for_the_next_write() {
+    use std::io::Write as _;
+    // One pooled connection: the abandoned read's and the write's. The read turns the
+    // connection read-only (reads run under `default_transaction_read_only`) and is dropped
+    // while its query runs; the write must not inherit that.
+    crate::support::sql(
+        "CREATE OR REPLACE FUNCTION test.slow_one() RETURNS int LANGUAGE sql STABLE AS 'SELECT 1 FROM pg_sleep(0.4)'; \
+         GRANT EXECUTE ON FUNCTION test.slow_one() TO web_anon",
+    );
+    let mut args = crate::support::default_args(&crate::support::harness().superuser_uri);
+    args.db_pool = Some(1);
+    let base = crate::support::start_server(args);
+    let write = || {
+        crate::support::send_to(
+            &base,
+            "POST",
+            "/drop_box",
+            &[("Content-Type", "application/json"), ("Prefer", "tx=rollback")],
+            Some(r#"{"id": 1, "note": "kept?"}"#),
+        )
+        .status
+    };
+    // Prepared on first use; from then on the settings travel in the query's round trip.
+    assert_eq!(crate::support::send_to(&base, "GET", "/rpc/slow_one", &[], None).status, 200);
+    assert_eq!(write(), 201);
+    let addr = base.trim_start_matches("http://");
+    let mut abandoned = std::net::TcpStream::connect(addr).expect("connect");
+    write!(abandoned, "GET /rpc/slow_one HTTP/1.1\r\nHost: {addr}\r\n\r\n").expect("send");
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    drop(abandoned);
+    assert_eq!(write(), 201);
+}
