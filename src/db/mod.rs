@@ -173,8 +173,9 @@ impl PgConn {
     /// Runs a write's statement and commits it in the same round trip, with `before_commit`
     /// (one statement, rowgate's own text) just before the COMMIT; returns the result and
     /// whether `before_commit` returned a row. For writes whose response cannot fail
-    /// ([`crate::plan::MutatePlan::commits_blind`]): one round trip holding the connection
-    /// instead of two. On failure nothing is committed.
+    /// ([`crate::plan::MutatePlan::commits_blind`]): once the statement is prepared, the
+    /// request's settings (transaction-local), the statement and the COMMIT take one round
+    /// trip holding the connection instead of three. On failure nothing is committed.
     pub async fn write_committed(
         &mut self,
         wanted: &SessionSettings,
@@ -183,11 +184,27 @@ impl PgConn {
         before_commit: Option<&str>,
         anonymous: bool,
     ) -> Result<(WriteResult, bool), Error> {
-        self.apply_settings(wanted, anonymous).await?;
+        let local = if self.is_prepared(&main.text) {
+            self.local_settings_statement(wanted).await.map_err(|e| db_error(e, anonymous))?
+        } else {
+            // Parsing checks privileges as the current role: the request's settings first.
+            self.apply_settings(wanted, anonymous).await?;
+            None
+        };
         let stmt = self.prepare_cached(&main.text).await.map_err(|e| db_error(e, anonymous))?;
         self.in_transaction = true;
         let client = &self.client;
-        let begin = client.batch_execute("BEGIN");
+        // READ WRITE: the session may hold a read's `default_transaction_read_only`, which the
+        // local settings cannot change for a transaction already begun.
+        let begin = client.batch_execute("BEGIN READ WRITE");
+        let set = async {
+            match &local {
+                Some((stmt, values)) => {
+                    client.execute_raw(stmt, values.iter().map(|v| TextParam(v))).await.map(|_| ())
+                }
+                None => Ok(()),
+            }
+        };
         let run = async {
             if returns_rows {
                 query(client, &stmt, &main.params).await.map(|rows| (rows, 0))
@@ -202,17 +219,17 @@ impl PgConn {
             Some(sql) => format!("{sql}; COMMIT"),
             None => "COMMIT".to_owned(),
         };
-        // After a failed statement PostgreSQL skips to the COMMIT, which then rolls back (or
-        // `before_commit` fails first and the transaction stays open: see below).
+        // After a failed statement PostgreSQL runs the rest in an aborted transaction: the
+        // COMMIT then rolls back (or `before_commit` fails first, and the ROLLBACK below ends it).
         let commit = client.simple_query(&end);
-        let (begun, ran, committed) = futures_util::join!(begin, run, commit);
+        let (begun, set, ran, committed) = futures_util::join!(begin, set, run, commit);
         self.in_transaction = false;
-        match (begun, ran, committed) {
-            (Ok(()), Ok((rows, affected)), Ok(messages)) => {
+        match (begun, set, ran, committed) {
+            (Ok(()), Ok(()), Ok((rows, affected)), Ok(messages)) => {
                 let sent = messages.iter().any(|m| matches!(m, tokio_postgres::SimpleQueryMessage::Row(_)));
                 Ok((WriteResult { rows, affected }, sent))
             }
-            (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
+            (Err(e), ..) | (_, Err(e), ..) | (_, _, Err(e), _) | (.., Err(e)) => {
                 let _ = self.client.batch_execute("ROLLBACK").await;
                 Err(db_error(e, anonymous))
             }

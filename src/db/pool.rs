@@ -31,8 +31,9 @@ pub struct PgConn {
     /// The client.
     pub client: Client,
     statements: HashMap<String, Statement>,
-    /// `SELECT set_config(...), ...` statements by number of settings.
-    settings_statements: Vec<Option<Statement>>,
+    /// `SELECT set_config(...), ...` statements by number of settings: session-level, and
+    /// transaction-local (`is_local`).
+    settings_statements: [Vec<Option<Statement>>; 2],
     /// The session settings this connection holds.
     pub settings: SessionSettings,
     /// Values of settings a request may leave unset (the server's own time zone).
@@ -72,21 +73,39 @@ impl PgConn {
         &mut self,
         wanted: &SessionSettings,
     ) -> Result<Option<(Statement, Vec<String>)>, tokio_postgres::Error> {
+        self.settings_statement_scoped(wanted, false).await
+    }
+
+    /// Like [`PgConn::settings_statement`], but the settings last only until the end of the
+    /// current transaction (what the connection holds is unchanged).
+    pub async fn local_settings_statement(
+        &mut self,
+        wanted: &SessionSettings,
+    ) -> Result<Option<(Statement, Vec<String>)>, tokio_postgres::Error> {
+        self.settings_statement_scoped(wanted, true).await
+    }
+
+    async fn settings_statement_scoped(
+        &mut self,
+        wanted: &SessionSettings,
+        local: bool,
+    ) -> Result<Option<(Statement, Vec<String>)>, tokio_postgres::Error> {
         let diff = self.settings.differing(wanted, &self.defaults);
         if diff.is_empty() {
             return Ok(None);
         }
         let n = diff.len();
-        if self.settings_statements.len() <= n {
-            self.settings_statements.resize(n + 1, None);
+        let cache = &mut self.settings_statements[usize::from(local)];
+        if cache.len() <= n {
+            cache.resize(n + 1, None);
         }
-        let stmt = match &self.settings_statements[n] {
+        let stmt = match &cache[n] {
             Some(s) => s.clone(),
             None => {
                 let calls: Vec<String> =
-                    (0..n).map(|i| format!("set_config(${}, ${}, false)", 2 * i + 1, 2 * i + 2)).collect();
+                    (0..n).map(|i| format!("set_config(${}, ${}, {local})", 2 * i + 1, 2 * i + 2)).collect();
                 let s = self.client.prepare(&format!("SELECT {}", calls.join(", "))).await?;
-                self.settings_statements[n] = Some(s.clone());
+                self.settings_statements[usize::from(local)][n] = Some(s.clone());
                 s
             }
         };
@@ -112,7 +131,7 @@ impl managed::Manager for Manager {
         Ok(PgConn {
             client,
             statements: HashMap::new(),
-            settings_statements: Vec::new(),
+            settings_statements: [Vec::new(), Vec::new()],
             settings: SessionSettings::default(),
             defaults,
             in_transaction: false,

@@ -364,3 +364,49 @@ fn a_read_abandoned_by_its_client_leaves_no_setting_behind_for_the_next_write() 
     drop(abandoned);
     assert_eq!(write(), 201);
 }
+
+#[test]
+fn a_write_on_a_connection_a_read_left_runs_as_its_own_caller_and_leaves_it_as_it_was() {
+    use jsonwebtoken::{encode, Algorithm, EncodingKey, Header};
+    // A write whose response cannot fail sends its settings transaction-local, with the
+    // statement and the COMMIT: it must run as its caller, read-write, and leave the session
+    // settings of the connection (here the anonymous reader's) as they were.
+    crate::support::sql(
+        "CREATE TABLE test.who_wrote (id int PRIMARY KEY, by_role text DEFAULT current_user, \
+           sub text DEFAULT current_setting('request.jwt.claims', true)::json ->> 'sub'); \
+         GRANT SELECT, INSERT ON test.who_wrote TO web_anon, web_user",
+    );
+    let mut args = default_args(&harness().superuser_uri);
+    args.db_pool = Some(1);
+    let base = start_server(args);
+    let jwt = encode(
+        &Header::new(Algorithm::HS256),
+        &json!({"role": "web_user", "sub": "ann"}),
+        &EncodingKey::from_secret(crate::support::JWT_SECRET.as_bytes()),
+    )
+    .expect("token");
+    let bearer = format!("Bearer {jwt}");
+    let insert = |id: i32, auth: Option<&str>| {
+        let mut headers = vec![("Content-Type", "application/json"), ("Prefer", "return=minimal")];
+        if let Some(a) = auth {
+            headers.push(("Authorization", a));
+        }
+        send_to(&base, "POST", "/who_wrote", &headers, Some(&format!(r#"{{"id": {id}}}"#))).status
+    };
+    let read = || send_to(&base, "GET", "/who_wrote?order=id", &[], None);
+    // Twice each: the first prepares the statement, the second takes the one round trip.
+    for round in 0..2 {
+        assert_eq!(read().status, 200);
+        assert_eq!(insert(10 * round + 1, Some(&bearer)), 201);
+        assert_eq!(insert(10 * round + 2, None), 201);
+    }
+    assert_eq!(
+        read().json(),
+        json!([
+            {"id": 1, "by_role": "web_user", "sub": "ann"},
+            {"id": 2, "by_role": "web_anon", "sub": null},
+            {"id": 11, "by_role": "web_user", "sub": "ann"},
+            {"id": 12, "by_role": "web_anon", "sub": null}
+        ])
+    );
+}
