@@ -360,13 +360,24 @@ async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Body>,
         Plan::Mutate(plan) => {
             let settings = ctx.session_settings(&plan.schema, &principal, plan.timezone.as_deref());
             let profile = profile(&plan.schema);
-            // The write runs on a task of its own, so that a client going away mid-write cannot
-            // leave its transaction open on a pooled connection: it commits or rolls back.
+            let blind = plan.commits_blind();
             let write =
                 write(state.db.clone(), state.cache.clone(), plan, settings, principal.anonymous, profile);
-            tokio::spawn(write).await.unwrap_or_else(|_| {
-                Err(Error::api(StatusCode::INTERNAL_SERVER_ERROR, code::INTERNAL, "Internal server error"))
-            })
+            if blind {
+                // Its whole transaction is queued on the connection at once (PgConn::write_committed):
+                // a client going away cannot interrupt it midway, so no task of its own is needed.
+                write.await
+            } else {
+                // The write runs on a task of its own, so that a client going away mid-write
+                // cannot leave its transaction open on a pooled connection: it commits or rolls back.
+                tokio::spawn(write).await.unwrap_or_else(|_| {
+                    Err(Error::api(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        code::INTERNAL,
+                        "Internal server error",
+                    ))
+                })
+            }
         }
     };
     if let Err(Error::SchemaChanged) = response {
