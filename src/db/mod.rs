@@ -170,20 +170,21 @@ impl PgConn {
         }
     }
 
-    /// Runs a write's statement and commits it in the same round trip, with `before_commit`
-    /// (one statement, rowgate's own text) just before the COMMIT; returns the result and
-    /// whether `before_commit` returned a row. For writes whose response cannot fail
-    /// ([`crate::plan::MutatePlan::commits_blind`]): once the statement is prepared, the
-    /// request's settings (transaction-local), the statement and the COMMIT take one round
-    /// trip holding the connection instead of three. On failure nothing is committed.
+    /// Queues a write's whole transaction on the connection — BEGIN READ WRITE, the request's
+    /// settings (transaction-local), the statement, `before_commit` (one statement, rowgate's
+    /// own text) and COMMIT — and returns it running, for writes whose response cannot fail
+    /// ([`crate::plan::MutatePlan::commits_blind`]). Every request is on the connection when
+    /// this returns, and the COMMIT ends the transaction whatever fails before it (PostgreSQL
+    /// rolls back an aborted one), leaving the session as it was: the connection can go back to
+    /// the pool at once and serve the next request behind this one while it runs.
     pub async fn write_committed(
         &mut self,
         wanted: &SessionSettings,
         main: &Statement,
         returns_rows: bool,
-        before_commit: Option<&str>,
+        before_commit: Option<String>,
         anonymous: bool,
-    ) -> Result<(WriteResult, bool), Error> {
+    ) -> Result<Pipelined, Error> {
         let local = if self.is_prepared(&main.text) {
             self.local_settings_statement(wanted).await.map_err(|e| db_error(e, anonymous))?
         } else {
@@ -192,48 +193,54 @@ impl PgConn {
             None
         };
         let stmt = self.prepare_cached(&main.text).await.map_err(|e| db_error(e, anonymous))?;
-        self.in_transaction = true;
-        let client = &self.client;
-        // READ WRITE: the session may hold a read's `default_transaction_read_only`, which the
-        // local settings cannot change for a transaction already begun.
-        let begin = client.batch_execute("BEGIN READ WRITE");
-        let set = async {
-            match &local {
-                Some((stmt, values)) => {
-                    client.execute_raw(stmt, values.iter().map(|v| TextParam(v))).await.map(|_| ())
+        let client = self.client.clone();
+        let params = main.params.clone();
+        let mut running = Box::pin(async move {
+            let client = &client;
+            // READ WRITE: the session may hold a read's `default_transaction_read_only`, which
+            // the local settings cannot change for a transaction already begun.
+            let begin = client.batch_execute("BEGIN READ WRITE");
+            let set = async {
+                match &local {
+                    Some((stmt, values)) => {
+                        client.execute_raw(stmt, values.iter().map(|v| TextParam(v))).await.map(|_| ())
+                    }
+                    None => Ok(()),
                 }
-                None => Ok(()),
+            };
+            let run = async {
+                if returns_rows {
+                    query(client, &stmt, &params).await.map(|rows| (rows, 0))
+                } else {
+                    client
+                        .execute_raw(&stmt, params.iter().map(|v| TextParam(v)))
+                        .await
+                        .map(|n| (Vec::new(), n))
+                }
+            };
+            let marker = async {
+                match &before_commit {
+                    Some(sql) => client.simple_query(sql).await.map(|messages| {
+                        messages.iter().any(|m| matches!(m, tokio_postgres::SimpleQueryMessage::Row(_)))
+                    }),
+                    None => Ok(false),
+                }
+            };
+            let commit = client.batch_execute("COMMIT");
+            match futures_util::join!(begin, set, run, marker, commit) {
+                (Ok(()), Ok(()), Ok((rows, affected)), Ok(sent), Ok(())) => {
+                    Ok((WriteResult { rows, affected }, sent))
+                }
+                (Err(e), ..) | (_, Err(e), ..) | (_, _, Err(e), ..) | (.., Err(e), _) | (.., Err(e)) => {
+                    Err(db_error(e, anonymous))
+                }
             }
-        };
-        let run = async {
-            if returns_rows {
-                query(client, &stmt, &main.params).await.map(|rows| (rows, 0))
-            } else {
-                client
-                    .execute_raw(&stmt, main.params.iter().map(|v| TextParam(v)))
-                    .await
-                    .map(|n| (Vec::new(), n))
-            }
-        };
-        let end = match before_commit {
-            Some(sql) => format!("{sql}; COMMIT"),
-            None => "COMMIT".to_owned(),
-        };
-        // After a failed statement PostgreSQL runs the rest in an aborted transaction: the
-        // COMMIT then rolls back (or `before_commit` fails first, and the ROLLBACK below ends it).
-        let commit = client.simple_query(&end);
-        let (begun, set, ran, committed) = futures_util::join!(begin, set, run, commit);
-        self.in_transaction = false;
-        match (begun, set, ran, committed) {
-            (Ok(()), Ok(()), Ok((rows, affected)), Ok(messages)) => {
-                let sent = messages.iter().any(|m| matches!(m, tokio_postgres::SimpleQueryMessage::Row(_)));
-                Ok((WriteResult { rows, affected }, sent))
-            }
-            (Err(e), ..) | (_, Err(e), ..) | (_, _, Err(e), _) | (.., Err(e)) => {
-                let _ = self.client.batch_execute("ROLLBACK").await;
-                Err(db_error(e, anonymous))
-            }
+        });
+        // The first poll puts every request on the connection, in order.
+        if let std::task::Poll::Ready(done) = futures_util::poll!(running.as_mut()) {
+            return Ok(Pipelined(Box::pin(std::future::ready(done))));
         }
+        Ok(Pipelined(running))
     }
 
     /// Brings the connection's session settings to `wanted`, in a statement (and implicit
@@ -302,6 +309,24 @@ impl PgConn {
                 Err(db_error(e, anonymous))
             }
         }
+    }
+}
+
+/// A write queued whole on a connection ([`PgConn::write_committed`]): its result, and whether
+/// the statement before its COMMIT returned a row.
+pub struct Pipelined(std::pin::Pin<Box<dyn std::future::Future<Output = Committed> + Send>>);
+
+/// What a [`Pipelined`] write ends with.
+type Committed = Result<(WriteResult, bool), Error>;
+
+impl std::future::Future for Pipelined {
+    type Output = Committed;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        self.0.as_mut().poll(cx)
     }
 }
 

@@ -28,8 +28,9 @@ pub async fn connect(config: &tokio_postgres::Config) -> Result<Client, tokio_po
 
 /// A pooled connection with its prepared statements and the session settings it holds.
 pub struct PgConn {
-    /// The client.
-    pub client: Client,
+    /// The client, shared with the requests a pipelined write left queued on it
+    /// ([`PgConn::write_committed`]).
+    pub client: Arc<Client>,
     statements: HashMap<String, Statement>,
     /// `SELECT set_config(...), ...` statements by number of settings: session-level, and
     /// transaction-local (`is_local`).
@@ -129,7 +130,7 @@ impl managed::Manager for Manager {
         let tz = client.query_one("SELECT current_setting('timezone')", &[]).await?;
         defaults.set(Setting::TimeZone, tz.get(0));
         Ok(PgConn {
-            client,
+            client: Arc::new(client),
             statements: HashMap::new(),
             settings_statements: [Vec::new(), Vec::new()],
             settings: SessionSettings::default(),
@@ -159,6 +160,9 @@ pub struct Db {
     /// Writes in progress are held below the pool size, so that reads (cache misses above all,
     /// which are short) find a connection without queueing behind a burst of writes.
     writers: Arc<tokio::sync::Semaphore>,
+    /// Writes queued whole on connections that are back in the pool
+    /// ([`PgConn::write_committed`]): bounded, so that reads never find long queues ahead.
+    pipelined: Arc<tokio::sync::Semaphore>,
     acquisition_timeout: Duration,
 }
 
@@ -167,6 +171,15 @@ pub struct WriteConn {
     /// The connection.
     pub conn: Object<Manager>,
     _slot: tokio::sync::OwnedSemaphorePermit,
+    running: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+impl WriteConn {
+    /// Gives the connection and the write slot back, for a write whose requests are all queued
+    /// on the connection; the returned permit counts it among the pipelined writes until dropped.
+    pub fn release_connection(self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        self.running
+    }
 }
 
 impl Db {
@@ -194,17 +207,26 @@ impl Db {
         Db {
             pool,
             writers: Arc::new(tokio::sync::Semaphore::new(writers)),
+            pipelined: Arc::new(tokio::sync::Semaphore::new(config.db_pool.saturating_mul(4).max(1))),
             acquisition_timeout: config.db_pool_acquisition_timeout,
         }
     }
 
     /// A connection for a write (see [`Db`]'s write slots).
-    pub async fn get_for_write(&self) -> Result<WriteConn, Error> {
-        let slot = tokio::time::timeout(self.acquisition_timeout, self.writers.clone().acquire_owned())
-            .await
-            .map_err(|_| Error::PoolTimeout)?
-            .expect("the semaphore is never closed");
-        Ok(WriteConn { conn: self.get().await?, _slot: slot })
+    /// For a write to be pipelined ([`WriteConn::release_connection`]), also one of the
+    /// pipelined writes' permits.
+    pub async fn get_for_write(&self, pipelined: bool) -> Result<WriteConn, Error> {
+        let acquire = |s: &Arc<tokio::sync::Semaphore>| {
+            tokio::time::timeout(self.acquisition_timeout, s.clone().acquire_owned())
+        };
+        let running = match pipelined {
+            true => {
+                Some(acquire(&self.pipelined).await.map_err(|_| Error::PoolTimeout)?.expect("never closed"))
+            }
+            false => None,
+        };
+        let slot = acquire(&self.writers).await.map_err(|_| Error::PoolTimeout)?.expect("never closed");
+        Ok(WriteConn { conn: self.get().await?, _slot: slot, running })
     }
 
     /// A connection from the pool: 504 PGRST003 when none frees up in time, 503 when

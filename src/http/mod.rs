@@ -437,7 +437,7 @@ async fn write(
     profile: Option<String>,
 ) -> Result<Response<Body>, Error> {
     let statements = crate::sql::render_write(&plan);
-    let mut slot = db.get_for_write().await?;
+    let mut slot = db.get_for_write(plan.commits_blind()).await?;
     let conn = &mut slot.conn;
     if !plan.nested.is_empty() {
         let (response, marker) =
@@ -457,11 +457,19 @@ async fn write(
     }
     if plan.commits_blind() {
         let marker = cache.as_ref().and_then(|c| c.marker());
-        let sql = marker.as_ref().map(|m| m.sql());
-        let (result, sent) = conn
-            .write_committed(&settings, &statements.main, statements.returns_rows, sql.as_deref(), anonymous)
+        let running = conn
+            .write_committed(
+                &settings,
+                &statements.main,
+                statements.returns_rows,
+                marker.as_ref().map(|m| m.sql()),
+                anonymous,
+            )
             .await?;
-        drop(slot);
+        // The connection serves the next request while this one runs.
+        let pipelined = slot.release_connection();
+        let (result, sent) = running.await?;
+        drop(pipelined);
         if let Some(marker) = marker.filter(|_| sent) {
             marker.wait().await;
         }

@@ -400,11 +400,16 @@ fn a_write_on_a_connection_a_read_left_runs_as_its_own_caller_and_leaves_it_as_i
         assert_eq!(insert(10 * round + 1, Some(&bearer)), 201);
         assert_eq!(insert(10 * round + 2, None), 201);
     }
+    // A failed one ends its transaction too (its queued COMMIT rolls the aborted one back), and
+    // the next request on the connection runs cleanly behind it.
+    assert_eq!(insert(1, None), 409);
+    assert_eq!(insert(3, None), 201);
     assert_eq!(
         read().json(),
         json!([
             {"id": 1, "by_role": "web_user", "sub": "ann"},
             {"id": 2, "by_role": "web_anon", "sub": null},
+            {"id": 3, "by_role": "web_anon", "sub": null},
             {"id": 11, "by_role": "web_user", "sub": "ann"},
             {"id": 12, "by_role": "web_anon", "sub": null}
         ])
