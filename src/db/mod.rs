@@ -150,16 +150,7 @@ impl PgConn {
         let client = &self.client;
         // BEGIN and the statement travel in one round trip.
         let begin = client.batch_execute("BEGIN");
-        let run = async {
-            if returns_rows {
-                query(client, &stmt, &main.params).await.map(|rows| (rows, 0))
-            } else {
-                client
-                    .execute_raw(&stmt, main.params.iter().map(|v| TextParam(v)))
-                    .await
-                    .map(|n| (Vec::new(), n))
-            }
-        };
+        let run = run_write(client, &stmt, &main.params, returns_rows);
         let (begun, ran) = futures_util::join!(begin, run);
         match (begun, ran) {
             (Ok(()), Ok((rows, affected))) => Ok(WriteResult { rows, affected }),
@@ -208,16 +199,7 @@ impl PgConn {
                     None => Ok(()),
                 }
             };
-            let run = async {
-                if returns_rows {
-                    query(client, &stmt, &params).await.map(|rows| (rows, 0))
-                } else {
-                    client
-                        .execute_raw(&stmt, params.iter().map(|v| TextParam(v)))
-                        .await
-                        .map(|n| (Vec::new(), n))
-                }
-            };
+            let run = run_write(client, &stmt, &params, returns_rows);
             let marker = async {
                 match &before_commit {
                     Some(sql) => client.simple_query(sql).await.map(|messages| {
@@ -327,6 +309,20 @@ impl std::future::Future for Pipelined {
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Self::Output> {
         self.0.as_mut().poll(cx)
+    }
+}
+
+/// Runs a write's statement: its rows if it returns rows, else the number of rows it affected.
+async fn run_write(
+    client: &tokio_postgres::Client,
+    statement: &tokio_postgres::Statement,
+    params: &[String],
+    returns_rows: bool,
+) -> Result<(Vec<Row>, u64), tokio_postgres::Error> {
+    if returns_rows {
+        query(client, statement, params).await.map(|rows| (rows, 0))
+    } else {
+        client.execute_raw(statement, params.iter().map(|v| TextParam(v))).await.map(|n| (Vec::new(), n))
     }
 }
 
