@@ -52,6 +52,7 @@ fn coalesce(batch: &mut Vec<String>) {
 /// connection ends and then calls [`ResponseCache::listener_lost`].
 pub fn start(client: Arc<Client>, cache: Arc<ResponseCache>) -> tokio::task::JoinHandle<()> {
     cache.flush();
+    cache.listening();
     tokio::spawn(async move {
         if let Err(e) = talk(client, cache.clone()).await {
             tracing::warn!(error = %e, "cache notifications could not be sent");

@@ -38,6 +38,10 @@ pub const HEARTBEAT: Duration = Duration::from_millis(200);
 /// Other instances count as running while heard from within this time.
 const PEER_TIMEOUT: Duration = Duration::from_secs(3);
 
+/// How long after it starts listening an instance may not know every running instance yet
+/// (each sends a heartbeat every [`HEARTBEAT`]): its writes wait [`FENCE`] meanwhile.
+const PEER_DISCOVERY: Duration = Duration::from_millis(600);
+
 /// What a cached answer read: whole tables, rows of tables by a key value, or (a user
 /// function being involved) any table.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -268,6 +272,10 @@ struct Markers {
     /// with the instances that have yet to acknowledge them.
     pending: VecDeque<(u64, Instant, HashSet<String>)>,
     peers: HashMap<String, Instant>,
+    /// Instances that said goodbye: their messages still in flight do not make them peers again.
+    gone: HashSet<String>,
+    /// When this instance's listener last started listening.
+    listening_since: Option<Instant>,
 }
 
 impl Markers {
@@ -297,21 +305,31 @@ impl Markers {
 }
 
 /// A write's read-your-writes marker: sent with its COMMIT ([`Marker::sql`]), then waited for.
+/// While this instance's listener is not current it sends nothing, and waiting for it is
+/// waiting [`FENCE`]: by then every other instance has seen the write or stopped serving.
 pub struct Marker {
     cache: Arc<ResponseCache>,
     n: u64,
     done: Option<tokio::sync::oneshot::Receiver<()>>,
+    unheard: bool,
 }
 
 impl Marker {
     /// The statement to run just before COMMIT, in the write's transaction: it sends the marker
     /// if the transaction wrote anything (a transaction without a transaction id changed
     /// nothing, and has nothing to wait for).
-    pub fn sql(&self) -> String {
-        format!(
-            "SELECT pg_notify('{CHANNEL}', 'x {} {}') WHERE txid_current_if_assigned() IS NOT NULL",
-            self.cache.instance, self.n
-        )
+    pub fn sql(&self) -> Option<String> {
+        (!self.unheard).then(|| {
+            format!(
+                "SELECT pg_notify('{CHANNEL}', 'x {} {}') WHERE txid_current_if_assigned() IS NOT NULL",
+                self.cache.instance, self.n
+            )
+        })
+    }
+
+    /// Whether it was made while the listener was not current (it sends nothing).
+    pub fn is_unheard(&self) -> bool {
+        self.unheard
     }
 
     /// Waits until every running instance has received the changes committed with the marker
@@ -319,6 +337,8 @@ impl Marker {
     pub async fn wait(mut self) {
         if let Some(done) = self.done.take() {
             let _ = tokio::time::timeout(FENCE, done).await;
+        } else if self.unheard {
+            tokio::time::sleep(FENCE).await;
         }
     }
 }
@@ -529,7 +549,12 @@ impl ResponseCache {
                     while markers.pending.front().is_some_and(|(_, at, _)| now.duration_since(*at) > FENCE) {
                         markers.pending.pop_front();
                     }
-                    if markers.peers.is_empty() {
+                    let discovered =
+                        markers.listening_since.is_some_and(|t| now.duration_since(t) >= PEER_DISCOVERY);
+                    if !discovered {
+                        // Running instances may not have been heard from yet: the writer waits
+                        // out FENCE.
+                    } else if markers.peers.is_empty() {
                         markers.complete(n);
                     } else {
                         let peers = markers.peers.keys().cloned().collect();
@@ -544,6 +569,10 @@ impl ResponseCache {
             (Some("b"), Some(from), None, None) => {
                 let mut markers = self.markers.lock().unwrap_or_else(|e| e.into_inner());
                 markers.peers.remove(from);
+                if markers.gone.len() > 1000 {
+                    markers.gone.clear();
+                }
+                markers.gone.insert(from.to_owned());
                 // Markers waiting only for it are complete.
                 let all = markers.pending.len();
                 markers.acknowledged(from, all);
@@ -570,21 +599,28 @@ impl ResponseCache {
             return;
         }
         let mut markers = self.markers.lock().unwrap_or_else(|e| e.into_inner());
-        markers.peers.insert(instance.to_owned(), Instant::now());
+        if !markers.gone.contains(instance) {
+            markers.peers.insert(instance.to_owned(), Instant::now());
+        }
     }
 
-    /// A marker for a write about to commit, or `None` while the listener is not current
-    /// (nothing is served from memory then, and other instances fence themselves).
-    pub fn marker(self: &Arc<Self>) -> Option<Marker> {
+    /// A marker for a write about to commit (an unheard one while the listener is not current).
+    pub fn marker(self: &Arc<Self>) -> Marker {
         if !self.changes.live() {
-            return None;
+            return Marker { cache: self.clone(), n: 0, done: None, unheard: true };
         }
         let (writer, done) = tokio::sync::oneshot::channel();
         let mut markers = self.markers.lock().unwrap_or_else(|e| e.into_inner());
         let n = markers.next;
         markers.next += 1;
         markers.waiting.insert(n, writer);
-        Some(Marker { cache: self.clone(), n, done: Some(done) })
+        Marker { cache: self.clone(), n, done: Some(done), unheard: false }
+    }
+
+    /// The listener has (re)started listening: which instances run is being learned again.
+    pub fn listening(&self) {
+        let mut markers = self.markers.lock().unwrap_or_else(|e| e.into_inner());
+        markers.listening_since = Some(Instant::now());
     }
 
     /// Tells the other instances that this one is leaving (they stop waiting for its

@@ -61,6 +61,13 @@ impl PgConn {
         anonymous: bool,
     ) -> Result<ReadResult, Error> {
         let mut settings_stmt = self.settings_statement(wanted).await.map_err(|e| db_error(e, anonymous))?;
+        // The settings statement and the query run as two implicit transactions: if switching
+        // the role failed (a token's role that does not exist or cannot be switched to), the
+        // query would still run, as whoever the connection was before. The other settings
+        // cannot fail (values are strings, time zones are checked against the schema cache).
+        let role_changes = settings_stmt.is_some()
+            && (self.settings.get(Setting::Role).is_none()
+                || self.settings.get(Setting::Role) != wanted.get(Setting::Role));
         if settings_stmt.is_some() {
             // Until the settings statement is known to have run, the connection holds unknown
             // settings: a read dropped midway (its client went away) must not leave the record
@@ -68,9 +75,10 @@ impl PgConn {
             self.settings.forget();
         }
         let cached = self.is_prepared(&main.text) && explain.is_none_or(|s| self.is_prepared(&s.text));
-        if !cached {
-            // Parsing checks schema privileges as the current role, so a statement is prepared
-            // only once the request's role is in force: settings first, on their own.
+        if !cached || role_changes {
+            // Settings first, on their own: so a failure stops the request, and because parsing
+            // checks schema privileges as the current role, a statement is prepared only once
+            // the request's role is in force.
             if let Some((stmt, values)) = settings_stmt.take() {
                 let applied = self.client.execute_raw(&stmt, values.iter().map(|v| TextParam(v))).await;
                 if let Err(e) = applied {

@@ -290,6 +290,11 @@ async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Body>,
             let mut marker = None;
             let response = match plan.transaction {
                 None => {
+                    if plan.call.as_ref().is_some_and(|c| c.volatile) {
+                        // It may change session settings: if the request is dropped midway, the
+                        // record must not claim to know them.
+                        conn.settings.forget();
+                    }
                     let result = conn
                         .read(&settings, &statements.main, statements.explain.as_ref(), principal.anonymous)
                         .await?;
@@ -421,9 +426,10 @@ async fn end_write(
     cache: Option<&Arc<ResponseCache>>,
     anonymous: bool,
 ) -> Result<Option<crate::cache::Marker>, Error> {
-    match cache.filter(|_| commit).and_then(|c| c.marker()) {
-        Some(marker) => Ok(conn.commit_after(&marker.sql(), anonymous).await?.then_some(marker)),
-        None => conn.finish(commit, anonymous).await.map(|()| None),
+    let marker = cache.filter(|_| commit).map(|c| c.marker());
+    match marker.as_ref().and_then(|m| m.sql()) {
+        Some(sql) => Ok(conn.commit_after(&sql, anonymous).await?.then_some(marker).flatten()),
+        None => conn.finish(commit, anonymous).await.map(|()| marker),
     }
 }
 
@@ -456,13 +462,13 @@ async fn write(
         return Ok(crate::response::plan(explain, &result.rows));
     }
     if plan.commits_blind() {
-        let marker = cache.as_ref().and_then(|c| c.marker());
+        let marker = cache.as_ref().map(|c| c.marker());
         let running = conn
             .write_committed(
                 &settings,
                 &statements.main,
                 statements.returns_rows,
-                marker.as_ref().map(|m| m.sql()),
+                marker.as_ref().and_then(|m| m.sql()),
                 anonymous,
             )
             .await?;
@@ -470,7 +476,7 @@ async fn write(
         let pipelined = slot.release_connection();
         let (result, sent) = running.await?;
         drop(pipelined);
-        if let Some(marker) = marker.filter(|_| sent) {
+        if let Some(marker) = marker.filter(|m| sent || m.is_unheard()) {
             marker.wait().await;
         }
         return crate::response::write(&plan, &statements, &result, profile.as_deref());

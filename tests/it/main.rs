@@ -4,6 +4,7 @@
 mod apikeys;
 mod auth;
 mod cache;
+mod connections;
 mod cors;
 mod embed;
 mod errors;
