@@ -360,6 +360,8 @@ pub struct ResponseCache {
     /// Counters.
     pub metrics: Arc<Metrics>,
     markers: Mutex<Markers>,
+    /// Schema reloads asked for and done (see [`ResponseCache::reload_requested`]).
+    reloads: (AtomicU64, AtomicU64),
     /// This instance's name in marker and heartbeat messages.
     pub instance: String,
     routes: Option<HashSet<String>>,
@@ -393,6 +395,7 @@ impl ResponseCache {
             changes: Changes::new(),
             metrics,
             markers: Mutex::new(Markers { next: 1, ..Markers::default() }),
+            reloads: (AtomicU64::new(0), AtomicU64::new(0)),
             instance: id.iter().map(|b| format!("{b:02x}")).collect(),
             routes: config.cache_routes.as_ref().map(|r| r.iter().cloned().collect()),
             key_claims: config.cache_key_claims.clone(),
@@ -449,7 +452,7 @@ impl ResponseCache {
 
     /// The current answer for `key`, if one is cached; `Bypass` while the cache is not usable.
     pub fn lookup(&self, key: &[u8]) -> Lookup {
-        if !self.changes.live() {
+        if !self.changes.live() || self.reload_pending() {
             self.metrics.bypasses.fetch_add(1, Ordering::Relaxed);
             return Lookup::Bypass;
         }
@@ -487,7 +490,7 @@ impl ResponseCache {
         headers: HeaderMap,
         body: Bytes,
     ) {
-        if !self.changes.live() || !self.changes.current(&deps, start) {
+        if !self.changes.live() || self.reload_pending() || !self.changes.current(&deps, start) {
             self.metrics.discarded.fetch_add(1, Ordering::Relaxed);
             return;
         }
@@ -529,11 +532,18 @@ impl ResponseCache {
         }
         let mut words = payload.split(' ');
         match (words.next(), words.next(), words.next(), words.next()) {
-            (Some("*"), None, _, _) => self.flush(),
+            (Some("*"), None, _, _) => {
+                // The schema reload follows: nothing from memory until it is done.
+                self.reload_requested();
+                self.flush();
+            }
             (Some("h"), Some(from), Some(micros), None) => {
                 if from == self.instance {
-                    if let Ok(sent) = micros.parse::<u64>() {
-                        self.changes.fence.fetch_max(sent + FENCE.as_micros() as u64, Ordering::SeqCst);
+                    // A heartbeat from the future is not ours (anyone may NOTIFY this channel).
+                    if let Some(sent) = micros.parse::<u64>().ok().filter(|s| *s <= self.changes.micros()) {
+                        self.changes
+                            .fence
+                            .fetch_max(sent.saturating_add(FENCE.as_micros() as u64), Ordering::SeqCst);
                     }
                 } else {
                     self.seen(from);
@@ -602,6 +612,27 @@ impl ResponseCache {
         if !markers.gone.contains(instance) {
             markers.peers.insert(instance.to_owned(), Instant::now());
         }
+    }
+
+    /// A schema reload was asked for: until it is done, answers are planned with dependencies
+    /// that may be out of date (a view redefined to read another table), so nothing is served
+    /// from memory or stored.
+    pub fn reload_requested(&self) {
+        self.reloads.0.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// The reload about to read the catalogs: pass the ticket to [`ResponseCache::reload_done`].
+    pub fn reload_ticket(&self) -> u64 {
+        self.reloads.0.load(Ordering::SeqCst)
+    }
+
+    /// A reload that started with `ticket` has stored its schema cache (and flushed).
+    pub fn reload_done(&self, ticket: u64) {
+        self.reloads.1.fetch_max(ticket, Ordering::SeqCst);
+    }
+
+    fn reload_pending(&self) -> bool {
+        self.reloads.0.load(Ordering::SeqCst) > self.reloads.1.load(Ordering::SeqCst)
     }
 
     /// A marker for a write about to commit (an unheard one while the listener is not current).
@@ -785,7 +816,10 @@ impl Walk<'_> {
             Some(Reads::Tables(tables)) => {
                 for t in tables {
                     match restriction {
-                        Some((col, values)) if *t == relation.oid => {
+                        Some((col, values))
+                            if *t == relation.oid
+                                && !self.schema.dependencies.self_reading.contains(&relation.oid) =>
+                        {
                             let col: Arc<str> = col.as_str().into();
                             for v in values {
                                 self.deps.rows.push((*t, col.clone(), row_key(*t, &col, v)));

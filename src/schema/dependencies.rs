@@ -35,6 +35,9 @@ pub struct Dependencies {
     /// No user function reads `request.headers` / `request.cookies`, which the cache key leaves
     /// out, so that calling one can be cached.
     pub functions_cacheable: bool,
+    /// Relations that read themselves again through a view or policy: an answer restricted to
+    /// some of their rows still depends on all of them (the other rows decide what it shows).
+    pub self_reading: HashSet<u32>,
 }
 
 impl Dependencies {
@@ -58,7 +61,7 @@ fn relations_query() -> String {
         "SELECT c.oid, c.relkind::text,
                 -- INSERT (4), DELETE (8), UPDATE (16) and TRUNCATE (32) all reported
                 coalesce((SELECT bit_or(t.tgtype::int4) & 60 = 60 FROM pg_trigger t
-                          WHERE t.tgrelid = c.oid AND t.tgenabled <> 'D'
+                          WHERE t.tgrelid = c.oid AND t.tgenabled IN ('O', 'A')
                             AND t.tgname IN ('{TRIGGER}', '{TRIGGER}_ins', '{TRIGGER}_upd', '{TRIGGER}_del')), false)
          FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
          WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f') AND {SYSTEM_SCHEMAS}"
@@ -85,7 +88,11 @@ UNION ALL
 SELECT p.polrelid, false, 0, p.polqual::text FROM pg_policy p
 WHERE p.polcmd IN ('r', '*') AND p.polqual IS NOT NULL
 UNION ALL
-SELECT i.inhparent, true, i.inhrelid, NULL FROM pg_inherits i";
+SELECT i.inhparent, true, i.inhrelid, NULL FROM pg_inherits i
+UNION ALL
+-- A write through a parent fires the parent's statement triggers only: a child depends on its
+-- ancestors as well.
+SELECT i.inhrelid, true, i.inhparent, NULL FROM pg_inherits i";
 
 /// Functions: the given built-ins and every user function, with volatility and whether the
 /// body mentions `request.header`/`request.cookie` (`prosrc`, or for SQL-standard bodies the
@@ -110,7 +117,7 @@ fn byte_list(s: &str) -> String {
 }
 
 /// Built-in functions whose result changes with the clock although they are not volatile.
-const CLOCK_FUNCTIONS: &[&str] = &["now", "statement_timestamp", "transaction_timestamp"];
+const CLOCK_FUNCTIONS: &[&str] = &["now", "statement_timestamp", "transaction_timestamp", "age"];
 
 /// Whether the event trigger that flushes caches on DDL is installed.
 const EVENT_TRIGGER: &str =
@@ -162,50 +169,61 @@ pub async fn load(tx: &Transaction<'_>, exposed: &[u32]) -> Result<Dependencies,
     let ddl_watched: bool = tx.query_one(EVENT_TRIGGER, &[]).await?.get(0);
     let all_tables_watched = nodes.values().all(|n| !matches!(n.kind, 'r' | 'p') || n.watched);
     let functions_cacheable = functions.values().all(|(_, user, headers)| !(*user && *headers));
-    let mut deps = Dependencies { relations: HashMap::new(), all_tables_watched, functions_cacheable };
+    let mut deps = Dependencies {
+        relations: HashMap::new(),
+        all_tables_watched,
+        functions_cacheable,
+        self_reading: HashSet::new(),
+    };
     for oid in exposed {
-        let reads = reads_of(*oid, &nodes, &functions, &deps, ddl_watched);
+        let (reads, self_reading) = reads_of(*oid, &nodes, &functions, &deps, ddl_watched);
         deps.relations.insert(*oid, reads);
+        if self_reading {
+            deps.self_reading.insert(*oid);
+        }
     }
     Ok(deps)
 }
 
-/// The dependencies of one relation, following views, policies and inheritance.
+/// The dependencies of one relation, following views, policies and inheritance, and whether
+/// they lead back to the relation itself.
 fn reads_of(
     root: u32,
     nodes: &HashMap<u32, Node>,
     functions: &HashMap<u32, (bool, bool, bool)>,
     deps: &Dependencies,
     ddl_watched: bool,
-) -> Reads {
+) -> (Reads, bool) {
     let mut tables = Vec::new();
     let mut any = false;
     let mut seen = HashSet::new();
     let mut stack = vec![root];
+    let mut self_reading = false;
     while let Some(oid) = stack.pop() {
         if !seen.insert(oid) {
+            self_reading |= oid == root;
             continue;
         }
-        let Some(node) = nodes.get(&oid) else { return Reads::Unbounded };
+        let Some(node) = nodes.get(&oid) else { return (Reads::Unbounded, false) };
         if node.opaque {
-            return Reads::Unbounded;
+            return (Reads::Unbounded, false);
         }
         match node.kind {
             'r' | 'p' if node.watched => tables.push(oid),
             // A materialized view changes on REFRESH, which the DDL event trigger reports.
             'm' if ddl_watched => tables.push(oid),
             'v' => {}
-            _ => return Reads::Unbounded,
+            _ => return (Reads::Unbounded, false),
         }
         for f in &node.functions {
             match functions.get(f) {
-                Some((true, _, _)) => return Reads::Unbounded,
+                Some((true, _, _)) => return (Reads::Unbounded, false),
                 Some((false, true, _)) => match deps.function(false) {
-                    Reads::Unbounded => return Reads::Unbounded,
+                    Reads::Unbounded => return (Reads::Unbounded, false),
                     _ => any = true,
                 },
                 Some((false, false, _)) => {}
-                None => return Reads::Unbounded,
+                None => return (Reads::Unbounded, false),
             }
         }
         if node.kind != 'm' {
@@ -213,10 +231,10 @@ fn reads_of(
         }
     }
     if any {
-        return Reads::AnyTable;
+        return (Reads::AnyTable, false);
     }
     tables.sort_unstable();
-    Reads::Tables(tables)
+    (Reads::Tables(tables), self_reading)
 }
 
 struct Scan {

@@ -59,11 +59,15 @@ impl Reloader {
 
     /// Asks for a reload.
     pub fn request(&self) {
+        if let Some(c) = &self.cache {
+            c.reload_requested();
+        }
         self.wake.notify_one();
     }
 
     async fn load_once(&self) -> Result<(), tokio_postgres::Error> {
         let started = std::time::Instant::now();
+        let ticket = self.cache.as_ref().map(|c| c.reload_ticket());
         let pg: tokio_postgres::Config = self.config.db_uri.parse()?;
         let mut client = crate::db::connect(&pg).await?;
         let cache = super::load(&mut client, &self.config.db_schemas).await?;
@@ -73,6 +77,7 @@ impl Reloader {
         // After the store: an answer planned with the old snapshot started before this flush.
         if let Some(c) = &self.cache {
             c.flush();
+            c.reload_done(ticket.unwrap_or_default());
             if relations > 0
                 && self.schema.load().is_some_and(|s| {
                     s.dependencies.relations.values().all(|r| matches!(r, super::Reads::Unbounded))
@@ -149,7 +154,7 @@ async fn listen(
         loop {
             match poll_fn(|cx| connection.poll_message(cx)).await {
                 // The cache's notifications are handled here, in order, without another task
-                // hop: a writer waiting for its sync message is woken sooner.
+                // hop: a writer waiting for its marker is woken sooner.
                 Some(Ok(AsyncMessage::Notification(n))) if n.channel() == crate::cache::CHANNEL => {
                     if let Some(cache) = &cache {
                         cache.notified(n.payload());
