@@ -184,13 +184,33 @@ async fn listen(
     client.batch_execute(&listen).await?;
     keys_changed();
     let talker = reloader.cache.clone().map(|cache| crate::cache::listener::start(client.clone(), cache));
-    let _talker = AbortOnDrop(talker);
+    let mut talker = AbortOnDrop(talker);
     if *connected_before && config.db_channel_enabled {
         reloader.request();
     }
     *connected_before = true;
     tracing::info!(channel = %config.db_channel, "listening for notifications");
-    while let Some((channel, payload)) = rx.recv().await {
+    loop {
+        let talker_ended = async {
+            match talker.0.as_mut() {
+                Some(handle) => {
+                    let _ = handle.await;
+                }
+                None => std::future::pending().await,
+            }
+        };
+        let (channel, payload) = tokio::select! {
+            message = rx.recv() => match message {
+                Some(message) => message,
+                None => break,
+            },
+            // Its heartbeats failed while the connection stayed up: without them the cache is
+            // bypassed, so start over on a new connection.
+            () = talker_ended => {
+                talker.0 = None;
+                break;
+            }
+        };
         if channel == crate::cache::CHANNEL {
             // A flush (`*`, already applied by the driver): DDL, grants, policies, cache
             // install/uninstall; what is cacheable may have changed too.
@@ -201,7 +221,7 @@ async fn listen(
             reloader.request();
         }
     }
-    drop(_talker);
+    drop(talker);
     drop(client);
     match driver.await {
         Ok(result) => result,
