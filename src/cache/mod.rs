@@ -316,15 +316,11 @@ pub struct Marker {
 
 impl Marker {
     /// The statement to run just before COMMIT, in the write's transaction: it sends the marker
-    /// if the transaction wrote anything (a transaction without a transaction id changed
-    /// nothing, and has nothing to wait for).
+    /// even if the write changed nothing, since what it matched (or not) may be another client's
+    /// write that some instance has not received yet; the client must not read older than that.
     pub fn sql(&self) -> Option<String> {
-        (!self.unheard).then(|| {
-            format!(
-                "SELECT pg_notify('{CHANNEL}', 'x {} {}') WHERE txid_current_if_assigned() IS NOT NULL",
-                self.cache.instance, self.n
-            )
-        })
+        (!self.unheard)
+            .then(|| format!("SELECT pg_notify('{CHANNEL}', 'x {} {}')", self.cache.instance, self.n))
     }
 
     /// Whether it was made while the listener was not current (it sends nothing).

@@ -210,9 +210,7 @@ impl PgConn {
             let run = run_write(client, &stmt, &params, returns_rows);
             let marker = async {
                 match &before_commit {
-                    Some(sql) => client.simple_query(sql).await.map(|messages| {
-                        messages.iter().any(|m| matches!(m, tokio_postgres::SimpleQueryMessage::Row(_)))
-                    }),
+                    Some(sql) => client.simple_query(sql).await.map(|messages| returned_row(&messages)),
                     None => Ok(false),
                 }
             };
@@ -290,9 +288,7 @@ impl PgConn {
         let ran = self.client.simple_query(&format!("{before_commit}; COMMIT")).await;
         self.in_transaction = false;
         match ran {
-            Ok(messages) => {
-                Ok(messages.iter().any(|m| matches!(m, tokio_postgres::SimpleQueryMessage::Row(_))))
-            }
+            Ok(messages) => Ok(returned_row(&messages)),
             Err(e) => {
                 // If the first statement failed, the transaction is still open (aborted).
                 let _ = self.client.batch_execute("ROLLBACK").await;
@@ -318,6 +314,11 @@ impl std::future::Future for Pipelined {
     ) -> std::task::Poll<Self::Output> {
         self.0.as_mut().poll(cx)
     }
+}
+
+/// Whether a simple query returned a row (a marker statement sent its notification).
+fn returned_row(messages: &[tokio_postgres::SimpleQueryMessage]) -> bool {
+    messages.iter().any(|m| matches!(m, tokio_postgres::SimpleQueryMessage::Row(_)))
 }
 
 /// Runs a write's statement: its rows if it returns rows, else the number of rows it affected.
