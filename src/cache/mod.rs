@@ -323,11 +323,6 @@ impl Marker {
             .then(|| format!("SELECT pg_notify('{CHANNEL}', 'x {} {}')", self.cache.instance, self.n))
     }
 
-    /// Whether it was made while the listener was not current (it sends nothing).
-    pub fn is_unheard(&self) -> bool {
-        self.unheard
-    }
-
     /// Waits until every running instance has received the changes committed with the marker
     /// (at most [`FENCE`]; an instance that takes longer stops serving from memory itself).
     pub async fn wait(mut self) {

@@ -210,15 +210,13 @@ impl PgConn {
             let run = run_write(client, &stmt, &params, returns_rows);
             let marker = async {
                 match &before_commit {
-                    Some(sql) => client.simple_query(sql).await.map(|messages| returned_row(&messages)),
-                    None => Ok(false),
+                    Some(sql) => client.batch_execute(sql).await,
+                    None => Ok(()),
                 }
             };
             let commit = client.batch_execute("COMMIT");
             match futures_util::join!(begin, set, run, marker, commit) {
-                (Ok(()), Ok(()), Ok((rows, affected)), Ok(sent), Ok(())) => {
-                    Ok((WriteResult { rows, affected }, sent))
-                }
+                (Ok(()), Ok(()), Ok((rows, affected)), Ok(()), Ok(())) => Ok(WriteResult { rows, affected }),
                 (Err(e), ..) | (_, Err(e), ..) | (_, _, Err(e), ..) | (.., Err(e), _) | (.., Err(e)) => {
                     Err(db_error(e, anonymous))
                 }
@@ -282,13 +280,13 @@ impl PgConn {
         ended.map_err(|e| db_error(e, anonymous))
     }
 
-    /// Runs `before_commit` (one statement, rowgate's own text) and COMMIT in one round trip;
-    /// returns whether it returned a row. On failure the transaction is rolled back.
-    pub async fn commit_after(&mut self, before_commit: &str, anonymous: bool) -> Result<bool, Error> {
-        let ran = self.client.simple_query(&format!("{before_commit}; COMMIT")).await;
+    /// Runs `before_commit` (one statement, rowgate's own text) and COMMIT in one round trip.
+    /// On failure the transaction is rolled back.
+    pub async fn commit_after(&mut self, before_commit: &str, anonymous: bool) -> Result<(), Error> {
+        let ran = self.client.batch_execute(&format!("{before_commit}; COMMIT")).await;
         self.in_transaction = false;
         match ran {
-            Ok(messages) => Ok(returned_row(&messages)),
+            Ok(()) => Ok(()),
             Err(e) => {
                 // If the first statement failed, the transaction is still open (aborted).
                 let _ = self.client.batch_execute("ROLLBACK").await;
@@ -298,12 +296,11 @@ impl PgConn {
     }
 }
 
-/// A write queued whole on a connection ([`PgConn::write_committed`]): its result, and whether
-/// the statement before its COMMIT returned a row.
+/// A write queued whole on a connection ([`PgConn::write_committed`]): its result.
 pub struct Pipelined(std::pin::Pin<Box<dyn std::future::Future<Output = Committed> + Send>>);
 
 /// What a [`Pipelined`] write ends with.
-type Committed = Result<(WriteResult, bool), Error>;
+type Committed = Result<WriteResult, Error>;
 
 impl std::future::Future for Pipelined {
     type Output = Committed;
@@ -314,11 +311,6 @@ impl std::future::Future for Pipelined {
     ) -> std::task::Poll<Self::Output> {
         self.0.as_mut().poll(cx)
     }
-}
-
-/// Whether a simple query returned a row (a marker statement sent its notification).
-fn returned_row(messages: &[tokio_postgres::SimpleQueryMessage]) -> bool {
-    messages.iter().any(|m| matches!(m, tokio_postgres::SimpleQueryMessage::Row(_)))
 }
 
 /// Runs a write's statement: its rows if it returns rows, else the number of rows it affected.

@@ -418,8 +418,8 @@ fn cache_control<'c>(config: &'c Config, route: &str) -> Option<&'c HeaderValue>
 }
 
 /// Ends a write's transaction. With the response cache on, a COMMIT carries the
-/// read-your-writes marker, returned if sent: the caller waits for it once the connection is
-/// back in the pool, so that every instance has seen the write before the client learns of it.
+/// read-your-writes marker, returned: the caller waits for it once the connection is back in
+/// the pool, so that every instance has seen the write before the client learns of it.
 async fn end_write(
     conn: &mut crate::db::PgConn,
     commit: bool,
@@ -428,9 +428,10 @@ async fn end_write(
 ) -> Result<Option<crate::cache::Marker>, Error> {
     let marker = cache.filter(|_| commit).map(|c| c.marker());
     match marker.as_ref().and_then(|m| m.sql()) {
-        Some(sql) => Ok(conn.commit_after(&sql, anonymous).await?.then_some(marker).flatten()),
-        None => conn.finish(commit, anonymous).await.map(|()| marker),
+        Some(sql) => conn.commit_after(&sql, anonymous).await?,
+        None => conn.finish(commit, anonymous).await?,
     }
+    Ok(marker)
 }
 
 /// Runs a write from BEGIN to COMMIT or ROLLBACK and builds its response.
@@ -474,9 +475,9 @@ async fn write(
             .await?;
         // The connection serves the next request while this one runs.
         let pipelined = slot.release_connection();
-        let (result, sent) = running.await?;
+        let result = running.await?;
         drop(pipelined);
-        if let Some(marker) = marker.filter(|m| sent || m.is_unheard()) {
+        if let Some(marker) = marker {
             marker.wait().await;
         }
         return crate::response::write(&plan, &statements, &result, profile.as_deref());
