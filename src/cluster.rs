@@ -92,10 +92,12 @@ impl TempCluster {
         let data = self.dir.path().join("data");
         let log = dir_log(self.dir.path());
         let sock = self.dir.path().join("sock");
-        // Durability is not needed for throwaway data; speed and quiet are.
+        // Durability is not needed for throwaway data; speed and quiet are. Logical decoding
+        // is on for the response cache's change feed.
         let options = format!(
             "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off \
-             -c autovacuum=off -c max_connections=300 -c shared_buffers=256MB -c TimeZone=UTC",
+             -c autovacuum=off -c max_connections=300 -c shared_buffers=256MB -c TimeZone=UTC \
+             -c wal_level=logical -c max_replication_slots=20 -c max_wal_senders=20",
             self.port,
             path(&sock)
         );

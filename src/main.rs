@@ -59,8 +59,14 @@ enum Command {
 
 #[derive(Subcommand)]
 enum CacheAction {
-    /// Put a change trigger on every table (and, as a superuser, the DDL event triggers).
-    Install,
+    /// Report every table's changes: by logical decoding where `wal_level = logical` (as a
+    /// superuser), else by a change trigger on every table; and, as a superuser, the DDL event
+    /// triggers.
+    Install {
+        /// Use triggers even where logical decoding is available.
+        #[arg(long)]
+        triggers: bool,
+    },
     /// Remove them.
     Uninstall,
 }
@@ -200,7 +206,7 @@ async fn cache(db_uri: Option<String>, action: CacheAction) -> ExitCode {
         Err(code) => return code,
     };
     let result = match action {
-        CacheAction::Install => rowgate::cache::install::install(&client).await,
+        CacheAction::Install { triggers } => rowgate::cache::install::install(&client, triggers).await,
         CacheAction::Uninstall => rowgate::cache::install::uninstall(&client).await,
     };
     match result {

@@ -1,4 +1,5 @@
-//! `rowgate cache install|uninstall`: the triggers that tell every rowgate which tables changed.
+//! `rowgate cache install|uninstall`: what tells every rowgate which tables changed (logical
+//! decoding's publication or triggers) and the DDL event triggers.
 
 use tokio_postgres::Client;
 
@@ -8,33 +9,69 @@ const INSTALL_SQL: &str = include_str!("install.sql");
 const INSTALL_DDL_SQL: &str = include_str!("install_ddl.sql");
 const UNINSTALL_SQL: &str = include_str!("uninstall.sql");
 
-/// Installs the change triggers on every table, and as a superuser the DDL event triggers;
-/// returns a summary to print. Idempotent; concurrent runs wait for each other.
-pub async fn install(client: &Client) -> Result<String, String> {
-    let superuser: bool = client
-        .query_one("SELECT rolsuper FROM pg_roles WHERE rolname = current_user", &[])
+/// Running instances flush (a table may be watched only now, or differently) when the change
+/// commits, and not a moment later: they learn of a switch to or from logical decoding with it.
+const FLUSH: &str = "NOTIFY rowgate_cache, '*';";
+
+/// Sets up change reporting, and as a superuser the DDL event triggers; returns a summary to
+/// print. A superuser on a server with `wal_level = logical` gets logical decoding (the
+/// `rowgate_cache` publication, triggers on unlogged tables only) unless `triggers` is set;
+/// otherwise every table gets the change triggers. Idempotent; concurrent runs wait for each
+/// other.
+pub async fn install(client: &Client, triggers: bool) -> Result<String, String> {
+    let row = client
+        .query_one(
+            "SELECT rolsuper, current_setting('wal_level') = 'logical' FROM pg_roles WHERE rolname = current_user",
+            &[],
+        )
         .await
-        .map_err(message)?
-        .get(0);
+        .map_err(message)?;
+    let (superuser, wal_logical): (bool, bool) = (row.get(0), row.get(1));
+    let logical = superuser && wal_logical && !triggers;
     let ddl = if superuser { INSTALL_DDL_SQL } else { "" };
+    let publication = if logical {
+        "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = 'rowgate_cache') THEN \
+         CREATE PUBLICATION rowgate_cache FOR ALL TABLES; END IF; END $$;"
+    } else {
+        "DROP PUBLICATION IF EXISTS rowgate_cache;"
+    };
     client
-        .batch_execute(&format!("BEGIN; SELECT pg_advisory_xact_lock(7317002); {INSTALL_SQL} {ddl} COMMIT;"))
+        .batch_execute(&format!(
+            "BEGIN; SELECT pg_advisory_xact_lock(7317002); {publication} {INSTALL_SQL} {ddl} {FLUSH} COMMIT;"
+        ))
         .await
         .map_err(message)?;
     let row = client
         .query_one(
-            "SELECT count(*) FILTER (WHERE t.tgname IS NOT NULL), count(*) FILTER (WHERE t.tgname IS NULL)
+            "SELECT count(*) FILTER (WHERE t.tgname IS NOT NULL),
+                    count(*) FILTER (WHERE t.tgname IS NULL AND (NOT $1 OR c.relpersistence = 'u'))
              FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
              LEFT JOIN pg_trigger t ON t.tgrelid = c.oid AND t.tgname = 'rowgate_cache'
              WHERE c.relkind IN ('r', 'p') AND c.relpersistence <> 't'
                AND n.nspname NOT IN ('pg_catalog', 'information_schema')
                AND n.nspname NOT LIKE 'pg\\_toast%' AND n.nspname NOT LIKE 'pg\\_temp%'",
-            &[],
+            &[&logical],
         )
         .await
         .map_err(message)?;
     let (watched, unwatched): (i64, i64) = (row.get(0), row.get(1));
-    let mut summary = format!("watching {watched} table(s) for changes");
+    let mut summary = if logical {
+        format!(
+            "changes are read by logical decoding (publication rowgate_cache, all tables; the role rowgate \
+             connects as needs REPLICATION, and each instance takes one replication slot); \
+             {watched} unlogged table(s) watched by triggers"
+        )
+    } else {
+        let mut s = format!("watching {watched} table(s) for changes with triggers");
+        if !superuser {
+            s.push_str(" (logical decoding needs a superuser to install)");
+        } else if !wal_logical && !triggers {
+            s.push_str(
+                " (with wal_level = logical, changes would be read from the WAL, at less cost to writes)",
+            );
+        }
+        s
+    };
     if unwatched > 0 {
         summary.push_str(&format!("; {unwatched} table(s) could not be watched (not their owner): answers reading them are not cached"));
     }
@@ -46,17 +83,16 @@ pub async fn install(client: &Client) -> Result<String, String> {
              NOTIFY the schema reload channel (which flushes caches), and run install again for new tables",
         );
     }
-    // Running instances flush, in case a table was watched only now.
-    client.batch_execute("NOTIFY rowgate_cache, '*'").await.map_err(message)?;
     Ok(summary)
 }
 
-/// Removes the triggers and event triggers.
+/// Removes the publication, triggers and event triggers.
 pub async fn uninstall(client: &Client) -> Result<String, String> {
     client
-        .batch_execute(&format!("BEGIN; SELECT pg_advisory_xact_lock(7317002); {UNINSTALL_SQL} COMMIT;"))
+        .batch_execute(&format!(
+            "BEGIN; SELECT pg_advisory_xact_lock(7317002); {UNINSTALL_SQL} {FLUSH} COMMIT;"
+        ))
         .await
         .map_err(message)?;
-    client.batch_execute("NOTIFY rowgate_cache, '*'").await.map_err(message)?;
     Ok("removed the cache's triggers; running instances flush and stop caching".into())
 }

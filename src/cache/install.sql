@@ -1,8 +1,10 @@
 -- The response cache's change notifications (`rowgate cache install`; idempotent).
 --
--- Every table outside the system schemas gets a statement-level trigger that sends the table's
--- OID on the `rowgate_cache` channel; PostgreSQL delivers it when (and only if) the
--- transaction commits, in commit order, and sends one notification per table and transaction.
+-- With `wal_level = logical`, the install creates the publication `rowgate_cache` (all
+-- tables) first and rowgate reads the changes by logical decoding; only unlogged tables, which
+-- the WAL does not carry, get triggers then. Otherwise every table outside the system schemas
+-- gets statement-level triggers that send the changed rows' keys on the `rowgate_cache`
+-- channel; PostgreSQL delivers them when (and only if) the transaction commits, in commit order.
 CREATE SCHEMA IF NOT EXISTS rowgate;
 
 -- Which rows changed, by their key columns (the trigger's arguments): a JSON object
@@ -17,34 +19,41 @@ DECLARE
   payload text;
 BEGIN
   IF TG_NARGS = 0 OR TG_OP = 'TRUNCATE' THEN
-    PERFORM pg_notify('rowgate_cache', TG_RELID::text);
-    RETURN NULL;
-  END IF;
-  -- Static statements only: PL/pgSQL keeps their plans per table (a trigger function is
-  -- compiled once per table it is attached to), where dynamic SQL would be planned on every
-  -- write. At most 201 rows are read: more are reported as the whole table.
-  IF TG_OP = 'INSERT' THEN
-    changed := ARRAY(SELECT to_jsonb(r) FROM rowgate_new r LIMIT 201);
-  ELSIF TG_OP = 'DELETE' THEN
-    changed := ARRAY(SELECT to_jsonb(r) FROM rowgate_old r LIMIT 201);
-  ELSE
-    changed := ARRAY(SELECT to_jsonb(r) FROM (SELECT * FROM rowgate_new UNION ALL SELECT * FROM rowgate_old) r LIMIT 201);
-  END IF;
-  IF cardinality(changed) = 0 THEN
-    RETURN NULL;
-  END IF;
-  IF cardinality(changed) > 200 THEN
-    PERFORM pg_notify('rowgate_cache', TG_RELID::text);
-    RETURN NULL;
-  END IF;
-  SELECT jsonb_object_agg(c, (SELECT coalesce(jsonb_agg(DISTINCT r ->> c) FILTER (WHERE r ->> c IS NOT NULL), '[]')
-                              FROM unnest(changed) r))
-    INTO keys FROM unnest(TG_ARGV) c;
-  payload := jsonb_build_object('t', TG_RELID::int8, 'k', keys)::text;
-  IF octet_length(payload) > 7900 THEN
     payload := TG_RELID::text;
+  ELSE
+    -- Static statements only: PL/pgSQL keeps their plans per table (a trigger function is
+    -- compiled once per table it is attached to), where dynamic SQL would be planned on every
+    -- write. At most 201 rows are read: more are reported as the whole table.
+    IF TG_OP = 'INSERT' THEN
+      changed := ARRAY(SELECT to_jsonb(r) FROM rowgate_new r LIMIT 201);
+    ELSIF TG_OP = 'DELETE' THEN
+      changed := ARRAY(SELECT to_jsonb(r) FROM rowgate_old r LIMIT 201);
+    ELSE
+      changed := ARRAY(SELECT to_jsonb(r) FROM (SELECT * FROM rowgate_new UNION ALL SELECT * FROM rowgate_old) r LIMIT 201);
+    END IF;
+    IF cardinality(changed) = 0 THEN
+      RETURN NULL;
+    END IF;
+    IF cardinality(changed) > 200 THEN
+      payload := TG_RELID::text;
+    ELSE
+      SELECT jsonb_object_agg(c, (SELECT coalesce(jsonb_agg(DISTINCT r ->> c) FILTER (WHERE r ->> c IS NOT NULL), '[]')
+                                  FROM unnest(changed) r))
+        INTO keys FROM unnest(TG_ARGV) c;
+      payload := jsonb_build_object('t', TG_RELID::int8, 'k', keys)::text;
+      IF octet_length(payload) > 7900 THEN
+        payload := TG_RELID::text;
+      END IF;
+    END IF;
   END IF;
-  PERFORM pg_notify('rowgate_cache', payload);
+  -- Where changes are read from the WAL, only unlogged tables have these triggers: their
+  -- message joins the decoded stream, in commit order with everything else.
+  IF current_setting('wal_level') = 'logical'
+     AND EXISTS (SELECT 1 FROM pg_catalog.pg_publication WHERE pubname = 'rowgate_cache') THEN
+    PERFORM pg_catalog.pg_logical_emit_message(true, 'rowgate_cache', payload);
+  ELSE
+    PERFORM pg_catalog.pg_notify('rowgate_cache', payload);
+  END IF;
   RETURN NULL;
 END $$;
 
@@ -72,6 +81,15 @@ DECLARE
   current text;
   t text;
 BEGIN
+  -- Logical decoding reports the changes of logged tables: no trigger needed.
+  IF current_setting('wal_level') = 'logical'
+     AND EXISTS (SELECT 1 FROM pg_publication WHERE pubname = 'rowgate_cache')
+     AND (SELECT relpersistence FROM pg_class WHERE oid = rel) = 'p' THEN
+    FOREACH t IN ARRAY ARRAY['rowgate_cache', 'rowgate_cache_ins', 'rowgate_cache_upd', 'rowgate_cache_del'] LOOP
+      EXECUTE format('DROP TRIGGER IF EXISTS %I ON %s', t, rel);
+    END LOOP;
+    RETURN;
+  END IF;
   SELECT coalesce(string_agg(quote_literal(k), ', ' ORDER BY ord), '') INTO args
   FROM unnest(keys) WITH ORDINALITY u(k, ord);
   SELECT encode(tgargs, 'escape') INTO current FROM pg_trigger WHERE tgrelid = rel AND tgname = 'rowgate_cache_upd';

@@ -1,7 +1,8 @@
 //! The cache's side of the notification connection: after `LISTEN rowgate_cache` succeeds the
 //! cache is flushed (changes may have been missed) and this task sends, on the same
 //! connection, the instance's heartbeats and its acknowledgements of other instances' write
-//! markers. When the connection drops, the cache stops serving at once.
+//! markers (by NOTIFY, or as logical decoding messages when changes come from the WAL).
+//! When the connection drops, the cache stops serving at once.
 
 use std::sync::Arc;
 
@@ -11,8 +12,14 @@ use super::{ResponseCache, CHANNEL, HEARTBEAT};
 
 /// Sends this instance's messages on `client` until it fails.
 pub async fn talk(client: Arc<Client>, cache: Arc<ResponseCache>) -> Result<(), tokio_postgres::Error> {
-    let notify =
-        client.prepare(&format!("SELECT pg_notify('{CHANNEL}', m) FROM unnest($1::text[]) m")).await?;
+    // By logical decoding, heartbeats must come back through the change stream to prove it
+    // current; outside any transaction, they are decoded at once.
+    let send = if cache.logical.load(std::sync::atomic::Ordering::Relaxed) {
+        format!("SELECT pg_logical_emit_message(false, '{CHANNEL}', m) FROM unnest($1::text[]) m")
+    } else {
+        format!("SELECT pg_notify('{CHANNEL}', m) FROM unnest($1::text[]) m")
+    };
+    let notify = client.prepare(&send).await?;
     let mut outbox = cache.outbox_rx.clone().lock_owned().await;
     let mut tick = tokio::time::interval(HEARTBEAT);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -52,7 +59,10 @@ fn coalesce(batch: &mut Vec<String>) {
 /// connection ends and then calls [`ResponseCache::listener_lost`].
 pub fn start(client: Arc<Client>, cache: Arc<ResponseCache>) -> tokio::task::JoinHandle<()> {
     cache.flush();
-    cache.listening();
+    if !cache.logical.load(std::sync::atomic::Ordering::Relaxed) {
+        // (By logical decoding, the feed does this once its slot exists.)
+        cache.listening();
+    }
     tokio::spawn(async move {
         if let Err(e) = talk(client, cache.clone()).await {
             tracing::warn!(error = %e, "cache notifications could not be sent");

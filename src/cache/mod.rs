@@ -8,6 +8,7 @@
 //! older than a change is therefore never served, whenever it was stored. The cache is
 //! bypassed while the listener is not known to be current (see [`Changes::live`]).
 
+pub mod decoder;
 pub mod install;
 pub mod listener;
 
@@ -168,6 +169,9 @@ struct ChangeLog {
     rows: HashMap<String, u64>,
     /// The key columns each table's row notifications carry (the same until DDL, which flushes).
     carried: HashMap<u32, Vec<Arc<str>>>,
+    /// Per table and carried column, the last change that did not report its values (logical
+    /// decoding knows an updated row's old values of its replica identity only).
+    unknown: HashMap<u32, HashMap<Arc<str>, u64>>,
     /// Answers depending on rows and older than this are stale (the rows map was cleared).
     rows_floor: u64,
 }
@@ -233,6 +237,28 @@ impl Changes {
         self.any_table.store(s, Ordering::SeqCst);
     }
 
+    fn columns_changed(&self, table: u32, carried: Vec<(Arc<str>, Vec<String>)>, unknown: Vec<Arc<str>>) {
+        let mut log = self.log.write().unwrap_or_else(|e| e.into_inner());
+        let s = self.seq.fetch_add(1, Ordering::SeqCst) + 1;
+        log.tables.insert(table, s);
+        if log.rows.len() > MAX_ROW_KEYS {
+            log.rows.clear();
+            log.rows_floor = s;
+        }
+        for (col, values) in carried {
+            for v in values {
+                log.rows.insert(row_key(table, &col, &v), s);
+            }
+        }
+        if !unknown.is_empty() {
+            let columns = log.unknown.entry(table).or_default();
+            for col in unknown {
+                columns.insert(col, s);
+            }
+        }
+        self.any_table.store(s, Ordering::SeqCst);
+    }
+
     fn flush(&self) {
         let s = self.seq.fetch_add(1, Ordering::SeqCst) + 1;
         self.flushed.store(s, Ordering::SeqCst);
@@ -254,6 +280,7 @@ impl Changes {
                     || (log.rows_floor <= start
                         && before(&log.whole, t)
                         && log.carried.get(t).is_some_and(|c| c.contains(col))
+                        && log.unknown.get(t).and_then(|u| u.get(&**col)).is_none_or(|s| *s <= start)
                         && log.rows.get(key.as_str()).is_none_or(|s| *s <= start))
             })
     }
@@ -319,8 +346,14 @@ impl Marker {
     /// even if the write changed nothing, since what it matched (or not) may be another client's
     /// write that some instance has not received yet; the client must not read older than that.
     pub fn sql(&self) -> Option<String> {
-        (!self.unheard)
-            .then(|| format!("SELECT pg_notify('{CHANNEL}', 'x {} {}')", self.cache.instance, self.n))
+        (!self.unheard).then(|| {
+            let message = format!("'x {} {}'", self.cache.instance, self.n);
+            if self.cache.logical.load(Ordering::Relaxed) {
+                format!("SELECT pg_logical_emit_message(true, '{CHANNEL}', {message})")
+            } else {
+                format!("SELECT pg_notify('{CHANNEL}', {message})")
+            }
+        })
     }
 
     /// Waits until every running instance has received the changes committed with the marker
@@ -355,6 +388,9 @@ pub struct ResponseCache {
     reloads: (AtomicU64, AtomicU64),
     /// This instance's name in marker and heartbeat messages.
     pub instance: String,
+    /// Whether changes and instance messages travel by logical decoding (see [`decoder`])
+    /// rather than by NOTIFY; set by the listener from the database's set-up.
+    pub logical: std::sync::atomic::AtomicBool,
     routes: Option<HashSet<String>>,
     key_claims: Option<Vec<String>>,
     outbox: tokio::sync::mpsc::UnboundedSender<String>,
@@ -388,6 +424,7 @@ impl ResponseCache {
             markers: Mutex::new(Markers { next: 1, ..Markers::default() }),
             reloads: (AtomicU64::new(0), AtomicU64::new(0)),
             instance: id.iter().map(|b| format!("{b:02x}")).collect(),
+            logical: std::sync::atomic::AtomicBool::new(false),
             routes: config.cache_routes.as_ref().map(|r| r.iter().cloned().collect()),
             key_claims: config.cache_key_claims.clone(),
             outbox,
@@ -503,6 +540,25 @@ impl ResponseCache {
     pub fn listener_lost(&self) {
         self.changes.fence.store(0, Ordering::SeqCst);
         self.flush();
+    }
+
+    /// Any row of `table` may have changed (TRUNCATE, or a change that named no rows).
+    pub fn table_changed(&self, table: u32) {
+        self.changes.table_changed(table);
+        self.metrics.invalidations.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Rows of `table` changed: `carried` gives every value (before and after) of those key
+    /// columns; the values of the `unknown` ones were not reported.
+    pub fn columns_changed(&self, table: u32, carried: Vec<(Arc<str>, Vec<String>)>, unknown: Vec<Arc<str>>) {
+        self.changes.columns_changed(table, carried, unknown);
+        self.metrics.invalidations.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The columns whose values `table`'s changes report (from now until the next flush).
+    pub fn watched_columns(&self, table: u32, columns: Vec<Arc<str>>) {
+        let mut log = self.changes.log.write().unwrap_or_else(|e| e.into_inner());
+        log.carried.insert(table, columns);
     }
 
     /// Handles one notification on [`CHANNEL`].

@@ -15,3 +15,4 @@ DROP FUNCTION IF EXISTS rowgate.cache_ddl();
 DROP FUNCTION IF EXISTS rowgate.cache_watch(regclass);
 DROP FUNCTION IF EXISTS rowgate.cache_keys(regclass);
 DROP FUNCTION IF EXISTS rowgate.cache_notify();
+DROP PUBLICATION IF EXISTS rowgate_cache;

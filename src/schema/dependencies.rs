@@ -55,7 +55,7 @@ const SYSTEM_SCHEMAS: &str =
     "n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_toast%' \
      AND n.nspname NOT LIKE 'pg\\_temp%'";
 
-/// Every relation outside the system schemas: kind and whether it carries the trigger.
+/// Every relation outside the system schemas: kind and whether its changes are reported.
 fn relations_query() -> String {
     format!(
         "SELECT c.oid, c.relkind::text,
@@ -63,6 +63,10 @@ fn relations_query() -> String {
                 coalesce((SELECT bit_or(t.tgtype::int4) & 60 = 60 FROM pg_trigger t
                           WHERE t.tgrelid = c.oid AND t.tgenabled IN ('O', 'A')
                             AND t.tgname IN ('{TRIGGER}', '{TRIGGER}_ins', '{TRIGGER}_upd', '{TRIGGER}_del')), false)
+                -- or logical decoding reports it (logged tables, the publication of every change)
+                OR (c.relpersistence = 'p' AND current_setting('wal_level') = 'logical'
+                    AND EXISTS (SELECT 1 FROM pg_publication p WHERE p.pubname = '{TRIGGER}' AND p.puballtables
+                                AND p.pubinsert AND p.pubupdate AND p.pubdelete AND p.pubtruncate))
          FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
          WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f') AND {SYSTEM_SCHEMAS}"
     )

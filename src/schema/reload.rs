@@ -2,6 +2,7 @@
 //! payload `reload schema` (or an empty one), each building a new cache beside the old one and
 //! swapping it in; requests in flight keep the snapshot they started with.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -183,8 +184,24 @@ async fn listen(
     }
     client.batch_execute(&listen).await?;
     keys_changed();
+    let logical = match &reloader.cache {
+        Some(cache) => {
+            let logical: bool = client.query_one(crate::cache::decoder::MODE_SQL, &[]).await?.get(0);
+            cache.logical.store(logical, Ordering::Relaxed);
+            logical
+        }
+        None => false,
+    };
     let talker = reloader.cache.clone().map(|cache| crate::cache::listener::start(client.clone(), cache));
     let mut talker = AbortOnDrop(talker);
+    let feed = reloader.cache.clone().filter(|_| logical).map(|cache| {
+        tokio::spawn(async move {
+            if let Err(e) = crate::cache::decoder::run(&pg, cache).await {
+                tracing::warn!(error = %e, "the cache's change feed stopped");
+            }
+        })
+    });
+    let mut feed = AbortOnDrop(feed);
     if *connected_before && config.db_channel_enabled {
         reloader.request();
     }
@@ -193,6 +210,14 @@ async fn listen(
     loop {
         let talker_ended = async {
             match talker.0.as_mut() {
+                Some(handle) => {
+                    let _ = handle.await;
+                }
+                None => std::future::pending().await,
+            }
+        };
+        let feed_ended = async {
+            match feed.0.as_mut() {
                 Some(handle) => {
                     let _ = handle.await;
                 }
@@ -210,10 +235,26 @@ async fn listen(
                 talker.0 = None;
                 break;
             }
+            // The change feed's connection failed: start over (the caller flushes).
+            () = feed_ended => {
+                feed.0 = None;
+                break;
+            }
         };
         if channel == crate::cache::CHANNEL {
             // A flush (`*`, already applied by the driver): DDL, grants, policies, cache
             // install/uninstall; what is cacheable may have changed too.
+            // `rowgate cache install` may have switched between triggers and logical decoding:
+            // then this listener may miss changes from now on, so stop serving before the
+            // reload can allow it again, and start over.
+            let now: bool = client.query_one(crate::cache::decoder::MODE_SQL, &[]).await?.get(0);
+            if now != logical {
+                if let Some(cache) = &reloader.cache {
+                    cache.listener_lost();
+                }
+                reloader.request();
+                break;
+            }
             reloader.request();
         } else if channel == crate::apikey::CHANNEL {
             keys_changed();
@@ -222,6 +263,7 @@ async fn listen(
         }
     }
     drop(talker);
+    drop(feed);
     drop(client);
     match driver.await {
         Ok(result) => result,

@@ -17,7 +17,7 @@ use crate::support::{block_on, request_to, send_to, JWT_SECRET};
 const SCHEMA: &str = r#"
 CREATE ROLE web_anon NOLOGIN;
 CREATE ROLE web_user NOLOGIN;
-CREATE ROLE authenticator LOGIN PASSWORD 'secret' NOINHERIT;
+CREATE ROLE authenticator LOGIN PASSWORD 'secret' NOINHERIT REPLICATION;
 GRANT web_anon, web_user TO authenticator;
 CREATE SCHEMA api;
 GRANT USAGE ON SCHEMA api TO web_anon, web_user;
@@ -54,28 +54,39 @@ CREATE TABLE api.events (id int, part int, v text, PRIMARY KEY (id, part)) PARTI
 CREATE TABLE api.events_1 PARTITION OF api.events FOR VALUES IN (1);
 INSERT INTO api.events VALUES (1, 1, 'a');
 GRANT SELECT ON api.events, api.events_1 TO web_anon;
+CREATE UNLOGGED TABLE api.scratch (id int PRIMARY KEY, n int NOT NULL);
+INSERT INTO api.scratch VALUES (1, 1), (2, 2);
+GRANT SELECT ON api.scratch TO web_anon;
 CREATE FUNCTION api.total() RETURNS bigint LANGUAGE sql STABLE AS 'SELECT sum(n) FROM api.items';
 CREATE FUNCTION api.dice() RETURNS float8 LANGUAGE sql VOLATILE AS 'SELECT random()';
 "#;
 
-/// A cluster with the schema and the cache's triggers.
+/// A cluster with the schema and `rowgate cache install` applied: changes read by logical
+/// decoding, or (`triggers`) reported by the triggers.
 struct Db {
     cluster: TempCluster,
 }
 
 impl Db {
     fn start() -> Db {
+        Db::start_with(false)
+    }
+
+    fn start_with(triggers: bool) -> Db {
         let cluster = TempCluster::start()
             .unwrap_or_else(|e| panic!("cannot start PostgreSQL for the cache tests: {e}"));
         crate::support::stop_with_this_process(&cluster);
         block_on(cluster.run_sql("postgres", SCHEMA)).expect("cache test schema");
         let out = Command::new(env!("CARGO_BIN_EXE_rowgate"))
             .args(["cache", "install", "--db-uri", &cluster.uri("postgres", "postgres")])
+            .args(triggers.then_some("--triggers"))
             .output()
             .expect("run rowgate cache install");
         assert!(out.status.success(), "cache install failed: {}", String::from_utf8_lossy(&out.stderr));
         let summary = String::from_utf8_lossy(&out.stdout);
         assert!(summary.contains("event triggers"), "{summary}");
+        let feed = if triggers { "with triggers" } else { "logical decoding" };
+        assert!(summary.contains(feed), "{summary}");
         Db { cluster }
     }
 
@@ -87,6 +98,12 @@ impl Db {
 fn db() -> &'static Db {
     static DB: OnceLock<Db> = OnceLock::new();
     DB.get_or_init(Db::start)
+}
+
+/// The same, with the triggers instead of logical decoding.
+fn db_with_triggers() -> &'static Db {
+    static DB: OnceLock<Db> = OnceLock::new();
+    DB.get_or_init(|| Db::start_with(true))
 }
 
 /// A `rowgate serve` process, killed when dropped (and when the test binary exits).
@@ -242,7 +259,15 @@ fn within_a_second(s: &Server, path: &str, done: impl Fn(&serde_json::Value) -> 
 
 #[test]
 fn a_read_by_key_is_invalidated_only_by_changes_to_its_rows() {
-    let db = db();
+    read_by_key(db());
+}
+
+#[test]
+fn a_read_by_key_is_invalidated_only_by_changes_to_its_rows_with_triggers() {
+    read_by_key(db_with_triggers());
+}
+
+fn read_by_key(db: &Db) {
     let s = Server::start(&db.cluster, &[]);
     let path = "/depts?id=eq.1&select=name,emps(name)";
     assert_eq!(s.get(path, &[]).json(), json!([{"name": "one", "emps": [{"name": "ann"}]}]));
@@ -258,6 +283,17 @@ fn a_read_by_key_is_invalidated_only_by_changes_to_its_rows() {
     within_a_second(&s, path, |b| b[0]["emps"].as_array().is_some_and(|e| e.len() == 1));
     db.sql("UPDATE api.depts SET name = 'uno' WHERE id = 1");
     within_a_second(&s, path, |b| b[0]["name"] == "uno");
+    // A change to another column of a row read by a foreign key.
+    let by_dept = "/emps?dept=eq.1&select=name";
+    assert_eq!(s.get(by_dept, &[]).json(), json!([{"name": "ann"}]));
+    db.sql("UPDATE api.emps SET name = 'anne' WHERE id = 10");
+    within_a_second(&s, by_dept, |b| b == &json!([{"name": "anne"}]));
+    db.sql("UPDATE api.emps SET name = 'ann' WHERE id = 10");
+    within_a_second(&s, by_dept, |b| b == &json!([{"name": "ann"}]));
+    // An unlogged table (which the WAL does not carry: a trigger reports it).
+    assert_eq!(s.get("/scratch?id=eq.1", &[]).json(), json!([{"id": 1, "n": 1}]));
+    db.sql("UPDATE api.scratch SET n = n + 10 WHERE id = 1");
+    within_a_second(&s, "/scratch?id=eq.1", |b| b[0]["n"].as_i64().is_some_and(|n| n > 10));
     // A list of keys; TRUNCATE reports the whole table.
     let list = "/emps?id=in.(10,20)&order=id";
     assert_eq!(s.get(list, &[]).json().as_array().map(Vec::len), Some(2));
@@ -333,7 +369,15 @@ fn what_cannot_be_bounded_is_never_cached() {
 
 #[test]
 fn a_write_acknowledged_by_one_instance_is_read_through_the_other() {
-    let db = db();
+    write_then_read_elsewhere(db());
+}
+
+#[test]
+fn a_write_acknowledged_by_one_instance_is_read_through_the_other_with_triggers() {
+    write_then_read_elsewhere(db_with_triggers());
+}
+
+fn write_then_read_elsewhere(db: &Db) {
     let a = Server::start(&db.cluster, &[]);
     let b = Server::start(&db.cluster, &[]);
     // Each instance must know the other before the guarantee holds (heartbeats).
@@ -427,7 +471,15 @@ fn a_postgres_restart_flushes_the_cache_and_bypasses_it_until_listening_again() 
 
 #[test]
 fn no_stale_read_under_concurrent_writes_through_two_instances_and_sql() {
-    let db = db();
+    stress(db());
+}
+
+#[test]
+fn no_stale_read_under_concurrent_writes_through_two_instances_and_sql_with_triggers() {
+    stress(db_with_triggers());
+}
+
+fn stress(db: &'static Db) {
     let servers = Arc::new([Server::start(&db.cluster, &[]), Server::start(&db.cluster, &[])]);
     std::thread::sleep(Duration::from_millis(500));
 

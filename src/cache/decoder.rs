@@ -1,0 +1,484 @@
+//! The change feed from logical decoding of the WAL (where `rowgate cache install` found
+//! `wal_level = logical`): a replication connection with a temporary slot streams the
+//! `rowgate_cache` publication through PostgreSQL's built-in `pgoutput` plugin. Unlike the
+//! triggers it costs the writing transactions nothing but their WAL, and it reports every
+//! committed change, in commit order, together with the instances' messages
+//! (`pg_logical_emit_message`): write markers inside their transactions, heartbeats and
+//! acknowledgements outside any.
+//!
+//! tokio-postgres speaks no replication protocol, so this is a small client of its own on
+//! `postgres-protocol`'s message codecs: start-up, authentication (trust, password, MD5,
+//! SCRAM-SHA-256), two commands, then the copy stream. No TLS (like the pool).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use postgres_protocol::authentication::sasl::{ChannelBinding, ScramSha256, SCRAM_SHA_256};
+use postgres_protocol::message::frontend;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use super::{ResponseCache, CHANNEL};
+
+/// The publication `rowgate cache install` creates for the feed (all tables).
+pub const PUBLICATION: &str = "rowgate_cache";
+
+/// Whether the database is set up for the feed: asked on the notification connection.
+pub const MODE_SQL: &str = "SELECT current_setting('wal_level') = 'logical' \
+     AND EXISTS (SELECT 1 FROM pg_publication WHERE pubname = 'rowgate_cache')";
+
+/// A row value longer than this is not kept as a key: the change counts for every value of
+/// its column.
+const MAX_KEY_LEN: usize = 256;
+
+/// Why the feed stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum FeedError {
+    /// The socket failed or closed.
+    #[error("replication connection: {0}")]
+    Io(#[from] std::io::Error),
+    /// PostgreSQL refused something (no REPLICATION privilege, no free slot, ...).
+    #[error("replication connection: {0}")]
+    Server(String),
+    /// A message this client does not understand.
+    #[error("replication connection: unexpected {0}")]
+    Protocol(String),
+}
+
+trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
+
+/// One backend message: its tag and body.
+struct Frame {
+    tag: u8,
+    body: Bytes,
+}
+
+struct Connection {
+    stream: Box<dyn Stream>,
+    buf: BytesMut,
+    out: BytesMut,
+}
+
+impl Connection {
+    async fn open(config: &tokio_postgres::Config) -> Result<Connection, FeedError> {
+        use tokio_postgres::config::Host;
+        let port = config.get_ports().first().copied().unwrap_or(5432);
+        let stream: Box<dyn Stream> = match config.get_hosts().first() {
+            Some(Host::Tcp(host)) => {
+                let s = tokio::net::TcpStream::connect((host.as_str(), port)).await?;
+                s.set_nodelay(true)?;
+                Box::new(s)
+            }
+            #[cfg(unix)]
+            Some(Host::Unix(dir)) => {
+                Box::new(tokio::net::UnixStream::connect(dir.join(format!(".s.PGSQL.{port}"))).await?)
+            }
+            _ => Box::new(tokio::net::TcpStream::connect(("localhost", port)).await?),
+        };
+        let mut conn = Connection { stream, buf: BytesMut::with_capacity(64 * 1024), out: BytesMut::new() };
+        let user = config.get_user().unwrap_or("postgres");
+        let dbname = config.get_dbname().unwrap_or(user);
+        let params = [
+            ("user", user),
+            ("database", dbname),
+            ("replication", "database"),
+            ("application_name", "rowgate cache feed"),
+        ];
+        frontend::startup_message(params.iter().copied(), &mut conn.out)?;
+        conn.flush().await?;
+        conn.authenticate(user, config.get_password().unwrap_or_default()).await?;
+        Ok(conn)
+    }
+
+    async fn authenticate(&mut self, user: &str, password: &[u8]) -> Result<(), FeedError> {
+        let mut scram: Option<ScramSha256> = None;
+        loop {
+            let frame = self.read().await?;
+            match frame.tag {
+                b'R' => {
+                    let mut body = frame.body;
+                    match body.get_i32() {
+                        0 => {}
+                        3 => frontend::password_message(password, &mut self.out)?,
+                        5 => {
+                            let salt = [body[0], body[1], body[2], body[3]];
+                            let hash =
+                                postgres_protocol::authentication::md5_hash(user.as_bytes(), password, salt);
+                            frontend::password_message(hash.as_bytes(), &mut self.out)?;
+                        }
+                        10 => {
+                            if !cstrings(&body).any(|m| m == SCRAM_SHA_256) {
+                                return Err(FeedError::Protocol("SASL mechanisms (no SCRAM-SHA-256)".into()));
+                            }
+                            let s = ScramSha256::new(password, ChannelBinding::unsupported());
+                            frontend::sasl_initial_response(SCRAM_SHA_256, s.message(), &mut self.out)?;
+                            scram = Some(s);
+                        }
+                        11 => {
+                            let s =
+                                scram.as_mut().ok_or_else(|| FeedError::Protocol("SASL continue".into()))?;
+                            s.update(&body)?;
+                            frontend::sasl_response(s.message(), &mut self.out)?;
+                        }
+                        12 => {
+                            let s = scram.as_mut().ok_or_else(|| FeedError::Protocol("SASL final".into()))?;
+                            s.finish(&body)?;
+                        }
+                        other => return Err(FeedError::Protocol(format!("authentication method {other}"))),
+                    }
+                    self.flush().await?;
+                }
+                b'Z' => return Ok(()),
+                b'S' | b'K' | b'N' => {}
+                tag => return Err(FeedError::Protocol(format!("message '{}' during start-up", tag as char))),
+            }
+        }
+    }
+
+    /// Runs a replication command that answers with rows or nothing.
+    async fn command(&mut self, sql: &str) -> Result<(), FeedError> {
+        frontend::query(sql, &mut self.out)?;
+        self.flush().await?;
+        loop {
+            match self.read().await?.tag {
+                b'Z' => return Ok(()),
+                b'T' | b'D' | b'C' | b'N' | b'S' => {}
+                tag => return Err(FeedError::Protocol(format!("message '{}' after a command", tag as char))),
+            }
+        }
+    }
+
+    async fn flush(&mut self) -> Result<(), FeedError> {
+        self.stream.write_all(&self.out).await?;
+        self.out.clear();
+        Ok(())
+    }
+
+    /// The next message; an error response becomes [`FeedError::Server`].
+    async fn read(&mut self) -> Result<Frame, FeedError> {
+        loop {
+            if self.buf.len() >= 5 {
+                let len = u32::from_be_bytes([self.buf[1], self.buf[2], self.buf[3], self.buf[4]]) as usize;
+                if len < 4 {
+                    return Err(FeedError::Protocol("message length".into()));
+                }
+                if self.buf.len() > len {
+                    let mut message = self.buf.split_to(len + 1).freeze();
+                    let tag = message.get_u8();
+                    message.advance(4);
+                    if tag == b'E' {
+                        let text = error_text(&message);
+                        return Err(FeedError::Server(text));
+                    }
+                    return Ok(Frame { tag, body: message });
+                }
+                self.buf.reserve(len + 1 - self.buf.len());
+            }
+            if self.stream.read_buf(&mut self.buf).await? == 0 {
+                return Err(FeedError::Io(std::io::ErrorKind::UnexpectedEof.into()));
+            }
+        }
+    }
+
+    /// A standby status update: everything up to `lsn` is handled (the slot may move on).
+    fn status(&mut self, lsn: u64) -> Result<(), FeedError> {
+        let mut data = BytesMut::with_capacity(34);
+        data.put_u8(b'r');
+        data.put_u64(lsn);
+        data.put_u64(lsn);
+        data.put_u64(lsn);
+        data.put_i64(pg_now());
+        data.put_u8(0);
+        frontend::CopyData::new(data.freeze())?.write(&mut self.out);
+        Ok(())
+    }
+}
+
+/// Microseconds since 2000-01-01, PostgreSQL's clock.
+fn pg_now() -> i64 {
+    const PG_EPOCH: u64 = 946_684_800;
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    now.as_micros() as i64 - (PG_EPOCH as i64) * 1_000_000
+}
+
+/// The NUL-terminated strings of a message body.
+fn cstrings(body: &[u8]) -> impl Iterator<Item = &str> {
+    body.split(|b| *b == 0).filter(|s| !s.is_empty()).map(|s| std::str::from_utf8(s).unwrap_or(""))
+}
+
+/// An error response's message (field `M`), with its SQLSTATE.
+fn error_text(body: &[u8]) -> String {
+    let mut message = "";
+    let mut code = "";
+    for field in body.split(|b| *b == 0).filter(|s| !s.is_empty()) {
+        let value = std::str::from_utf8(&field[1..]).unwrap_or("");
+        match field[0] {
+            b'M' => message = value,
+            b'C' => code = value,
+            _ => {}
+        }
+    }
+    format!("{message} ({code})")
+}
+
+/// A relation as the stream described it: per column, its name and whether its values are
+/// kept as row keys, and whether it belongs to the replica identity.
+struct Relation {
+    columns: Vec<(Arc<str>, bool, bool)>,
+}
+
+/// Types whose text form is canonical (see `canonical_text`): int2, int4, int8, text,
+/// varchar, uuid.
+fn keyed_type(oid: u32) -> bool {
+    matches!(oid, 21 | 23 | 20 | 25 | 1043 | 2950)
+}
+
+/// Streams changes into `cache` until the connection fails. The cache is flushed once the slot
+/// exists (changes committed before it are never reported), and counts as current only when
+/// the instance's own heartbeats come back through this stream.
+pub async fn run(config: &tokio_postgres::Config, cache: Arc<ResponseCache>) -> Result<(), FeedError> {
+    let mut conn = Connection::open(config).await?;
+    let slot = format!("rowgate_{}", cache.instance);
+    // A temporary slot: it goes when the connection does, and a new one starts at the present.
+    conn.command(&format!("CREATE_REPLICATION_SLOT {slot} TEMPORARY LOGICAL pgoutput NOEXPORT_SNAPSHOT"))
+        .await?;
+    frontend::query(
+        &format!(
+            "START_REPLICATION SLOT {slot} LOGICAL 0/0 (proto_version '1', publication_names '{PUBLICATION}', messages 'true')"
+        ),
+        &mut conn.out,
+    )?;
+    conn.flush().await?;
+    match conn.read().await?.tag {
+        b'W' => {}
+        tag => {
+            return Err(FeedError::Protocol(format!("message '{}' instead of the copy stream", tag as char)))
+        }
+    }
+    cache.flush();
+    cache.listening();
+    tracing::info!(slot, "reading the cache's changes from logical decoding");
+    let mut relations: HashMap<u32, Relation> = HashMap::new();
+    let mut received = 0u64;
+    let mut acked = 0u64;
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        let frame = tokio::select! {
+            frame = conn.read() => frame?,
+            _ = tick.tick() => {
+                if received > acked {
+                    conn.status(received)?;
+                    conn.flush().await?;
+                    acked = received;
+                }
+                continue;
+            }
+        };
+        if frame.tag != b'd' {
+            return Err(FeedError::Protocol(format!("message '{}' in the copy stream", frame.tag as char)));
+        }
+        let mut data = frame.body;
+        match data.first() {
+            Some(b'w') if data.len() >= 25 => {
+                data.advance(1);
+                let _start = data.get_u64();
+                received = received.max(data.get_u64());
+                data.advance(8);
+                decode(&mut relations, &cache, data)?;
+            }
+            Some(b'k') if data.len() >= 18 => {
+                data.advance(1);
+                received = received.max(data.get_u64());
+                data.advance(8);
+                if data.get_u8() == 1 {
+                    conn.status(received)?;
+                    conn.flush().await?;
+                    acked = received;
+                }
+            }
+            _ => return Err(FeedError::Protocol("copy data".into())),
+        }
+    }
+}
+
+/// Applies one `pgoutput` message.
+fn decode(
+    relations: &mut HashMap<u32, Relation>,
+    cache: &ResponseCache,
+    mut m: Bytes,
+) -> Result<(), FeedError> {
+    let short = || FeedError::Protocol("short pgoutput message".into());
+    if m.is_empty() {
+        return Err(short());
+    }
+    match m.get_u8() {
+        b'R' => {
+            let oid = get_u32(&mut m)?;
+            let _namespace = get_cstring(&mut m)?;
+            let _name = get_cstring(&mut m)?;
+            if m.remaining() < 3 {
+                return Err(short());
+            }
+            m.advance(1);
+            let n = m.get_i16().max(0) as usize;
+            let mut columns: Vec<(Arc<str>, bool, bool)> = Vec::with_capacity(n);
+            for _ in 0..n {
+                if m.remaining() < 1 {
+                    return Err(short());
+                }
+                let flags = m.get_u8();
+                let name = get_cstring(&mut m)?;
+                let type_oid = get_u32(&mut m)?;
+                get_u32(&mut m)?;
+                columns.push((Arc::from(name.as_str()), keyed_type(type_oid), flags & 1 == 1));
+            }
+            cache.watched_columns(oid, columns.iter().filter(|c| c.1).map(|c| c.0.clone()).collect());
+            relations.insert(oid, Relation { columns });
+        }
+        op @ (b'I' | b'U' | b'D') => {
+            let oid = get_u32(&mut m)?;
+            let rel = relations.get(&oid).ok_or_else(|| FeedError::Protocol(format!("relation {oid}")))?;
+            // Per keyed column: its values before and after, or None where one is unknown.
+            let mut values: Vec<Option<Vec<Bytes>>> = vec![Some(Vec::new()); rel.columns.len()];
+            let mut old_seen = false;
+            loop {
+                if m.remaining() < 1 {
+                    return Err(short());
+                }
+                let kind = m.get_u8();
+                let tuple = get_tuple(&mut m, rel.columns.len())?;
+                for (i, v) in tuple.into_iter().enumerate() {
+                    match (v, &mut values[i]) {
+                        (_, None) => {}
+                        (Value::Null, _) => {}
+                        (Value::Text(t), Some(vs)) if t.len() <= MAX_KEY_LEN => vs.push(t),
+                        (_, slot) => *slot = None,
+                    }
+                }
+                match kind {
+                    b'K' if op == b'D' => {
+                        // The old key only: the other columns' values are unknown.
+                        mark_unknown(rel, &mut values, |key| !key);
+                        break;
+                    }
+                    b'O' if op == b'D' => break,
+                    b'N' if op == b'I' => break,
+                    b'K' if op == b'U' => {
+                        old_seen = true;
+                        // Old values of the non-key columns are unknown.
+                        mark_unknown(rel, &mut values, |key| !key);
+                    }
+                    b'O' if op == b'U' => old_seen = true,
+                    b'N' if op == b'U' => {
+                        if !old_seen {
+                            // No old tuple: the key did not change; the other columns' old
+                            // values are unknown.
+                            mark_unknown(rel, &mut values, |key| !key);
+                        }
+                        break;
+                    }
+                    other => return Err(FeedError::Protocol(format!("tuple kind '{}'", other as char))),
+                }
+            }
+            let mut carried = Vec::new();
+            let mut unknown = Vec::new();
+            for ((name, keyed, _), v) in rel.columns.iter().zip(values) {
+                match (keyed, v) {
+                    (false, _) => {}
+                    (true, Some(vs)) => carried.push((
+                        name.clone(),
+                        vs.iter().map(|b| String::from_utf8_lossy(b).into_owned()).collect(),
+                    )),
+                    (true, None) => unknown.push(name.clone()),
+                }
+            }
+            cache.columns_changed(oid, carried, unknown);
+        }
+        b'T' => {
+            let n = get_u32(&mut m)?;
+            if m.remaining() < 1 {
+                return Err(short());
+            }
+            m.advance(1);
+            for _ in 0..n {
+                cache.table_changed(get_u32(&mut m)?);
+            }
+        }
+        b'M' => {
+            if m.remaining() < 9 {
+                return Err(short());
+            }
+            m.advance(9);
+            let prefix = get_cstring(&mut m)?;
+            let len = get_u32(&mut m)? as usize;
+            if prefix == CHANNEL && m.remaining() >= len {
+                cache.notified(&String::from_utf8_lossy(&m[..len]));
+            }
+        }
+        // Begin, commit, origin, type: nothing to do (changes arrive only once committed).
+        b'B' | b'C' | b'O' | b'Y' => {}
+        other => return Err(FeedError::Protocol(format!("pgoutput message '{}'", other as char))),
+    }
+    Ok(())
+}
+
+/// Marks the keyed columns `which(in replica identity)` selects as of unknown value.
+fn mark_unknown(rel: &Relation, values: &mut [Option<Vec<Bytes>>], which: impl Fn(bool) -> bool) {
+    for (i, (_, keyed, key)) in rel.columns.iter().enumerate() {
+        if *keyed && which(*key) {
+            values[i] = None;
+        }
+    }
+}
+
+enum Value {
+    Null,
+    Unchanged,
+    Text(Bytes),
+}
+
+fn get_tuple(m: &mut Bytes, expected: usize) -> Result<Vec<Value>, FeedError> {
+    if m.remaining() < 2 {
+        return Err(FeedError::Protocol("short tuple".into()));
+    }
+    let n = m.get_i16().max(0) as usize;
+    if n != expected {
+        return Err(FeedError::Protocol(format!("tuple of {n} columns, relation of {expected}")));
+    }
+    let mut values = Vec::with_capacity(n);
+    for _ in 0..n {
+        if m.remaining() < 1 {
+            return Err(FeedError::Protocol("short tuple".into()));
+        }
+        values.push(match m.get_u8() {
+            b'n' => Value::Null,
+            b'u' => Value::Unchanged,
+            b't' | b'b' => {
+                let len = get_u32(m)? as usize;
+                if m.remaining() < len {
+                    return Err(FeedError::Protocol("short tuple value".into()));
+                }
+                Value::Text(m.split_to(len))
+            }
+            other => return Err(FeedError::Protocol(format!("tuple value kind '{}'", other as char))),
+        });
+    }
+    Ok(values)
+}
+
+fn get_u32(m: &mut Bytes) -> Result<u32, FeedError> {
+    if m.remaining() < 4 {
+        return Err(FeedError::Protocol("short pgoutput message".into()));
+    }
+    Ok(m.get_u32())
+}
+
+fn get_cstring(m: &mut Bytes) -> Result<String, FeedError> {
+    let end =
+        m.iter().position(|b| *b == 0).ok_or_else(|| FeedError::Protocol("unterminated string".into()))?;
+    let s = String::from_utf8_lossy(&m[..end]).into_owned();
+    m.advance(end + 1);
+    Ok(s)
+}
