@@ -240,7 +240,10 @@ fn keyed_type(oid: u32) -> bool {
 /// the instance's own heartbeats come back through this stream.
 pub async fn run(config: &tokio_postgres::Config, cache: Arc<ResponseCache>) -> Result<(), FeedError> {
     let mut conn = Connection::open(config).await?;
-    let slot = format!("rowgate_{}", cache.instance);
+    // Numbered: the previous connection's slot may linger until the server notices it gone.
+    static CONNECTIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = CONNECTIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let slot = format!("rowgate_{}_{n}", cache.instance);
     // A temporary slot: it goes when the connection does, and a new one starts at the present.
     conn.command(&format!("CREATE_REPLICATION_SLOT {slot} TEMPORARY LOGICAL pgoutput NOEXPORT_SNAPSHOT"))
         .await?;

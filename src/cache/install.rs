@@ -14,14 +14,17 @@ const UNINSTALL_SQL: &str = include_str!("uninstall.sql");
 const FLUSH: &str = "NOTIFY rowgate_cache, '*';";
 
 /// Sets up change reporting, and as a superuser the DDL event triggers; returns a summary to
-/// print. A superuser on a server with `wal_level = logical` gets logical decoding (the
+/// print. A superuser on PostgreSQL 14 or later with `wal_level = logical` gets logical decoding (the
 /// `rowgate_cache` publication, triggers on unlogged tables only) unless `triggers` is set;
 /// otherwise every table gets the change triggers. Idempotent; concurrent runs wait for each
 /// other.
 pub async fn install(client: &Client, triggers: bool) -> Result<String, String> {
     let row = client
         .query_one(
-            "SELECT rolsuper, current_setting('wal_level') = 'logical' FROM pg_roles WHERE rolname = current_user",
+            // pgoutput sends logical decoding messages from PostgreSQL 14 on.
+            "SELECT rolsuper, current_setting('wal_level') = 'logical'
+                    AND current_setting('server_version_num')::int >= 140000
+             FROM pg_roles WHERE rolname = current_user",
             &[],
         )
         .await
