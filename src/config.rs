@@ -105,6 +105,10 @@ pub struct ServeArgs {
     /// PostgreSQL connection URI of the authenticator role (PostgREST `db-uri`). Required.
     #[arg(long = "db-uri", env = "ROWGATE_DB_URI", value_name = "URI")]
     pub db_uri: Option<String>,
+    /// Access rules for an SQLite database (TOML; see docs/sqlite.md); without it no caller
+    /// may read any table.
+    #[arg(long = "db-rules", env = "ROWGATE_DB_RULES", value_name = "FILE")]
+    pub db_rules: Option<PathBuf>,
     /// Comma-separated schemas to expose; the first is the default [default: public].
     #[arg(long = "db-schemas", env = "ROWGATE_DB_SCHEMAS", value_name = "LIST")]
     pub db_schemas: Option<String>,
@@ -234,6 +238,8 @@ pub struct ServeArgs {
 pub struct Config {
     /// `db-uri`.
     pub db_uri: String,
+    /// The SQLite database `db-uri` names (`sqlite:PATH`, `sqlite::memory:`), if it does.
+    pub sqlite: Option<crate::db::sqlite::SqliteTarget>,
     /// `db-schemas`; never empty, the first is the default.
     pub db_schemas: Vec<String>,
     /// `db-anon-role`.
@@ -304,6 +310,8 @@ pub struct Config {
     pub cache_ttl: Option<Duration>,
     /// `cache-routes`; `None` caches every cacheable route.
     pub cache_routes: Option<Vec<String>>,
+    /// `db-rules`: the SQLite backend's access rules file.
+    pub db_rules: Option<PathBuf>,
     /// `cache-key-claims`; `None` keys on all claims.
     pub cache_key_claims: Option<Vec<String>>,
     /// `cache-control`: (route or `*`, header value).
@@ -320,7 +328,12 @@ impl Config {
         };
         let a = args.clone();
         let db_uri = a.db_uri.or(file.db_uri).ok_or_else(|| missing("db-uri"))?;
-        db_uri.parse::<tokio_postgres::Config>().map_err(|e| invalid("db-uri", e.to_string()))?;
+        let sqlite = crate::db::sqlite::SqliteTarget::from_uri(&db_uri);
+        if sqlite.is_none() {
+            db_uri.parse::<tokio_postgres::Config>().map_err(|e| invalid("db-uri", e.to_string()))?;
+        } else if a.cache_enabled.or(file.cache_enabled) == Some(true) {
+            return Err(invalid("cache-enabled", "the response cache does not run on SQLite yet".into()));
+        }
         let db_schemas = list(a.db_schemas.or(file.db_schemas).as_deref().unwrap_or("public"));
         if db_schemas.is_empty() {
             return Err(invalid("db-schemas", "no schema given".into()));
@@ -376,6 +389,7 @@ impl Config {
         }
         Ok(Config {
             db_uri,
+            sqlite,
             db_schemas,
             db_anon_role: anon,
             db_pool: db_pool as usize,
@@ -442,6 +456,7 @@ impl Config {
             cache_max_bytes: a.cache_max_bytes.or(file.cache_max_bytes).unwrap_or(64 * 1024 * 1024),
             cache_ttl: a.cache_ttl.or(file.cache_ttl).filter(|s| *s > 0).map(Duration::from_secs),
             cache_routes: a.cache_routes.or(file.cache_routes).map(|l| list(&l)),
+            db_rules: a.db_rules.or(file.db_rules),
             cache_key_claims: a.cache_key_claims.or(file.cache_key_claims).map(|l| list(&l)),
             cache_control,
         })

@@ -26,6 +26,9 @@ pub fn init_logging(config: &Config) {
 pub fn start_state(config: Arc<Config>) -> Arc<AppState> {
     let shared = Arc::new(SharedSchema::default());
     let cache = config.cache_enabled.then(|| crate::cache::ResponseCache::new(&config));
+    if let Some(target) = config.sqlite.clone() {
+        return start_sqlite(config, shared, target);
+    }
     let reloader = Reloader::start(config.clone(), shared.clone(), cache.clone());
     schema::spawn_sigusr1(reloader.clone());
     let auth = Arc::new(crate::auth::Authenticator::new(&config));
@@ -43,13 +46,77 @@ pub fn start_state(config: Arc<Config>) -> Arc<AppState> {
         schema: shared,
         reloader,
         cache,
+        sqlite: None,
+    })
+}
+
+/// The state of a server on an SQLite database: opened (created if missing) and its schema
+/// loaded before the first request. If that fails, the error is logged and the state has no
+/// database ([`run`] then stops).
+fn start_sqlite(
+    config: Arc<Config>,
+    shared: Arc<SharedSchema>,
+    target: crate::db::sqlite::SqliteTarget,
+) -> Arc<AppState> {
+    let exposed = config.db_schemas[0].clone();
+    let rules = match &config.db_rules {
+        Some(path) => match crate::auth::rules::Rules::load(path) {
+            Ok(rules) => Some(rules),
+            Err(e) => {
+                tracing::error!(error = %e, "the access rules could not be loaded");
+                None
+            }
+        },
+        None => {
+            tracing::warn!("no db-rules file: no caller may read any table");
+            Some(crate::auth::rules::Rules::default())
+        }
+    };
+    let sqlite = match (crate::db::sqlite::SqliteDb::open(target), rules) {
+        (_, None) => None,
+        (Ok(db), Some(rules)) => match db.load_schema(&exposed) {
+            Ok(schema) => {
+                tracing::info!(relations = schema.relations.len(), "schema cache loaded");
+                shared.store(schema);
+                Some(Arc::new(crate::db::sqlite::SqliteBackend { db, rules }))
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "reading the SQLite schema failed");
+                None
+            }
+        },
+        (Err(e), _) => {
+            tracing::error!(error = %e, "opening the SQLite database failed");
+            None
+        }
+    };
+    let reloader = Reloader::idle(config.clone(), shared.clone(), None);
+    Arc::new(AppState {
+        keys: Arc::new(crate::apikey::KeyStore::new(
+            config.api_key_cache_max_entries,
+            config.db_anon_role.clone(),
+        )),
+        db: Db::new(&config),
+        auth: Arc::new(crate::auth::Authenticator::new(&config)),
+        cors: crate::http::Cors::new(config.server_cors_allowed_origins.clone()),
+        sqlite,
+        config,
+        schema: shared,
+        reloader,
+        cache: None,
     })
 }
 
 /// Serves on `listener` (and the admin server, if configured) until SIGTERM or SIGINT, then
 /// drains in-flight requests. Fails only if the admin port cannot be bound.
 pub async fn run(config: Arc<Config>, listener: TcpListener) -> Result<(), String> {
+    if let Some(target) = &config.sqlite {
+        tracing::info!(database = ?target, "serving an SQLite database");
+    }
     let state = start_state(config);
+    if state.config.sqlite.is_some() && state.sqlite.is_none() {
+        return Err("the SQLite database or its access rules could not be loaded (see the log)".into());
+    }
     if let Ok(addr) = listener.local_addr() {
         tracing::info!(%addr, "rowgate listening");
     }

@@ -13,6 +13,7 @@
 
 mod pool;
 mod settings;
+pub mod sqlite;
 mod value;
 
 pub use pool::{connect, Db, PgConn};

@@ -185,8 +185,11 @@ impl WriteConn {
 impl Db {
     /// Builds the pool; no connection is opened until one is needed.
     pub fn new(config: &Config) -> Db {
-        let mut pg: tokio_postgres::Config =
-            config.db_uri.parse().expect("db-uri was validated by Config::load");
+        // (With SQLite the pool is never used; it gets an empty configuration.)
+        let mut pg: tokio_postgres::Config = match config.sqlite {
+            Some(_) => tokio_postgres::Config::new(),
+            None => config.db_uri.parse().expect("db-uri was validated by Config::load"),
+        };
         pg.application_name("rowgate");
         if let Some(t) = config.db_statement_timeout {
             pg.options(format!("-c statement_timeout={}", t.as_millis()));

@@ -59,6 +59,8 @@ pub struct AppState {
     pub keys: Arc<crate::apikey::KeyStore>,
     /// The response cache, when `cache-enabled`.
     pub cache: Option<Arc<crate::cache::ResponseCache>>,
+    /// The SQLite database, when `db-uri` names one (then `db` is unused).
+    pub sqlite: Option<Arc<crate::db::sqlite::SqliteBackend>>,
 }
 
 /// Serves `listener` until `shutdown` completes, then lets in-flight requests finish (for at
@@ -263,6 +265,26 @@ async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Body>,
         )
     })?;
     let profile = |schema: &str| (config.db_schemas.len() > 1).then(|| schema.to_owned());
+    if let Some(sqlite) = &state.sqlite {
+        let response = match Plan::build(&api_request, &body, &schema, config)? {
+            Plan::Read(plan) => {
+                let tables = crate::sql::sqlite::tables(&plan);
+                sqlite.rules.check(&principal, tables, crate::auth::rules::Operation::Select)?;
+                sqlite_read(&sqlite.db, &plan, profile(&plan.schema).as_deref()).await
+            }
+            Plan::Options(allow) => {
+                let mut r = plain(StatusCode::OK);
+                r.headers_mut().insert(header::ALLOW, HeaderValue::from_static(allow));
+                Ok(r)
+            }
+            Plan::Mutate(_) => Err(Error::api(
+                StatusCode::NOT_IMPLEMENTED,
+                code::NOT_IMPLEMENTED,
+                "Writes are not supported on the SQLite backend yet",
+            )),
+        };
+        return response.map(|r| not_modified(&parts.headers, r));
+    }
     let response = match Plan::build(&api_request, &body, &schema, config)? {
         Plan::Read(plan) => {
             let route = parts.uri.path().trim_start_matches('/');
@@ -389,6 +411,27 @@ async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Body>,
         state.reloader.request();
     }
     response.map(|r| not_modified(&parts.headers, r))
+}
+
+/// A read on SQLite: the body is built by SQLite itself (see `sql::sqlite`).
+async fn sqlite_read(
+    db: &Arc<crate::db::sqlite::SqliteDb>,
+    plan: &crate::plan::ReadPlan,
+    profile: Option<&str>,
+) -> Result<Response<Body>, Error> {
+    let statements = crate::sql::sqlite::render_read(plan)?;
+    let out = db.read(statements.main, statements.count).await?;
+    let single = matches!(plan.media, crate::plan::Media::Single { .. });
+    crate::response::finish(plan, out.rows, out.total, profile, || {
+        if single {
+            if out.rows != 1 {
+                return Err(crate::response::singular(out.rows));
+            }
+            // The array's one element: `[` + object + `]`.
+            return Ok(out.body.as_bytes()[1..out.body.len() - 1].to_vec());
+        }
+        Ok(out.body.into_bytes())
+    })
 }
 
 /// Conditional GET: 304 without a body when the client's copy is current (RFC 9110 §13.1.2).
@@ -646,7 +689,7 @@ async fn describe_api_key(state: &AppState, headers: &http::HeaderMap) -> Result
 
 /// `/ready`: 200 once the schema cache is loaded and a pooled connection can be had.
 async fn ready(state: &AppState) -> Response<Body> {
-    let ready = state.schema.load().is_some() && state.db.get().await.is_ok();
+    let ready = state.schema.load().is_some() && (state.sqlite.is_some() || state.db.get().await.is_ok());
     plain(if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE })
 }
 

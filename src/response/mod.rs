@@ -47,8 +47,20 @@ pub fn read(
         _ => total,
     };
 
-    let lower = plan.window.offset;
     let n = page.len() as u64;
+    finish(plan, n, total, profile, || body(&stmts.shape, plan.media, plan.result, &page, skip))
+}
+
+/// The response to a read of `n` rows (of `total`, when counted), whatever the backend, with
+/// the body `render` makes: status, Content-Range, ETag, the range and singular errors.
+pub fn finish(
+    plan: &ReadPlan,
+    n: u64,
+    total: Option<u64>,
+    profile: Option<&str>,
+    render: impl FnOnce() -> Result<Vec<u8>, Error>,
+) -> Result<Response<Body>, Error> {
+    let lower = plan.window.offset;
     if let Some(max) = plan.transaction.and_then(|t| t.max_affected) {
         if n > max {
             return Err(Error::Api {
@@ -91,11 +103,11 @@ pub fn read(
         _ => format!("{lower}-{}/{}", lower + n - 1, total_text(total)),
     };
 
-    let body = body(&stmts.shape, plan.media, plan.result, &page, skip)?;
+    let body = render()?;
 
-    if plan.head && plan.media == (Media::Single { strip_nulls: false }) && page.len() != 1 {
+    if plan.head && plan.media == (Media::Single { strip_nulls: false }) && n != 1 {
         // HEAD reports what GET would: a singular request for other than one row is a 406.
-        return Err(singular(page.len() as u64));
+        return Err(singular(n));
     }
 
     // A strong validator of what a GET answers, for If-None-Match (POST /rpc answers are not
@@ -223,7 +235,7 @@ fn body(
 }
 
 /// 406 PGRST116: a singular response (`vnd.pgrst.object+json`) for other than one row.
-fn singular(rows: u64) -> Error {
+pub fn singular(rows: u64) -> Error {
     Error::Api {
         status: StatusCode::NOT_ACCEPTABLE,
         code: code::SINGULAR,

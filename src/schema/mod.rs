@@ -8,6 +8,7 @@
 mod dependencies;
 mod introspect;
 mod reload;
+pub mod sqlite;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

@@ -30,7 +30,7 @@ impl Reloader {
         schema: Arc<SharedSchema>,
         cache: Option<Arc<crate::cache::ResponseCache>>,
     ) -> Reloader {
-        let reloader = Reloader { config, schema, wake: Arc::new(Notify::new()), cache };
+        let reloader = Reloader::idle(config, schema, cache);
         let task = reloader.clone();
         tokio::spawn(async move {
             let mut attempt = 0u32;
@@ -56,6 +56,16 @@ impl Reloader {
             }
         });
         reloader
+    }
+
+    /// A reloader with no task: requests go nowhere (the SQLite backend loads its schema
+    /// itself).
+    pub fn idle(
+        config: Arc<Config>,
+        schema: Arc<SharedSchema>,
+        cache: Option<Arc<crate::cache::ResponseCache>>,
+    ) -> Reloader {
+        Reloader { config, schema, wake: Arc::new(Notify::new()), cache }
     }
 
     /// Asks for a reload.

@@ -11,6 +11,7 @@
 //! PostgreSQL's `to_json`, so it renders exactly as PostgREST renders it.
 
 mod read;
+pub mod sqlite;
 mod write;
 
 pub(crate) use read::array_literal;

@@ -15,5 +15,6 @@ mod postgrest_js;
 mod read;
 mod rls;
 mod rpc;
+mod sqlite;
 mod support;
 mod writes;

@@ -1,0 +1,181 @@
+//! The SQLite backend's connections: a file (created if missing) in WAL mode, or a shared
+//! in-memory database for tests; a pool of read-only connections used on blocking threads. A
+//! statement's parameters are bound as text, like PostgreSQL's untyped ones; the column's
+//! affinity converts them.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http::StatusCode;
+use rusqlite::{Connection, OpenFlags};
+
+use crate::error::{code, Error};
+use crate::sql::Statement;
+
+/// Where the data lives, from `db-uri` (`sqlite:PATH`, `sqlite::memory:`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SqliteTarget {
+    /// A database file.
+    File(PathBuf),
+    /// An in-memory database shared by this process's connections (tests).
+    Memory(String),
+}
+
+impl SqliteTarget {
+    /// The target of a `sqlite:` URI, or `None` for any other URI.
+    pub fn from_uri(uri: &str) -> Option<SqliteTarget> {
+        let rest = uri.strip_prefix("sqlite:")?;
+        if rest == ":memory:" {
+            let mut id = [0u8; 8];
+            let _ = getrandom::fill(&mut id);
+            let name: String = id.iter().map(|b| format!("{b:02x}")).collect();
+            return Some(SqliteTarget::Memory(format!("file:rowgate-{name}?mode=memory&cache=shared")));
+        }
+        let path = rest.strip_prefix("//").unwrap_or(rest);
+        Some(SqliteTarget::File(PathBuf::from(path)))
+    }
+
+    fn open(&self, read_only: bool) -> rusqlite::Result<Connection> {
+        let mut flags = OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        flags |= if read_only {
+            OpenFlags::SQLITE_OPEN_READ_ONLY
+        } else {
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE
+        };
+        let conn = match self {
+            SqliteTarget::File(path) => Connection::open_with_flags(path, flags)?,
+            SqliteTarget::Memory(uri) => Connection::open_with_flags(uri, flags)?,
+        };
+        conn.busy_timeout(Duration::from_secs(5))?;
+        conn.pragma_update(None, "foreign_keys", "on")?;
+        Ok(conn)
+    }
+}
+
+/// An SQLite database: one read-write connection (kept open: it also keeps a shared in-memory
+/// database alive) and a pool of readers.
+pub struct SqliteDb {
+    target: SqliteTarget,
+    writer: Mutex<Connection>,
+    readers: Mutex<Vec<Connection>>,
+}
+
+impl SqliteDb {
+    /// Opens (creating the file if missing) and switches a file to WAL mode.
+    pub fn open(target: SqliteTarget) -> rusqlite::Result<Arc<SqliteDb>> {
+        let writer = target.open(false)?;
+        if matches!(target, SqliteTarget::File(_)) {
+            // Readers never block the writer, nor it them.
+            let _: String = writer.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+        }
+        Ok(Arc::new(SqliteDb { target, writer: Mutex::new(writer), readers: Mutex::new(Vec::new()) }))
+    }
+
+    /// Reads the schema (at start-up, on the calling thread).
+    pub fn load_schema(&self, exposed: &str) -> rusqlite::Result<crate::schema::SchemaCache> {
+        let conn = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        crate::schema::sqlite::load(&conn, exposed)
+    }
+
+    /// Runs `f` on the read-write connection, on a blocking thread.
+    pub async fn with_writer<T: Send + 'static>(
+        self: &Arc<Self>,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+    ) -> Result<T, Error> {
+        let db = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let conn = db.writer.lock().unwrap_or_else(|e| e.into_inner());
+            f(&conn)
+        })
+        .await
+        .map_err(|_| internal("the SQLite task failed"))?
+        .map_err(sqlite_error)
+    }
+
+    /// Runs `f` on a read-only connection from the pool, on a blocking thread.
+    pub async fn with_reader<T: Send + 'static>(
+        self: &Arc<Self>,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+    ) -> Result<T, Error> {
+        let db = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let pooled = db.readers.lock().unwrap_or_else(|e| e.into_inner()).pop();
+            let conn = match pooled {
+                Some(c) => c,
+                None => db.target.open(true)?,
+            };
+            let result = f(&conn);
+            db.readers.lock().unwrap_or_else(|e| e.into_inner()).push(conn);
+            result
+        })
+        .await
+        .map_err(|_| internal("the SQLite task failed"))?
+        .map_err(sqlite_error)
+    }
+
+    /// Runs a read statement whose one row is (body, number of rows) and, if given, a count
+    /// statement, in one read transaction (one snapshot).
+    pub async fn read(
+        self: &Arc<Self>,
+        main: Statement,
+        count: Option<Statement>,
+    ) -> Result<ReadOutput, Error> {
+        self.with_reader(move |conn| {
+            conn.execute_batch("BEGIN")?;
+            let result = (|| {
+                let (body, rows): (String, i64) = conn
+                    .prepare_cached(&main.text)?
+                    .query_row(rusqlite::params_from_iter(&main.params), |r| Ok((r.get(0)?, r.get(1)?)))?;
+                let total = match &count {
+                    Some(c) => Some(
+                        conn.prepare_cached(&c.text)?
+                            .query_row(rusqlite::params_from_iter(&c.params), |r| r.get::<_, i64>(0))?,
+                    ),
+                    None => None,
+                };
+                Ok(ReadOutput { body, rows: rows.max(0) as u64, total: total.map(|t| t.max(0) as u64) })
+            })();
+            conn.execute_batch("COMMIT")?;
+            result
+        })
+        .await
+    }
+}
+
+/// The SQLite backend of a server: the database and who may do what in it.
+pub struct SqliteBackend {
+    /// The database.
+    pub db: Arc<SqliteDb>,
+    /// `db-rules`.
+    pub rules: crate::auth::rules::Rules,
+}
+
+/// What a read returned.
+#[derive(Debug)]
+pub struct ReadOutput {
+    /// The JSON body.
+    pub body: String,
+    /// Rows in it.
+    pub rows: u64,
+    /// The exact count, when asked for.
+    pub total: Option<u64>,
+}
+
+fn internal(message: &str) -> Error {
+    Error::api(StatusCode::INTERNAL_SERVER_ERROR, code::INTERNAL, message)
+}
+
+/// SQLite's errors: a busy database is a 503 (retry), anything else is on rowgate's side, since
+/// requests never put text into SQL.
+fn sqlite_error(e: rusqlite::Error) -> Error {
+    match e.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
+            Error::api(StatusCode::SERVICE_UNAVAILABLE, code::CONNECTION, format!("SQLite is busy: {e}"))
+        }
+        _ => {
+            tracing::error!(error = %e, "SQLite statement failed");
+            Error::api(StatusCode::INTERNAL_SERVER_ERROR, code::INTERNAL, format!("SQLite: {e}"))
+        }
+    }
+}

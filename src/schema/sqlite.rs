@@ -1,0 +1,150 @@
+//! The schema cache of an SQLite file: its tables and views, their columns with declared types,
+//! primary, unique and foreign keys, all under the one exposed schema name (`db-schemas`'
+//! first, `public` by default), so that URLs and clients are the same as on PostgreSQL.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use rusqlite::Connection;
+
+use super::{Column, ForeignKey, QualifiedName, Relation, RelationKind, SchemaCache, ValueKind, Writable};
+
+/// Reads the schema of `conn` into a schema cache whose relations are in schema `exposed`.
+pub fn load(conn: &Connection, exposed: &str) -> rusqlite::Result<SchemaCache> {
+    let mut cache = SchemaCache::default();
+    let mut objects = conn.prepare(
+        "SELECT name, type FROM sqlite_schema WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name",
+    )?;
+    let objects: Vec<(String, String)> =
+        objects.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<Result<_, _>>()?;
+    let qualified = |name: &str| QualifiedName { schema: exposed.to_owned(), name: name.to_owned() };
+    for (i, (name, kind)) in objects.iter().enumerate() {
+        let mut pk: Vec<(i64, String)> = Vec::new();
+        let mut columns = Vec::new();
+        let mut info =
+            conn.prepare("SELECT name, type, \"notnull\", dflt_value, pk FROM pragma_table_info(?1)")?;
+        let mut rows = info.query([name])?;
+        while let Some(r) = rows.next()? {
+            let column: String = r.get(0)?;
+            let declared: String = r.get::<_, Option<String>>(1)?.unwrap_or_default();
+            let key_position: i64 = r.get(4)?;
+            if key_position > 0 {
+                pk.push((key_position, column.clone()));
+            }
+            columns.push(Column {
+                name: column,
+                kind: value_kind(&declared),
+                type_name: declared.to_ascii_lowercase(),
+                type_oid: 0,
+                nullable: r.get::<_, i64>(2)? == 0,
+                default: r.get(3)?,
+                comment: None,
+            });
+        }
+        let table = kind == "table";
+        let mut relation = Relation::new(
+            qualified(name),
+            if table { RelationKind::Table } else { RelationKind::View },
+            columns,
+        );
+        relation.oid = u32::try_from(i + 1).unwrap_or(u32::MAX);
+        pk.sort();
+        relation.primary_key = pk.into_iter().map(|(_, c)| c).collect();
+        if table {
+            relation.writable = Writable { insert: true, update: true, delete: true };
+            relation.unique_keys = unique_keys(conn, name)?;
+            relation.foreign_keys = foreign_keys(conn, name, &relation.primary_key, &qualified)?;
+        }
+        cache.relations.insert(relation.name.clone(), Arc::new(relation));
+    }
+    // A foreign key naming no columns refers to the target's primary key.
+    let primary: HashMap<QualifiedName, Vec<String>> =
+        cache.relations.iter().map(|(n, r)| (n.clone(), r.primary_key.clone())).collect();
+    for relation in cache.relations.values_mut() {
+        if relation.foreign_keys.iter().any(|fk| fk.target_columns.iter().any(String::is_empty)) {
+            let r = Arc::make_mut(relation);
+            for fk in &mut r.foreign_keys {
+                if fk.target_columns.iter().any(String::is_empty) {
+                    fk.target_columns = primary.get(&fk.target).cloned().unwrap_or_default();
+                }
+            }
+            r.foreign_keys.retain(|fk| fk.target_columns.len() == fk.columns.len());
+        }
+    }
+    cache.type_names = ["integer", "int", "bigint", "text", "real", "numeric", "blob", "boolean", "json"]
+        .map(String::from)
+        .into();
+    Ok(cache)
+}
+
+/// The unique indexes' column lists (constraints and `CREATE UNIQUE INDEX` alike), besides the
+/// primary key.
+fn unique_keys(conn: &Connection, table: &str) -> rusqlite::Result<Vec<Vec<String>>> {
+    let mut list =
+        conn.prepare("SELECT name FROM pragma_index_list(?1) WHERE \"unique\" AND origin <> 'pk'")?;
+    let names: Vec<String> = list.query_map([table], |r| r.get(0))?.collect::<Result<_, _>>()?;
+    let mut keys = Vec::new();
+    for index in names {
+        let mut info = conn.prepare("SELECT name FROM pragma_index_info(?1) ORDER BY seqno")?;
+        let columns: Vec<Option<String>> =
+            info.query_map([&index], |r| r.get(0))?.collect::<Result<_, _>>()?;
+        // An index on expressions has no column names for them: not a key of columns.
+        if let Some(columns) = columns.into_iter().collect::<Option<Vec<String>>>() {
+            keys.push(columns);
+        }
+    }
+    Ok(keys)
+}
+
+fn foreign_keys(
+    conn: &Connection,
+    table: &str,
+    _primary_key: &[String],
+    qualified: &impl Fn(&str) -> QualifiedName,
+) -> rusqlite::Result<Vec<ForeignKey>> {
+    let mut list = conn.prepare(
+        "SELECT id, \"table\", \"from\", \"to\" FROM pragma_foreign_key_list(?1) ORDER BY id, seq",
+    )?;
+    let rows: Vec<(i64, String, String, Option<String>)> = list
+        .query_map([table], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+        .collect::<Result<_, _>>()?;
+    let mut keys: Vec<ForeignKey> = Vec::new();
+    let mut last = None;
+    for (id, target, from, to) in rows {
+        if last != Some(id) {
+            // SQLite's constraints are unnamed: PostgreSQL's default name stands in, so that
+            // `!hint` disambiguation reads the same.
+            keys.push(ForeignKey {
+                name: format!("{table}_{from}_fkey"),
+                columns: Vec::new(),
+                target: qualified(&target),
+                target_columns: Vec::new(),
+            });
+            last = Some(id);
+        }
+        let fk = keys.last_mut().expect("pushed above");
+        fk.columns.push(from);
+        fk.target_columns.push(to.unwrap_or_default());
+    }
+    Ok(keys)
+}
+
+/// The value kind of a declared type, by SQLite's affinity rules with the common type names
+/// PostgreSQL would render differently (booleans, JSON) recognised first.
+pub fn value_kind(declared: &str) -> ValueKind {
+    let t = declared.to_ascii_uppercase();
+    if t.contains("BOOL") {
+        ValueKind::Bool
+    } else if t.contains("JSON") {
+        ValueKind::Json
+    } else if t.contains("INT") {
+        ValueKind::Int8
+    } else if t.contains("CHAR") || t.contains("CLOB") || t.contains("TEXT") {
+        ValueKind::Text
+    } else if t.contains("UUID") {
+        ValueKind::Uuid
+    } else {
+        // REAL, NUMERIC, dates and no type at all: stored as given, rendered as stored.
+        ValueKind::Other
+    }
+}

@@ -1,0 +1,248 @@
+//! The SQLite backend (`db-uri = sqlite:PATH`): PostgREST's read grammar on an SQLite file,
+//! rendered as PostgREST renders the PostgreSQL equivalents, and the access rules file.
+
+use std::sync::OnceLock;
+
+use serde_json::json;
+
+use crate::support::{request_to, send_to, start_server, JWT_SECRET};
+
+const SCHEMA: &str = r#"
+CREATE TABLE authors (id INTEGER PRIMARY KEY, name TEXT NOT NULL, active BOOLEAN, meta JSON);
+CREATE TABLE posts (id INTEGER PRIMARY KEY, author_id INTEGER REFERENCES authors (id), title TEXT, score REAL);
+CREATE TABLE tags (id INTEGER PRIMARY KEY, label TEXT UNIQUE);
+CREATE TABLE post_tags (post_id INTEGER REFERENCES posts (id), tag_id INTEGER REFERENCES tags (id),
+                        PRIMARY KEY (post_id, tag_id));
+CREATE TABLE secrets (id INTEGER PRIMARY KEY, author_id INTEGER REFERENCES authors (id), body TEXT);
+CREATE VIEW active_authors AS SELECT id, name FROM authors WHERE active;
+INSERT INTO authors VALUES (1, 'ann', 1, '{"a": {"b": 2}, "s": "x"}'), (2, 'bob', 0, NULL), (3, 'Cy', NULL, '[1, 2]');
+INSERT INTO posts VALUES (1, 1, 'Hello', 1.5), (2, 1, 'World', NULL), (3, 2, 'Bye_now', 3.25);
+INSERT INTO tags VALUES (1, 'news'), (2, 'misc');
+INSERT INTO post_tags VALUES (1, 1), (1, 2), (3, 2);
+INSERT INTO secrets VALUES (1, 1, 'psst');
+"#;
+
+const RULES: &str = r#"
+[authors]
+select = { anon = "true", authenticated = "true" }
+[posts]
+select = { anon = "true", authenticated = "true" }
+[tags]
+select = { anon = "true" }
+[post_tags]
+select = { anon = "true" }
+[active_authors]
+select = { anon = "true" }
+[secrets]
+select = { editor = "true" }
+"#;
+
+/// A server on a fresh SQLite file with [`SCHEMA`] and [`RULES`].
+fn base() -> &'static str {
+    static BASE: OnceLock<String> = OnceLock::new();
+    BASE.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("temp dir").keep();
+        let path = dir.join("test.db");
+        rusqlite::Connection::open(&path).expect("create").execute_batch(SCHEMA).expect("schema");
+        let rules = dir.join("rules.toml");
+        std::fs::write(&rules, RULES).expect("rules");
+        start_server(rowgate::config::ServeArgs {
+            db_uri: Some(format!("sqlite:{}", path.display())),
+            db_anon_role: Some("anon".into()),
+            db_rules: Some(rules),
+            server_host: Some("127.0.0.1".into()),
+            jwt_secret: Some(JWT_SECRET.into()),
+            ..Default::default()
+        })
+    })
+}
+
+#[track_caller]
+fn check(path: &str, status: u16, body: serde_json::Value) {
+    let r = request_to(base(), "GET", path, &[]);
+    assert_eq!(r.status, status, "GET {path}: {}", r.body);
+    assert_eq!(r.json(), body, "GET {path}");
+}
+
+fn token(role: &str) -> String {
+    jsonwebtoken::encode(
+        &jsonwebtoken::Header::default(),
+        &json!({ "role": role }),
+        &jsonwebtoken::EncodingKey::from_secret(JWT_SECRET.as_bytes()),
+    )
+    .unwrap()
+}
+
+#[test]
+fn rows_render_as_postgrest_renders_them() {
+    check(
+        "/authors",
+        200,
+        json!([
+            {"id": 1, "name": "ann", "active": true, "meta": {"a": {"b": 2}, "s": "x"}},
+            {"id": 2, "name": "bob", "active": false, "meta": null},
+            {"id": 3, "name": "Cy", "active": null, "meta": [1, 2]}
+        ]),
+    );
+    check("/authors?select=who:name&id=eq.2", 200, json!([{"who": "bob"}]));
+    check("/active_authors", 200, json!([{"id": 1, "name": "ann"}]));
+    check("/posts?select=id,score&id=eq.1", 200, json!([{"id": 1, "score": 1.5}]));
+}
+
+#[test]
+fn filters() {
+    let ids = |path: &str, expected: &[i64]| {
+        let r = request_to(base(), "GET", path, &[]);
+        assert_eq!(r.status, 200, "{path}: {}", r.body);
+        let got: Vec<i64> = r.json().as_array().unwrap().iter().map(|o| o["id"].as_i64().unwrap()).collect();
+        assert_eq!(got, expected, "{path}");
+    };
+    ids("/authors?select=id&id=gt.1", &[2, 3]);
+    ids("/authors?select=id&id=neq.2", &[1, 3]);
+    ids("/authors?select=id&id=in.(1,3)", &[1, 3]);
+    ids("/authors?select=id&id=not.in.(1,3)", &[2]);
+    ids("/authors?select=id&active=is.null", &[3]);
+    ids("/authors?select=id&active=is.true", &[1]);
+    ids("/authors?select=id&active=eq.false", &[2]);
+    // like is case-sensitive, ilike is not; `*` is the wildcard, `_` one character.
+    ids("/authors?select=id&name=like.c*", &[]);
+    ids("/authors?select=id&name=ilike.c*", &[3]);
+    ids("/posts?select=id&title=like.Bye_now", &[3]);
+    ids("/posts?select=id&title=like.*o*", &[1, 2, 3]);
+    ids("/authors?select=id&or=(id.eq.1,name.eq.Cy)", &[1, 3]);
+    ids("/authors?select=id&and=(id.gte.1,or(active.is.false,active.is.null))", &[2, 3]);
+    ids("/authors?select=id&meta->s=eq.x".replace("->", "-%3E").as_str(), &[]);
+    ids("/authors?select=id&meta->>s=eq.x".replace("->", "-%3E").as_str(), &[1]);
+    ids("/authors?select=id&meta->a->>b=eq.2".replace("->", "-%3E").as_str(), &[1]);
+}
+
+#[test]
+fn json_paths_read_like_postgresql() {
+    check(
+        &"/authors?select=id,b:meta->a->b,t:meta->a->>b,s:meta->>s&id=eq.1".replace("->", "-%3E"),
+        200,
+        json!([{"id": 1, "b": 2, "t": "2", "s": "x"}]),
+    );
+}
+
+#[test]
+fn order_limit_offset_range_and_count() {
+    // NULLs last ascending and first descending, as in PostgreSQL.
+    check("/authors?select=id&order=active.asc", 200, json!([{"id": 2}, {"id": 1}, {"id": 3}]));
+    check("/authors?select=id&order=active.desc", 200, json!([{"id": 3}, {"id": 1}, {"id": 2}]));
+    check("/authors?select=id&order=active.desc.nullslast", 200, json!([{"id": 1}, {"id": 2}, {"id": 3}]));
+    check("/authors?select=id&order=id&limit=1&offset=1", 200, json!([{"id": 2}]));
+    check("/authors?select=id&order=id&offset=2", 200, json!([{"id": 3}]));
+    let r = request_to(
+        base(),
+        "GET",
+        "/authors?select=id&order=id",
+        &[("range", "0-1"), ("prefer", "count=exact")],
+    );
+    assert_eq!((r.status, r.header("content-range")), (206, Some("0-1/3")), "{}", r.body);
+    assert_eq!(r.json(), json!([{"id": 1}, {"id": 2}]));
+    let r = request_to(base(), "GET", "/authors?select=id", &[]);
+    assert_eq!(r.header("content-range"), Some("0-2/*"));
+    let r = request_to(base(), "GET", "/authors?select=id&offset=5", &[("prefer", "count=exact")]);
+    assert_eq!((r.status, r.header("content-range")), (416, Some("*/3")), "{}", r.body);
+}
+
+#[test]
+fn embedding_through_foreign_keys() {
+    check(
+        "/posts?select=title,authors(name)&order=id",
+        200,
+        json!([
+            {"title": "Hello", "authors": {"name": "ann"}},
+            {"title": "World", "authors": {"name": "ann"}},
+            {"title": "Bye_now", "authors": {"name": "bob"}}
+        ]),
+    );
+    check(
+        "/authors?select=name,posts(title)&id=lt.4&posts.order=id.desc&order=id",
+        200,
+        json!([
+            {"name": "ann", "posts": [{"title": "World"}, {"title": "Hello"}]},
+            {"name": "bob", "posts": [{"title": "Bye_now"}]},
+            {"name": "Cy", "posts": []}
+        ]),
+    );
+    check(
+        "/posts?select=id,tags(label)&order=id&tags.order=label",
+        200,
+        json!([
+            {"id": 1, "tags": [{"label": "misc"}, {"label": "news"}]},
+            {"id": 2, "tags": []},
+            {"id": 3, "tags": [{"label": "misc"}]}
+        ]),
+    );
+    check(
+        "/posts?select=id,authors!inner(name)&authors.name=eq.bob",
+        200,
+        json!([{"id": 3, "authors": {"name": "bob"}}]),
+    );
+}
+
+#[test]
+fn a_singular_object_is_one_row_or_406() {
+    let object = [("accept", "application/vnd.pgrst.object+json")];
+    let r = request_to(base(), "GET", "/authors?select=name&id=eq.1", &object);
+    assert_eq!((r.status, r.json()), (200, json!({"name": "ann"})), "{}", r.body);
+    let r = request_to(base(), "GET", "/authors?select=name", &object);
+    assert_eq!((r.status, r.json()["code"].as_str()), (406, Some("PGRST116")), "{}", r.body);
+}
+
+#[test]
+fn what_sqlite_cannot_express_is_refused_naming_it() {
+    let r = request_to(base(), "GET", "/authors?name=match.^a", &[]);
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.json()["message"].as_str().unwrap().contains("match"), "{}", r.body);
+    let r = request_to(base(), "GET", "/authors?name=fts.ann", &[]);
+    assert_eq!(r.status, 400, "{}", r.body);
+    check(
+        "/nope",
+        404,
+        json!({"code": "PGRST205", "details": null, "hint": null,
+               "message": "Could not find the table 'public.nope' in the schema cache"}),
+    );
+    let w =
+        send_to(base(), "POST", "/authors", &[("content-type", "application/json")], Some(r#"{"name":"x"}"#));
+    assert_eq!(w.status, 501, "{}", w.body);
+}
+
+#[test]
+fn the_rules_decide_who_reads_what() {
+    // No rule for the anonymous caller: PostgreSQL's permission denied, 401.
+    let r = request_to(base(), "GET", "/secrets", &[]);
+    assert_eq!((r.status, r.json()["code"].as_str()), (401, Some("42501")), "{}", r.body);
+    // Nor through an embed.
+    let r = request_to(base(), "GET", "/authors?select=name,secrets(body)", &[]);
+    assert_eq!(r.status, 401, "{}", r.body);
+    // The role the rule names.
+    let editor = format!("Bearer {}", token("editor"));
+    let r = request_to(base(), "GET", "/secrets?select=body", &[("authorization", &editor)]);
+    assert_eq!((r.status, r.json()), (200, json!([{"body": "psst"}])), "{}", r.body);
+    // Another role: 403; `authenticated` rules cover it, `anon` rules do not.
+    let other = format!("Bearer {}", token("reader"));
+    assert_eq!(request_to(base(), "GET", "/secrets", &[("authorization", &other)]).status, 403);
+    assert_eq!(
+        request_to(base(), "GET", "/posts?select=id&id=eq.1", &[("authorization", &other)]).status,
+        200
+    );
+    assert_eq!(request_to(base(), "GET", "/tags", &[("authorization", &other)]).status, 403);
+}
+
+#[test]
+fn a_missing_database_file_is_created_and_nothing_is_readable_without_rules() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("new.db");
+    let base = start_server(rowgate::config::ServeArgs {
+        db_uri: Some(format!("sqlite:{}", path.display())),
+        db_anon_role: Some("anon".into()),
+        server_host: Some("127.0.0.1".into()),
+        ..Default::default()
+    });
+    assert!(path.exists());
+    let r = request_to(&base, "GET", "/anything", &[]);
+    assert_eq!(r.status, 404, "{}", r.body);
+}
