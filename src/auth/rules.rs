@@ -7,10 +7,13 @@
 //! ```
 //!
 //! A caller is `anon` (no credentials: the `db-anon-role`), `authenticated` (any verified
-//! token) or the role its token names. A rule's value is the condition on the rows; only
-//! `"true"` (every row) is understood so far — a filter expression is refused when the file is
-//! loaded, never ignored. No rule is no access: the request fails as PostgreSQL's
-//! `permission denied` does under PostgREST (401 for the anonymous caller, 403 otherwise).
+//! token) or the role its token names. A rule's value is the condition on the rows: `"true"`
+//! for every row, or PostgREST filters as in a query string (`author=eq.@jwt.sub`,
+//! `public=is.true&lang=eq.en`, `or=(public.is.true,author.eq.@jwt.sub)`), where `@jwt.<claim>`
+//! is the caller's claim (a missing claim matches no row). Where several entries apply to a
+//! caller, a row any of them allows is allowed. No rule is no access: the request fails as
+//! PostgreSQL's `permission denied` does under PostgREST (401 for the anonymous caller, 403
+//! otherwise).
 
 use std::collections::HashMap;
 
@@ -26,11 +29,31 @@ pub enum Operation {
     Select,
 }
 
+/// Which rows a rule allows.
+#[derive(Debug, Clone)]
+pub enum RowFilter {
+    /// Every row.
+    All,
+    /// The rows these top-level filters and logic trees keep (parsed, not yet planned).
+    Filters(Box<rowgate_request::QueryParams>),
+}
+
 /// The parsed rules file.
 #[derive(Debug, Default)]
 pub struct Rules {
-    /// (table, operation) → the callers allowed.
-    allowed: HashMap<(String, Operation), Vec<String>>,
+    /// (table, operation) → the callers allowed, with the rows each may touch.
+    allowed: HashMap<(String, Operation), Vec<(String, RowFilter)>>,
+}
+
+/// What a caller may touch of one table.
+#[derive(Debug, Clone)]
+pub enum Access {
+    /// Nothing: permission denied.
+    Denied,
+    /// Every row.
+    All,
+    /// The rows any of these filters keeps.
+    Rows(Vec<rowgate_request::QueryParams>),
 }
 
 /// Why a rules file was refused.
@@ -86,16 +109,14 @@ impl Rules {
                 };
                 let mut allowed = Vec::new();
                 for (caller, condition) in callers {
-                    match condition.as_str() {
-                        Some("true") => allowed.push(caller),
-                        Some(other) => {
-                            return Err(format!(
-                                "{table}.{op}.{caller} = {other:?}: only \"true\" is supported so far \
-                                 (row filters are not implemented yet)"
-                            ))
-                        }
+                    let filter = match condition.as_str() {
+                        Some("true") => RowFilter::All,
+                        Some(filters) => RowFilter::Filters(Box::new(
+                            parse_filters(filters).map_err(|e| format!("{table}.{op}.{caller}: {e}"))?,
+                        )),
                         None => return Err(format!("{table}.{op}.{caller} must be a string")),
-                    }
+                    };
+                    allowed.push((caller, filter));
                 }
                 rules.allowed.insert((table.clone(), operation), allowed);
             }
@@ -103,39 +124,120 @@ impl Rules {
         Ok(rules)
     }
 
-    /// Whether `principal` may do `operation` on `table`.
-    pub fn allows(&self, principal: &Principal, table: &str, operation: Operation) -> bool {
-        self.allowed.get(&(table.to_owned(), operation)).is_some_and(|callers| {
-            callers.iter().any(|c| match c.as_str() {
+    /// What `principal` may touch of `table` by `operation`.
+    pub fn access(&self, principal: &Principal, table: &str, operation: Operation) -> Access {
+        let Some(callers) = self.allowed.get(&(table.to_owned(), operation)) else {
+            return Access::Denied;
+        };
+        let mut rows = Vec::new();
+        for (caller, filter) in callers {
+            let applies = match caller.as_str() {
                 "anon" => principal.anonymous,
                 "authenticated" => !principal.anonymous,
                 role => !principal.anonymous && *principal.role == *role,
-            })
-        })
-    }
-
-    /// Ok if `principal` may do `operation` on every table of `tables`; otherwise PostgreSQL's
-    /// `permission denied` for the first that it may not.
-    pub fn check<'t>(
-        &self,
-        principal: &Principal,
-        tables: impl IntoIterator<Item = &'t str>,
-        operation: Operation,
-    ) -> Result<(), Error> {
-        for table in tables {
-            if !self.allows(principal, table, operation) {
-                let status =
-                    if principal.anonymous { StatusCode::UNAUTHORIZED } else { StatusCode::FORBIDDEN };
-                return Err(Error::Api {
-                    status,
-                    code: "42501",
-                    message: format!("permission denied for table {table}"),
-                    details: None,
-                    hint: None,
-                });
+            };
+            match (applies, filter) {
+                (false, _) => {}
+                (true, RowFilter::All) => return Access::All,
+                (true, RowFilter::Filters(f)) => rows.push((**f).clone()),
             }
         }
-        Ok(())
+        if rows.is_empty() {
+            Access::Denied
+        } else {
+            Access::Rows(rows)
+        }
+    }
+
+    /// Whether `principal` may do `operation` on some rows of `table`.
+    pub fn allows(&self, principal: &Principal, table: &str, operation: Operation) -> bool {
+        !matches!(self.access(principal, table, operation), Access::Denied)
+    }
+}
+
+/// PostgreSQL's `permission denied` for `table`, as PostgREST answers it: 401 for the anonymous
+/// caller, 403 otherwise.
+pub fn denied(principal: &Principal, table: &str) -> Error {
+    let status = if principal.anonymous { StatusCode::UNAUTHORIZED } else { StatusCode::FORBIDDEN };
+    Error::Api {
+        status,
+        code: "42501",
+        message: format!("permission denied for table {table}"),
+        details: None,
+        hint: None,
+    }
+}
+
+/// A rule's filters, parsed by the request parser as a query string of top-level filters and
+/// logic trees; anything else (select, order, limit, embedded paths) is refused.
+fn parse_filters(text: &str) -> Result<rowgate_request::QueryParams, String> {
+    let request = rowgate_request::parse(rowgate_request::Method::Get, "/rule", text, &[])
+        .map_err(|e| format!("{e}"))?;
+    let q = request.query;
+    let top_level = q.filters.iter().all(|(p, _)| p.is_empty()) && q.logic.iter().all(|(p, _)| p.is_empty());
+    if !top_level
+        || !q.order.is_empty()
+        || !q.ranges.is_empty()
+        || q.columns.is_some()
+        || q.on_conflict.is_some()
+    {
+        return Err(format!("{text:?}: a rule may only hold filters on the table's own columns"));
+    }
+    if q.filters.is_empty() && q.logic.is_empty() {
+        return Err(format!("{text:?}: no filter (write \"true\" for every row)"));
+    }
+    Ok(q)
+}
+
+/// Replaces `@jwt.<claim>` filter values by the caller's claims (`claims`, the token's JSON).
+/// A condition naming a claim the caller does not have keeps no row.
+pub fn bind_claims(conditions: &mut [crate::plan::Condition], claims: &str) {
+    let claims: serde_json::Map<String, serde_json::Value> = serde_json::from_str(claims).unwrap_or_default();
+    for c in conditions {
+        bind(c, &claims);
+    }
+}
+
+fn bind(c: &mut crate::plan::Condition, claims: &serde_json::Map<String, serde_json::Value>) {
+    use crate::plan::Condition;
+    use rowgate_request::Operation as Op;
+    let lookup = |v: &str| -> Option<Option<String>> {
+        let name = v.strip_prefix("@jwt.")?;
+        Some(claims.get(name).and_then(|v| match v {
+            serde_json::Value::String(s) => Some(s.clone()),
+            serde_json::Value::Null => None,
+            other => Some(other.to_string()),
+        }))
+    };
+    let mut missing = false;
+    match c {
+        Condition::Filter { filter, .. } => match &mut filter.operation {
+            Op::Compare { value, .. } | Op::IsDistinct(value) => {
+                if let Some(found) = lookup(value) {
+                    match found {
+                        Some(v) => *value = v,
+                        None => missing = true,
+                    }
+                }
+            }
+            Op::In(items) => {
+                for item in items.iter_mut() {
+                    if let Some(found) = lookup(item) {
+                        match found {
+                            Some(v) => *item = v,
+                            None => missing = true,
+                        }
+                    }
+                }
+            }
+            Op::Is(_) | Op::Fts { .. } => {}
+        },
+        Condition::Logic { children, .. } => children.iter_mut().for_each(|child| bind(child, claims)),
+        Condition::Exists { .. } => {}
+    }
+    if missing {
+        // An empty OR: false, whatever `not.` the filter had.
+        *c = Condition::Logic { negated: false, op: rowgate_request::LogicOp::Or, children: Vec::new() };
     }
 }
 
@@ -168,7 +270,10 @@ mod tests {
 
     #[test]
     fn what_is_not_understood_is_refused_not_ignored() {
-        assert!(Rules::parse("[posts]\nselect = { anon = \"author=eq.@jwt.sub\" }").is_err());
+        assert!(Rules::parse("[posts]\nselect = { anon = \"author=eq.@jwt.sub\" }").is_ok());
+        assert!(Rules::parse("[posts]\nselect = { anon = \"author=eq.1&order=id\" }").is_err());
+        assert!(Rules::parse("[posts]\nselect = { anon = \"author=nope.1\" }").is_err());
+        assert!(Rules::parse("[posts]\nselect = { anon = \"\" }").is_err());
         assert!(Rules::parse("[posts]\ninsert = { anon = \"true\" }").is_err());
         assert!(Rules::parse("[posts]\nupsert = { anon = \"true\" }").is_err());
         assert!(Rules::parse("[posts]\nselect = true").is_err());

@@ -268,9 +268,8 @@ async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Body>,
     if let Some(sqlite) = &state.sqlite {
         let response = match Plan::build(&api_request, &body, &schema, config)? {
             Plan::Read(plan) => {
-                let tables = crate::sql::sqlite::tables(&plan);
-                sqlite.rules.check(&principal, tables, crate::auth::rules::Operation::Select)?;
-                sqlite_read(&sqlite.db, &plan, profile(&plan.schema).as_deref()).await
+                let rules = sqlite_row_rules(sqlite, &plan, &schema, &principal, config)?;
+                sqlite_read(&sqlite.db, &plan, &rules, profile(&plan.schema).as_deref()).await
             }
             Plan::Options(allow) => {
                 let mut r = plain(StatusCode::OK);
@@ -413,13 +412,57 @@ async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Body>,
     response.map(|r| not_modified(&parts.headers, r))
 }
 
+/// The rows of each table a read on SQLite reads that the caller's access rules allow; a
+/// permission denied error for the first table it may not read at all.
+fn sqlite_row_rules(
+    sqlite: &crate::db::sqlite::SqliteBackend,
+    plan: &crate::plan::ReadPlan,
+    schema: &crate::schema::SchemaCache,
+    principal: &crate::auth::Principal,
+    config: &Config,
+) -> Result<crate::sql::sqlite::RowRules, Error> {
+    use crate::auth::rules::{Access, Operation};
+    use crate::plan::Condition;
+    let mut rules = crate::sql::sqlite::RowRules::new();
+    for table in crate::sql::sqlite::tables(plan) {
+        if rules.contains_key(table) {
+            continue;
+        }
+        match sqlite.rules.access(principal, table, Operation::Select) {
+            Access::Denied => return Err(crate::auth::rules::denied(principal, table)),
+            Access::All => {}
+            Access::Rows(filters) => {
+                let relation = schema
+                    .relation(&plan.schema, table)
+                    .ok_or_else(|| crate::auth::rules::denied(principal, table))?;
+                let mut any = Vec::new();
+                for query in &filters {
+                    let mut all = crate::plan::row_filter(relation, schema, query, config)?;
+                    crate::auth::rules::bind_claims(&mut all, &principal.claims);
+                    any.push(Condition::Logic {
+                        negated: false,
+                        op: rowgate_request::LogicOp::And,
+                        children: all,
+                    });
+                }
+                rules.insert(
+                    table.to_owned(),
+                    Condition::Logic { negated: false, op: rowgate_request::LogicOp::Or, children: any },
+                );
+            }
+        }
+    }
+    Ok(rules)
+}
+
 /// A read on SQLite: the body is built by SQLite itself (see `sql::sqlite`).
 async fn sqlite_read(
     db: &Arc<crate::db::sqlite::SqliteDb>,
     plan: &crate::plan::ReadPlan,
+    rules: &crate::sql::sqlite::RowRules,
     profile: Option<&str>,
 ) -> Result<Response<Body>, Error> {
-    let statements = crate::sql::sqlite::render_read(plan)?;
+    let statements = crate::sql::sqlite::render_read(plan, rules)?;
     let out = db.read(statements.main, statements.count).await?;
     let single = matches!(plan.media, crate::plan::Media::Single { .. });
     crate::response::finish(plan, out.rows, out.total, profile, || {

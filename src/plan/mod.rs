@@ -547,6 +547,18 @@ struct Planner<'a> {
     aggregates: bool,
 }
 
+/// The conditions the top-level filters and logic trees of `query` put on `relation` (an
+/// access rule's row filter): the same names, operators and errors as a request's.
+pub fn row_filter(
+    relation: &Relation,
+    schema: &SchemaCache,
+    query: &rowgate_request::QueryParams,
+    config: &Config,
+) -> Result<Vec<Condition>, Error> {
+    let planner = Planner::top(relation, schema, &relation.name.schema, query, config);
+    Ok(planner.level(&[])?.0)
+}
+
 impl<'a> Planner<'a> {
     /// The planner of a request's top-level relation.
     fn top(

@@ -21,15 +21,35 @@ pub struct SqliteRead {
     pub count: Option<Statement>,
 }
 
-/// Positional parameters, `?1`, `?2`, ... (bound as text).
-#[derive(Default)]
-struct Params(Vec<String>);
+/// The rows each table's access rule lets the caller read, by table name; a table not named
+/// is read whole.
+pub type RowRules = std::collections::HashMap<String, Condition>;
 
-impl Params {
+/// What rendering carries along: positional parameters, `?1`, `?2`, ... (bound as text), and
+/// the access rules' conditions, added wherever a table is read.
+struct Ctx<'r> {
+    values: Vec<String>,
+    rules: &'r RowRules,
+}
+
+impl<'r> Ctx<'r> {
+    fn new(rules: &'r RowRules) -> Self {
+        Ctx { values: Vec::new(), rules }
+    }
+
     fn push(&mut self, sql: &mut String, value: impl Into<String>) {
-        self.0.push(value.into());
+        self.values.push(value.into());
         sql.push('?');
-        sql.push_str(itoa::Buffer::new().format(self.0.len()));
+        sql.push_str(itoa::Buffer::new().format(self.values.len()));
+    }
+
+    /// ` AND (<the rule's condition>)` for `table`, if its rule restricts the rows.
+    fn rule(&mut self, table: &str, sql: &mut String) -> Rendered {
+        if let Some(c) = self.rules.get(table) {
+            sql.push_str(" AND ");
+            condition(c, sql, self)?;
+        }
+        Ok(())
     }
 }
 
@@ -43,36 +63,36 @@ fn unsupported(what: impl std::fmt::Display) -> Error {
     )
 }
 
-/// Renders a read plan for SQLite.
-pub fn render_read(plan: &ReadPlan) -> Result<SqliteRead, Error> {
+/// Renders a read plan for SQLite, every table restricted to the rows `rules` allow.
+pub fn render_read(plan: &ReadPlan, rules: &RowRules) -> Result<SqliteRead, Error> {
     if plan.call.is_some() {
         return Err(unsupported("Calling a function (/rpc)"));
     }
     if !matches!(plan.media, Media::Json { strip_nulls: false } | Media::Single { strip_nulls: false }) {
         return Err(unsupported(format!("The media type {}", plan.media.content_type())));
     }
-    let mut params = Params::default();
+    let mut params = Ctx::new(rules);
     let mut sql = String::with_capacity(256);
     sql.push_str("SELECT coalesce(json_group_array(json(pgrst_row)), '[]'), count(*) FROM (SELECT ");
     object(&plan.columns, &mut sql, &mut params)?;
     sql.push_str(" AS pgrst_row");
     source(&plan.relation.name.name, 0, &mut sql);
-    where_clause(&plan.conditions, &mut sql, &mut params)?;
+    where_clause(&plan.relation.name.name, &plan.conditions, &mut sql, &mut params)?;
     order_by(&plan.order, &mut sql, &mut params)?;
     window(plan.window, &mut sql);
     sql.push(')');
     let count = match plan.count {
         // SQLite has no planner estimate: every count is exact.
         Some(_) => {
-            let mut params = Params::default();
+            let mut params = Ctx::new(rules);
             let mut sql = String::from("SELECT count(*)");
             source(&plan.relation.name.name, 0, &mut sql);
-            where_clause(&plan.conditions, &mut sql, &mut params)?;
-            Some(Statement { text: sql, params: params.0 })
+            where_clause(&plan.relation.name.name, &plan.conditions, &mut sql, &mut params)?;
+            Some(Statement { text: sql, params: params.values })
         }
         None => None,
     };
-    Ok(SqliteRead { main: Statement { text: sql, params: params.0 }, count })
+    Ok(SqliteRead { main: Statement { text: sql, params: params.values }, count })
 }
 
 /// The tables and views a read plan reads: its relation, embedded ones (with their junction
@@ -118,7 +138,7 @@ fn source(name: &str, depth: usize, sql: &mut String) {
 
 /// `json_object(key, value, ...)` of the output columns; keys are parameters (they may be
 /// aliases from the request).
-fn object(columns: &[OutputColumn], sql: &mut String, params: &mut Params) -> Rendered {
+fn object(columns: &[OutputColumn], sql: &mut String, params: &mut Ctx<'_>) -> Rendered {
     sql.push_str("json_object(");
     for (i, col) in columns.iter().filter(|c| c.is_output()).enumerate() {
         if i > 0 {
@@ -134,7 +154,7 @@ fn object(columns: &[OutputColumn], sql: &mut String, params: &mut Params) -> Re
 
 /// A value as PostgREST renders its PostgreSQL counterpart: booleans as `true`/`false` (SQLite
 /// stores 0 and 1), JSON columns and embeds as JSON, everything else as stored.
-fn value(col: &OutputColumn, sql: &mut String, params: &mut Params) -> Rendered {
+fn value(col: &OutputColumn, sql: &mut String, params: &mut Ctx<'_>) -> Rendered {
     match (&col.expr, col.kind) {
         (Expr::Embed(_), _)
         | (Expr::JsonPath { .. }, ValueKind::Json | ValueKind::Jsonb)
@@ -155,7 +175,7 @@ fn value(col: &OutputColumn, sql: &mut String, params: &mut Params) -> Rendered 
     Ok(())
 }
 
-fn expr(e: &Expr, sql: &mut String, params: &mut Params) -> Rendered {
+fn expr(e: &Expr, sql: &mut String, params: &mut Ctx<'_>) -> Rendered {
     match e {
         Expr::Column(name) => push_ident(sql, name),
         Expr::JsonPath { column, steps, .. } => {
@@ -163,7 +183,7 @@ fn expr(e: &Expr, sql: &mut String, params: &mut Params) -> Rendered {
             // array index. Its ->> returns SQL values (2, not '2'; 1, not 'true'), where
             // PostgreSQL's returns the text: that is the JSON text of the value, unquoted
             // when it is a string.
-            let path = |sql: &mut String, params: &mut Params| {
+            let path = |sql: &mut String, params: &mut Ctx<'_>| {
                 push_ident(sql, column);
                 for step in steps {
                     sql.push_str(" -> ");
@@ -198,7 +218,7 @@ fn expr(e: &Expr, sql: &mut String, params: &mut Params) -> Rendered {
 
 /// An embedded resource as a correlated subquery: a JSON array for to-many (`[]` when empty),
 /// an object or null for to-one.
-fn embedded(embed: &EmbedPlan, sql: &mut String, params: &mut Params) -> Rendered {
+fn embedded(embed: &EmbedPlan, sql: &mut String, params: &mut Ctx<'_>) -> Rendered {
     if embed.computed.is_some() {
         return Err(unsupported("A computed relationship"));
     }
@@ -220,7 +240,7 @@ fn embedded(embed: &EmbedPlan, sql: &mut String, params: &mut Params) -> Rendere
 }
 
 /// ` FROM <embedded relation> WHERE <join to the parent> AND <its conditions>`.
-fn related_rows(embed: &EmbedPlan, sql: &mut String, params: &mut Params) -> Rendered {
+fn related_rows(embed: &EmbedPlan, sql: &mut String, params: &mut Ctx<'_>) -> Rendered {
     let alias = format!("pgrst_{}", embed.depth);
     let parent = format!("pgrst_{}", embed.depth - 1);
     source(&embed.relation.name.name, embed.depth, sql);
@@ -256,6 +276,8 @@ fn related_rows(embed: &EmbedPlan, sql: &mut String, params: &mut Params) -> Ren
                 sql.push_str(" AND ");
                 pair(sql, &j, j_col, &parent, parent_col);
             }
+            // (Unqualified names resolve to the innermost table: the junction's.)
+            params.rule(&junction.relation.name.name, sql)?;
             sql.push(')');
         }
     }
@@ -263,18 +285,20 @@ fn related_rows(embed: &EmbedPlan, sql: &mut String, params: &mut Params) -> Ren
         sql.push_str(" AND ");
         condition(c, sql, params)?;
     }
-    Ok(())
+    params.rule(&embed.relation.name.name, sql)
 }
 
-fn where_clause(conditions: &[Condition], sql: &mut String, params: &mut Params) -> Rendered {
-    for (i, c) in conditions.iter().enumerate() {
-        sql.push_str(if i == 0 { " WHERE " } else { " AND " });
+/// ` WHERE 1 AND <conditions> AND <the table's rule>`.
+fn where_clause(table: &str, conditions: &[Condition], sql: &mut String, params: &mut Ctx<'_>) -> Rendered {
+    sql.push_str(" WHERE 1");
+    for c in conditions {
+        sql.push_str(" AND ");
         condition(c, sql, params)?;
     }
-    Ok(())
+    params.rule(table, sql)
 }
 
-fn condition(c: &Condition, sql: &mut String, params: &mut Params) -> Rendered {
+fn condition(c: &Condition, sql: &mut String, params: &mut Ctx<'_>) -> Rendered {
     match c {
         Condition::Filter { expr: e, kind, filter } => {
             if filter.negated {
@@ -292,6 +316,11 @@ fn condition(c: &Condition, sql: &mut String, params: &mut Params) -> Rendered {
         Condition::Logic { negated, op, children } => {
             if *negated {
                 sql.push_str("NOT ");
+            }
+            if children.is_empty() {
+                // An empty AND holds, an empty OR does not.
+                sql.push_str(if *op == LogicOp::And { "(1)" } else { "(0)" });
+                return Ok(());
             }
             sql.push('(');
             for (i, child) in children.iter().enumerate() {
@@ -321,7 +350,7 @@ fn stored(kind: ValueKind, value: &str) -> String {
     value.to_owned()
 }
 
-fn operation(e: &Expr, kind: ValueKind, op: &Operation, sql: &mut String, params: &mut Params) -> Rendered {
+fn operation(e: &Expr, kind: ValueKind, op: &Operation, sql: &mut String, params: &mut Ctx<'_>) -> Rendered {
     match op {
         Operation::Compare { op, quantifier: Some(q), .. } => {
             let q = match q {
@@ -437,7 +466,7 @@ fn like_to_glob(pattern: &str) -> String {
 
 /// `ORDER BY` with PostgreSQL's placement of NULLs where the request names none (last when
 /// ascending, first when descending), which is the opposite of SQLite's.
-fn order_by(order: &[OrderBy], sql: &mut String, params: &mut Params) -> Rendered {
+fn order_by(order: &[OrderBy], sql: &mut String, params: &mut Ctx<'_>) -> Rendered {
     for (i, o) in order.iter().enumerate() {
         sql.push_str(if i == 0 { " ORDER BY " } else { ", " });
         expr(&o.expr, sql, params)?;

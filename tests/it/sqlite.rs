@@ -15,11 +15,15 @@ CREATE TABLE post_tags (post_id INTEGER REFERENCES posts (id), tag_id INTEGER RE
                         PRIMARY KEY (post_id, tag_id));
 CREATE TABLE secrets (id INTEGER PRIMARY KEY, author_id INTEGER REFERENCES authors (id), body TEXT);
 CREATE VIEW active_authors AS SELECT id, name FROM authors WHERE active;
+CREATE TABLE notes (id INTEGER PRIMARY KEY, author_id INTEGER REFERENCES authors (id), owner TEXT,
+                    public BOOLEAN NOT NULL, body TEXT);
 INSERT INTO authors VALUES (1, 'ann', 1, '{"a": {"b": 2}, "s": "x"}'), (2, 'bob', 0, NULL), (3, 'Cy', NULL, '[1, 2]');
 INSERT INTO posts VALUES (1, 1, 'Hello', 1.5), (2, 1, 'World', NULL), (3, 2, 'Bye_now', 3.25);
 INSERT INTO tags VALUES (1, 'news'), (2, 'misc');
 INSERT INTO post_tags VALUES (1, 1), (1, 2), (3, 2);
 INSERT INTO secrets VALUES (1, 1, 'psst');
+INSERT INTO notes VALUES (1, 1, 'alice', 1, 'alice public'), (2, 1, 'alice', 0, 'alice private'),
+                         (3, 2, 'bob', 0, 'bob private');
 "#;
 
 const RULES: &str = r#"
@@ -35,6 +39,8 @@ select = { anon = "true" }
 select = { anon = "true" }
 [secrets]
 select = { editor = "true" }
+[notes]
+select = { anon = "public=is.true", authenticated = "owner=eq.@jwt.sub", editor = "or=(public.is.true,owner.eq.bob)" }
 "#;
 
 /// A server on a fresh SQLite file with [`SCHEMA`] and [`RULES`].
@@ -65,9 +71,13 @@ fn check(path: &str, status: u16, body: serde_json::Value) {
 }
 
 fn token(role: &str) -> String {
+    signed(json!({ "role": role }))
+}
+
+fn signed(claims: serde_json::Value) -> String {
     jsonwebtoken::encode(
         &jsonwebtoken::Header::default(),
-        &json!({ "role": role }),
+        &claims,
         &jsonwebtoken::EncodingKey::from_secret(JWT_SECRET.as_bytes()),
     )
     .unwrap()
@@ -200,10 +210,10 @@ fn what_sqlite_cannot_express_is_refused_naming_it() {
     let r = request_to(base(), "GET", "/authors?name=fts.ann", &[]);
     assert_eq!(r.status, 400, "{}", r.body);
     check(
-        "/nope",
+        "/xyzzy",
         404,
         json!({"code": "PGRST205", "details": null, "hint": null,
-               "message": "Could not find the table 'public.nope' in the schema cache"}),
+               "message": "Could not find the table 'public.xyzzy' in the schema cache"}),
     );
     let w =
         send_to(base(), "POST", "/authors", &[("content-type", "application/json")], Some(r#"{"name":"x"}"#));
@@ -245,4 +255,40 @@ fn a_missing_database_file_is_created_and_nothing_is_readable_without_rules() {
     assert!(path.exists());
     let r = request_to(&base, "GET", "/anything", &[]);
     assert_eq!(r.status, 404, "{}", r.body);
+}
+
+#[test]
+fn a_rule_s_row_filter_decides_which_rows_a_caller_reads() {
+    let bodies = |path: &str, auth: Option<String>| {
+        let bearer = auth.map(|t| format!("Bearer {t}"));
+        let headers: Vec<(&str, &str)> = bearer.iter().map(|b| ("authorization", b.as_str())).collect();
+        let r = request_to(base(), "GET", path, &headers);
+        assert_eq!(r.status, 200, "{path}: {}", r.body);
+        r.json()
+    };
+    // Anonymous: the public rows only, also when asked for more.
+    assert_eq!(bodies("/notes?select=body", None), json!([{"body": "alice public"}]));
+    assert_eq!(bodies("/notes?select=body&public=is.false", None), json!([]));
+    // Authenticated: its own rows, by the token's `sub`.
+    let alice = signed(json!({"role": "reader", "sub": "alice"}));
+    assert_eq!(
+        bodies("/notes?select=body&order=id", Some(alice.clone())),
+        json!([{"body": "alice public"}, {"body": "alice private"}])
+    );
+    // A token without the claim the rule names reads nothing.
+    assert_eq!(bodies("/notes?select=body", Some(token("reader"))), json!([]));
+    // Several entries apply: a row any of them allows (editor: `or=(...)`, authenticated: sub).
+    let editor_alice = signed(json!({"role": "editor", "sub": "alice"}));
+    assert_eq!(
+        bodies("/notes?select=id&order=id", Some(editor_alice)),
+        json!([{"id": 1}, {"id": 2}, {"id": 3}])
+    );
+    // The rule holds in embeds, in `!inner` existence and in counts.
+    assert_eq!(
+        bodies("/authors?select=name,notes(body)&id=lt.3&order=id", None),
+        json!([{"name": "ann", "notes": [{"body": "alice public"}]}, {"name": "bob", "notes": []}])
+    );
+    assert_eq!(bodies("/authors?select=name,notes!inner(id)&id=eq.2", None), json!([]));
+    let r = request_to(base(), "GET", "/notes?select=id", &[("prefer", "count=exact")]);
+    assert_eq!(r.header("content-range"), Some("0-0/1"), "{}", r.body);
 }
