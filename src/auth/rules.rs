@@ -25,8 +25,14 @@ use crate::error::Error;
 /// The operations a rule can allow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Operation {
-    /// Reading (GET, HEAD; embedding reads the embedded table too).
+    /// Reading (GET, HEAD; embedding reads the embedded table too; a write's representation).
     Select,
+    /// POST: the rule must hold for every new row.
+    Insert,
+    /// PATCH: only rows the rule holds for are updated, and it must hold for them after.
+    Update,
+    /// DELETE: only rows the rule holds for are deleted.
+    Delete,
 }
 
 /// Which rows a rule allows.
@@ -97,12 +103,14 @@ impl Rules {
             for (op, callers) in ops {
                 let operation = match op.as_str() {
                     "select" => Operation::Select,
-                    "insert" | "update" | "delete" => {
+                    "insert" => Operation::Insert,
+                    "update" => Operation::Update,
+                    "delete" => Operation::Delete,
+                    other => {
                         return Err(format!(
-                            "{table}.{op}: writes are not supported on the SQLite backend yet"
+                            "{table}.{other}: unknown operation (select, insert, update, delete)"
                         ))
                     }
-                    other => return Err(format!("{table}.{other}: unknown operation (select)")),
                 };
                 let toml::Value::Table(callers) = callers else {
                     return Err(format!("{table}.{op} must map callers to conditions"));
@@ -274,7 +282,7 @@ mod tests {
         assert!(Rules::parse("[posts]\nselect = { anon = \"author=eq.1&order=id\" }").is_err());
         assert!(Rules::parse("[posts]\nselect = { anon = \"author=nope.1\" }").is_err());
         assert!(Rules::parse("[posts]\nselect = { anon = \"\" }").is_err());
-        assert!(Rules::parse("[posts]\ninsert = { anon = \"true\" }").is_err());
+        assert!(Rules::parse("[posts]\ninsert = { anon = \"true\" }").is_ok());
         assert!(Rules::parse("[posts]\nupsert = { anon = \"true\" }").is_err());
         assert!(Rules::parse("[posts]\nselect = true").is_err());
     }

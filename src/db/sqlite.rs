@@ -143,6 +143,113 @@ impl SqliteDb {
     }
 }
 
+/// What a write did, as far as the response needs it.
+#[derive(Debug, Default)]
+pub struct WriteOutput {
+    /// Rows written.
+    pub affected: u64,
+    /// The representation's body and rows, when asked for.
+    pub representation: Option<(String, u64)>,
+    /// The first inserted row's primary key values, for `Location`.
+    pub location: Option<Vec<Option<String>>>,
+}
+
+impl SqliteDb {
+    /// Runs a write in one transaction on the read-write connection (SQLite has one writer
+    /// at a time; `BEGIN IMMEDIATE` takes the lock up front rather than failing midway).
+    /// `respond` turns what it did into the response, before the transaction ends: it commits
+    /// only if that succeeded and `rollback` is not set.
+    pub async fn write<R: Send + 'static>(
+        self: &Arc<Self>,
+        statements: crate::sql::sqlite::SqliteWrite,
+        table: String,
+        rollback: bool,
+        respond: impl FnOnce(WriteOutput) -> Result<R, Error> + Send + 'static,
+    ) -> Result<R, Error> {
+        let db = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let conn = db.writer.lock().unwrap_or_else(|e| e.into_inner());
+            conn.execute_batch("BEGIN IMMEDIATE").map_err(sqlite_error)?;
+            let result = run_write(&conn, statements, &table).and_then(respond);
+            let end = if result.is_ok() && !rollback { "COMMIT" } else { "ROLLBACK" };
+            match conn.execute_batch(end) {
+                Ok(()) => result,
+                Err(e) => {
+                    let _ = conn.execute_batch("ROLLBACK");
+                    result.and(Err(sqlite_error(e)))
+                }
+            }
+        })
+        .await
+        .map_err(|_| internal("the SQLite task failed"))?
+    }
+}
+
+fn run_write(
+    conn: &Connection,
+    s: crate::sql::sqlite::SqliteWrite,
+    table: &str,
+) -> Result<WriteOutput, Error> {
+    // `rowids`, when given, is the statement's first parameter (`?1`).
+    let body = |stmt: &Statement, rowids: Option<&str>| -> Result<(String, u64), Error> {
+        let mut params = stmt.params.clone();
+        if let (Some(first), Some(ids)) = (params.first_mut(), rowids) {
+            *first = ids.to_owned();
+        }
+        let (text, n): (String, i64) = conn
+            .prepare_cached(&stmt.text)
+            .and_then(|mut q| {
+                q.query_row(rusqlite::params_from_iter(&params), |r| Ok((r.get(0)?, r.get(1)?)))
+            })
+            .map_err(sqlite_error)?;
+        Ok((text, n.max(0) as u64))
+    };
+    let before = match &s.before {
+        Some(stmt) => Some(body(stmt, None)?),
+        None => None,
+    };
+    let rowids: Vec<i64> = {
+        let mut q = conn.prepare_cached(&s.write.text).map_err(sqlite_error)?;
+        let rows =
+            q.query_map(rusqlite::params_from_iter(&s.write.params), |r| r.get(0)).map_err(sqlite_error)?;
+        rows.collect::<Result<_, _>>().map_err(sqlite_error)?
+    };
+    let ids = serde_json::to_string(&rowids).unwrap_or_else(|_| "[]".into());
+    if let Some(check) = &s.check {
+        let mut params = check.params.clone();
+        params[0] = ids.clone();
+        let violations: i64 = conn
+            .prepare_cached(&check.text)
+            .and_then(|mut q| q.query_row(rusqlite::params_from_iter(&params), |r| r.get(0)))
+            .map_err(sqlite_error)?;
+        if violations > 0 {
+            return Err(Error::Api {
+                status: StatusCode::FORBIDDEN,
+                code: "42501",
+                message: format!("new row violates row-level security policy for table \"{table}\""),
+                details: None,
+                hint: None,
+            });
+        }
+    }
+    let representation = match (&s.representation, before) {
+        (_, Some(b)) => Some(b),
+        (Some(stmt), None) => Some(body(stmt, Some(&ids))?),
+        (None, None) => None,
+    };
+    let location = match &s.location {
+        Some(stmt) if !rowids.is_empty() => {
+            let text: String = conn
+                .prepare_cached(&stmt.text)
+                .and_then(|mut q| q.query_row([&ids], |r| r.get(0)))
+                .map_err(sqlite_error)?;
+            serde_json::from_str::<Vec<Option<String>>>(&text).ok()
+        }
+        _ => None,
+    };
+    Ok(WriteOutput { affected: rowids.len() as u64, representation, location })
+}
+
 /// The SQLite backend of a server: the database and who may do what in it.
 pub struct SqliteBackend {
     /// The database.
@@ -169,6 +276,21 @@ fn internal(message: &str) -> Error {
 /// SQLite's errors: a busy database is a 503 (retry), anything else is on rowgate's side, since
 /// requests never put text into SQL.
 fn sqlite_error(e: rusqlite::Error) -> Error {
+    // A constraint is the client's mistake: PostgreSQL's SQLSTATE and PostgREST's status.
+    if let rusqlite::Error::SqliteFailure(f, message) = &e {
+        let constraint = match f.extended_code {
+            1555 | 2067 => Some((StatusCode::CONFLICT, "23505")), // PRIMARYKEY, UNIQUE
+            787 => Some((StatusCode::CONFLICT, "23503")),         // FOREIGNKEY
+            1299 => Some((StatusCode::BAD_REQUEST, "23502")),     // NOTNULL
+            275 => Some((StatusCode::BAD_REQUEST, "23514")),      // CHECK
+            3091 => Some((StatusCode::BAD_REQUEST, "22P02")),     // DATATYPE (STRICT tables)
+            _ => None,
+        };
+        if let Some((status, code)) = constraint {
+            let message = message.clone().unwrap_or_else(|| f.to_string());
+            return Error::Api { status, code, message, details: None, hint: None };
+        }
+    }
     match e.sqlite_error_code() {
         Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
             Error::api(StatusCode::SERVICE_UNAVAILABLE, code::CONNECTION, format!("SQLite is busy: {e}"))

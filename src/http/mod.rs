@@ -276,11 +276,10 @@ async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Body>,
                 r.headers_mut().insert(header::ALLOW, HeaderValue::from_static(allow));
                 Ok(r)
             }
-            Plan::Mutate(_) => Err(Error::api(
-                StatusCode::NOT_IMPLEMENTED,
-                code::NOT_IMPLEMENTED,
-                "Writes are not supported on the SQLite backend yet",
-            )),
+            Plan::Mutate(plan) => {
+                let profile = profile(&plan.schema);
+                sqlite_write(sqlite, plan, &schema, &principal, config, profile).await
+            }
         };
         return response.map(|r| not_modified(&parts.headers, r));
     }
@@ -421,38 +420,125 @@ fn sqlite_row_rules(
     principal: &crate::auth::Principal,
     config: &Config,
 ) -> Result<crate::sql::sqlite::RowRules, Error> {
-    use crate::auth::rules::{Access, Operation};
-    use crate::plan::Condition;
+    let tables = crate::sql::sqlite::tables(plan);
+    sqlite_read_rules(sqlite, &tables, &plan.schema, schema, principal, config)
+}
+
+/// The read rules of `tables` for `principal`: the condition of each table it may read only in
+/// part; permission denied for the first it may not read at all.
+fn sqlite_read_rules(
+    sqlite: &crate::db::sqlite::SqliteBackend,
+    tables: &[&str],
+    schema_name: &str,
+    schema: &crate::schema::SchemaCache,
+    principal: &crate::auth::Principal,
+    config: &Config,
+) -> Result<crate::sql::sqlite::RowRules, Error> {
     let mut rules = crate::sql::sqlite::RowRules::new();
-    for table in crate::sql::sqlite::tables(plan) {
-        if rules.contains_key(table) {
+    for table in tables {
+        if rules.contains_key(*table) {
             continue;
         }
-        match sqlite.rules.access(principal, table, Operation::Select) {
-            Access::Denied => return Err(crate::auth::rules::denied(principal, table)),
-            Access::All => {}
-            Access::Rows(filters) => {
-                let relation = schema
-                    .relation(&plan.schema, table)
-                    .ok_or_else(|| crate::auth::rules::denied(principal, table))?;
-                let mut any = Vec::new();
-                for query in &filters {
-                    let mut all = crate::plan::row_filter(relation, schema, query, config)?;
-                    crate::auth::rules::bind_claims(&mut all, &principal.claims);
-                    any.push(Condition::Logic {
-                        negated: false,
-                        op: rowgate_request::LogicOp::And,
-                        children: all,
-                    });
-                }
-                rules.insert(
-                    table.to_owned(),
-                    Condition::Logic { negated: false, op: rowgate_request::LogicOp::Or, children: any },
-                );
-            }
+        let op = crate::auth::rules::Operation::Select;
+        if let Some(c) = sqlite_rule(sqlite, table, op, schema_name, schema, principal, config)? {
+            rules.insert((*table).to_owned(), c);
         }
     }
     Ok(rules)
+}
+
+/// The rows of `table` the caller's rule for `op` allows: `None` for every row, the condition
+/// otherwise (the OR of the entries that apply, `@jwt` values bound); permission denied when
+/// no entry applies.
+fn sqlite_rule(
+    sqlite: &crate::db::sqlite::SqliteBackend,
+    table: &str,
+    op: crate::auth::rules::Operation,
+    schema_name: &str,
+    schema: &crate::schema::SchemaCache,
+    principal: &crate::auth::Principal,
+    config: &Config,
+) -> Result<Option<crate::plan::Condition>, Error> {
+    use crate::auth::rules::Access;
+    use crate::plan::Condition;
+    match sqlite.rules.access(principal, table, op) {
+        Access::Denied => Err(crate::auth::rules::denied(principal, table)),
+        Access::All => Ok(None),
+        Access::Rows(filters) => {
+            let relation = schema
+                .relation(schema_name, table)
+                .ok_or_else(|| crate::auth::rules::denied(principal, table))?;
+            let mut any = Vec::new();
+            for query in &filters {
+                let mut all = crate::plan::row_filter(relation, schema, query, config)?;
+                crate::auth::rules::bind_claims(&mut all, &principal.claims);
+                any.push(Condition::Logic {
+                    negated: false,
+                    op: rowgate_request::LogicOp::And,
+                    children: all,
+                });
+            }
+            Ok(Some(Condition::Logic { negated: false, op: rowgate_request::LogicOp::Or, children: any }))
+        }
+    }
+}
+
+/// A write on SQLite: the operation's rule restricts and checks the rows, the read rules shape
+/// the representation.
+async fn sqlite_write(
+    sqlite: &crate::db::sqlite::SqliteBackend,
+    plan: crate::plan::MutatePlan,
+    schema: &crate::schema::SchemaCache,
+    principal: &crate::auth::Principal,
+    config: &Config,
+    profile: Option<String>,
+) -> Result<Response<Body>, Error> {
+    use crate::auth::rules::Operation;
+    use crate::plan::{Mutation, Returning};
+    let table = plan.relation.name.name.clone();
+    let op = match plan.mutation {
+        Mutation::Insert { .. } => Operation::Insert,
+        Mutation::Update { .. } | Mutation::UpdateByKey { .. } => Operation::Update,
+        Mutation::Delete => Operation::Delete,
+    };
+    let rule = sqlite_rule(sqlite, &table, op, &plan.schema, schema, principal, config)?;
+    let read_rules = match &plan.returning {
+        Returning::Representation(columns) => {
+            let tables = crate::sql::sqlite::tables_of(&table, columns, &plan.output_conditions);
+            sqlite_read_rules(sqlite, &tables, &plan.schema, schema, principal, config)?
+        }
+        _ => crate::sql::sqlite::RowRules::new(),
+    };
+    let statements = crate::sql::sqlite::render_write(&plan, rule.as_ref(), &read_rules)?;
+    let rollback = plan.rollback;
+    sqlite
+        .db
+        .write(statements, table, rollback, move |out| {
+            let location = match (&plan.returning, &out.location) {
+                (Returning::Location(pk), Some(values)) => {
+                    let values: Vec<Option<&str>> = values.iter().map(|v| v.as_deref()).collect();
+                    Some(crate::response::location(&plan.relation.name.name, pk, &values))
+                }
+                _ => None,
+            };
+            let (body, page) = out.representation.unwrap_or_default();
+            let outcome = crate::response::WriteOutcome {
+                affected: out.affected,
+                inserted: out.affected,
+                page,
+                location,
+            };
+            let single = matches!(plan.media, crate::plan::Media::Single { .. });
+            crate::response::finish_write(&plan, outcome, profile.as_deref(), || {
+                // The singular object: the array's one element.
+                Ok(if single && body.len() >= 2 {
+                    body.as_bytes()[1..body.len() - 1].to_vec()
+                } else {
+                    body.into_bytes()
+                })
+            })
+        })
+        .await
 }
 
 /// A read on SQLite: the body is built by SQLite itself (see `sql::sqlite`).

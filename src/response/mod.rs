@@ -263,6 +263,39 @@ pub fn write(
     } else {
         Vec::new()
     };
+    let location = match (&plan.returning, page.first()) {
+        (Returning::Location(pk), Some(row)) => {
+            let values: Vec<Option<&str>> = (0..pk.len()).map(|i| row.get(3 + i)).collect();
+            Some(location(&plan.relation.name.name, pk, &values))
+        }
+        _ => None,
+    };
+    let outcome = WriteOutcome { affected, inserted, page: page.len() as u64, location };
+    finish_write(plan, outcome, profile, || body(&stmts.shape, plan.media, ResultShape::Rows, &page, 3))
+}
+
+/// What a write did, whatever the backend.
+#[derive(Debug, Default)]
+pub struct WriteOutcome {
+    /// Rows written.
+    pub affected: u64,
+    /// Of which inserted (an upsert may update instead).
+    pub inserted: u64,
+    /// Rows in the representation, if one was asked for.
+    pub page: u64,
+    /// `Location` of the inserted row.
+    pub location: Option<String>,
+}
+
+/// The response to a write: status, Content-Range, Location, the PUT, max-affected and
+/// singular errors, and the representation `render` makes when one was asked for.
+pub fn finish_write(
+    plan: &MutatePlan,
+    outcome: WriteOutcome,
+    profile: Option<&str>,
+    render: impl FnOnce() -> Result<Vec<u8>, Error>,
+) -> Result<Response<Body>, Error> {
+    let WriteOutcome { affected, inserted, page, location } = outcome;
     let put = plan.is_put();
     if put && affected != 1 {
         return Err(crate::plan::put_mismatch());
@@ -274,7 +307,7 @@ pub fn write(
     }
     let representation = matches!(plan.returning, Returning::Representation(_));
     if matches!(plan.media, Media::Single { .. }) {
-        let n = if representation { page.len() as u64 } else { affected };
+        let n = if representation { page } else { affected };
         if n != 1 {
             return Err(singular(n));
         }
@@ -291,24 +324,18 @@ pub fn write(
     let content_range = match &plan.mutation {
         _ if put => None,
         Mutation::Update { .. } | Mutation::UpdateByKey { .. } => {
-            let n = if representation { page.len() as u64 } else { affected };
+            let n = if representation { page } else { affected };
             Some(if n == 0 { format!("*/{total}") } else { format!("0-{}/{total}", n - 1) })
         }
         _ => Some(format!("*/{total}")),
     };
-    let body = if representation {
-        Some(body(&stmts.shape, plan.media, ResultShape::Rows, &page, 3)?)
-    } else {
-        None
-    };
+    let body = if representation { Some(render()?) } else { None };
 
     let mut response = Response::new(body.as_ref().map_or_else(Body::default, |b| Body::from(b.clone())));
     *response.status_mut() = status;
     let headers = response.headers_mut();
-    if let (Returning::Location(pk), Some(row)) = (&plan.returning, page.first()) {
-        if let Ok(v) = HeaderValue::from_str(&location(&plan.relation.name.name, pk, row)) {
-            headers.insert(header::LOCATION, v);
-        }
+    if let Some(v) = location.and_then(|l| HeaderValue::from_str(&l).ok()) {
+        headers.insert(header::LOCATION, v);
     }
     if let Some(v) = content_range.and_then(|v| HeaderValue::from_str(&v).ok()) {
         headers.insert(header::CONTENT_RANGE, v);
@@ -354,14 +381,14 @@ pub fn plan(explain: &crate::plan::Explain, rows: &[tokio_postgres::Row]) -> Res
 }
 
 /// `/table?pk=eq.value`: where the inserted row can be read, as PostgREST's `Location`.
-fn location(table: &str, pk: &[String], row: &tokio_postgres::Row) -> String {
+pub fn location(table: &str, pk: &[String], values: &[Option<&str>]) -> String {
     use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
     let mut out = format!("/{}?", utf8_percent_encode(table, NON_ALPHANUMERIC));
     for (i, column) in pk.iter().enumerate() {
         if i > 0 {
             out.push('&');
         }
-        let value: Option<&str> = row.get(3 + i);
+        let value = values.get(i).copied().flatten();
         out.push_str(&utf8_percent_encode(column, NON_ALPHANUMERIC).to_string());
         out.push_str("=eq.");
         out.push_str(&utf8_percent_encode(value.unwrap_or(""), NON_ALPHANUMERIC).to_string());

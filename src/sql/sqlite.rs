@@ -98,6 +98,15 @@ pub fn render_read(plan: &ReadPlan, rules: &RowRules) -> Result<SqliteRead, Erro
 /// The tables and views a read plan reads: its relation, embedded ones (with their junction
 /// tables) and those its `EXISTS` conditions read, in the order met.
 pub fn tables(plan: &ReadPlan) -> Vec<&str> {
+    tables_of(&plan.relation.name.name, &plan.columns, &plan.conditions)
+}
+
+/// The tables a relation's output columns and conditions read, the relation first.
+pub fn tables_of<'p>(
+    relation: &'p str,
+    output: &'p [OutputColumn],
+    filters: &'p [Condition],
+) -> Vec<&'p str> {
     fn columns<'p>(cols: &'p [OutputColumn], out: &mut Vec<&'p str>) {
         for c in cols {
             if let Expr::Embed(e) = &c.expr {
@@ -122,9 +131,9 @@ pub fn tables(plan: &ReadPlan) -> Vec<&str> {
         columns(&e.columns, out);
         conditions(&e.conditions, out);
     }
-    let mut out = vec![plan.relation.name.name.as_str()];
-    columns(&plan.columns, &mut out);
-    conditions(&plan.conditions, &mut out);
+    let mut out = vec![relation];
+    columns(output, &mut out);
+    conditions(filters, &mut out);
     out
 }
 
@@ -509,4 +518,244 @@ mod tests {
         assert_eq!(like_to_glob(r"100\%"), "100%");
         assert_eq!(like_to_glob(r"a\*"), "a[*]");
     }
+}
+
+/// The statements of a write on SQLite, run in one transaction on the read-write connection.
+/// The write returns the rowids it wrote; the statements after it take them as `?1` (a JSON
+/// array).
+#[derive(Debug, Clone)]
+pub struct SqliteWrite {
+    /// Run first: the representation of the rows a DELETE is about to remove (body, count).
+    pub before: Option<Statement>,
+    /// The write, `RETURNING rowid`.
+    pub write: Statement,
+    /// The number of written rows the caller's rule for the operation does not allow (which
+    /// fails the write, as a policy's `WITH CHECK` does).
+    pub check: Option<Statement>,
+    /// The representation of the written rows (body, count).
+    pub representation: Option<Statement>,
+    /// The primary key values (a JSON array of text) of the first row, for `Location`.
+    pub location: Option<Statement>,
+}
+
+/// Renders a write plan for SQLite. `rule` is the caller's row condition for the operation
+/// (`None`: every row); `rules` the read rules that shape the representation.
+pub fn render_write(
+    plan: &crate::plan::MutatePlan,
+    rule: Option<&Condition>,
+    rules: &RowRules,
+) -> Result<SqliteWrite, Error> {
+    use crate::plan::{Mutation, Returning};
+    if !matches!(plan.media, Media::Json { strip_nulls: false } | Media::Single { strip_nulls: false }) {
+        return Err(unsupported(format!("The media type {}", plan.media.content_type())));
+    }
+    if !plan.nested.is_empty() {
+        return Err(unsupported("A nested insert"));
+    }
+    let table = plan.relation.name.name.as_str();
+    let mut params = Ctx::new(rules);
+    let mut sql = String::with_capacity(256);
+    // The operation's rule restricts the rows written (its `USING`).
+    let restricted = |sql: &mut String, params: &mut Ctx<'_>| -> Rendered {
+        sql.push_str(" WHERE 1");
+        for c in &plan.conditions {
+            sql.push_str(" AND ");
+            condition(c, sql, params)?;
+        }
+        if let Some(r) = rule {
+            sql.push_str(" AND ");
+            condition(r, sql, params)?;
+        }
+        Ok(())
+    };
+    let mut before = None;
+    match &plan.mutation {
+        Mutation::Insert { on_conflict: Some(_), .. } => {
+            return Err(unsupported("An upsert (on_conflict, Prefer: resolution)"))
+        }
+        Mutation::Insert { put_key, .. } if !put_key.is_empty() => return Err(unsupported("PUT")),
+        Mutation::Insert { payload, columns, missing_default, .. } => {
+            sql.push_str("INSERT INTO ");
+            push_ident(&mut sql, table);
+            if columns.is_empty() {
+                if payload.rows != 1 {
+                    return Err(unsupported("Inserting several rows with no columns"));
+                }
+                sql.push_str(" DEFAULT VALUES");
+            } else {
+                sql.push_str(" (");
+                for (i, c) in columns.iter().enumerate() {
+                    if i > 0 {
+                        sql.push_str(", ");
+                    }
+                    push_ident(&mut sql, &c.name);
+                }
+                sql.push_str(") SELECT ");
+                for (i, c) in columns.iter().enumerate() {
+                    if i > 0 {
+                        sql.push_str(", ");
+                    }
+                    let json = plan.relation.column(&c.name).is_some_and(|col| col.kind == ValueKind::Json);
+                    let default = c.default.as_deref().unwrap_or("NULL");
+                    if *missing_default || !c.in_payload {
+                        sql.push_str(
+                            "CASE WHEN EXISTS (SELECT 1 FROM json_each(pgrst_body.value) WHERE key = ",
+                        );
+                        params.push(&mut sql, c.name.clone());
+                        sql.push_str(") THEN ");
+                        body_value(&mut sql, &mut params, "pgrst_body.value", &c.name, json);
+                        // The column's default: SQL text from the database's own schema.
+                        sql.push_str(" ELSE (");
+                        sql.push_str(default);
+                        sql.push_str(") END");
+                    } else {
+                        body_value(&mut sql, &mut params, "pgrst_body.value", &c.name, json);
+                    }
+                }
+                sql.push_str(" FROM json_each(");
+                params.push(&mut sql, payload.json.clone());
+                // (`WHERE true` keeps the parser from reading an upsert clause here.)
+                sql.push_str(") AS pgrst_body WHERE true");
+            }
+        }
+        Mutation::Update { payload, columns } => {
+            if columns.is_empty() {
+                // Nothing to set: nothing written, as with PostgREST.
+                sql.push_str("SELECT rowid FROM ");
+                push_ident(&mut sql, table);
+                sql.push_str(" WHERE 0");
+                return Ok(SqliteWrite {
+                    before: None,
+                    write: Statement { text: sql, params: params.values },
+                    check: None,
+                    representation: representation(plan, rules)?,
+                    location: None,
+                });
+            }
+            sql.push_str("UPDATE ");
+            push_ident(&mut sql, table);
+            sql.push_str(" AS pgrst_0 SET ");
+            let mut object = String::new();
+            params.push(&mut object, payload.json.clone());
+            let object = format!("({object} -> 0)");
+            for (i, c) in columns.iter().enumerate() {
+                if i > 0 {
+                    sql.push_str(", ");
+                }
+                push_ident(&mut sql, &c.name);
+                sql.push_str(" = ");
+                if c.in_payload {
+                    let json = plan.relation.column(&c.name).is_some_and(|col| col.kind == ValueKind::Json);
+                    body_value(&mut sql, &mut params, &object, &c.name, json);
+                } else {
+                    sql.push('(');
+                    sql.push_str(c.default.as_deref().unwrap_or("NULL"));
+                    sql.push(')');
+                }
+            }
+            restricted(&mut sql, &mut params)?;
+        }
+        Mutation::UpdateByKey { .. } => return Err(unsupported("Prefer: patch=by-key")),
+        Mutation::Delete => {
+            if matches!(plan.returning, Returning::Representation(_)) {
+                let mut p = Ctx::new(rules);
+                let mut text = String::from(
+                    "SELECT coalesce(json_group_array(json(pgrst_row)), '[]'), count(*) FROM (SELECT ",
+                );
+                let Returning::Representation(columns) = &plan.returning else { unreachable!() };
+                object(columns, &mut text, &mut p)?;
+                text.push_str(" AS pgrst_row");
+                source(table, 0, &mut text);
+                restricted(&mut text, &mut p)?;
+                for c in &plan.output_conditions {
+                    text.push_str(" AND ");
+                    condition(c, &mut text, &mut p)?;
+                }
+                p.rule(table, &mut text)?;
+                text.push_str(" ORDER BY pgrst_0.rowid)");
+                before = Some(Statement { text, params: p.values });
+            }
+            sql.push_str("DELETE FROM ");
+            push_ident(&mut sql, table);
+            sql.push_str(" AS pgrst_0");
+            restricted(&mut sql, &mut params)?;
+        }
+    }
+    sql.push_str(" RETURNING rowid");
+    let inserting = matches!(plan.mutation, Mutation::Insert { .. });
+    let check = match (rule, &plan.mutation) {
+        (Some(r), Mutation::Insert { .. } | Mutation::Update { .. }) => {
+            let mut p = Ctx::new(rules);
+            let mut text = String::from("SELECT count(*)");
+            source(table, 0, &mut text);
+            text.push_str(" WHERE rowid IN (SELECT value FROM json_each(");
+            p.push(&mut text, String::new());
+            text.push_str(")) AND NOT coalesce((");
+            condition(r, &mut text, &mut p)?;
+            text.push_str("), 0)");
+            Some(Statement { text, params: p.values })
+        }
+        _ => None,
+    };
+    let location = match (&plan.returning, inserting) {
+        (Returning::Location(pk), true) if !pk.is_empty() => {
+            let mut text = String::from("SELECT json_array(");
+            for (i, c) in pk.iter().enumerate() {
+                if i > 0 {
+                    text.push_str(", ");
+                }
+                text.push_str("CAST(");
+                push_ident(&mut text, c);
+                text.push_str(" AS TEXT)");
+            }
+            text.push_str(") FROM ");
+            push_ident(&mut text, table);
+            text.push_str(" WHERE rowid = (SELECT value FROM json_each(?1) LIMIT 1)");
+            Some(Statement { text, params: vec![String::new()] })
+        }
+        _ => None,
+    };
+    let representation = match plan.mutation {
+        Mutation::Delete => None,
+        _ => representation(plan, rules)?,
+    };
+    Ok(SqliteWrite {
+        before,
+        write: Statement { text: sql, params: params.values },
+        check,
+        representation,
+        location,
+    })
+}
+
+/// A body object's value for a column: its SQL value (`->>`: JSON true is 1), or for JSON
+/// columns its JSON text (`->`).
+fn body_value(sql: &mut String, params: &mut Ctx<'_>, object: &str, key: &str, json: bool) {
+    sql.push('(');
+    sql.push_str(object);
+    sql.push_str(if json { " -> " } else { " ->> " });
+    params.push(sql, key.to_owned());
+    sql.push(')');
+}
+
+/// The representation of the rows written (rowids in `?1`), as the read rules let the caller
+/// see them.
+fn representation(plan: &crate::plan::MutatePlan, rules: &RowRules) -> Result<Option<Statement>, Error> {
+    let crate::plan::Returning::Representation(columns) = &plan.returning else { return Ok(None) };
+    let table = plan.relation.name.name.as_str();
+    let mut p = Ctx::new(rules);
+    p.values.push(String::new()); // ?1: the rowids
+    let mut text =
+        String::from("SELECT coalesce(json_group_array(json(pgrst_row)), '[]'), count(*) FROM (SELECT ");
+    object(columns, &mut text, &mut p)?;
+    text.push_str(" AS pgrst_row");
+    source(table, 0, &mut text);
+    text.push_str(" WHERE pgrst_0.rowid IN (SELECT value FROM json_each(?1))");
+    for c in &plan.output_conditions {
+        text.push_str(" AND ");
+        condition(c, &mut text, &mut p)?;
+    }
+    p.rule(table, &mut text)?;
+    text.push_str(" ORDER BY pgrst_0.rowid)");
+    Ok(Some(Statement { text, params: p.values }))
 }
