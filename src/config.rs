@@ -31,14 +31,6 @@ pub enum ConfigError {
         /// What is wrong, on one line.
         reason: String,
     },
-    /// A required key has no value anywhere.
-    #[error("missing {key}: set --{key}, ROWGATE_{env} or {key} in the config file")]
-    Missing {
-        /// The key.
-        key: &'static str,
-        /// The key's environment variable suffix.
-        env: String,
-    },
     /// A value is present but wrong.
     #[error("invalid {key}: {reason}")]
     Invalid {
@@ -102,7 +94,8 @@ pub struct ServeArgs {
     #[arg(long, env = "ROWGATE_CONFIG", value_name = "FILE")]
     #[serde(skip)]
     pub config: Option<PathBuf>,
-    /// PostgreSQL connection URI of the authenticator role (PostgREST `db-uri`). Required.
+    /// PostgreSQL connection URI of the authenticator role (PostgREST `db-uri`), or
+    /// `sqlite:PATH` [default: sqlite:rowgate.db].
     #[arg(long = "db-uri", env = "ROWGATE_DB_URI", value_name = "URI")]
     pub db_uri: Option<String>,
     /// Access rules for an SQLite database (TOML; see docs/sqlite.md); without it no caller
@@ -233,6 +226,9 @@ pub struct ServeArgs {
     pub cache_control: Option<String>,
 }
 
+/// The `db-uri` when none is given: an SQLite file in the working directory, created if missing.
+pub const DEFAULT_DB_URI: &str = "sqlite:rowgate.db";
+
 /// The configuration rowgate runs with, every value resolved.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
@@ -327,7 +323,8 @@ impl Config {
             None => ServeArgs::default(),
         };
         let a = args.clone();
-        let db_uri = a.db_uri.or(file.db_uri).ok_or_else(|| missing("db-uri"))?;
+        // No database named: the embedded default, an SQLite file in the working directory.
+        let db_uri = a.db_uri.or(file.db_uri).unwrap_or_else(|| DEFAULT_DB_URI.to_owned());
         let sqlite = crate::db::sqlite::SqliteTarget::from_uri(&db_uri);
         if sqlite.is_none() {
             db_uri.parse::<tokio_postgres::Config>().map_err(|e| invalid("db-uri", e.to_string()))?;
@@ -470,10 +467,6 @@ fn read_file(path: &Path) -> Result<ServeArgs, ConfigError> {
         .map_err(|e| ConfigError::File { path: path.to_owned(), reason: e.message().replace('\n', " ") })
 }
 
-fn missing(key: &'static str) -> ConfigError {
-    ConfigError::Missing { key, env: key.replace('-', "_").to_uppercase() }
-}
-
 fn invalid(key: &'static str, reason: String) -> ConfigError {
     ConfigError::Invalid { key, reason: reason.replace('\n', " ") }
 }
@@ -513,9 +506,10 @@ mod tests {
     }
 
     #[test]
-    fn missing_uri_is_one_line() {
-        let e = Config::load(&args(None)).unwrap_err().to_string();
-        assert_eq!(e, "missing db-uri: set --db-uri, ROWGATE_DB_URI or db-uri in the config file");
+    fn without_a_uri_an_sqlite_file_in_the_working_directory_is_served() {
+        let c = Config::load(&args(None)).unwrap();
+        assert_eq!(c.db_uri, "sqlite:rowgate.db");
+        assert_eq!(c.sqlite, Some(crate::db::sqlite::SqliteTarget::File("rowgate.db".into())));
     }
 
     #[test]

@@ -78,6 +78,7 @@ fn start_sqlite(
             Ok(schema) => {
                 tracing::info!(relations = schema.relations.len(), "schema cache loaded");
                 shared.store(schema);
+                db.watch_schema(exposed.clone(), shared.clone(), std::time::Duration::from_millis(500));
                 Some(Arc::new(crate::db::sqlite::SqliteBackend { db, rules }))
             }
             Err(e) => {
@@ -110,7 +111,10 @@ fn start_sqlite(
 /// Serves on `listener` (and the admin server, if configured) until SIGTERM or SIGINT, then
 /// drains in-flight requests. Fails only if the admin port cannot be bound.
 pub async fn run(config: Arc<Config>, listener: TcpListener) -> Result<(), String> {
-    if let Some(target) = &config.sqlite {
+    if config.db_uri == crate::config::DEFAULT_DB_URI {
+        // Whatever the log level: where the data goes must never be a surprise.
+        eprintln!("rowgate: no db-uri given: serving the SQLite file ./rowgate.db (created if missing)");
+    } else if let Some(target) = &config.sqlite {
         tracing::info!(database = ?target, "serving an SQLite database");
     }
     let state = start_state(config);

@@ -78,6 +78,42 @@ impl SqliteDb {
         crate::schema::sqlite::load(&conn, exposed)
     }
 
+    /// Reloads the schema cache whenever the file's schema changes (`PRAGMA schema_version`,
+    /// which any process's DDL bumps), checking every `every`.
+    pub fn watch_schema(
+        self: &Arc<Self>,
+        exposed: String,
+        shared: Arc<crate::schema::SharedSchema>,
+        every: Duration,
+    ) {
+        let db = self.clone();
+        tokio::spawn(async move {
+            let version = |c: &Connection| c.query_row("PRAGMA schema_version", [], |r| r.get::<_, i64>(0));
+            // The first check reloads: the schema may have changed since it was first read.
+            let mut seen = None;
+            let mut tick = tokio::time::interval(every);
+            loop {
+                tick.tick().await;
+                let Ok(now) = db.with_reader(version).await else { continue };
+                if seen == Some(now) {
+                    continue;
+                }
+                let exposed = exposed.clone();
+                match db.with_writer(move |c| crate::schema::sqlite::load(c, &exposed)).await {
+                    Ok(schema) => {
+                        tracing::info!(
+                            relations = schema.relations.len(),
+                            "schema changed: schema cache reloaded"
+                        );
+                        shared.store(schema);
+                        seen = Some(now);
+                    }
+                    Err(e) => tracing::error!(error = %e, "reloading the SQLite schema failed"),
+                }
+            }
+        });
+    }
+
     /// Runs `f` on the read-write connection, on a blocking thread.
     pub async fn with_writer<T: Send + 'static>(
         self: &Arc<Self>,

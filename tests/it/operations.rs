@@ -138,11 +138,6 @@ fn bad_configuration_stops_with_status_2_and_one_line() {
     type Case<'a> = (Vec<&'a str>, Vec<(&'a str, &'a str)>, &'a str);
     let cases: Vec<Case> = vec![
         (
-            vec![],
-            vec![],
-            "rowgate: missing db-uri: set --db-uri, ROWGATE_DB_URI or db-uri in the config file\n",
-        ),
-        (
             vec!["--db-uri", "postgres://x@localhost/db", "--db-pool", "many"],
             vec![],
             "rowgate: invalid value 'many' for '--db-pool <N>': invalid digit found in string\n",

@@ -312,14 +312,22 @@ select = { anon = "true", authenticated = "owner=eq.@jwt.sub" }
 insert = { anon = "title=neq.forbidden", authenticated = "owner=eq.@jwt.sub" }
 update = { anon = "done=is.false" }
 delete = { authenticated = "owner=eq.@jwt.sub" }
+[later]
+select = { anon = "true" }
 "#;
+
+/// The write tests' SQLite file.
+fn write_db() -> &'static std::path::Path {
+    static PATH: OnceLock<std::path::PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| tempfile::tempdir().expect("temp dir").keep().join("writes.db"))
+}
 
 /// A server on its own SQLite file for the write tests.
 fn write_base() -> &'static str {
     static BASE: OnceLock<String> = OnceLock::new();
     BASE.get_or_init(|| {
-        let dir = tempfile::tempdir().expect("temp dir").keep();
-        let path = dir.join("writes.db");
+        let path = write_db().to_owned();
+        let dir = path.parent().expect("a directory").to_owned();
         rusqlite::Connection::open(&path).expect("create").execute_batch(WRITE_SCHEMA).expect("schema");
         let rules = dir.join("rules.toml");
         std::fs::write(&rules, WRITE_RULES).expect("rules");
@@ -452,4 +460,24 @@ fn updates_and_deletes_follow_the_rules() {
     assert_eq!((r.status, r.json().as_array().map(|a| a.len())), (200, Some(1)), "{}", r.body);
     assert_eq!(r.json()[0]["id"], 30);
     assert_eq!(request_to(write_base(), "GET", "/items?id=eq.20&select=id", &[]).json(), json!([{"id": 20}]));
+}
+
+#[test]
+fn a_schema_change_by_another_process_is_served_without_a_restart() {
+    let base = write_base();
+    assert_eq!(request_to(base, "GET", "/later", &[]).status, 404);
+    rusqlite::Connection::open(write_db())
+        .expect("open")
+        .execute_batch("CREATE TABLE later (id INTEGER PRIMARY KEY); INSERT INTO later VALUES (1);")
+        .expect("ddl");
+    let started = std::time::Instant::now();
+    loop {
+        let r = request_to(base, "GET", "/later", &[]);
+        if r.status == 200 {
+            assert_eq!(r.json(), json!([{"id": 1}]));
+            break;
+        }
+        assert!(started.elapsed() < std::time::Duration::from_secs(3), "not served after 3 s: {}", r.body);
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }
