@@ -53,29 +53,44 @@ impl SqliteTarget {
     }
 }
 
-/// An SQLite database: one read-write connection (kept open: it also keeps a shared in-memory
-/// database alive) and a pool of readers.
+/// What the writer thread hands a job once its transaction has ended: the COMMIT's error, if
+/// it failed.
+type Delivery = Box<dyn FnOnce(Option<&rusqlite::Error>) + Send>;
+
+/// Work for the writer thread, run inside the batch's transaction (or told why there is none).
+type Job = Box<dyn FnOnce(Result<&Connection, &rusqlite::Error>) -> Delivery + Send>;
+
+/// Writes committed together at most.
+const MAX_BATCH: usize = 128;
+
+/// An SQLite database: one read-write connection owned by the writer thread (which also keeps
+/// a shared in-memory database alive) and a pool of readers.
 pub struct SqliteDb {
     target: SqliteTarget,
-    writer: Mutex<Connection>,
+    writer: std::sync::mpsc::Sender<Job>,
     readers: Mutex<Vec<Connection>>,
 }
 
 impl SqliteDb {
-    /// Opens (creating the file if missing) and switches a file to WAL mode.
+    /// Opens (creating the file if missing), switches a file to WAL mode and starts the writer
+    /// thread.
     pub fn open(target: SqliteTarget) -> rusqlite::Result<Arc<SqliteDb>> {
         let writer = target.open(false)?;
         if matches!(target, SqliteTarget::File(_)) {
             // Readers never block the writer, nor it them.
             let _: String = writer.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
         }
-        Ok(Arc::new(SqliteDb { target, writer: Mutex::new(writer), readers: Mutex::new(Vec::new()) }))
+        let (jobs, queue) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("rowgate-sqlite-writer".into())
+            .spawn(move || group_commits(writer, queue))
+            .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
+        Ok(Arc::new(SqliteDb { target, writer: jobs, readers: Mutex::new(Vec::new()) }))
     }
 
     /// Reads the schema (at start-up, on the calling thread).
     pub fn load_schema(&self, exposed: &str) -> rusqlite::Result<crate::schema::SchemaCache> {
-        let conn = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        crate::schema::sqlite::load(&conn, exposed)
+        crate::schema::sqlite::load(&self.target.open(true)?, exposed)
     }
 
     /// Reloads the schema cache whenever the file's schema changes (`PRAGMA schema_version`,
@@ -99,7 +114,10 @@ impl SqliteDb {
                     continue;
                 }
                 let exposed = exposed.clone();
-                match db.with_writer(move |c| crate::schema::sqlite::load(c, &exposed)).await {
+                match db
+                    .with_writer(move |c| crate::schema::sqlite::load(c, &exposed).map_err(sqlite_error))
+                    .await
+                {
                     Ok(schema) => {
                         tracing::info!(
                             relations = schema.relations.len(),
@@ -114,19 +132,27 @@ impl SqliteDb {
         });
     }
 
-    /// Runs `f` on the read-write connection, on a blocking thread.
+    /// Runs `f` on the read-write connection, inside the writer's next transaction; its result
+    /// arrives once that has committed.
     pub async fn with_writer<T: Send + 'static>(
         self: &Arc<Self>,
-        f: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+        f: impl FnOnce(&Connection) -> Result<T, Error> + Send + 'static,
     ) -> Result<T, Error> {
-        let db = self.clone();
-        tokio::task::spawn_blocking(move || {
-            let conn = db.writer.lock().unwrap_or_else(|e| e.into_inner());
-            f(&conn)
-        })
-        .await
-        .map_err(|_| internal("the SQLite task failed"))?
-        .map_err(sqlite_error)
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let job: Job = Box::new(move |conn| {
+            let result = match conn {
+                Ok(conn) => f(conn),
+                Err(e) => Err(transaction_failed(e)),
+            };
+            Box::new(move |commit: Option<&rusqlite::Error>| {
+                let _ = tx.send(match commit {
+                    Some(e) => Err(transaction_failed(e)),
+                    None => result,
+                });
+            })
+        });
+        self.writer.send(job).map_err(|_| internal("the SQLite writer stopped"))?;
+        rx.await.map_err(|_| internal("the SQLite writer stopped"))?
     }
 
     /// Runs `f` on a read-only connection from the pool, on a blocking thread.
@@ -202,22 +228,62 @@ impl SqliteDb {
         rollback: bool,
         respond: impl FnOnce(WriteOutput) -> Result<R, Error> + Send + 'static,
     ) -> Result<R, Error> {
-        let db = self.clone();
-        tokio::task::spawn_blocking(move || {
-            let conn = db.writer.lock().unwrap_or_else(|e| e.into_inner());
-            conn.execute_batch("BEGIN IMMEDIATE").map_err(sqlite_error)?;
-            let result = run_write(&conn, statements, &table).and_then(respond);
-            let end = if result.is_ok() && !rollback { "COMMIT" } else { "ROLLBACK" };
-            match conn.execute_batch(end) {
-                Ok(()) => result,
-                Err(e) => {
-                    let _ = conn.execute_batch("ROLLBACK");
-                    result.and(Err(sqlite_error(e)))
-                }
-            }
+        self.with_writer(move |conn| {
+            // A savepoint per write: one that fails or rolls back leaves the batch's others.
+            conn.execute_batch("SAVEPOINT rowgate_write").map_err(sqlite_error)?;
+            let result = run_write(conn, statements, &table).and_then(respond);
+            let end = if result.is_ok() && !rollback {
+                "RELEASE rowgate_write"
+            } else {
+                "ROLLBACK TO rowgate_write; RELEASE rowgate_write"
+            };
+            conn.execute_batch(end).map_err(sqlite_error)?;
+            result
         })
         .await
-        .map_err(|_| internal("the SQLite task failed"))?
+    }
+}
+
+/// The writer thread: takes the jobs waiting (up to [`MAX_BATCH`]), runs them in one
+/// transaction and commits once — concurrent writers share a commit (and its fsync) instead
+/// of queueing for one each, and none fails with `SQLITE_BUSY`. Ends when the database is
+/// dropped.
+fn group_commits(conn: Connection, queue: std::sync::mpsc::Receiver<Job>) {
+    while let Ok(first) = queue.recv() {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match queue.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        let deliveries: Vec<Delivery> = match conn.execute_batch("BEGIN IMMEDIATE") {
+            Ok(()) => batch.into_iter().map(|job| job(Ok(&conn))).collect(),
+            Err(e) => {
+                batch.into_iter().map(|job| job(Err(&e))).for_each(|deliver| deliver(None));
+                continue;
+            }
+        };
+        match conn.execute_batch("COMMIT") {
+            Ok(()) => deliveries.into_iter().for_each(|deliver| deliver(None)),
+            Err(e) => {
+                let _ = conn.execute_batch("ROLLBACK");
+                deliveries.into_iter().for_each(|deliver| deliver(Some(&e)));
+            }
+        }
+    }
+}
+
+/// A transaction of the writer that could not begin or commit: busy (503) or rowgate's error.
+fn transaction_failed(e: &rusqlite::Error) -> Error {
+    match e.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
+            Error::api(StatusCode::SERVICE_UNAVAILABLE, code::CONNECTION, format!("SQLite is busy: {e}"))
+        }
+        _ => {
+            tracing::error!(error = %e, "an SQLite transaction failed");
+            Error::api(StatusCode::INTERNAL_SERVER_ERROR, code::INTERNAL, format!("SQLite: {e}"))
+        }
     }
 }
 

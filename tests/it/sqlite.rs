@@ -481,3 +481,31 @@ fn a_schema_change_by_another_process_is_served_without_a_restart() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
+
+#[test]
+fn concurrent_inserts_share_commits_and_none_fails() {
+    let base = write_base();
+    let writers: Vec<_> = (0..250)
+        .map(|t| {
+            std::thread::spawn(move || {
+                (0..2)
+                    .map(|i| {
+                        let id = 10_000 + t * 2 + i;
+                        let body = format!(r#"{{"id": {id}, "list_id": 1, "title": "bulk"}}"#);
+                        send_to(base, "POST", "/items", &[("content-type", "application/json")], Some(&body))
+                            .status
+                    })
+                    .collect::<Vec<u16>>()
+            })
+        })
+        .collect();
+    let statuses: Vec<u16> = writers.into_iter().flat_map(|w| w.join().unwrap()).collect();
+    assert!(statuses.iter().all(|s| *s == 201), "{statuses:?}");
+    let r = request_to(
+        base,
+        "GET",
+        "/items?select=id&id=gte.10000",
+        &[("prefer", "count=exact"), ("range", "0-0")],
+    );
+    assert_eq!(r.header("content-range"), Some("0-0/500"), "{}", r.body);
+}
