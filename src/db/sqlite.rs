@@ -214,6 +214,8 @@ pub struct WriteOutput {
     pub representation: Option<(String, u64)>,
     /// The first inserted row's primary key values, for `Location`.
     pub location: Option<Vec<Option<String>>>,
+    /// Of the rows an upsert wrote, how many it inserted.
+    pub inserted: Option<u64>,
 }
 
 impl SqliteDb {
@@ -310,6 +312,17 @@ fn run_write(
         Some(stmt) => Some(body(stmt, None)?),
         None => None,
     };
+    let inserted = match &s.inserted {
+        Some(stmt) => Some(
+            conn.prepare_cached(&stmt.text)
+                .and_then(|mut q| {
+                    q.query_row(rusqlite::params_from_iter(&stmt.params), |r| r.get::<_, i64>(0))
+                })
+                .map_err(sqlite_error)?
+                .max(0) as u64,
+        ),
+        None => None,
+    };
     let rowids: Vec<i64> = {
         let mut q = conn.prepare_cached(&s.write.text).map_err(sqlite_error)?;
         let rows =
@@ -349,7 +362,7 @@ fn run_write(
         }
         _ => None,
     };
-    Ok(WriteOutput { affected: rowids.len() as u64, representation, location })
+    Ok(WriteOutput { affected: rowids.len() as u64, representation, location, inserted })
 }
 
 /// The SQLite backend of a server: the database and who may do what in it.
@@ -392,6 +405,17 @@ fn sqlite_error(e: rusqlite::Error) -> Error {
             let message = message.clone().unwrap_or_else(|| f.to_string());
             return Error::Api { status, code, message, details: None, hint: None };
         }
+    }
+    if e.to_string().contains("ON CONFLICT clause does not match") {
+        // PostgreSQL's 42P10: the conflict target is no unique key.
+        return Error::Api {
+            status: StatusCode::BAD_REQUEST,
+            code: "42P10",
+            message: "there is no unique or exclusion constraint matching the ON CONFLICT specification"
+                .into(),
+            details: None,
+            hint: None,
+        };
     }
     match e.sqlite_error_code() {
         Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {

@@ -509,7 +509,15 @@ async fn sqlite_write(
         }
         _ => crate::sql::sqlite::RowRules::new(),
     };
-    let statements = crate::sql::sqlite::render_write(&plan, rule.as_ref(), &read_rules)?;
+    // A merging upsert may update rows: the caller needs the update rule too.
+    let update_rule = match &plan.mutation {
+        Mutation::Insert { on_conflict: Some(c), .. } if c.merge => {
+            sqlite_rule(sqlite, &table, Operation::Update, &plan.schema, schema, principal, config)?
+        }
+        _ => None,
+    };
+    let statements =
+        crate::sql::sqlite::render_write(&plan, rule.as_ref(), update_rule.as_ref(), &read_rules)?;
     let rollback = plan.rollback;
     sqlite
         .db
@@ -524,7 +532,7 @@ async fn sqlite_write(
             let (body, page) = out.representation.unwrap_or_default();
             let outcome = crate::response::WriteOutcome {
                 affected: out.affected,
-                inserted: out.affected,
+                inserted: out.inserted.unwrap_or(out.affected),
                 page,
                 location,
             };

@@ -536,6 +536,8 @@ pub struct SqliteWrite {
     pub representation: Option<Statement>,
     /// The primary key values (a JSON array of text) of the first row, for `Location`.
     pub location: Option<Statement>,
+    /// Run before the write: how many of an upsert's rows it will insert (not update).
+    pub inserted: Option<Statement>,
 }
 
 /// Renders a write plan for SQLite. `rule` is the caller's row condition for the operation
@@ -543,9 +545,11 @@ pub struct SqliteWrite {
 pub fn render_write(
     plan: &crate::plan::MutatePlan,
     rule: Option<&Condition>,
+    update_rule: Option<&Condition>,
     rules: &RowRules,
 ) -> Result<SqliteWrite, Error> {
     use crate::plan::{Mutation, Returning};
+    let mut inserted = None;
     if !matches!(plan.media, Media::Json { strip_nulls: false } | Media::Single { strip_nulls: false }) {
         return Err(unsupported(format!("The media type {}", plan.media.content_type())));
     }
@@ -570,11 +574,7 @@ pub fn render_write(
     };
     let mut before = None;
     match &plan.mutation {
-        Mutation::Insert { on_conflict: Some(_), .. } => {
-            return Err(unsupported("An upsert (on_conflict, Prefer: resolution)"))
-        }
-        Mutation::Insert { put_key, .. } if !put_key.is_empty() => return Err(unsupported("PUT")),
-        Mutation::Insert { payload, columns, missing_default, .. } => {
+        Mutation::Insert { payload, columns, missing_default, on_conflict, put_key } => {
             sql.push_str("INSERT INTO ");
             push_ident(&mut sql, table);
             if columns.is_empty() {
@@ -616,6 +616,37 @@ pub fn render_write(
                 params.push(&mut sql, payload.json.clone());
                 // (`WHERE true` keeps the parser from reading an upsert clause here.)
                 sql.push_str(") AS pgrst_body WHERE true");
+                put_matches(&mut sql, &mut params, put_key);
+                if let Some(conflict) = on_conflict {
+                    sql.push_str(" ON CONFLICT (");
+                    for (i, c) in conflict.target.iter().enumerate() {
+                        if i > 0 {
+                            sql.push_str(", ");
+                        }
+                        push_ident(&mut sql, c);
+                    }
+                    if conflict.merge {
+                        sql.push_str(") DO UPDATE SET ");
+                        for (i, c) in columns.iter().enumerate() {
+                            if i > 0 {
+                                sql.push_str(", ");
+                            }
+                            push_ident(&mut sql, &c.name);
+                            sql.push_str(" = excluded.");
+                            push_ident(&mut sql, &c.name);
+                        }
+                        // Only rows the caller may update are (its update rule's `USING`).
+                        if let Some(u) = update_rule {
+                            sql.push_str(" WHERE ");
+                            condition(u, &mut sql, &mut params)?;
+                        }
+                    } else {
+                        sql.push_str(") DO NOTHING");
+                    }
+                    if plan.tracks_inserts() {
+                        inserted = Some(inserts_of(table, payload, conflict, put_key, rules)?);
+                    }
+                }
             }
         }
         Mutation::Update { payload, columns } => {
@@ -630,6 +661,7 @@ pub fn render_write(
                     check: None,
                     representation: representation(plan, rules)?,
                     location: None,
+                    inserted: None,
                 });
             }
             sql.push_str("UPDATE ");
@@ -683,6 +715,18 @@ pub fn render_write(
     }
     sql.push_str(" RETURNING rowid");
     let inserting = matches!(plan.mutation, Mutation::Insert { .. });
+    // Every row an upsert writes must satisfy the insert rule, and the update rule too when
+    // it may have updated rows.
+    let merging = matches!(&plan.mutation, Mutation::Insert { on_conflict: Some(c), .. } if c.merge);
+    let both;
+    let rule = match (rule, update_rule.filter(|_| merging)) {
+        (Some(i), Some(u)) => {
+            both =
+                Condition::Logic { negated: false, op: LogicOp::And, children: vec![i.clone(), u.clone()] };
+            Some(&both)
+        }
+        (r, u) => r.or(u),
+    };
     let check = match (rule, &plan.mutation) {
         (Some(r), Mutation::Insert { .. } | Mutation::Update { .. }) => {
             let mut p = Ctx::new(rules);
@@ -725,7 +769,46 @@ pub fn render_write(
         check,
         representation,
         location,
+        inserted,
     })
+}
+
+/// PUT: only a body row whose key is the URL's is written (else nothing is, and the request
+/// fails with PGRST115).
+fn put_matches(sql: &mut String, params: &mut Ctx<'_>, put_key: &[(String, String)]) {
+    for (column, value) in put_key {
+        sql.push_str(" AND CAST((pgrst_body.value ->> ");
+        params.push(sql, column.clone());
+        sql.push_str(") AS TEXT) = ");
+        params.push(sql, value.clone());
+    }
+}
+
+/// How many body rows of an upsert have no row with their conflict target's values yet.
+fn inserts_of(
+    table: &str,
+    payload: &crate::plan::Payload,
+    conflict: &crate::plan::OnConflict,
+    put_key: &[(String, String)],
+    rules: &RowRules,
+) -> Result<Statement, Error> {
+    let mut p = Ctx::new(rules);
+    let mut text = String::from("SELECT count(*) FROM json_each(");
+    p.push(&mut text, payload.json.clone());
+    text.push_str(") AS pgrst_body WHERE true");
+    put_matches(&mut text, &mut p, put_key);
+    text.push_str(" AND NOT EXISTS (SELECT 1 FROM ");
+    push_ident(&mut text, table);
+    text.push_str(" AS pgrst_t WHERE true");
+    for c in &conflict.target {
+        text.push_str(" AND pgrst_t.");
+        push_ident(&mut text, c);
+        text.push_str(" = (pgrst_body.value ->> ");
+        p.push(&mut text, c.clone());
+        text.push(')');
+    }
+    text.push(')');
+    Ok(Statement { text, params: p.values })
 }
 
 /// A body object's value for a column: its SQL value (`->>`: JSON true is 1), or for JSON
