@@ -102,6 +102,15 @@ pub struct ServeArgs {
     /// may read any table.
     #[arg(long = "db-rules", env = "ROWGATE_DB_RULES", value_name = "FILE")]
     pub db_rules: Option<PathBuf>,
+    /// Serve the files of this directory (PocketBase's `pb_public`) under `static-prefix`.
+    #[arg(long = "static-dir", env = "ROWGATE_STATIC_DIR", value_name = "DIR")]
+    pub static_dir: Option<PathBuf>,
+    /// Where the static files are served [default: /].
+    #[arg(long = "static-prefix", env = "ROWGATE_STATIC_PREFIX", value_name = "PATH")]
+    pub static_prefix: Option<String>,
+    /// Where the API is served [default: /, or /api with static-dir].
+    #[arg(long = "api-prefix", env = "ROWGATE_API_PREFIX", value_name = "PATH")]
+    pub api_prefix: Option<String>,
     /// Comma-separated schemas to expose; the first is the default [default: public].
     #[arg(long = "db-schemas", env = "ROWGATE_DB_SCHEMAS", value_name = "LIST")]
     pub db_schemas: Option<String>,
@@ -308,6 +317,12 @@ pub struct Config {
     pub cache_routes: Option<Vec<String>>,
     /// `db-rules`: the SQLite backend's access rules file.
     pub db_rules: Option<PathBuf>,
+    /// `static-dir`, if files are served.
+    pub static_dir: Option<PathBuf>,
+    /// `static-prefix`: `/` or `/path` (no trailing slash).
+    pub static_prefix: String,
+    /// `api-prefix`: `/` or `/path` (no trailing slash).
+    pub api_prefix: String,
     /// `cache-key-claims`; `None` keys on all claims.
     pub cache_key_claims: Option<Vec<String>>,
     /// `cache-control`: (route or `*`, header value).
@@ -331,6 +346,11 @@ impl Config {
         } else if a.cache_enabled.or(file.cache_enabled) == Some(true) {
             return Err(invalid("cache-enabled", "the response cache does not run on SQLite yet".into()));
         }
+        let (static_dir, static_prefix, api_prefix) = paths(
+            a.static_dir.clone().or(file.static_dir.clone()),
+            a.static_prefix.clone().or(file.static_prefix.clone()),
+            a.api_prefix.clone().or(file.api_prefix.clone()),
+        )?;
         let db_schemas = list(a.db_schemas.or(file.db_schemas).as_deref().unwrap_or("public"));
         if db_schemas.is_empty() {
             return Err(invalid("db-schemas", "no schema given".into()));
@@ -454,10 +474,66 @@ impl Config {
             cache_ttl: a.cache_ttl.or(file.cache_ttl).filter(|s| *s > 0).map(Duration::from_secs),
             cache_routes: a.cache_routes.or(file.cache_routes).map(|l| list(&l)),
             db_rules: a.db_rules.or(file.db_rules),
+            static_dir,
+            static_prefix,
+            api_prefix,
             cache_key_claims: a.cache_key_claims.or(file.cache_key_claims).map(|l| list(&l)),
             cache_control,
         })
     }
+}
+
+/// `static-dir`, `static-prefix` and `api-prefix`, checked so that the files and the API never
+/// shadow each other: with static files the API needs a prefix of its own (`/api` by default),
+/// the files may not live under it, and where the files are served above it, the directory
+/// may not hold the API prefix's name.
+fn paths(
+    dir: Option<PathBuf>,
+    static_prefix: Option<String>,
+    api_prefix: Option<String>,
+) -> Result<(Option<PathBuf>, String, String), ConfigError> {
+    let normal = |key: &'static str, p: String| -> Result<String, ConfigError> {
+        let trimmed = p.trim_end_matches('/');
+        if !p.starts_with('/') || trimmed.split('/').skip(1).any(|s| s.is_empty() || s == "." || s == "..") {
+            return Err(invalid(key, format!("{p:?} is not a path like /api")));
+        }
+        Ok(if trimmed.is_empty() { "/".to_owned() } else { trimmed.to_owned() })
+    };
+    let static_prefix = normal("static-prefix", static_prefix.unwrap_or_else(|| "/".into()))?;
+    let Some(dir) = dir else {
+        return Ok((None, static_prefix, normal("api-prefix", api_prefix.unwrap_or_else(|| "/".into()))?));
+    };
+    if !dir.is_dir() {
+        return Err(invalid("static-dir", format!("{} is not a directory", dir.display())));
+    }
+    let api_prefix = normal("api-prefix", api_prefix.unwrap_or_else(|| "/api".into()))?;
+    let under =
+        |outer: &str, inner: &str| outer == "/" || inner == outer || inner.starts_with(&format!("{outer}/"));
+    if under(&api_prefix, &static_prefix) {
+        return Err(invalid(
+            "api-prefix",
+            format!("the API at {api_prefix} would shadow the static files at {static_prefix}: give them different paths"),
+        ));
+    }
+    if under(&static_prefix, &api_prefix) {
+        let rest = api_prefix[static_prefix.len()..].trim_start_matches('/');
+        let first = rest.split('/').next().unwrap_or_default();
+        if dir.join(first).exists() {
+            return Err(invalid(
+                "static-dir",
+                format!("{} holds {first:?}, which the API at {api_prefix} would shadow", dir.display()),
+            ));
+        }
+    }
+    if static_prefix == "/" {
+        if let Some(taken) = ["live", "ready", "rowgate"].into_iter().find(|n| dir.join(n).exists()) {
+            return Err(invalid(
+                "static-dir",
+                format!("{} holds {taken:?}, which rowgate's own /{taken} would shadow", dir.display()),
+            ));
+        }
+    }
+    Ok((Some(dir), static_prefix, api_prefix))
 }
 
 fn read_file(path: &Path) -> Result<ServeArgs, ConfigError> {

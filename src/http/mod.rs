@@ -7,6 +7,7 @@
 
 mod context;
 mod cors;
+mod static_files;
 
 pub use cors::Cors;
 
@@ -192,7 +193,8 @@ async fn dispatch(state: &AppState, req: Request<Incoming>) -> Response<Body> {
 }
 
 async fn endpoint(state: &AppState, req: Request<Incoming>) -> Response<Body> {
-    match req.uri().path() {
+    let uri = req.uri().clone();
+    match uri.path() {
         "/live" => plain(StatusCode::OK),
         "/ready" => ready(state).await,
         "/rowgate/metrics" if matches!(*req.method(), http::Method::GET | http::Method::HEAD) => {
@@ -201,10 +203,43 @@ async fn endpoint(state: &AppState, req: Request<Incoming>) -> Response<Body> {
         "/rowgate/apikey" if matches!(*req.method(), http::Method::GET | http::Method::HEAD) => {
             describe_api_key(state, req.headers()).await.unwrap_or_else(|e| error_response(&e))
         }
-        _ => match api(state, req).await {
-            Ok(response) => response,
-            Err(e) => error_response(&e),
-        },
+        path => {
+            let config = &state.config;
+            if let Some(rest) = under(path, &config.api_prefix) {
+                let mut req = req;
+                if config.api_prefix != "/" {
+                    // The API sees its paths as if it were at the root.
+                    let target = match req.uri().query() {
+                        Some(q) => format!("{rest}?{q}"),
+                        None => rest.to_owned(),
+                    };
+                    match target.parse() {
+                        Ok(uri) => *req.uri_mut() = uri,
+                        Err(_) => return plain(StatusCode::BAD_REQUEST),
+                    }
+                }
+                return match api(state, req).await {
+                    Ok(response) => response,
+                    Err(e) => error_response(&e),
+                };
+            }
+            match (&config.static_dir, under(path, &config.static_prefix)) {
+                (Some(dir), Some(rest)) => static_files::serve(dir, rest, req.method(), req.headers()).await,
+                _ => plain(StatusCode::NOT_FOUND),
+            }
+        }
+    }
+}
+
+/// The rest of `path` below `prefix` (`/` for the prefix itself), if it is below it.
+fn under<'p>(path: &'p str, prefix: &str) -> Option<&'p str> {
+    if prefix == "/" {
+        return Some(path);
+    }
+    match path.strip_prefix(prefix)? {
+        "" => Some("/"),
+        rest if rest.starts_with('/') => Some(rest),
+        _ => None,
     }
 }
 

@@ -16,5 +16,6 @@ mod read;
 mod rls;
 mod rpc;
 mod sqlite;
+mod static_files;
 mod support;
 mod writes;

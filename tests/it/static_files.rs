@@ -1,0 +1,81 @@
+//! Static files (`static-dir`) beside the API, as PocketBase's `pb_public`.
+
+use std::sync::OnceLock;
+
+use crate::support::{request_to, start_server};
+
+/// A server with a directory of files at `/` and the API (on an in-memory SQLite) at `/api`.
+fn base() -> &'static str {
+    static BASE: OnceLock<String> = OnceLock::new();
+    BASE.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("temp dir").keep();
+        std::fs::write(dir.join("index.html"), "<h1>home</h1>").unwrap();
+        std::fs::create_dir(dir.join("assets")).unwrap();
+        std::fs::write(dir.join("assets/app.js"), "console.log(1);").unwrap();
+        std::fs::write(dir.join("data.bin"), b"0123456789").unwrap();
+        start_server(rowgate::config::ServeArgs {
+            db_uri: Some("sqlite::memory:".into()),
+            db_anon_role: Some("anon".into()),
+            static_dir: Some(dir),
+            server_host: Some("127.0.0.1".into()),
+            ..Default::default()
+        })
+    })
+}
+
+#[test]
+fn files_are_served_with_their_type_and_a_directory_with_its_index() {
+    let r = request_to(base(), "GET", "/", &[]);
+    assert_eq!((r.status, r.body.as_str()), (200, "<h1>home</h1>"));
+    assert_eq!(r.header("content-type"), Some("text/html; charset=utf-8"));
+    let r = request_to(base(), "GET", "/assets/app.js", &[]);
+    assert_eq!((r.status, r.header("content-type")), (200, Some("text/javascript; charset=utf-8")));
+    assert_eq!(request_to(base(), "GET", "/missing.txt", &[]).status, 404);
+    // Never outside the directory.
+    assert_eq!(request_to(base(), "GET", "/assets/..%2f..%2f..%2fetc/passwd", &[]).status, 404);
+    assert_eq!(request_to(base(), "POST", "/index.html", &[]).status, 405);
+}
+
+#[test]
+fn etags_revalidate_and_ranges_answer_206() {
+    let r = request_to(base(), "GET", "/data.bin", &[]);
+    let etag = r.header("etag").expect("an ETag").to_owned();
+    let r = request_to(base(), "GET", "/data.bin", &[("if-none-match", &etag)]);
+    assert_eq!((r.status, r.body.as_str()), (304, ""));
+    let r = request_to(base(), "GET", "/data.bin", &[("range", "bytes=2-4")]);
+    assert_eq!((r.status, r.body.as_str(), r.header("content-range")), (206, "234", Some("bytes 2-4/10")));
+    let r = request_to(base(), "GET", "/data.bin", &[("range", "bytes=-3")]);
+    assert_eq!((r.status, r.body.as_str()), (206, "789"));
+    let r = request_to(base(), "GET", "/data.bin", &[("range", "bytes=20-")]);
+    assert_eq!((r.status, r.header("content-range")), (416, Some("bytes */10")));
+    // A range for another version of the file: the whole file.
+    let r = request_to(base(), "GET", "/data.bin", &[("range", "bytes=2-4"), ("if-range", "\"other\"")]);
+    assert_eq!((r.status, r.body.as_str()), (200, "0123456789"));
+}
+
+#[test]
+fn the_api_lives_under_its_prefix() {
+    let r = request_to(base(), "GET", "/api/nothing_here", &[]);
+    assert_eq!(r.status, 404);
+    assert_eq!(r.json()["code"], "PGRST205", "{}", r.body);
+    assert_eq!(request_to(base(), "GET", "/live", &[]).status, 200);
+}
+
+#[test]
+fn files_and_api_that_would_shadow_each_other_stop_start_up() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("api")).unwrap();
+    let args = |api: Option<&str>, prefix: Option<&str>| rowgate::config::ServeArgs {
+        db_uri: Some("sqlite::memory:".into()),
+        static_dir: Some(dir.path().to_owned()),
+        api_prefix: api.map(String::from),
+        static_prefix: prefix.map(String::from),
+        ..Default::default()
+    };
+    let err = |a| rowgate::config::Config::load(&a).unwrap_err().to_string();
+    assert!(err(args(None, None)).contains("would shadow"));
+    assert!(err(args(Some("/"), None)).contains("would shadow"));
+    assert!(err(args(Some("/v1"), Some("/v1/files"))).contains("would shadow"));
+    assert!(rowgate::config::Config::load(&args(Some("/v1"), None)).is_ok());
+    assert!(rowgate::config::Config::load(&args(Some("/rest"), Some("/files"))).is_ok());
+}
