@@ -102,6 +102,10 @@ pub struct ServeArgs {
     /// may read any table.
     #[arg(long = "db-rules", env = "ROWGATE_DB_RULES", value_name = "FILE")]
     pub db_rules: Option<PathBuf>,
+    /// Built-in user accounts at /auth/v1 (Supabase Auth's endpoints; SQLite backend; needs
+    /// an HMAC jwt-secret) [default: false].
+    #[arg(long = "accounts-enabled", env = "ROWGATE_ACCOUNTS_ENABLED", value_name = "BOOL")]
+    pub accounts_enabled: Option<bool>,
     /// Serve the files of this directory (PocketBase's `pb_public`) under `static-prefix`.
     #[arg(long = "static-dir", env = "ROWGATE_STATIC_DIR", value_name = "DIR")]
     pub static_dir: Option<PathBuf>,
@@ -317,6 +321,8 @@ pub struct Config {
     pub cache_routes: Option<Vec<String>>,
     /// `db-rules`: the SQLite backend's access rules file.
     pub db_rules: Option<PathBuf>,
+    /// `accounts-enabled`.
+    pub accounts_enabled: bool,
     /// `static-dir`, if files are served.
     pub static_dir: Option<PathBuf>,
     /// `static-prefix`: `/` or `/path` (no trailing slash).
@@ -378,6 +384,24 @@ impl Config {
             }
             None => None,
         };
+        let accounts_enabled = a.accounts_enabled.or(file.accounts_enabled).unwrap_or(false);
+        if accounts_enabled {
+            if sqlite.is_none() {
+                return Err(invalid(
+                    "accounts-enabled",
+                    "accounts run on the SQLite backend only so far".into(),
+                ));
+            }
+            match &jwt_secret {
+                Some(s) if !s.trim_start().starts_with('{') && !s.contains("-----BEGIN") => {}
+                _ => {
+                    return Err(invalid(
+                        "accounts-enabled",
+                        "accounts sign their tokens with jwt-secret, which must be an HMAC secret".into(),
+                    ))
+                }
+            }
+        }
         let jwt_role_claim_key = match a.jwt_role_claim_key.or(file.jwt_role_claim_key) {
             Some(path) => {
                 crate::auth::RolePath::parse(&path).map_err(|e| invalid("jwt-role-claim-key", e))?
@@ -474,6 +498,7 @@ impl Config {
             cache_ttl: a.cache_ttl.or(file.cache_ttl).filter(|s| *s > 0).map(Duration::from_secs),
             cache_routes: a.cache_routes.or(file.cache_routes).map(|l| list(&l)),
             db_rules: a.db_rules.or(file.db_rules),
+            accounts_enabled,
             static_dir,
             static_prefix,
             api_prefix,

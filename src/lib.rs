@@ -5,6 +5,7 @@
 //! `schema` cache) → `sql` (statements) → `db` (pool, settings, execution) → `response`.
 //! See ARCHITECTURE.md for the invariants each stage keeps.
 
+pub mod accounts;
 pub mod apikey;
 pub mod auth;
 pub mod cache;

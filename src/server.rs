@@ -47,6 +47,7 @@ pub fn start_state(config: Arc<Config>) -> Arc<AppState> {
         reloader,
         cache,
         sqlite: None,
+        accounts: None,
     })
 }
 
@@ -91,8 +92,28 @@ fn start_sqlite(
             None
         }
     };
+    let accounts = match (&sqlite, config.accounts_enabled) {
+        (Some(backend), true) => {
+            let secret = config.jwt_secret.clone().unwrap_or_default();
+            let key = if config.jwt_secret_is_base64 {
+                use base64::Engine;
+                base64::engine::general_purpose::STANDARD.decode(secret.trim()).unwrap_or_default()
+            } else {
+                secret.into_bytes()
+            };
+            match crate::accounts::Accounts::new(backend.db.clone(), &key, config.jwt_aud.clone()) {
+                Ok(a) => Some(Arc::new(a)),
+                Err(e) => {
+                    tracing::error!(error = %e, "the accounts could not be set up");
+                    None
+                }
+            }
+        }
+        _ => None,
+    };
     let reloader = Reloader::idle(config.clone(), shared.clone(), None);
     Arc::new(AppState {
+        accounts,
         keys: Arc::new(crate::apikey::KeyStore::new(
             config.api_key_cache_max_entries,
             config.db_anon_role.clone(),

@@ -88,6 +88,11 @@ impl SqliteDb {
         Ok(Arc::new(SqliteDb { target, writer: jobs, readers: Mutex::new(Vec::new()) }))
     }
 
+    /// Runs set-up statements (at start-up, on the calling thread, on a connection of its own).
+    pub fn setup(&self, sql: &str) -> rusqlite::Result<()> {
+        self.target.open(false)?.execute_batch(sql)
+    }
+
     /// Reads the schema (at start-up, on the calling thread).
     pub fn load_schema(&self, exposed: &str) -> rusqlite::Result<crate::schema::SchemaCache> {
         crate::schema::sqlite::load(&self.target.open(true)?, exposed)

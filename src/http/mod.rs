@@ -62,6 +62,8 @@ pub struct AppState {
     pub cache: Option<Arc<crate::cache::ResponseCache>>,
     /// The SQLite database, when `db-uri` names one (then `db` is unused).
     pub sqlite: Option<Arc<crate::db::sqlite::SqliteBackend>>,
+    /// The built-in accounts (`accounts-enabled`).
+    pub accounts: Option<Arc<crate::accounts::Accounts>>,
 }
 
 /// Serves `listener` until `shutdown` completes, then lets in-flight requests finish (for at
@@ -202,6 +204,21 @@ async fn endpoint(state: &AppState, req: Request<Incoming>) -> Response<Body> {
         }
         "/rowgate/apikey" if matches!(*req.method(), http::Method::GET | http::Method::HEAD) => {
             describe_api_key(state, req.headers()).await.unwrap_or_else(|e| error_response(&e))
+        }
+        path if path.starts_with("/auth/v1/") && state.accounts.is_some() => {
+            let accounts = state.accounts.as_ref().expect("checked");
+            let (parts, incoming) = req.into_parts();
+            let body = match read_body(incoming, 64 * 1024).await {
+                Ok(b) => b,
+                Err(e) => return error_response(&e),
+            };
+            let authorization = parts.headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+            let verify = |authorization: Option<&str>| {
+                let principal = state.auth.authenticate(authorization).ok().filter(|p| !p.anonymous)?;
+                let claims: serde_json::Value = serde_json::from_str(&principal.claims).ok()?;
+                claims.get("sub").and_then(|s| s.as_str()).map(str::to_owned)
+            };
+            accounts.handle(&parts.method, path, uri.query(), authorization, body, verify).await
         }
         path => {
             let config = &state.config;

@@ -13,7 +13,7 @@ use super::{Column, ForeignKey, QualifiedName, Relation, RelationKind, SchemaCac
 pub fn load(conn: &Connection, exposed: &str) -> rusqlite::Result<SchemaCache> {
     let mut cache = SchemaCache::default();
     let mut objects = conn.prepare(
-        "SELECT name, type FROM sqlite_schema WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name",
+        "SELECT name, type FROM sqlite_schema WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' AND name NOT LIKE '\\_rowgate\\_%' ESCAPE '\\' ORDER BY name",
     )?;
     let objects: Vec<(String, String)> =
         objects.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<Result<_, _>>()?;

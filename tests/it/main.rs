@@ -1,6 +1,7 @@
 //! rowgate's integration tests: one binary, a module per feature, against a real PostgreSQL
 //! that the harness starts itself.
 
+mod accounts;
 mod apikeys;
 mod auth;
 mod cache;

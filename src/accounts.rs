@@ -1,0 +1,391 @@
+//! Built-in user accounts (`accounts-enabled`, SQLite backend so far): sign-up, password login
+//! and token refresh at Supabase Auth's (GoTrue's) endpoints, so that supabase-js's `auth`
+//! works unchanged; the access tokens are JWTs signed with `jwt-secret`, which rowgate itself
+//! then verifies (`role: authenticated`, `sub`: the user's id).
+//!
+//! - `POST /auth/v1/signup` `{email, password}` → a session;
+//! - `POST /auth/v1/token?grant_type=password` `{email, password}` → a session;
+//! - `POST /auth/v1/token?grant_type=refresh_token` `{refresh_token}` → a new session (the
+//!   refresh token is rotated; presenting a used one revokes all of the user's);
+//! - `GET /auth/v1/user` (bearer) → the user; `POST /auth/v1/logout` (bearer) → 204.
+//!
+//! Passwords are hashed with Argon2id and never logged or returned. Login failures are limited
+//! per email address (5 in 15 minutes, then 429 until the window passes). Errors have GoTrue's
+//! shape: `{"code": 400, "error_code": "invalid_credentials", "msg": "..."}`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
+use argon2::Argon2;
+use bytes::Bytes;
+use http::{header, HeaderValue, Method, Response, StatusCode};
+use serde_json::{json, Value};
+use sha2::Digest;
+
+use crate::db::sqlite::SqliteDb;
+use crate::http::Body;
+
+/// Access tokens live this long.
+const TOKEN_LIFETIME: Duration = Duration::from_secs(3600);
+/// Refresh tokens live this long.
+const REFRESH_LIFETIME: Duration = Duration::from_secs(30 * 24 * 3600);
+/// Login failures allowed per email address and window.
+const MAX_FAILURES: u32 = 5;
+const FAILURE_WINDOW: Duration = Duration::from_secs(15 * 60);
+/// GoTrue's default minimum password length.
+const MIN_PASSWORD: usize = 6;
+
+/// The accounts' tables, in the database file (hidden from the API by their prefix).
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS _rowgate_users (
+  id TEXT PRIMARY KEY,
+  email TEXT NOT NULL UNIQUE COLLATE NOCASE,
+  password_hash TEXT NOT NULL,
+  created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+);
+CREATE TABLE IF NOT EXISTS _rowgate_refresh_tokens (
+  token_hash TEXT PRIMARY KEY,
+  user_id TEXT NOT NULL REFERENCES _rowgate_users (id) ON DELETE CASCADE,
+  expires_at INTEGER NOT NULL,
+  revoked INTEGER NOT NULL DEFAULT 0
+);";
+
+/// The accounts service of a server.
+pub struct Accounts {
+    db: Arc<SqliteDb>,
+    key: jsonwebtoken::EncodingKey,
+    audience: String,
+    failures: Mutex<HashMap<String, (u32, Instant)>>,
+}
+
+/// A user row.
+struct User {
+    id: String,
+    email: String,
+    created_at: String,
+}
+
+impl Accounts {
+    /// The service on `db`, signing with the HMAC `secret`; creates its tables.
+    pub fn new(db: Arc<SqliteDb>, secret: &[u8], audience: Option<String>) -> Result<Accounts, String> {
+        db.setup(SCHEMA).map_err(|e| format!("creating the accounts tables: {e}"))?;
+        Ok(Accounts {
+            db,
+            key: jsonwebtoken::EncodingKey::from_secret(secret),
+            audience: audience.unwrap_or_else(|| "authenticated".into()),
+            failures: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Answers a request to `/auth/v1/...`; `verify` checks a bearer token as the API does.
+    pub async fn handle(
+        &self,
+        method: &Method,
+        path: &str,
+        query: Option<&str>,
+        authorization: Option<&str>,
+        body: Bytes,
+        verify: impl Fn(Option<&str>) -> Option<String>,
+    ) -> Response<Body> {
+        let grant = query
+            .and_then(|q| {
+                form_urlencoded::parse(q.as_bytes()).find(|(k, _)| k == "grant_type").map(|(_, v)| v)
+            })
+            .unwrap_or_default();
+        let result = match (method, path, grant.as_ref()) {
+            (&Method::POST, "/auth/v1/signup", _) => self.signup(&body).await,
+            (&Method::POST, "/auth/v1/token", "password") => self.login(&body).await,
+            (&Method::POST, "/auth/v1/token", "refresh_token") => self.refresh(&body).await,
+            (&Method::POST, "/auth/v1/token", _) => {
+                Err(fail(StatusCode::BAD_REQUEST, "unsupported_grant_type", "Unsupported grant type"))
+            }
+            (&Method::GET, "/auth/v1/user", _) => match verify(authorization) {
+                Some(id) => self.user(&id).await.map(|u| (StatusCode::OK, user_json(&u))),
+                None => Err(fail(
+                    StatusCode::UNAUTHORIZED,
+                    "no_authorization",
+                    "A valid bearer token is required",
+                )),
+            },
+            (&Method::POST, "/auth/v1/logout", _) => match verify(authorization) {
+                Some(id) => self.logout(&id).await.map(|()| (StatusCode::NO_CONTENT, Value::Null)),
+                None => Err(fail(
+                    StatusCode::UNAUTHORIZED,
+                    "no_authorization",
+                    "A valid bearer token is required",
+                )),
+            },
+            _ => Err(fail(StatusCode::NOT_FOUND, "not_found", "Not found")),
+        };
+        let (status, body) = result.unwrap_or_else(|e| e);
+        let mut r =
+            Response::new(if body.is_null() { Body::default() } else { Body::from(body.to_string()) });
+        *r.status_mut() = status;
+        if !body.is_null() {
+            r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        }
+        r
+    }
+
+    async fn signup(&self, body: &[u8]) -> Result<(StatusCode, Value), (StatusCode, Value)> {
+        let (email, password) = credentials(body)?;
+        if !email.contains('@') || email.len() > 254 {
+            return Err(fail(
+                StatusCode::BAD_REQUEST,
+                "validation_failed",
+                "Unable to validate email address: invalid format",
+            ));
+        }
+        if password.chars().count() < MIN_PASSWORD {
+            return Err(fail(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "weak_password",
+                &format!("Password should be at least {MIN_PASSWORD} characters."),
+            ));
+        }
+        let hash = tokio::task::spawn_blocking(move || {
+            let salt = SaltString::generate(&mut argon2::password_hash::rand_core::OsRng);
+            Argon2::default().hash_password(password.as_bytes(), &salt).map(|h| h.to_string())
+        })
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .ok_or_else(internal)?;
+        let id = uuid_v4();
+        let (row_id, row_email) = (id.clone(), email.clone());
+        let inserted = self
+            .db
+            .with_writer(move |c| {
+                match c.execute(
+                    "INSERT INTO _rowgate_users (id, email, password_hash) VALUES (?1, ?2, ?3)",
+                    [&row_id, &row_email, &hash],
+                ) {
+                    Ok(_) => Ok(true),
+                    Err(rusqlite::Error::SqliteFailure(f, _)) if f.extended_code == 2067 => Ok(false),
+                    Err(e) => Err(crate::error::Error::Unavailable(e.to_string())),
+                }
+            })
+            .await
+            .map_err(|_| internal())?;
+        if !inserted {
+            return Err(fail(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "user_already_exists",
+                "User already registered",
+            ));
+        }
+        let user = self.user(&id).await?;
+        self.session(&user).await.map(|s| (StatusCode::OK, s))
+    }
+
+    async fn login(&self, body: &[u8]) -> Result<(StatusCode, Value), (StatusCode, Value)> {
+        let (email, password) = credentials(body)?;
+        let who = email.to_lowercase();
+        if self.limited(&who) {
+            return Err(fail(
+                StatusCode::TOO_MANY_REQUESTS,
+                "over_request_rate_limit",
+                "Too many failed logins for this email address: try again later",
+            ));
+        }
+        let found = self
+            .db
+            .with_reader(move |c| {
+                use rusqlite::OptionalExtension;
+                c.query_row("SELECT id, password_hash FROM _rowgate_users WHERE email = ?1", [&email], |r| {
+                    Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+                })
+                .optional()
+            })
+            .await
+            .map_err(|_| internal())?;
+        // A missing user costs a verification too: timing does not tell who is registered.
+        const DUMMY: &str = "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$9mX1Sx1N2Ly9rXQ4m2Wn3Cj1nDQ7q8l6zvN4KJ0kQk8";
+        let (id, hash) = found.clone().unwrap_or_else(|| (String::new(), DUMMY.to_owned()));
+        let ok = tokio::task::spawn_blocking(move || {
+            PasswordHash::new(&hash)
+                .is_ok_and(|h| Argon2::default().verify_password(password.as_bytes(), &h).is_ok())
+        })
+        .await
+        .unwrap_or(false);
+        if !ok || found.is_none() {
+            self.failed(&who);
+            return Err(fail(StatusCode::BAD_REQUEST, "invalid_credentials", "Invalid login credentials"));
+        }
+        self.failures.lock().unwrap_or_else(|e| e.into_inner()).remove(&who);
+        let user = self.user(&id).await?;
+        self.session(&user).await.map(|s| (StatusCode::OK, s))
+    }
+
+    async fn refresh(&self, body: &[u8]) -> Result<(StatusCode, Value), (StatusCode, Value)> {
+        let token = serde_json::from_slice::<Value>(body)
+            .ok()
+            .and_then(|v| v.get("refresh_token").and_then(Value::as_str).map(str::to_owned))
+            .ok_or_else(|| fail(StatusCode::BAD_REQUEST, "validation_failed", "refresh_token is required"))?;
+        let hash = token_hash(&token);
+        let now = unix_now();
+        // Rotation: the token is used up; a used one presented again revokes them all (it may
+        // have been stolen).
+        let user_id = self
+            .db
+            .with_writer(move |c| {
+                use rusqlite::OptionalExtension;
+                let row: Option<(String, i64, i64)> = c
+                    .query_row(
+                        "SELECT user_id, revoked, expires_at FROM _rowgate_refresh_tokens WHERE token_hash = ?1",
+                        [&hash],
+                        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                    )
+                    .optional()
+                    .map_err(|e| crate::error::Error::Unavailable(e.to_string()))?;
+                let Some((user, revoked, expires)) = row else { return Ok(None) };
+                if revoked != 0 {
+                    c.execute("UPDATE _rowgate_refresh_tokens SET revoked = 1 WHERE user_id = ?1", [&user])
+                        .map_err(|e| crate::error::Error::Unavailable(e.to_string()))?;
+                    return Ok(None);
+                }
+                c.execute("UPDATE _rowgate_refresh_tokens SET revoked = 1 WHERE token_hash = ?1", [&hash])
+                    .map_err(|e| crate::error::Error::Unavailable(e.to_string()))?;
+                Ok((expires > now).then_some(user))
+            })
+            .await
+            .map_err(|_| internal())?
+            .ok_or_else(|| fail(StatusCode::BAD_REQUEST, "refresh_token_not_found", "Invalid Refresh Token"))?;
+        let user = self.user(&user_id).await?;
+        self.session(&user).await.map(|s| (StatusCode::OK, s))
+    }
+
+    async fn logout(&self, user_id: &str) -> Result<(), (StatusCode, Value)> {
+        let id = user_id.to_owned();
+        self.db
+            .with_writer(move |c| {
+                c.execute("UPDATE _rowgate_refresh_tokens SET revoked = 1 WHERE user_id = ?1", [&id])
+                    .map_err(|e| crate::error::Error::Unavailable(e.to_string()))
+            })
+            .await
+            .map(|_| ())
+            .map_err(|_| internal())
+    }
+
+    async fn user(&self, id: &str) -> Result<User, (StatusCode, Value)> {
+        let id = id.to_owned();
+        self.db
+            .with_reader(move |c| {
+                use rusqlite::OptionalExtension;
+                c.query_row("SELECT id, email, created_at FROM _rowgate_users WHERE id = ?1", [&id], |r| {
+                    Ok(User { id: r.get(0)?, email: r.get(1)?, created_at: r.get(2)? })
+                })
+                .optional()
+            })
+            .await
+            .map_err(|_| internal())?
+            .ok_or_else(|| fail(StatusCode::NOT_FOUND, "user_not_found", "User not found"))
+    }
+
+    /// A new session: an access token and a refresh token (stored by its hash).
+    async fn session(&self, user: &User) -> Result<Value, (StatusCode, Value)> {
+        let now = unix_now();
+        let exp = now + TOKEN_LIFETIME.as_secs() as i64;
+        let claims = json!({
+            "sub": user.id, "aud": self.audience, "role": "authenticated", "email": user.email,
+            "iat": now, "exp": exp,
+        });
+        let access = jsonwebtoken::encode(&jsonwebtoken::Header::default(), &claims, &self.key)
+            .map_err(|_| internal())?;
+        let refresh = random_token();
+        let (hash, id) = (token_hash(&refresh), user.id.clone());
+        let expires = now + REFRESH_LIFETIME.as_secs() as i64;
+        self.db
+            .with_writer(move |c| {
+                c.execute(
+                    "INSERT INTO _rowgate_refresh_tokens (token_hash, user_id, expires_at) VALUES (?1, ?2, ?3)",
+                    rusqlite::params![hash, id, expires],
+                )
+                .map_err(|e| crate::error::Error::Unavailable(e.to_string()))
+            })
+            .await
+            .map_err(|_| internal())?;
+        Ok(json!({
+            "access_token": access, "token_type": "bearer", "expires_in": TOKEN_LIFETIME.as_secs(),
+            "expires_at": exp, "refresh_token": refresh, "user": user_json(user),
+        }))
+    }
+
+    fn limited(&self, who: &str) -> bool {
+        let failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        failures.get(who).is_some_and(|(n, since)| *n >= MAX_FAILURES && since.elapsed() < FAILURE_WINDOW)
+    }
+
+    fn failed(&self, who: &str) {
+        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        if failures.len() > 100_000 {
+            failures.retain(|_, (_, since)| since.elapsed() < FAILURE_WINDOW);
+        }
+        let entry = failures.entry(who.to_owned()).or_insert((0, Instant::now()));
+        if entry.1.elapsed() >= FAILURE_WINDOW {
+            *entry = (0, Instant::now());
+        }
+        entry.0 += 1;
+    }
+}
+
+fn credentials(body: &[u8]) -> Result<(String, String), (StatusCode, Value)> {
+    let v: Value = serde_json::from_slice(body)
+        .map_err(|_| fail(StatusCode::BAD_REQUEST, "bad_json", "Could not parse request body as JSON"))?;
+    let field = |name: &str| v.get(name).and_then(Value::as_str).map(str::to_owned);
+    match (field("email"), field("password")) {
+        (Some(e), Some(p)) if !e.is_empty() => Ok((e.trim().to_owned(), p)),
+        _ => Err(fail(
+            StatusCode::BAD_REQUEST,
+            "validation_failed",
+            "An email address and a password are required",
+        )),
+    }
+}
+
+fn user_json(u: &User) -> Value {
+    json!({
+        "id": u.id, "aud": "authenticated", "role": "authenticated", "email": u.email,
+        "email_confirmed_at": u.created_at, "created_at": u.created_at, "updated_at": u.created_at,
+        "app_metadata": {"provider": "email", "providers": ["email"]}, "user_metadata": {}, "identities": [],
+    })
+}
+
+/// A GoTrue error.
+fn fail(status: StatusCode, error_code: &str, msg: &str) -> (StatusCode, Value) {
+    (status, json!({"code": status.as_u16(), "error_code": error_code, "msg": msg}))
+}
+
+fn internal() -> (StatusCode, Value) {
+    fail(StatusCode::INTERNAL_SERVER_ERROR, "unexpected_failure", "Unexpected failure")
+}
+
+fn unix_now() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
+}
+
+fn random_bytes<const N: usize>() -> [u8; N] {
+    let mut b = [0u8; N];
+    getrandom::fill(&mut b).expect("the system's random source");
+    b
+}
+
+fn random_token() -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(random_bytes::<32>())
+}
+
+fn token_hash(token: &str) -> String {
+    sha2::Sha256::digest(token.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A random (version 4) UUID.
+fn uuid_v4() -> String {
+    let mut b = random_bytes::<16>();
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!("{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
+}

@@ -1,0 +1,112 @@
+//! Built-in accounts (`accounts-enabled`) at Supabase Auth's endpoints, on the SQLite backend:
+//! the tokens they issue are the ones the API's rules read.
+
+use std::sync::OnceLock;
+
+use serde_json::{json, Value};
+
+use crate::support::{request_to, send_to, start_server, JWT_SECRET};
+
+const SCHEMA: &str = "CREATE TABLE notes (id INTEGER PRIMARY KEY, owner TEXT NOT NULL, body TEXT);";
+const RULES: &str = r#"
+[notes]
+select = { authenticated = "owner=eq.@jwt.sub" }
+insert = { authenticated = "owner=eq.@jwt.sub" }
+"#;
+
+fn base() -> &'static str {
+    static BASE: OnceLock<String> = OnceLock::new();
+    BASE.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("temp dir").keep();
+        let path = dir.join("accounts.db");
+        rusqlite::Connection::open(&path).expect("create").execute_batch(SCHEMA).expect("schema");
+        std::fs::write(dir.join("rules.toml"), RULES).expect("rules");
+        start_server(rowgate::config::ServeArgs {
+            db_uri: Some(format!("sqlite:{}", path.display())),
+            db_anon_role: Some("anon".into()),
+            db_rules: Some(dir.join("rules.toml")),
+            jwt_secret: Some(JWT_SECRET.into()),
+            accounts_enabled: Some(true),
+            server_host: Some("127.0.0.1".into()),
+            ..Default::default()
+        })
+    })
+}
+
+fn auth(path: &str, body: Value) -> (u16, Value) {
+    let r = send_to(base(), "POST", path, &[("content-type", "application/json")], Some(&body.to_string()));
+    let v = if r.body.is_empty() { Value::Null } else { r.json() };
+    (r.status, v)
+}
+
+#[test]
+fn sign_up_log_in_and_use_the_token_on_the_api() {
+    let (status, session) =
+        auth("/auth/v1/signup", json!({"email": "ann@example.com", "password": "correct horse"}));
+    assert_eq!(status, 200, "{session}");
+    assert_eq!(session["token_type"], "bearer");
+    assert_eq!(session["user"]["email"], "ann@example.com");
+    assert!(!session.to_string().contains("correct horse"), "the password must never be returned");
+    let id = session["user"]["id"].as_str().unwrap().to_owned();
+    // One account per address, whatever its case.
+    let (status, e) = auth("/auth/v1/signup", json!({"email": "ANN@example.com", "password": "whatever1"}));
+    assert_eq!((status, e["error_code"].as_str()), (422, Some("user_already_exists")));
+    let (status, e) = auth("/auth/v1/signup", json!({"email": "bo@example.com", "password": "123"}));
+    assert_eq!((status, e["error_code"].as_str()), (422, Some("weak_password")));
+
+    let (status, e) =
+        auth("/auth/v1/token?grant_type=password", json!({"email": "ann@example.com", "password": "nope"}));
+    assert_eq!((status, e["error_code"].as_str()), (400, Some("invalid_credentials")));
+    let (status, login) = auth(
+        "/auth/v1/token?grant_type=password",
+        json!({"email": "ann@example.com", "password": "correct horse"}),
+    );
+    assert_eq!(status, 200, "{login}");
+    let bearer = format!("Bearer {}", login["access_token"].as_str().unwrap());
+
+    // The API's rules read the token's `sub`.
+    let w = send_to(
+        base(),
+        "POST",
+        "/notes",
+        &[("content-type", "application/json"), ("authorization", &bearer)],
+        Some(&json!({"id": 1, "owner": id, "body": "mine"}).to_string()),
+    );
+    assert_eq!(w.status, 201, "{}", w.body);
+    let r = request_to(base(), "GET", "/notes?select=body", &[("authorization", &bearer)]);
+    assert_eq!((r.status, r.json()), (200, json!([{"body": "mine"}])), "{}", r.body);
+    let r = request_to(base(), "GET", "/auth/v1/user", &[("authorization", &bearer)]);
+    assert_eq!((r.status, r.json()["id"].as_str()), (200, Some(id.as_str())), "{}", r.body);
+    // The accounts' own tables are not part of the API.
+    assert_eq!(request_to(base(), "GET", "/_rowgate_users", &[("authorization", &bearer)]).status, 404);
+}
+
+#[test]
+fn refresh_tokens_rotate_and_a_reused_one_revokes_them_all() {
+    let (_, session) = auth("/auth/v1/signup", json!({"email": "cy@example.com", "password": "secret-cy"}));
+    let first = session["refresh_token"].as_str().unwrap().to_owned();
+    let (status, renewed) = auth("/auth/v1/token?grant_type=refresh_token", json!({"refresh_token": first}));
+    assert_eq!(status, 200, "{renewed}");
+    let second = renewed["refresh_token"].as_str().unwrap().to_owned();
+    assert_ne!(first, second);
+    // The first one again: refused, and the second is revoked with it.
+    let (status, e) = auth("/auth/v1/token?grant_type=refresh_token", json!({"refresh_token": first}));
+    assert_eq!((status, e["error_code"].as_str()), (400, Some("refresh_token_not_found")));
+    let (status, _) = auth("/auth/v1/token?grant_type=refresh_token", json!({"refresh_token": second}));
+    assert_eq!(status, 400);
+}
+
+#[test]
+fn repeated_login_failures_are_limited() {
+    auth("/auth/v1/signup", json!({"email": "dee@example.com", "password": "secret-dee"}));
+    for _ in 0..5 {
+        let (status, _) =
+            auth("/auth/v1/token?grant_type=password", json!({"email": "dee@example.com", "password": "x"}));
+        assert_eq!(status, 400);
+    }
+    let (status, e) = auth(
+        "/auth/v1/token?grant_type=password",
+        json!({"email": "dee@example.com", "password": "secret-dee"}),
+    );
+    assert_eq!((status, e["error_code"].as_str()), (429, Some("over_request_rate_limit")));
+}
