@@ -44,6 +44,9 @@ pub enum FeedError {
     /// A message this client does not understand.
     #[error("replication connection: unexpected {0}")]
     Protocol(String),
+    /// The visibility check's query failed.
+    #[error("change feed: {0}")]
+    Query(#[from] tokio_postgres::Error),
 }
 
 trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
@@ -159,27 +162,35 @@ impl Connection {
     /// The next message; an error response becomes [`FeedError::Server`].
     async fn read(&mut self) -> Result<Frame, FeedError> {
         loop {
-            if self.buf.len() >= 5 {
-                let len = u32::from_be_bytes([self.buf[1], self.buf[2], self.buf[3], self.buf[4]]) as usize;
-                if len < 4 {
-                    return Err(FeedError::Protocol("message length".into()));
-                }
-                if self.buf.len() > len {
-                    let mut message = self.buf.split_to(len + 1).freeze();
-                    let tag = message.get_u8();
-                    message.advance(4);
-                    if tag == b'E' {
-                        let text = error_text(&message);
-                        return Err(FeedError::Server(text));
-                    }
-                    return Ok(Frame { tag, body: message });
-                }
-                self.buf.reserve(len + 1 - self.buf.len());
+            if let Some(frame) = self.buffered()? {
+                return Ok(frame);
             }
             if self.stream.read_buf(&mut self.buf).await? == 0 {
                 return Err(FeedError::Io(std::io::ErrorKind::UnexpectedEof.into()));
             }
         }
+    }
+
+    /// The next message if it has been received whole already.
+    fn buffered(&mut self) -> Result<Option<Frame>, FeedError> {
+        if self.buf.len() < 5 {
+            return Ok(None);
+        }
+        let len = u32::from_be_bytes([self.buf[1], self.buf[2], self.buf[3], self.buf[4]]) as usize;
+        if len < 4 {
+            return Err(FeedError::Protocol("message length".into()));
+        }
+        if self.buf.len() <= len {
+            self.buf.reserve(len + 1 - self.buf.len());
+            return Ok(None);
+        }
+        let mut message = self.buf.split_to(len + 1).freeze();
+        let tag = message.get_u8();
+        message.advance(4);
+        if tag == b'E' {
+            return Err(FeedError::Server(error_text(&message)));
+        }
+        Ok(Some(Frame { tag, body: message }))
     }
 
     /// A standby status update: everything up to `lsn` is handled (the slot may move on).
@@ -239,6 +250,8 @@ fn keyed_type(oid: u32) -> bool {
 /// exists (changes committed before it are never reported), and counts as current only when
 /// the instance's own heartbeats come back through this stream.
 pub async fn run(config: &tokio_postgres::Config, cache: Arc<ResponseCache>) -> Result<(), FeedError> {
+    // For the visibility checks (see `settle`).
+    let helper = crate::db::connect(config).await?;
     let mut conn = Connection::open(config).await?;
     // Numbered: the previous connection's slot may linger until the server notices it gone.
     static CONNECTIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -279,38 +292,118 @@ pub async fn run(config: &tokio_postgres::Config, cache: Arc<ResponseCache>) -> 
                 continue;
             }
         };
-        if frame.tag != b'd' {
-            return Err(FeedError::Protocol(format!("message '{}' in the copy stream", frame.tag as char)));
-        }
-        let mut data = frame.body;
-        match data.first() {
-            Some(b'w') if data.len() >= 25 => {
-                data.advance(1);
-                let _start = data.get_u64();
-                received = received.max(data.get_u64());
-                data.advance(8);
-                decode(&mut relations, &cache, data)?;
+        // Everything received already makes one batch, settled together.
+        let mut batch = Batch::default();
+        let mut next = Some(frame);
+        while let Some(frame) = next {
+            if frame.tag != b'd' {
+                return Err(FeedError::Protocol(format!(
+                    "message '{}' in the copy stream",
+                    frame.tag as char
+                )));
             }
-            Some(b'k') if data.len() >= 18 => {
-                data.advance(1);
-                received = received.max(data.get_u64());
-                data.advance(8);
-                if data.get_u8() == 1 {
-                    conn.status(received)?;
-                    conn.flush().await?;
-                    acked = received;
+            let mut data = frame.body;
+            match data.first() {
+                Some(b'w') if data.len() >= 25 => {
+                    data.advance(1);
+                    let _start = data.get_u64();
+                    received = received.max(data.get_u64());
+                    data.advance(8);
+                    decode(&mut relations, &cache, data, &mut batch)?;
                 }
+                Some(b'k') if data.len() >= 18 => {
+                    data.advance(1);
+                    received = received.max(data.get_u64());
+                    data.advance(8);
+                    if data.get_u8() == 1 {
+                        conn.status(received)?;
+                        conn.flush().await?;
+                        acked = received;
+                    }
+                }
+                _ => return Err(FeedError::Protocol("copy data".into())),
             }
-            _ => return Err(FeedError::Protocol("copy data".into())),
+            next = conn.buffered()?;
         }
+        settle(&helper, &cache, batch).await?;
     }
 }
 
-/// Applies one `pgoutput` message.
+/// What a batch of the stream leaves to do once its transactions are visible.
+#[derive(Default)]
+struct Batch {
+    /// The transactions it holds.
+    xids: Vec<u32>,
+    /// Changes to record again, and instance messages to handle, in stream order.
+    redo: Vec<Redo>,
+}
+
+enum Redo {
+    Columns(u32, Vec<(Arc<str>, Vec<String>)>, Vec<Arc<str>>),
+    Table(u32),
+    Notify(String),
+}
+
+/// Finishes a batch. The stream sends a transaction once its commit is in the WAL, which is a
+/// moment before new snapshots see it: a query started in that moment reads the old rows, and
+/// its answer would be stored as current since the change arrived before the query started.
+/// So the changes, recorded on arrival, are recorded again once a fresh snapshot shows every
+/// transaction of the batch finished; only then are the batch's markers, acknowledgements and
+/// heartbeats handled, since they vouch for everything before them.
+async fn settle(
+    helper: &tokio_postgres::Client,
+    cache: &ResponseCache,
+    batch: Batch,
+) -> Result<(), FeedError> {
+    if batch.redo.is_empty() {
+        return Ok(());
+    }
+    if !batch.xids.is_empty() {
+        loop {
+            let snapshot: String =
+                helper.query_one("SELECT pg_catalog.pg_current_snapshot()::text", &[]).await?.get(0);
+            if batch.xids.iter().all(|x| finished(&snapshot, *x)) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_micros(200)).await;
+        }
+    }
+    for redo in batch.redo {
+        match redo {
+            Redo::Columns(table, carried, unknown) => cache.columns_changed(table, carried, unknown),
+            Redo::Table(table) => cache.table_changed(table),
+            Redo::Notify(payload) => cache.notified(&payload),
+        }
+    }
+    Ok(())
+}
+
+/// Whether the transaction `xid` (32 bits, as the stream gives it) is no longer running in
+/// `snapshot` (`pg_current_snapshot()`: `xmin:xmax:xip,...`, 64-bit ids).
+fn finished(snapshot: &str, xid: u32) -> bool {
+    let mut parts = snapshot.split(':');
+    let (Some(xmin), Some(xmax), xip) = (parts.next(), parts.next(), parts.next().unwrap_or("")) else {
+        return false;
+    };
+    let (Ok(xmin), Ok(xmax)) = (xmin.parse::<u64>(), xmax.parse::<u64>()) else { return false };
+    // The full id: xmax's epoch, or the one before if that puts it past xmax.
+    let mut full = (xmax & !0xffff_ffff) | u64::from(xid);
+    if full >= xmax {
+        match full.checked_sub(1 << 32) {
+            Some(f) => full = f,
+            None => return false,
+        }
+    }
+    full < xmin || !xip.split(',').filter(|x| !x.is_empty()).any(|x| x.parse::<u64>() == Ok(full))
+}
+
+/// Applies one `pgoutput` message: changes at once (and again in [`settle`]); instance messages
+/// are left to [`settle`].
 fn decode(
     relations: &mut HashMap<u32, Relation>,
     cache: &ResponseCache,
     mut m: Bytes,
+    batch: &mut Batch,
 ) -> Result<(), FeedError> {
     let short = || FeedError::Protocol("short pgoutput message".into());
     if m.is_empty() {
@@ -397,7 +490,8 @@ fn decode(
                     (true, None) => unknown.push(name.clone()),
                 }
             }
-            cache.columns_changed(oid, carried, unknown);
+            cache.columns_changed(oid, carried.clone(), unknown.clone());
+            batch.redo.push(Redo::Columns(oid, carried, unknown));
         }
         b'T' => {
             let n = get_u32(&mut m)?;
@@ -406,7 +500,9 @@ fn decode(
             }
             m.advance(1);
             for _ in 0..n {
-                cache.table_changed(get_u32(&mut m)?);
+                let table = get_u32(&mut m)?;
+                cache.table_changed(table);
+                batch.redo.push(Redo::Table(table));
             }
         }
         b'M' => {
@@ -417,11 +513,24 @@ fn decode(
             let prefix = get_cstring(&mut m)?;
             let len = get_u32(&mut m)? as usize;
             if prefix == CHANNEL && m.remaining() >= len {
-                cache.notified(&String::from_utf8_lossy(&m[..len]));
+                let payload = String::from_utf8_lossy(&m[..len]).into_owned();
+                // An unlogged table's change (its trigger's report) is a change: recorded now
+                // too. Instance messages wait for the batch to settle.
+                if payload.starts_with('{') || payload.parse::<u32>().is_ok() {
+                    cache.notified(&payload);
+                }
+                batch.redo.push(Redo::Notify(payload));
             }
         }
-        // Begin, commit, origin, type: nothing to do (changes arrive only once committed).
-        b'B' | b'C' | b'O' | b'Y' => {}
+        b'B' => {
+            if m.remaining() < 20 {
+                return Err(short());
+            }
+            m.advance(16);
+            batch.xids.push(m.get_u32());
+        }
+        // Commit, origin, type: nothing to do (changes arrive only once committed).
+        b'C' | b'O' | b'Y' => {}
         other => return Err(FeedError::Protocol(format!("pgoutput message '{}'", other as char))),
     }
     Ok(())
@@ -484,4 +593,21 @@ fn get_cstring(m: &mut Bytes) -> Result<String, FeedError> {
     let s = String::from_utf8_lossy(&m[..end]).into_owned();
     m.advance(end + 1);
     Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::finished;
+
+    #[test]
+    fn a_transaction_is_finished_unless_a_fresh_snapshot_still_lists_it() {
+        assert!(finished("100:105:102,103", 101));
+        assert!(!finished("100:105:102,103", 102));
+        assert!(finished("100:105:", 99));
+        // Ids carry an epoch in the snapshot, not in the stream.
+        let epoch = 1u64 << 32;
+        assert!(finished(&format!("{}:{}:", epoch + 4, epoch + 9), 5));
+        assert!(!finished(&format!("{}:{}:{}", epoch + 4, epoch + 9, epoch + 5), 5));
+        assert!(finished(&format!("{}:{}:", epoch + 4, epoch + 9), u32::MAX));
+    }
 }
