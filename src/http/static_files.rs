@@ -1,7 +1,9 @@
 //! Static files (`static-dir`), as PocketBase's `pb_public`: GET and HEAD of the files under a
 //! directory, `index.html` for a directory, a Content-Type by extension, a strong ETag from
 //! the file's size and modification time with `If-None-Match` → 304, and single byte ranges
-//! (`Range: bytes=...` → 206, 416 when unsatisfiable).
+//! (`Range: bytes=...` → 206, 416 when unsatisfiable). A file's size and modification time are
+//! looked up at most once a second per path, and small files are kept in memory while those
+//! stay the same: a file changed on disk is served as changed within a second.
 
 use std::path::{Path, PathBuf};
 
@@ -9,6 +11,41 @@ use bytes::Bytes;
 use http::{header, HeaderMap, HeaderValue, Method, Response, StatusCode};
 
 use super::Body;
+
+/// How long a file's size and modification time are trusted before they are looked at
+/// again: a file changed on disk is served as changed within this time.
+const REVALIDATE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Files up to this size are kept in memory.
+const CACHED_FILE: u64 = 256 * 1024;
+
+/// The memory the cached files may take; past it the cache starts over.
+const CACHE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// A file as served: what its headers say, and its contents when small.
+#[derive(Clone)]
+struct File {
+    dir: PathBuf,
+    path: PathBuf,
+    len: u64,
+    modified: u128,
+    etag: HeaderValue,
+    content_type: &'static str,
+    contents: Option<Bytes>,
+    checked: std::time::Instant,
+}
+
+/// Files served lately, by request path (under their directory), and their contents' size.
+#[derive(Default)]
+struct Files {
+    by_path: std::collections::HashMap<String, File>,
+    bytes: u64,
+}
+
+fn files() -> &'static std::sync::Mutex<Files> {
+    static FILES: std::sync::OnceLock<std::sync::Mutex<Files>> = std::sync::OnceLock::new();
+    FILES.get_or_init(Default::default)
+}
 
 /// Answers `method` on `rel` (the request path after the static prefix, still
 /// percent-encoded) from `dir`.
@@ -18,41 +55,32 @@ pub async fn serve(dir: &Path, rel: &str, method: &Method, headers: &HeaderMap) 
         r.headers_mut().insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
         return r;
     }
-    let Some(mut path) = resolve(dir, rel) else { return status(StatusCode::NOT_FOUND) };
-    let mut meta = match tokio::fs::metadata(&path).await {
-        Ok(m) => m,
-        Err(_) => return status(StatusCode::NOT_FOUND),
+    let fresh = {
+        let files = files().lock().unwrap_or_else(|e| e.into_inner());
+        files.by_path.get(rel).filter(|f| f.dir == dir && f.checked.elapsed() < REVALIDATE).cloned()
     };
-    if meta.is_dir() {
-        path.push("index.html");
-        meta = match tokio::fs::metadata(&path).await {
-            Ok(m) if m.is_file() => m,
-            _ => return status(StatusCode::NOT_FOUND),
-        };
-    }
-    if !meta.is_file() {
-        return status(StatusCode::NOT_FOUND);
-    }
-    let modified = meta
-        .modified()
-        .ok()
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map_or(0, |d| d.as_nanos());
-    let len = meta.len();
-    let etag = format!("\"{len:x}-{modified:x}\"");
+    let file = match fresh {
+        Some(f) => f,
+        None => match look_up(dir, rel).await {
+            Some(f) => f,
+            None => return status(StatusCode::NOT_FOUND),
+        },
+    };
+    let etag = file.etag.to_str().unwrap_or_default();
     let matches = |v: &HeaderValue| {
         v.to_str().is_ok_and(|list| {
             list.split(',').any(|t| t.trim() == "*" || t.trim().trim_start_matches("W/") == etag)
         })
     };
+    let len = file.len;
     let mut base = Response::new(Body::default());
-    base.headers_mut().insert(header::ETAG, HeaderValue::from_str(&etag).expect("hex and quotes"));
+    base.headers_mut().insert(header::ETAG, file.etag.clone());
     base.headers_mut().insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
     if headers.get(header::IF_NONE_MATCH).is_some_and(matches) {
         *base.status_mut() = StatusCode::NOT_MODIFIED;
         return base;
     }
-    base.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type(&path)));
+    base.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(file.content_type));
     // A range applies unless If-Range names another version.
     let range = headers
         .get(header::RANGE)
@@ -63,9 +91,12 @@ pub async fn serve(dir: &Path, rel: &str, method: &Method, headers: &HeaderMap) 
     let body = if *method == Method::HEAD {
         None
     } else {
-        match tokio::fs::read(&path).await {
-            Ok(b) => Some(b),
-            Err(_) => return status(StatusCode::NOT_FOUND),
+        match &file.contents {
+            Some(b) => Some(b.clone()),
+            None => match tokio::fs::read(&file.path).await {
+                Ok(b) => Some(Bytes::from(b)),
+                Err(_) => return status(StatusCode::NOT_FOUND),
+            },
         }
     };
     match range {
@@ -74,8 +105,12 @@ pub async fn serve(dir: &Path, rel: &str, method: &Method, headers: &HeaderMap) 
             let cr = format!("bytes {first}-{last}/{len}");
             base.headers_mut().insert(header::CONTENT_RANGE, HeaderValue::from_str(&cr).expect("digits"));
             if let Some(b) = body {
-                let slice = b.get(first as usize..=last as usize).map(<[u8]>::to_vec).unwrap_or_default();
-                *base.body_mut() = Body::from(Bytes::from(slice));
+                let slice = if (last as usize) < b.len() {
+                    b.slice(first as usize..=last as usize)
+                } else {
+                    Bytes::new()
+                };
+                *base.body_mut() = Body::from(slice);
             }
         }
         Some(None) => {
@@ -86,11 +121,68 @@ pub async fn serve(dir: &Path, rel: &str, method: &Method, headers: &HeaderMap) 
         }
         None => {
             if let Some(b) = body {
-                *base.body_mut() = Body::from(Bytes::from(b));
+                *base.body_mut() = Body::from(b);
             }
         }
     }
     base
+}
+
+/// Finds the file `rel` names (a directory's `index.html`) and remembers it, with its contents
+/// when small (read again only when its size or modification time changed).
+async fn look_up(dir: &Path, rel: &str) -> Option<File> {
+    let mut path = resolve(dir, rel)?;
+    // A stat is a cached inode lookup: done in place, not on the blocking pool.
+    let mut meta = std::fs::metadata(&path).ok()?;
+    if meta.is_dir() {
+        path.push("index.html");
+        meta = std::fs::metadata(&path).ok()?;
+    }
+    if !meta.is_file() {
+        return None;
+    }
+    let modified = meta
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos());
+    let len = meta.len();
+    let known = {
+        let files = files().lock().unwrap_or_else(|e| e.into_inner());
+        files
+            .by_path
+            .get(rel)
+            .filter(|f| f.dir == dir && f.path == path && (f.len, f.modified) == (len, modified))
+            .cloned()
+    };
+    let contents = match known.and_then(|f| f.contents) {
+        Some(c) => Some(c),
+        None if len <= CACHED_FILE => {
+            let bytes = Bytes::from(tokio::fs::read(&path).await.ok()?);
+            (bytes.len() as u64 == len).then_some(bytes)
+        }
+        None => None,
+    };
+    let file = File {
+        dir: dir.to_owned(),
+        etag: HeaderValue::from_str(&format!("\"{len:x}-{modified:x}\"")).expect("hex and quotes"),
+        content_type: content_type(&path),
+        path,
+        len,
+        modified,
+        contents,
+        checked: std::time::Instant::now(),
+    };
+    let cached = file.contents.as_ref().map_or(0, |c| c.len() as u64);
+    let mut files = files().lock().unwrap_or_else(|e| e.into_inner());
+    if files.bytes + cached > CACHE_BYTES {
+        *files = Files::default();
+    }
+    if let Some(old) = files.by_path.insert(rel.to_owned(), file.clone()) {
+        files.bytes -= old.contents.map_or(0, |c| c.len() as u64);
+    }
+    files.bytes += cached;
+    Some(file)
 }
 
 /// The file `rel` names under `dir`, or `None` if it tries to leave it.

@@ -4,11 +4,17 @@ use std::sync::OnceLock;
 
 use crate::support::{request_to, start_server};
 
+/// The directory served.
+fn dir() -> &'static std::path::Path {
+    static DIR: OnceLock<std::path::PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| tempfile::tempdir().expect("temp dir").keep())
+}
+
 /// A server with a directory of files at `/` and the API (on an in-memory SQLite) at `/api`.
 fn base() -> &'static str {
     static BASE: OnceLock<String> = OnceLock::new();
     BASE.get_or_init(|| {
-        let dir = tempfile::tempdir().expect("temp dir").keep();
+        let dir = dir().to_owned();
         std::fs::write(dir.join("index.html"), "<h1>home</h1>").unwrap();
         std::fs::create_dir(dir.join("assets")).unwrap();
         std::fs::write(dir.join("assets/app.js"), "console.log(1);").unwrap();
@@ -78,4 +84,14 @@ fn files_and_api_that_would_shadow_each_other_stop_start_up() {
     assert!(err(args(Some("/v1"), Some("/v1/files"))).contains("would shadow"));
     assert!(rowgate::config::Config::load(&args(Some("/v1"), None)).is_ok());
     assert!(rowgate::config::Config::load(&args(Some("/rest"), Some("/files"))).is_ok());
+}
+
+#[test]
+fn a_file_changed_on_disk_is_served_as_changed_within_a_second() {
+    let base = base();
+    std::fs::write(dir().join("news.txt"), "old").unwrap();
+    assert_eq!(request_to(base, "GET", "/news.txt", &[]).body, "old");
+    std::fs::write(dir().join("news.txt"), "newer").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    assert_eq!(request_to(base, "GET", "/news.txt", &[]).body, "newer");
 }
