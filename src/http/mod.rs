@@ -611,6 +611,13 @@ async fn sqlite_read(
     let statements = crate::sql::sqlite::render_read(plan, rules)?;
     let out = db.read(statements.main, statements.count).await?;
     let single = matches!(plan.media, crate::plan::Media::Single { .. });
+    if plan.media == crate::plan::Media::Csv {
+        let header: Vec<String> =
+            plan.columns.iter().filter(|c| c.is_output()).map(|c| c.key.clone()).collect();
+        return crate::response::finish(plan, out.rows, out.total, profile, || {
+            Ok(crate::sql::sqlite::csv_from_json(&out.body, &header))
+        });
+    }
     crate::response::finish(plan, out.rows, out.total, profile, || {
         if single {
             if out.rows != 1 {

@@ -68,7 +68,11 @@ pub fn render_read(plan: &ReadPlan, rules: &RowRules) -> Result<SqliteRead, Erro
     if plan.call.is_some() {
         return Err(unsupported("Calling a function (/rpc)"));
     }
-    if !matches!(plan.media, Media::Json { strip_nulls: false } | Media::Single { strip_nulls: false }) {
+    // (CSV is rendered from the JSON rows, see `csv_from_json`.)
+    if !matches!(
+        plan.media,
+        Media::Json { strip_nulls: false } | Media::Single { strip_nulls: false } | Media::Csv
+    ) {
         return Err(unsupported(format!("The media type {}", plan.media.content_type())));
     }
     let mut params = Ctx::new(rules);
@@ -509,7 +513,18 @@ fn window(w: RowWindow, sql: &mut String) {
 
 #[cfg(test)]
 mod tests {
-    use super::like_to_glob;
+    use super::{csv_from_json, like_to_glob};
+
+    #[test]
+    fn csv_fields_are_quoted_as_postgresql_writes_record_fields() {
+        let body = r#"[{"id":1,"name":"a b","ok":true,"n":null,"q":"say \"hi\"","e":""},{"id":2,"name":"x","ok":false,"n":1.5,"q":"a,b","e":"c"}]"#;
+        let header = ["id", "name", "ok", "n", "q", "e"].map(String::from);
+        assert_eq!(
+            String::from_utf8(csv_from_json(body, &header)).unwrap(),
+            "id,name,ok,n,q,e\n1,\"a b\",t,,\"say \"\"hi\"\"\",\"\"\n2,x,f,1.5,\"a,b\",c"
+        );
+        assert_eq!(csv_from_json("[]", &header), b"\n");
+    }
 
     #[test]
     fn like_patterns_become_glob_patterns_with_glob_metacharacters_literal() {
@@ -841,4 +856,50 @@ fn representation(plan: &crate::plan::MutatePlan, rules: &RowRules) -> Result<Op
     p.rule(table, &mut text)?;
     text.push_str(" ORDER BY pgrst_0.rowid)");
     Ok(Some(Statement { text, params: p.values }))
+}
+
+/// PostgREST's CSV of a JSON array of objects: the keys as a header line (when there are rows),
+/// then one line per row, each value as PostgreSQL writes a record's field — unquoted unless
+/// it is empty or holds a comma, quote, parenthesis, backslash or white space; quotes and
+/// backslashes doubled inside; NULL as nothing; booleans as `t`/`f`; JSON as its text.
+pub fn csv_from_json(body: &str, header: &[String]) -> Vec<u8> {
+    let rows: Vec<serde_json::Map<String, serde_json::Value>> =
+        serde_json::from_str(body).unwrap_or_default();
+    let mut out = Vec::with_capacity(64 + body.len());
+    if !rows.is_empty() {
+        out.extend_from_slice(header.join(",").as_bytes());
+    }
+    out.push(b'\n');
+    for (i, row) in rows.iter().enumerate() {
+        if i > 0 {
+            out.push(b'\n');
+        }
+        for (j, value) in row.values().enumerate() {
+            if j > 0 {
+                out.push(b',');
+            }
+            let text = match value {
+                serde_json::Value::Null => continue,
+                serde_json::Value::Bool(b) => (if *b { "t" } else { "f" }).to_owned(),
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            let quote = text.is_empty()
+                || text.chars().any(|c| matches!(c, '"' | '\\' | '(' | ')' | ',') || c.is_ascii_whitespace());
+            if quote {
+                out.push(b'"');
+                for c in text.chars() {
+                    if c == '"' || c == '\\' {
+                        out.push(c as u8);
+                    }
+                    let mut buf = [0u8; 4];
+                    out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+                }
+                out.push(b'"');
+            } else {
+                out.extend_from_slice(text.as_bytes());
+            }
+        }
+    }
+    out
 }

@@ -194,6 +194,20 @@ fn embedding_through_foreign_keys() {
 }
 
 #[test]
+fn csv_as_postgrest_writes_it() {
+    let r = request_to(
+        base(),
+        "GET",
+        "/authors?select=id,name,active&id=lt.3&order=id",
+        &[("accept", "text/csv")],
+    );
+    assert_eq!((r.status, r.header("content-type")), (200, Some("text/csv; charset=utf-8")), "{}", r.body);
+    assert_eq!(r.body, "id,name,active\n1,ann,t\n2,bob,f");
+    let r = request_to(base(), "GET", "/posts?select=id,title&id=eq.3", &[("accept", "text/csv")]);
+    assert_eq!(r.body, "id,title\n3,Bye_now");
+}
+
+#[test]
 fn a_singular_object_is_one_row_or_406() {
     let object = [("accept", "application/vnd.pgrst.object+json")];
     let r = request_to(base(), "GET", "/authors?select=name&id=eq.1", &object);
