@@ -49,11 +49,15 @@ enum Command {
         #[arg(long = "server-port", default_value_t = 3001)]
         server_port: u16,
     },
-    /// Start a throwaway PostgreSQL with a small demo schema and serve it (Ctrl-C stops both).
+    /// Serve a small demo schema: an SQLite file in a temporary directory (the embedded
+    /// default), or with --postgres a throwaway PostgreSQL (Ctrl-C stops it).
     Demo {
         /// Port to serve the API on.
         #[arg(long = "server-port", default_value_t = 3000)]
         server_port: u16,
+        /// Start a throwaway PostgreSQL instead (needs PostgreSQL installed).
+        #[arg(long)]
+        postgres: bool,
     },
 }
 
@@ -134,7 +138,7 @@ fn main() -> ExitCode {
             };
             runtime.block_on(serve(config))
         }
-        Command::Demo { server_port } => runtime.block_on(demo(server_port)),
+        Command::Demo { server_port, postgres } => runtime.block_on(demo(server_port, postgres)),
         Command::Apikey { db_uri, action } => runtime.block_on(apikey(db_uri, action)),
         Command::Cache { db_uri, action } => runtime.block_on(cache(db_uri, action)),
         Command::Ceiling { body_file, content_type, server_port } => {
@@ -267,7 +271,10 @@ async fn apikey(db_uri: Option<String>, action: ApikeyAction) -> ExitCode {
     }
 }
 
-async fn demo(port: u16) -> ExitCode {
+async fn demo(port: u16, postgres: bool) -> ExitCode {
+    if !postgres {
+        return demo_sqlite(port).await;
+    }
     eprintln!("rowgate demo: starting a throwaway PostgreSQL ...");
     let cluster = match rowgate::cluster::TempCluster::start() {
         Ok(c) => c,
@@ -302,4 +309,45 @@ async fn demo(port: u16) -> ExitCode {
     let code = serve(config).await;
     drop(cluster);
     code
+}
+
+/// The demo on the embedded default: an SQLite file with the demo schema and its rules, in a
+/// temporary directory removed at the end.
+async fn demo_sqlite(port: u16) -> ExitCode {
+    let dir = match tempfile::Builder::new().prefix("rowgate-demo-").tempdir() {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("rowgate demo: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let (db, rules) = (dir.path().join("demo.db"), dir.path().join("rules.toml"));
+    let created = rusqlite::Connection::open(&db)
+        .and_then(|c| c.execute_batch(include_str!("demo_sqlite.sql")))
+        .map_err(|e| e.to_string())
+        .and_then(|()| std::fs::write(&rules, include_str!("demo_rules.toml")).map_err(|e| e.to_string()));
+    if let Err(e) = created {
+        eprintln!("rowgate demo: creating the demo database failed: {e}");
+        return ExitCode::FAILURE;
+    }
+    let args = ServeArgs {
+        db_uri: Some(format!("sqlite:{}", db.display())),
+        db_anon_role: Some("anon".into()),
+        db_rules: Some(rules),
+        server_host: Some("127.0.0.1".into()),
+        server_port: Some(port),
+        log_level: Some(rowgate::config::LogLevel::Info),
+        ..ServeArgs::default()
+    };
+    let config = match Config::load(&args) {
+        Ok(c) => Arc::new(c),
+        Err(e) => {
+            eprintln!("rowgate demo: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    eprintln!("rowgate demo: serving the SQLite file {} at http://127.0.0.1:{port}/ — try:", db.display());
+    eprintln!("  curl 'http://127.0.0.1:{port}/films?select=title,year&year=gte.1990&order=year.desc'");
+    eprintln!("  curl 'http://127.0.0.1:{port}/directors' -H 'Accept: text/csv'");
+    serve(config).await
 }

@@ -579,3 +579,20 @@ fn upserts_and_put() {
     );
     assert_eq!((r.status, r.json()["code"].as_str()), (400, Some("PGRST115")), "{}", r.body);
 }
+
+#[test]
+fn the_demo_serves_its_films_from_sqlite() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut demo = std::process::Command::new(env!("CARGO_BIN_EXE_rowgate"))
+        .args(["demo", "--server-port", &port.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start rowgate demo");
+    let base = format!("http://127.0.0.1:{port}");
+    crate::support::wait_ready(&base);
+    let r = request_to(&base, "GET", "/films?select=title&year=lt.1960", &[]);
+    let _ = demo.kill();
+    let _ = demo.wait();
+    assert_eq!((r.status, r.json()), (200, json!([{"title": "Seven Samurai"}])), "{}", r.body);
+}
