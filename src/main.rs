@@ -291,11 +291,18 @@ async fn demo(port: u16, postgres: bool) -> ExitCode {
         db_uri: Some(cluster.uri("authenticator", "postgres")),
         db_schemas: Some("api".into()),
         db_anon_role: Some("web_anon".into()),
-        server_host: Some("127.0.0.1".into()),
-        server_port: Some(port),
-        log_level: Some(rowgate::config::LogLevel::Info),
         ..ServeArgs::default()
     };
+    let code = serve_demo(args, port, "schema \"api\"").await;
+    drop(cluster);
+    code
+}
+
+/// Serves the demo configured by `args` on `port`, after saying what to try.
+async fn serve_demo(mut args: ServeArgs, port: u16, what: &str) -> ExitCode {
+    args.server_host = Some("127.0.0.1".into());
+    args.server_port = Some(port);
+    args.log_level = Some(rowgate::config::LogLevel::Info);
     let config = match Config::load(&args) {
         Ok(c) => Arc::new(c),
         Err(e) => {
@@ -303,12 +310,10 @@ async fn demo(port: u16, postgres: bool) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    eprintln!("rowgate demo: serving schema \"api\" at http://127.0.0.1:{port}/ — try:");
+    eprintln!("rowgate demo: serving {what} at http://127.0.0.1:{port}/ — try:");
     eprintln!("  curl 'http://127.0.0.1:{port}/films?select=title,year&year=gte.1990&order=year.desc'");
     eprintln!("  curl 'http://127.0.0.1:{port}/directors' -H 'Accept: text/csv'");
-    let code = serve(config).await;
-    drop(cluster);
-    code
+    serve(config).await
 }
 
 /// The demo on the embedded default: an SQLite file with the demo schema and its rules, in a
@@ -334,20 +339,7 @@ async fn demo_sqlite(port: u16) -> ExitCode {
         db_uri: Some(format!("sqlite:{}", db.display())),
         db_anon_role: Some("anon".into()),
         db_rules: Some(rules),
-        server_host: Some("127.0.0.1".into()),
-        server_port: Some(port),
-        log_level: Some(rowgate::config::LogLevel::Info),
         ..ServeArgs::default()
     };
-    let config = match Config::load(&args) {
-        Ok(c) => Arc::new(c),
-        Err(e) => {
-            eprintln!("rowgate demo: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    eprintln!("rowgate demo: serving the SQLite file {} at http://127.0.0.1:{port}/ — try:", db.display());
-    eprintln!("  curl 'http://127.0.0.1:{port}/films?select=title,year&year=gte.1990&order=year.desc'");
-    eprintln!("  curl 'http://127.0.0.1:{port}/directors' -H 'Accept: text/csv'");
-    serve(config).await
+    serve_demo(args, port, &format!("the SQLite file {}", db.display())).await
 }

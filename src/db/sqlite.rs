@@ -281,14 +281,15 @@ fn group_commits(conn: Connection, queue: std::sync::mpsc::Receiver<Job>) {
     }
 }
 
-/// A transaction of the writer that could not begin or commit: busy (503) or rowgate's error.
+/// A statement or transaction that failed for no fault of the request: busy (503), or
+/// rowgate's error.
 fn transaction_failed(e: &rusqlite::Error) -> Error {
     match e.sqlite_error_code() {
         Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
             Error::api(StatusCode::SERVICE_UNAVAILABLE, code::CONNECTION, format!("SQLite is busy: {e}"))
         }
         _ => {
-            tracing::error!(error = %e, "an SQLite transaction failed");
+            tracing::error!(error = %e, "an SQLite statement or transaction failed");
             Error::api(StatusCode::INTERNAL_SERVER_ERROR, code::INTERNAL, format!("SQLite: {e}"))
         }
     }
@@ -422,13 +423,5 @@ fn sqlite_error(e: rusqlite::Error) -> Error {
             hint: None,
         };
     }
-    match e.sqlite_error_code() {
-        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
-            Error::api(StatusCode::SERVICE_UNAVAILABLE, code::CONNECTION, format!("SQLite is busy: {e}"))
-        }
-        _ => {
-            tracing::error!(error = %e, "SQLite statement failed");
-            Error::api(StatusCode::INTERNAL_SERVER_ERROR, code::INTERNAL, format!("SQLite: {e}"))
-        }
-    }
+    transaction_failed(&e)
 }

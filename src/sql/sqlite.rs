@@ -674,7 +674,7 @@ pub fn render_write(
                     before: None,
                     write: Statement { text: sql, params: params.values },
                     check: None,
-                    representation: representation(plan, rules)?,
+                    representation: representation(plan, rules, None)?,
                     location: None,
                     inserted: None,
                 });
@@ -704,24 +704,8 @@ pub fn render_write(
         }
         Mutation::UpdateByKey { .. } => return Err(unsupported("Prefer: patch=by-key")),
         Mutation::Delete => {
-            if matches!(plan.returning, Returning::Representation(_)) {
-                let mut p = Ctx::new(rules);
-                let mut text = String::from(
-                    "SELECT coalesce(json_group_array(json(pgrst_row)), '[]'), count(*) FROM (SELECT ",
-                );
-                let Returning::Representation(columns) = &plan.returning else { unreachable!() };
-                object(columns, &mut text, &mut p)?;
-                text.push_str(" AS pgrst_row");
-                source(table, 0, &mut text);
-                restricted(&mut text, &mut p)?;
-                for c in &plan.output_conditions {
-                    text.push_str(" AND ");
-                    condition(c, &mut text, &mut p)?;
-                }
-                p.rule(table, &mut text)?;
-                text.push_str(" ORDER BY pgrst_0.rowid)");
-                before = Some(Statement { text, params: p.values });
-            }
+            // The rows as they are, read just before they go.
+            before = representation(plan, rules, Some(&restricted))?;
             sql.push_str("DELETE FROM ");
             push_ident(&mut sql, table);
             sql.push_str(" AS pgrst_0");
@@ -776,7 +760,7 @@ pub fn render_write(
     };
     let representation = match plan.mutation {
         Mutation::Delete => None,
-        _ => representation(plan, rules)?,
+        _ => representation(plan, rules, None)?,
     };
     Ok(SqliteWrite {
         before,
@@ -836,19 +820,31 @@ fn body_value(sql: &mut String, params: &mut Ctx<'_>, object: &str, key: &str, j
     sql.push(')');
 }
 
-/// The representation of the rows written (rowids in `?1`), as the read rules let the caller
-/// see them.
-fn representation(plan: &crate::plan::MutatePlan, rules: &RowRules) -> Result<Option<Statement>, Error> {
+/// Writes the WHERE clause that selects a write's rows.
+type RowSelection<'a> = dyn Fn(&mut String, &mut Ctx<'_>) -> Rendered + 'a;
+
+/// The representation of the rows written (rowids in `?1`), or of those `rows` selects, as the
+/// read rules let the caller see them.
+fn representation(
+    plan: &crate::plan::MutatePlan,
+    rules: &RowRules,
+    rows: Option<&RowSelection<'_>>,
+) -> Result<Option<Statement>, Error> {
     let crate::plan::Returning::Representation(columns) = &plan.returning else { return Ok(None) };
     let table = plan.relation.name.name.as_str();
     let mut p = Ctx::new(rules);
-    p.values.push(String::new()); // ?1: the rowids
+    if rows.is_none() {
+        p.values.push(String::new()); // ?1: the rowids written
+    }
     let mut text =
         String::from("SELECT coalesce(json_group_array(json(pgrst_row)), '[]'), count(*) FROM (SELECT ");
     object(columns, &mut text, &mut p)?;
     text.push_str(" AS pgrst_row");
     source(table, 0, &mut text);
-    text.push_str(" WHERE pgrst_0.rowid IN (SELECT value FROM json_each(?1))");
+    match rows {
+        None => text.push_str(" WHERE pgrst_0.rowid IN (SELECT value FROM json_each(?1))"),
+        Some(rows) => rows(&mut text, &mut p)?,
+    }
     for c in &plan.output_conditions {
         text.push_str(" AND ");
         condition(c, &mut text, &mut p)?;
