@@ -5,7 +5,7 @@ use std::sync::OnceLock;
 
 use serde_json::{json, Value};
 
-use crate::support::{request_to, send_to, start_server, JWT_SECRET};
+use crate::support::{request_to, send_to};
 
 const SCHEMA: &str = "CREATE TABLE notes (id INTEGER PRIMARY KEY, owner TEXT NOT NULL, body TEXT);";
 const RULES: &str = r#"
@@ -17,19 +17,9 @@ insert = { authenticated = "owner=eq.@jwt.sub" }
 fn base() -> &'static str {
     static BASE: OnceLock<String> = OnceLock::new();
     BASE.get_or_init(|| {
-        let dir = tempfile::tempdir().expect("temp dir").keep();
-        let path = dir.join("accounts.db");
-        rusqlite::Connection::open(&path).expect("create").execute_batch(SCHEMA).expect("schema");
-        std::fs::write(dir.join("rules.toml"), RULES).expect("rules");
-        start_server(rowgate::config::ServeArgs {
-            db_uri: Some(format!("sqlite:{}", path.display())),
-            db_anon_role: Some("anon".into()),
-            db_rules: Some(dir.join("rules.toml")),
-            jwt_secret: Some(JWT_SECRET.into()),
-            accounts_enabled: Some(true),
-            server_host: Some("127.0.0.1".into()),
-            ..Default::default()
-        })
+        let path = tempfile::tempdir().expect("temp dir").keep().join("accounts.db");
+        let args = rowgate::config::ServeArgs { accounts_enabled: Some(true), ..Default::default() };
+        crate::sqlite::serve_sqlite(&path, SCHEMA, RULES, args)
     })
 }
 

@@ -43,23 +43,33 @@ select = { editor = "true" }
 select = { anon = "public=is.true", authenticated = "owner=eq.@jwt.sub", editor = "or=(public.is.true,owner.eq.bob)" }
 "#;
 
+/// Creates the SQLite file `path` with `schema`, writes `rules` beside it, and starts a server
+/// on it (anonymous role `anon`, the tests' JWT secret) with `args` for the rest.
+pub fn serve_sqlite(
+    path: &std::path::Path,
+    schema: &str,
+    rules: &str,
+    args: rowgate::config::ServeArgs,
+) -> String {
+    rusqlite::Connection::open(path).expect("create").execute_batch(schema).expect("schema");
+    let rules_file = path.with_extension("rules.toml");
+    std::fs::write(&rules_file, rules).expect("rules");
+    start_server(rowgate::config::ServeArgs {
+        db_uri: Some(format!("sqlite:{}", path.display())),
+        db_anon_role: Some("anon".into()),
+        db_rules: Some(rules_file),
+        server_host: Some("127.0.0.1".into()),
+        jwt_secret: Some(JWT_SECRET.into()),
+        ..args
+    })
+}
+
 /// A server on a fresh SQLite file with [`SCHEMA`] and [`RULES`].
 fn base() -> &'static str {
     static BASE: OnceLock<String> = OnceLock::new();
     BASE.get_or_init(|| {
-        let dir = tempfile::tempdir().expect("temp dir").keep();
-        let path = dir.join("test.db");
-        rusqlite::Connection::open(&path).expect("create").execute_batch(SCHEMA).expect("schema");
-        let rules = dir.join("rules.toml");
-        std::fs::write(&rules, RULES).expect("rules");
-        start_server(rowgate::config::ServeArgs {
-            db_uri: Some(format!("sqlite:{}", path.display())),
-            db_anon_role: Some("anon".into()),
-            db_rules: Some(rules),
-            server_host: Some("127.0.0.1".into()),
-            jwt_secret: Some(JWT_SECRET.into()),
-            ..Default::default()
-        })
+        let path = tempfile::tempdir().expect("temp dir").keep().join("test.db");
+        serve_sqlite(&path, SCHEMA, RULES, Default::default())
     })
 }
 
@@ -339,21 +349,7 @@ fn write_db() -> &'static std::path::Path {
 /// A server on its own SQLite file for the write tests.
 fn write_base() -> &'static str {
     static BASE: OnceLock<String> = OnceLock::new();
-    BASE.get_or_init(|| {
-        let path = write_db().to_owned();
-        let dir = path.parent().expect("a directory").to_owned();
-        rusqlite::Connection::open(&path).expect("create").execute_batch(WRITE_SCHEMA).expect("schema");
-        let rules = dir.join("rules.toml");
-        std::fs::write(&rules, WRITE_RULES).expect("rules");
-        start_server(rowgate::config::ServeArgs {
-            db_uri: Some(format!("sqlite:{}", path.display())),
-            db_anon_role: Some("anon".into()),
-            db_rules: Some(rules),
-            server_host: Some("127.0.0.1".into()),
-            jwt_secret: Some(JWT_SECRET.into()),
-            ..Default::default()
-        })
-    })
+    BASE.get_or_init(|| serve_sqlite(write_db(), WRITE_SCHEMA, WRITE_RULES, Default::default()))
 }
 
 fn post(path: &str, headers: &[(&str, &str)], body: &str) -> crate::support::Resp {
