@@ -154,30 +154,33 @@ impl Accounts {
         .and_then(Result::ok)
         .ok_or_else(internal)?;
         let id = uuid_v4();
-        let (row_id, row_email) = (id.clone(), email.clone());
-        let inserted = self
+        let now = unix_now();
+        // The account and its first session commit together.
+        let created = self
             .db
             .with_writer(move |c| {
                 match c.execute(
                     "INSERT INTO _rowgate_users (id, email, password_hash) VALUES (?1, ?2, ?3)",
-                    [&row_id, &row_email, &hash],
+                    [&id, &email, &hash],
                 ) {
-                    Ok(_) => Ok(true),
-                    Err(rusqlite::Error::SqliteFailure(f, _)) if f.extended_code == 2067 => Ok(false),
-                    Err(e) => Err(crate::error::Error::Unavailable(e.to_string())),
+                    Ok(_) => {}
+                    Err(rusqlite::Error::SqliteFailure(f, _)) if f.extended_code == 2067 => return Ok(None),
+                    Err(e) => return Err(unavailable(e)),
                 }
+                let user = c.query_row(USER_BY_ID, [&id], user_row).map_err(unavailable)?;
+                let refresh = store_refresh(c, &user.id, now).map_err(unavailable)?;
+                Ok(Some((user, refresh)))
             })
             .await
             .map_err(|_| internal())?;
-        if !inserted {
+        let Some((user, refresh)) = created else {
             return Err(fail(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "user_already_exists",
                 "User already registered",
             ));
-        }
-        let user = self.user(&id).await?;
-        self.session(&user).await.map(|s| (StatusCode::OK, s))
+        };
+        self.session(&user, refresh, now).map(|s| (StatusCode::OK, s))
     }
 
     async fn login(&self, body: &[u8]) -> Result<(StatusCode, Value), (StatusCode, Value)> {
@@ -194,29 +197,36 @@ impl Accounts {
             .db
             .with_reader(move |c| {
                 use rusqlite::OptionalExtension;
-                c.query_row("SELECT id, password_hash FROM _rowgate_users WHERE email = ?1", [&email], |r| {
-                    Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
-                })
+                c.prepare_cached(
+                    "SELECT id, email, created_at, password_hash FROM _rowgate_users WHERE email = ?1",
+                )?
+                .query_row([&email], |r| Ok((user_row(r)?, r.get::<_, String>(3)?)))
                 .optional()
             })
             .await
             .map_err(|_| internal())?;
         // A missing user costs a verification too: timing does not tell who is registered.
         const DUMMY: &str = "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$9mX1Sx1N2Ly9rXQ4m2Wn3Cj1nDQ7q8l6zvN4KJ0kQk8";
-        let (id, hash) = found.clone().unwrap_or_else(|| (String::new(), DUMMY.to_owned()));
+        let hash = found.as_ref().map_or(DUMMY, |(_, h)| h.as_str()).to_owned();
         let ok = tokio::task::spawn_blocking(move || {
             PasswordHash::new(&hash)
                 .is_ok_and(|h| Argon2::default().verify_password(password.as_bytes(), &h).is_ok())
         })
         .await
         .unwrap_or(false);
-        if !ok || found.is_none() {
+        let Some((user, _)) = found.filter(|_| ok) else {
             self.failed(&who);
             return Err(fail(StatusCode::BAD_REQUEST, "invalid_credentials", "Invalid login credentials"));
-        }
+        };
         self.failures.lock().unwrap_or_else(|e| e.into_inner()).remove(&who);
-        let user = self.user(&id).await?;
-        self.session(&user).await.map(|s| (StatusCode::OK, s))
+        let now = unix_now();
+        let user_id = user.id.clone();
+        let refresh = self
+            .db
+            .with_writer(move |c| store_refresh(c, &user_id, now).map_err(unavailable))
+            .await
+            .map_err(|_| internal())?;
+        self.session(&user, refresh, now).map(|s| (StatusCode::OK, s))
     }
 
     async fn refresh(&self, body: &[u8]) -> Result<(StatusCode, Value), (StatusCode, Value)> {
@@ -226,35 +236,44 @@ impl Accounts {
             .ok_or_else(|| fail(StatusCode::BAD_REQUEST, "validation_failed", "refresh_token is required"))?;
         let hash = token_hash(&token);
         let now = unix_now();
-        // Rotation: the token is used up; a used one presented again revokes them all (it may
-        // have been stolen).
-        let user_id = self
+        // Rotation: the token is used up, and its successor stored, in one transaction; a used
+        // one presented again revokes them all (it may have been stolen).
+        let rotated = self
             .db
             .with_writer(move |c| {
                 use rusqlite::OptionalExtension;
                 let row: Option<(String, i64, i64)> = c
-                    .query_row(
+                    .prepare_cached(
                         "SELECT user_id, revoked, expires_at FROM _rowgate_refresh_tokens WHERE token_hash = ?1",
-                        [&hash],
-                        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
                     )
-                    .optional()
-                    .map_err(|e| crate::error::Error::Unavailable(e.to_string()))?;
-                let Some((user, revoked, expires)) = row else { return Ok(None) };
+                    .and_then(|mut q| q.query_row([&hash], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).optional())
+                    .map_err(unavailable)?;
+                let Some((user_id, revoked, expires)) = row else { return Ok(None) };
                 if revoked != 0 {
-                    c.execute("UPDATE _rowgate_refresh_tokens SET revoked = 1 WHERE user_id = ?1", [&user])
-                        .map_err(|e| crate::error::Error::Unavailable(e.to_string()))?;
+                    c.execute("UPDATE _rowgate_refresh_tokens SET revoked = 1 WHERE user_id = ?1", [&user_id])
+                        .map_err(unavailable)?;
                     return Ok(None);
                 }
-                c.execute("UPDATE _rowgate_refresh_tokens SET revoked = 1 WHERE token_hash = ?1", [&hash])
-                    .map_err(|e| crate::error::Error::Unavailable(e.to_string()))?;
-                Ok((expires > now).then_some(user))
+                c.prepare_cached("UPDATE _rowgate_refresh_tokens SET revoked = 1 WHERE token_hash = ?1")
+                    .and_then(|mut q| q.execute([&hash]))
+                    .map_err(unavailable)?;
+                if expires <= now {
+                    return Ok(None);
+                }
+                let user = c
+                    .prepare_cached(USER_BY_ID)
+                    .and_then(|mut q| q.query_row([&user_id], user_row).optional())
+                    .map_err(unavailable)?;
+                let Some(user) = user else { return Ok(None) };
+                let refresh = store_refresh(c, &user.id, now).map_err(unavailable)?;
+                Ok(Some((user, refresh)))
             })
             .await
-            .map_err(|_| internal())?
-            .ok_or_else(|| fail(StatusCode::BAD_REQUEST, "refresh_token_not_found", "Invalid Refresh Token"))?;
-        let user = self.user(&user_id).await?;
-        self.session(&user).await.map(|s| (StatusCode::OK, s))
+            .map_err(|_| internal())?;
+        let Some((user, refresh)) = rotated else {
+            return Err(fail(StatusCode::BAD_REQUEST, "refresh_token_not_found", "Invalid Refresh Token"));
+        };
+        self.session(&user, refresh, now).map(|s| (StatusCode::OK, s))
     }
 
     async fn logout(&self, user_id: &str) -> Result<(), (StatusCode, Value)> {
@@ -274,38 +293,21 @@ impl Accounts {
         self.db
             .with_reader(move |c| {
                 use rusqlite::OptionalExtension;
-                c.query_row("SELECT id, email, created_at FROM _rowgate_users WHERE id = ?1", [&id], |r| {
-                    Ok(User { id: r.get(0)?, email: r.get(1)?, created_at: r.get(2)? })
-                })
-                .optional()
+                c.prepare_cached(USER_BY_ID)?.query_row([&id], user_row).optional()
             })
             .await
             .map_err(|_| internal())?
             .ok_or_else(|| fail(StatusCode::NOT_FOUND, "user_not_found", "User not found"))
     }
 
-    /// A new session: an access token and a refresh token (stored by its hash).
-    async fn session(&self, user: &User) -> Result<Value, (StatusCode, Value)> {
-        let now = unix_now();
+    /// A session: a new access token beside the refresh token just stored.
+    fn session(&self, user: &User, refresh: String, now: i64) -> Result<Value, (StatusCode, Value)> {
         let exp = now + TOKEN_LIFETIME.as_secs() as i64;
         let claims = json!({
             "sub": user.id, "aud": self.audience, "role": "authenticated", "email": user.email,
             "iat": now, "exp": exp,
         });
         let access = jsonwebtoken::encode(&jsonwebtoken::Header::default(), &claims, &self.key)
-            .map_err(|_| internal())?;
-        let refresh = random_token();
-        let (hash, id) = (token_hash(&refresh), user.id.clone());
-        let expires = now + REFRESH_LIFETIME.as_secs() as i64;
-        self.db
-            .with_writer(move |c| {
-                c.execute(
-                    "INSERT INTO _rowgate_refresh_tokens (token_hash, user_id, expires_at) VALUES (?1, ?2, ?3)",
-                    rusqlite::params![hash, id, expires],
-                )
-                .map_err(|e| crate::error::Error::Unavailable(e.to_string()))
-            })
-            .await
             .map_err(|_| internal())?;
         Ok(json!({
             "access_token": access, "token_type": "bearer", "expires_in": TOKEN_LIFETIME.as_secs(),
@@ -329,6 +331,27 @@ impl Accounts {
         }
         entry.0 += 1;
     }
+}
+
+const USER_BY_ID: &str = "SELECT id, email, created_at FROM _rowgate_users WHERE id = ?1";
+
+fn user_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<User> {
+    Ok(User { id: r.get(0)?, email: r.get(1)?, created_at: r.get(2)? })
+}
+
+/// Stores a new refresh token of `user_id` (by its hash) and returns it.
+fn store_refresh(c: &rusqlite::Connection, user_id: &str, now: i64) -> rusqlite::Result<String> {
+    let token = random_token();
+    // Cached: a refresh is a write on the one writer thread, where parsing SQL costs everyone.
+    c.prepare_cached(
+        "INSERT INTO _rowgate_refresh_tokens (token_hash, user_id, expires_at) VALUES (?1, ?2, ?3)",
+    )?
+    .execute(rusqlite::params![token_hash(&token), user_id, now + REFRESH_LIFETIME.as_secs() as i64])?;
+    Ok(token)
+}
+
+fn unavailable(e: rusqlite::Error) -> crate::error::Error {
+    crate::error::Error::Unavailable(e.to_string())
 }
 
 fn credentials(body: &[u8]) -> Result<(String, String), (StatusCode, Value)> {

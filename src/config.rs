@@ -102,6 +102,11 @@ pub struct ServeArgs {
     /// may read any table.
     #[arg(long = "db-rules", env = "ROWGATE_DB_RULES", value_name = "FILE")]
     pub db_rules: Option<PathBuf>,
+    /// SQLite commit durability: `full` (each commit on disk before it is acknowledged) or
+    /// `normal` (WAL's usual: an OS crash or power loss may undo the last commits; PocketBase's
+    /// setting) [default: full].
+    #[arg(long = "db-sqlite-synchronous", env = "ROWGATE_DB_SQLITE_SYNCHRONOUS", value_name = "MODE")]
+    pub db_sqlite_synchronous: Option<String>,
     /// Built-in user accounts at /auth/v1 (Supabase Auth's endpoints; SQLite backend; needs
     /// an HMAC jwt-secret) [default: false].
     #[arg(long = "accounts-enabled", env = "ROWGATE_ACCOUNTS_ENABLED", value_name = "BOOL")]
@@ -321,6 +326,8 @@ pub struct Config {
     pub cache_routes: Option<Vec<String>>,
     /// `db-rules`: the SQLite backend's access rules file.
     pub db_rules: Option<PathBuf>,
+    /// `db-sqlite-synchronous`: SQLite's `synchronous` pragma (`FULL` or `NORMAL`).
+    pub db_sqlite_synchronous: &'static str,
     /// `accounts-enabled`.
     pub accounts_enabled: bool,
     /// `static-dir`, if files are served.
@@ -498,6 +505,13 @@ impl Config {
             cache_ttl: a.cache_ttl.or(file.cache_ttl).filter(|s| *s > 0).map(Duration::from_secs),
             cache_routes: a.cache_routes.or(file.cache_routes).map(|l| list(&l)),
             db_rules: a.db_rules.or(file.db_rules),
+            db_sqlite_synchronous: match a.db_sqlite_synchronous.or(file.db_sqlite_synchronous).as_deref() {
+                None | Some("full") => "FULL",
+                Some("normal") => "NORMAL",
+                Some(other) => {
+                    return Err(invalid("db-sqlite-synchronous", format!("{other:?} is not full or normal")))
+                }
+            },
             accounts_enabled,
             static_dir,
             static_prefix,
@@ -611,6 +625,19 @@ mod tests {
         let c = Config::load(&args(None)).unwrap();
         assert_eq!(c.db_uri, "sqlite:rowgate.db");
         assert_eq!(c.sqlite, Some(crate::db::sqlite::SqliteTarget::File("rowgate.db".into())));
+        assert_eq!(c.db_sqlite_synchronous, "FULL");
+    }
+
+    #[test]
+    fn sqlite_durability_is_full_or_normal() {
+        let mut a = args(None);
+        a.db_sqlite_synchronous = Some("normal".into());
+        assert_eq!(Config::load(&a).unwrap().db_sqlite_synchronous, "NORMAL");
+        a.db_sqlite_synchronous = Some("off".into());
+        assert_eq!(
+            Config::load(&a).unwrap_err().to_string(),
+            "invalid db-sqlite-synchronous: \"off\" is not full or normal"
+        );
     }
 
     #[test]

@@ -193,7 +193,7 @@ async fn ceiling(body_file: std::path::PathBuf, content_type: String, port: u16)
         eprintln!("rowgate: invalid --content-type");
         return ExitCode::from(2);
     };
-    let listener = match tokio::net::TcpListener::bind(("127.0.0.1", port)).await {
+    let listener = match rowgate::http::listen(([127, 0, 0, 1], port).into()) {
         Ok(l) => l,
         Err(e) => {
             eprintln!("rowgate: cannot listen on 127.0.0.1:{port}: {e}");

@@ -73,7 +73,7 @@ fn start_sqlite(
             Some(crate::auth::rules::Rules::default())
         }
     };
-    let sqlite = match (crate::db::sqlite::SqliteDb::open(target), rules) {
+    let sqlite = match (crate::db::sqlite::SqliteDb::open(target, config.db_sqlite_synchronous), rules) {
         (_, None) => None,
         (Ok(db), Some(rules)) => match db.load_schema(&exposed) {
             Ok(schema) => {

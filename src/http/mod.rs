@@ -155,7 +155,23 @@ pub async fn serve_static(
 
 /// Binds the configured address.
 pub async fn bind(config: &Config) -> std::io::Result<TcpListener> {
-    TcpListener::bind(SocketAddr::new(config.server_host, config.server_port)).await
+    listen(SocketAddr::new(config.server_host, config.server_port))
+}
+
+/// Connections the kernel queues before they are accepted. Tokio's default (1,024) overflows when
+/// a thousand clients connect at once while the workers are busy; a dropped SYN is retried only
+/// a second later, which shows as a one-second stall (PocketBase's benchmark at c=1000). The
+/// kernel caps this at `net.core.somaxconn`.
+const LISTEN_BACKLOG: u32 = 8192;
+
+/// Listens on `addr` with [`LISTEN_BACKLOG`].
+pub fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket =
+        if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+    // As `TcpListener::bind` does: a restart may rebind at once.
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
 }
 
 /// Answers one request; a panic inside becomes a 500 instead of taking the server down.

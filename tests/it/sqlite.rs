@@ -592,3 +592,20 @@ fn the_demo_serves_its_films_from_sqlite() {
     let _ = demo.wait();
     assert_eq!((r.status, r.json()), (200, json!([{"title": "Seven Samurai"}])), "{}", r.body);
 }
+
+#[test]
+fn a_read_longer_than_the_inline_budget_moves_to_a_blocking_thread_and_answers_the_same() {
+    // 50,000 rows: a filter matching only the last one scans past the inline budget.
+    let path = tempfile::tempdir().expect("temp dir").keep().join("scan.db");
+    let schema = "CREATE TABLE big (id INTEGER PRIMARY KEY, tag TEXT NOT NULL);
+        WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 50000)
+        INSERT INTO big SELECT i, 'tag' || i FROM n;";
+    let base = serve_sqlite(&path, schema, "[big]\nselect = { anon = \"true\" }\n", Default::default());
+    let r = request_to(&base, "GET", "/big?tag=eq.tag50000", &[]);
+    assert_eq!((r.status, r.json()), (200, serde_json::json!([{"id": 50000, "tag": "tag50000"}])));
+    let r = request_to(&base, "GET", "/big?tag=like.tag4999*&select=id&order=id.desc&limit=2", &[]);
+    assert_eq!((r.status, r.json()), (200, serde_json::json!([{"id": 49999}, {"id": 49998}])));
+    // A row by key stays within the budget.
+    let r = request_to(&base, "GET", "/big?id=eq.7", &[]);
+    assert_eq!((r.status, r.json()), (200, serde_json::json!([{"id": 7, "tag": "tag7"}])));
+}
