@@ -480,6 +480,24 @@ fn sqlite_error(e: rusqlite::Error) -> Error {
             return Error::Api { status, code, message, details: None, hint: None };
         }
     }
+    if e.to_string().contains("unable to use function MATCH") {
+        // FTS5 answers a MATCH only as a condition on its own table's scan.
+        return Error::api(
+            StatusCode::BAD_REQUEST,
+            code::NOT_IMPLEMENTED,
+            "Full-text search inside not or or=(...) is not supported on the SQLite backend",
+        );
+    }
+    if e.to_string().contains("malformed JSON") {
+        // Text sent for a JSON column (CSV, form) that is no JSON: PostgreSQL's 22P02.
+        return Error::Api {
+            status: StatusCode::BAD_REQUEST,
+            code: "22P02",
+            message: "invalid input syntax for type json".into(),
+            details: None,
+            hint: None,
+        };
+    }
     if e.to_string().contains("ON CONFLICT clause does not match") {
         // PostgreSQL's 42P10: the conflict target is no unique key.
         return Error::Api {

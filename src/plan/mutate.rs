@@ -523,7 +523,8 @@ fn nested_children(
                 }
             }
         }
-        let child_payload = Payload { json: String::new(), all_keys: keys.clone(), keys, rows: 0 };
+        let child_payload =
+            Payload { json: String::new(), all_keys: keys.clone(), keys, rows: 0, textual: false };
         let mut columns = body_columns(child, &child_payload, None)?;
         columns.iter_mut().for_each(|c| c.in_payload = true);
         let link = fk

@@ -23,6 +23,9 @@ pub struct Payload {
     pub rows: usize,
     /// Every key of every object, in the order first seen (the first object's keys first).
     pub all_keys: Vec<String>,
+    /// The values are the body's text (CSV, form), each to be read by its column's type as
+    /// PostgreSQL reads text input, rather than JSON values.
+    pub textual: bool,
 }
 
 /// Reads a body of `content_type` (JSON when absent). Unless the request names its columns
@@ -44,7 +47,13 @@ pub fn first_only(p: Payload) -> Result<Payload, Error> {
         return Ok(p);
     }
     let items: Vec<&RawValue> = serde_json::from_str(&p.json).map_err(|_| invalid_json())?;
-    Ok(Payload { json: format!("[{}]", items[0].get()), all_keys: p.keys.clone(), keys: p.keys, rows: 1 })
+    Ok(Payload {
+        json: format!("[{}]", items[0].get()),
+        all_keys: p.keys.clone(),
+        keys: p.keys,
+        rows: 1,
+        textual: p.textual,
+    })
 }
 
 fn json(body: &[u8], columns_given: bool) -> Result<Payload, Error> {
@@ -52,7 +61,13 @@ fn json(body: &[u8], columns_given: bool) -> Result<Payload, Error> {
     let trimmed = text.trim_start();
     if trimmed.starts_with('{') {
         let keys = object_keys(text)?;
-        return Ok(Payload { json: format!("[{text}]"), all_keys: keys.clone(), keys, rows: 1 });
+        return Ok(Payload {
+            json: format!("[{text}]"),
+            all_keys: keys.clone(),
+            keys,
+            rows: 1,
+            textual: false,
+        });
     }
     if !trimmed.starts_with('[') {
         return Err(invalid_json());
@@ -73,7 +88,7 @@ fn json(body: &[u8], columns_given: bool) -> Result<Payload, Error> {
             }
         }
     }
-    Ok(Payload { json: text.to_owned(), rows: items.len(), keys, all_keys })
+    Ok(Payload { json: text.to_owned(), rows: items.len(), keys, all_keys, textual: false })
 }
 
 /// PGRST102 for objects of one body with different keys.
@@ -153,6 +168,7 @@ fn csv(body: &[u8]) -> Result<Payload, Error> {
         json: serde_json::Value::Array(rows).to_string(),
         all_keys: keys.clone(),
         keys,
+        textual: true,
     })
 }
 
@@ -168,6 +184,7 @@ fn form(body: &[u8]) -> Payload {
         all_keys: keys.clone(),
         keys,
         rows: 1,
+        textual: true,
     }
 }
 

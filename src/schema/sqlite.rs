@@ -12,13 +12,17 @@ use super::{Column, ForeignKey, QualifiedName, Relation, RelationKind, SchemaCac
 /// Reads the schema of `conn` into a schema cache whose relations are in schema `exposed`.
 pub fn load(conn: &Connection, exposed: &str) -> rusqlite::Result<SchemaCache> {
     let mut cache = SchemaCache::default();
+    // A virtual table's shadow tables (an FTS5 index's storage) are its own business.
     let mut objects = conn.prepare(
-        "SELECT name, type FROM sqlite_schema WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' AND name NOT LIKE '\\_rowgate\\_%' ESCAPE '\\' ORDER BY name",
+        "SELECT s.name, s.type, coalesce(lower(s.sql) LIKE 'create virtual table%using fts5%', 0) \
+         FROM sqlite_schema AS s LEFT JOIN pragma_table_list AS t ON t.schema = 'main' AND t.name = s.name \
+         WHERE s.type IN ('table', 'view') AND coalesce(t.type, '') <> 'shadow' \
+         AND s.name NOT LIKE 'sqlite\\_%' ESCAPE '\\' AND s.name NOT LIKE '\\_rowgate\\_%' ESCAPE '\\' ORDER BY s.name",
     )?;
-    let objects: Vec<(String, String)> =
-        objects.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<Result<_, _>>()?;
+    let objects: Vec<(String, String, bool)> =
+        objects.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?.collect::<Result<_, _>>()?;
     let qualified = |name: &str| QualifiedName { schema: exposed.to_owned(), name: name.to_owned() };
-    for (i, (name, kind)) in objects.iter().enumerate() {
+    for (i, (name, kind, fts5)) in objects.iter().enumerate() {
         let mut pk: Vec<(i64, String)> = Vec::new();
         let mut columns = Vec::new();
         let mut info =
@@ -33,7 +37,8 @@ pub fn load(conn: &Connection, exposed: &str) -> rusqlite::Result<SchemaCache> {
             }
             columns.push(Column {
                 name: column,
-                kind: value_kind(&declared),
+                // An FTS5 table's columns are what `fts` searches, as a tsvector's are.
+                kind: if *fts5 { ValueKind::TsVector } else { value_kind(&declared) },
                 type_name: declared.to_ascii_lowercase(),
                 type_oid: 0,
                 nullable: r.get::<_, i64>(2)? == 0,
@@ -50,7 +55,9 @@ pub fn load(conn: &Connection, exposed: &str) -> rusqlite::Result<SchemaCache> {
         relation.oid = u32::try_from(i + 1).unwrap_or(u32::MAX);
         pk.sort();
         relation.primary_key = pk.into_iter().map(|(_, c)| c).collect();
-        if table {
+        // FTS5 tables are searched, not written through the API: virtual tables cannot return
+        // the rowids written (write the content table; triggers keep the index).
+        if table && !fts5 {
             relation.writable = Writable { insert: true, update: true, delete: true };
             relation.unique_keys = unique_keys(conn, name)?;
             relation.foreign_keys = foreign_keys(conn, name, &relation.primary_key, &qualified)?;

@@ -10,6 +10,7 @@
 //! rowgate turns into JSON itself are selected as they are; every other value goes through
 //! PostgreSQL's `to_json`, so it renders exactly as PostgREST renders it.
 
+mod fts5;
 mod read;
 pub mod sqlite;
 mod write;

@@ -422,7 +422,23 @@ fn operation(e: &Expr, kind: ValueKind, op: &Operation, sql: &mut String, params
             sql.push_str(" IS NOT ");
             params.push(sql, stored(kind, value));
         }
-        Operation::Fts { .. } => return Err(unsupported("Full-text search (fts, plfts, phfts, wfts)")),
+        Operation::Fts { op, value, .. } => {
+            // SQLite's full-text search is FTS5's index: only an FTS5 table's columns have one.
+            // (The language argument is ignored: the table's tokenizer decides.)
+            if kind != ValueKind::TsVector {
+                return Err(unsupported("Full-text search on a column outside an FTS5 table"));
+            }
+            match super::fts5::query(*op, value)
+                .map_err(|why| unsupported(format!("A text search with {why}")))?
+            {
+                None => sql.push('0'),
+                Some(query) => {
+                    expr(e, sql, params)?;
+                    sql.push_str(" MATCH ");
+                    params.push(sql, query);
+                }
+            }
+        }
     }
     Ok(())
 }
@@ -610,7 +626,7 @@ pub fn render_write(
                     if i > 0 {
                         sql.push_str(", ");
                     }
-                    let json = plan.relation.column(&c.name).is_some_and(|col| col.kind == ValueKind::Json);
+                    let kind = value_kind(plan, &c.name, payload.textual);
                     let default = c.default.as_deref().unwrap_or("NULL");
                     if *missing_default || !c.in_payload {
                         sql.push_str(
@@ -618,13 +634,13 @@ pub fn render_write(
                         );
                         params.push(&mut sql, c.name.clone());
                         sql.push_str(") THEN ");
-                        body_value(&mut sql, &mut params, "pgrst_body.value", &c.name, json);
+                        body_value(&mut sql, &mut params, "pgrst_body.value", &c.name, kind);
                         // The column's default: SQL text from the database's own schema.
                         sql.push_str(" ELSE (");
                         sql.push_str(default);
                         sql.push_str(") END");
                     } else {
-                        body_value(&mut sql, &mut params, "pgrst_body.value", &c.name, json);
+                        body_value(&mut sql, &mut params, "pgrst_body.value", &c.name, kind);
                     }
                 }
                 sql.push_str(" FROM json_each(");
@@ -692,8 +708,8 @@ pub fn render_write(
                 push_ident(&mut sql, &c.name);
                 sql.push_str(" = ");
                 if c.in_payload {
-                    let json = plan.relation.column(&c.name).is_some_and(|col| col.kind == ValueKind::Json);
-                    body_value(&mut sql, &mut params, &object, &c.name, json);
+                    let kind = value_kind(plan, &c.name, payload.textual);
+                    body_value(&mut sql, &mut params, &object, &c.name, kind);
                 } else {
                     sql.push('(');
                     sql.push_str(c.default.as_deref().unwrap_or("NULL"));
@@ -812,12 +828,55 @@ fn inserts_of(
 
 /// A body object's value for a column: its SQL value (`->>`: JSON true is 1), or for JSON
 /// columns its JSON text (`->`).
-fn body_value(sql: &mut String, params: &mut Ctx<'_>, object: &str, key: &str, json: bool) {
-    sql.push('(');
-    sql.push_str(object);
-    sql.push_str(if json { " -> " } else { " ->> " });
-    params.push(sql, key.to_owned());
-    sql.push(')');
+/// How a body's value becomes a column's.
+#[derive(Clone, Copy)]
+enum BodyValue {
+    /// A JSON value: its SQL value (`->>`: strings as text, numbers as numbers, booleans 1/0).
+    Sql,
+    /// A JSON value into a JSON column: the JSON itself.
+    Json,
+    /// Text (CSV, form) read as PostgreSQL reads a boolean's input.
+    TextBool,
+    /// Text into a JSON column: parsed as JSON.
+    TextJson,
+}
+
+fn value_kind(plan: &crate::plan::MutatePlan, column: &str, textual: bool) -> BodyValue {
+    let kind = plan.relation.column(column).map(|c| c.kind);
+    match (kind, textual) {
+        (Some(ValueKind::Json), false) => BodyValue::Json,
+        (Some(ValueKind::Json), true) => BodyValue::TextJson,
+        (Some(ValueKind::Bool), true) => BodyValue::TextBool,
+        _ => BodyValue::Sql,
+    }
+}
+
+fn body_value(sql: &mut String, params: &mut Ctx<'_>, object: &str, key: &str, kind: BodyValue) {
+    let get = |sql: &mut String, params: &mut Ctx<'_>, op: &str| {
+        sql.push('(');
+        sql.push_str(object);
+        sql.push_str(op);
+        params.push(sql, key.to_owned());
+        sql.push(')');
+    };
+    match kind {
+        BodyValue::Sql => get(sql, params, " ->> "),
+        BodyValue::Json => get(sql, params, " -> "),
+        BodyValue::TextJson => {
+            sql.push_str("json(");
+            get(sql, params, " ->> ");
+            sql.push(')');
+        }
+        BodyValue::TextBool => {
+            // PostgreSQL's boolean input words; anything else is stored as sent (SQLite's
+            // flexible typing, as for any other mistyped value).
+            sql.push_str("(SELECT CASE lower(trim(pgrst_v)) WHEN 't' THEN 1 WHEN 'true' THEN 1 WHEN 'y' THEN 1 \
+                WHEN 'yes' THEN 1 WHEN 'on' THEN 1 WHEN '1' THEN 1 WHEN 'f' THEN 0 WHEN 'false' THEN 0 \
+                WHEN 'n' THEN 0 WHEN 'no' THEN 0 WHEN 'off' THEN 0 WHEN '0' THEN 0 ELSE pgrst_v END FROM (SELECT ");
+            get(sql, params, " ->> ");
+            sql.push_str(" AS pgrst_v))");
+        }
+    }
 }
 
 /// Writes the WHERE clause that selects a write's rows.

@@ -609,3 +609,83 @@ fn a_read_longer_than_the_inline_budget_moves_to_a_blocking_thread_and_answers_t
     let r = request_to(&base, "GET", "/big?id=eq.7", &[]);
     assert_eq!((r.status, r.json()), (200, serde_json::json!([{"id": 7, "tag": "tag7"}])));
 }
+
+#[test]
+fn csv_and_form_bodies_are_read_by_each_column_type() {
+    let csv =
+        "id,list_id,title,done,extra\n700,1,\"csv, quoted\",true,\"{\"\"k\"\": [1, 2]}\"\n701,1,plain,f,NULL";
+    let r = send_to(
+        write_base(),
+        "POST",
+        "/items?select=id,title,done,extra",
+        &[("content-type", "text/csv"), ("prefer", "return=representation")],
+        Some(csv),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(
+        r.json(),
+        serde_json::json!([
+            {"id": 700, "title": "csv, quoted", "done": true, "extra": {"k": [1, 2]}},
+            {"id": 701, "title": "plain", "done": false, "extra": null}
+        ])
+    );
+    let r = send_to(
+        write_base(),
+        "POST",
+        "/items?select=id,done",
+        &[("content-type", "application/x-www-form-urlencoded"), ("prefer", "return=representation")],
+        Some("id=702&list_id=1&title=form&done=no"),
+    );
+    assert_eq!((r.status, r.json()), (201, serde_json::json!([{"id": 702, "done": false}])), "{}", r.body);
+    // Text that is no JSON, for a JSON column: PostgreSQL's error.
+    let r = send_to(
+        write_base(),
+        "POST",
+        "/items",
+        &[("content-type", "text/csv")],
+        Some("id,list_id,title,extra\n703,1,x,{not json"),
+    );
+    assert_eq!((r.status, r.json()["code"].as_str()), (400, Some("22P02")), "{}", r.body);
+    assert_eq!(request_to(write_base(), "GET", "/items?id=eq.703", &[]).json(), serde_json::json!([]));
+}
+
+fn fts_base() -> &'static str {
+    static BASE: OnceLock<String> = OnceLock::new();
+    BASE.get_or_init(|| {
+        let path = tempfile::tempdir().expect("temp dir").keep().join("fts.db");
+        let schema = "CREATE VIRTUAL TABLE docs USING fts5(title, body, tokenize = 'porter');
+            INSERT INTO docs (rowid, title, body) VALUES (1, 'Cats and dogs', 'The quick brown fox jumps'),
+              (2, 'Dogs only', 'lazy dog sleeping'), (3, 'Birds', 'cat food is tasty');
+            CREATE TABLE plain (id INTEGER PRIMARY KEY, body TEXT);";
+        let rules = "[docs]\nselect = { anon = \"true\" }\n[plain]\nselect = { anon = \"true\" }\n";
+        serve_sqlite(&path, schema, rules, Default::default())
+    })
+}
+
+#[test]
+fn full_text_search_runs_on_fts5_tables() {
+    let titles = |path: &str| {
+        let r = request_to(fts_base(), "GET", path, &[]);
+        assert_eq!(r.status, 200, "{path}: {}", r.body);
+        r.json()
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["title"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(titles("/docs?body=fts.cat&select=title"), ["Birds"]);
+    assert_eq!(titles("/docs?title=plfts.dogs%20only&select=title"), ["Dogs only"]);
+    assert_eq!(titles("/docs?body=phfts(english).quick%20brown&select=title"), ["Cats and dogs"]);
+    assert_eq!(titles("/docs?body=wfts.dog%20-cat&select=title"), ["Dogs only"]);
+    assert_eq!(titles("/docs?body=fts.jump:*&select=title"), ["Cats and dogs"]);
+    assert_eq!(titles("/docs?body=fts.lazy%20%26%20!cat&select=title"), ["Dogs only"]);
+    assert_eq!(titles("/docs?body=plfts.%2C%3B&select=title"), Vec::<String>::new());
+    // What FTS5 cannot say is refused, never answered differently.
+    for path in ["/docs?body=fts.!cat", "/plain?body=fts.cat", "/docs?or=(body.fts.cat,title.eq.x)"] {
+        let r = request_to(fts_base(), "GET", path, &[]);
+        assert_eq!((r.status, r.json()["code"].as_str()), (400, Some("RG501")), "{path}: {}", r.body);
+    }
+    // The index's own tables are not the API's.
+    assert_eq!(request_to(fts_base(), "GET", "/docs_data", &[]).status, 404);
+}
