@@ -107,8 +107,8 @@ pub struct ServeArgs {
     /// setting) [default: full].
     #[arg(long = "db-sqlite-synchronous", env = "ROWGATE_DB_SQLITE_SYNCHRONOUS", value_name = "MODE")]
     pub db_sqlite_synchronous: Option<String>,
-    /// Built-in user accounts at /auth/v1 (Supabase Auth's endpoints; SQLite backend; needs
-    /// an HMAC jwt-secret) [default: false].
+    /// Built-in user accounts at /auth/v1 (Supabase Auth's endpoints; needs an HMAC jwt-secret;
+    /// on PostgreSQL, `rowgate accounts install` first) [default: false].
     #[arg(long = "accounts-enabled", env = "ROWGATE_ACCOUNTS_ENABLED", value_name = "BOOL")]
     pub accounts_enabled: Option<bool>,
     /// Serve the files of this directory (PocketBase's `pb_public`) under `static-prefix`.
@@ -393,12 +393,6 @@ impl Config {
         };
         let accounts_enabled = a.accounts_enabled.or(file.accounts_enabled).unwrap_or(false);
         if accounts_enabled {
-            if sqlite.is_none() {
-                return Err(invalid(
-                    "accounts-enabled",
-                    "accounts run on the SQLite backend only so far".into(),
-                ));
-            }
             match &jwt_secret {
                 Some(s) if !s.trim_start().starts_with('{') && !s.contains("-----BEGIN") => {}
                 _ => {

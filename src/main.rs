@@ -21,6 +21,14 @@ struct Cli {
 enum Command {
     /// Serve a PostgreSQL database as a REST API.
     Serve(Box<ServeArgs>),
+    /// Set up the built-in accounts (`accounts-enabled`) in a PostgreSQL database.
+    Accounts {
+        /// Connection URI of a role that may create the `rowgate` schema or owns it.
+        #[arg(long = "db-uri", env = "ROWGATE_DB_URI", global = true, value_name = "URI")]
+        db_uri: Option<String>,
+        #[command(subcommand)]
+        action: AccountsAction,
+    },
     /// Manage API keys (stored hashed in the `rowgate` schema of the database).
     Apikey {
         /// Connection URI of a role that may create the `rowgate` schema or owns it.
@@ -73,6 +81,17 @@ enum CacheAction {
     },
     /// Remove them.
     Uninstall,
+}
+
+#[derive(Subcommand)]
+enum AccountsAction {
+    /// Create the accounts' tables and functions, and let `--role` (the role rowgate serves as,
+    /// its db-uri's) call the functions. Safe to run again.
+    Install {
+        /// The role rowgate connects as.
+        #[arg(long)]
+        role: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -139,6 +158,9 @@ fn main() -> ExitCode {
             runtime.block_on(serve(config))
         }
         Command::Demo { server_port, postgres } => runtime.block_on(demo(server_port, postgres)),
+        Command::Accounts { db_uri, action: AccountsAction::Install { role } } => {
+            runtime.block_on(accounts_install(db_uri, role))
+        }
         Command::Apikey { db_uri, action } => runtime.block_on(apikey(db_uri, action)),
         Command::Cache { db_uri, action } => runtime.block_on(cache(db_uri, action)),
         Command::Ceiling { body_file, content_type, server_port } => {
@@ -216,6 +238,23 @@ async fn cache(db_uri: Option<String>, action: CacheAction) -> ExitCode {
     match result {
         Ok(summary) => {
             println!("rowgate: {summary}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("rowgate: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn accounts_install(db_uri: Option<String>, role: String) -> ExitCode {
+    let client = match admin_client(db_uri).await {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    match rowgate::accounts::install(&client, &role).await {
+        Ok(()) => {
+            println!("rowgate: accounts installed in schema rowgate; role {role} may use them");
             ExitCode::SUCCESS
         }
         Err(e) => {

@@ -37,6 +37,9 @@ pub fn start_state(config: Arc<Config>) -> Arc<AppState> {
         Arc::new(crate::apikey::KeyStore::new(config.api_key_cache_max_entries, config.db_anon_role.clone()));
     let flush = keys.clone();
     schema::spawn_listener(config.clone(), reloader.clone(), Arc::new(move || flush.invalidate()));
+    let accounts = config.db_uri.parse().ok().and_then(|pg| {
+        accounts(&config, crate::accounts::Store::Postgres(Box::new(crate::accounts::PgStore::new(pg))))
+    });
     Arc::new(AppState {
         keys,
         db: Db::new(&config),
@@ -47,8 +50,29 @@ pub fn start_state(config: Arc<Config>) -> Arc<AppState> {
         reloader,
         cache,
         sqlite: None,
-        accounts: None,
+        accounts,
     })
+}
+
+/// The built-in accounts on `store`, when `accounts-enabled` (signing with `jwt-secret`).
+fn accounts(config: &Config, store: crate::accounts::Store) -> Option<Arc<crate::accounts::Accounts>> {
+    if !config.accounts_enabled {
+        return None;
+    }
+    let secret = config.jwt_secret.clone().unwrap_or_default();
+    let key = if config.jwt_secret_is_base64 {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD.decode(secret.trim()).unwrap_or_default()
+    } else {
+        secret.into_bytes()
+    };
+    match crate::accounts::Accounts::new(store, &key, config.jwt_aud.clone()) {
+        Ok(a) => Some(Arc::new(a)),
+        Err(e) => {
+            tracing::error!(error = %e, "the accounts could not be set up");
+            None
+        }
+    }
 }
 
 /// The state of a server on an SQLite database: opened (created if missing) and its schema
@@ -92,24 +116,9 @@ fn start_sqlite(
             None
         }
     };
-    let accounts = match (&sqlite, config.accounts_enabled) {
-        (Some(backend), true) => {
-            let secret = config.jwt_secret.clone().unwrap_or_default();
-            let key = if config.jwt_secret_is_base64 {
-                use base64::Engine;
-                base64::engine::general_purpose::STANDARD.decode(secret.trim()).unwrap_or_default()
-            } else {
-                secret.into_bytes()
-            };
-            match crate::accounts::Accounts::new(backend.db.clone(), &key, config.jwt_aud.clone()) {
-                Ok(a) => Some(Arc::new(a)),
-                Err(e) => {
-                    tracing::error!(error = %e, "the accounts could not be set up");
-                    None
-                }
-            }
-        }
-        _ => None,
+    let accounts = match &sqlite {
+        Some(backend) => accounts(&config, crate::accounts::Store::Sqlite(backend.db.clone())),
+        None => None,
     };
     let reloader = Reloader::idle(config.clone(), shared.clone(), None);
     Arc::new(AppState {

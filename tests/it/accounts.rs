@@ -1,11 +1,12 @@
-//! Built-in accounts (`accounts-enabled`) at Supabase Auth's endpoints, on the SQLite backend:
-//! the tokens they issue are the ones the API's rules read.
+//! Built-in accounts (`accounts-enabled`) at Supabase Auth's endpoints, on both backends: the
+//! tokens they issue are the ones the API's rules (SQLite) or row-level security (PostgreSQL)
+//! read. Every test runs on each.
 
 use std::sync::OnceLock;
 
 use serde_json::{json, Value};
 
-use crate::support::{request_to, send_to};
+use crate::support::{block_on, default_args, harness, request_to, send_to, sql, start_server};
 
 const SCHEMA: &str = "CREATE TABLE notes (id INTEGER PRIMARY KEY, owner TEXT NOT NULL, body TEXT);";
 const RULES: &str = r#"
@@ -14,7 +15,7 @@ select = { authenticated = "owner=eq.@jwt.sub" }
 insert = { authenticated = "owner=eq.@jwt.sub" }
 "#;
 
-fn base() -> &'static str {
+fn sqlite() -> &'static str {
     static BASE: OnceLock<String> = OnceLock::new();
     BASE.get_or_init(|| {
         let path = tempfile::tempdir().expect("temp dir").keep().join("accounts.db");
@@ -23,31 +24,87 @@ fn base() -> &'static str {
     })
 }
 
-fn auth(path: &str, body: Value) -> (u16, Value) {
-    let r = send_to(base(), "POST", path, &[("content-type", "application/json")], Some(&body.to_string()));
+/// The same table on PostgreSQL, its rows guarded by row-level security on the token's `sub`,
+/// and the accounts installed by `rowgate accounts install` for the serving role.
+fn postgres() -> &'static str {
+    static BASE: OnceLock<String> = OnceLock::new();
+    BASE.get_or_init(|| {
+        sql(r#"
+            CREATE SCHEMA accounts_test;
+            DO $$ BEGIN CREATE ROLE authenticated NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+            GRANT authenticated TO "Authenticator";
+            GRANT USAGE ON SCHEMA accounts_test TO authenticated;
+            CREATE TABLE accounts_test.notes (id int PRIMARY KEY, owner text NOT NULL, body text);
+            ALTER TABLE accounts_test.notes ENABLE ROW LEVEL SECURITY;
+            CREATE POLICY own ON accounts_test.notes
+              USING (owner = current_setting('request.jwt.claims', true)::json ->> 'sub')
+              WITH CHECK (owner = current_setting('request.jwt.claims', true)::json ->> 'sub');
+            GRANT SELECT, INSERT ON accounts_test.notes TO authenticated;
+        "#);
+        let uri = harness().superuser_uri.clone();
+        block_on(async move {
+            let client = rowgate::db::connect(&uri.parse().expect("uri")).await.expect("connect");
+            rowgate::accounts::install(&client, "Authenticator").await.expect("accounts install");
+            // Installing again changes nothing.
+            rowgate::accounts::install(&client, "Authenticator").await.expect("accounts install again");
+        });
+        start_server(rowgate::config::ServeArgs {
+            accounts_enabled: Some(true),
+            db_schemas: Some("accounts_test".into()),
+            ..default_args(&harness().superuser_uri)
+        })
+    })
+}
+
+fn auth(base: &str, path: &str, body: Value) -> (u16, Value) {
+    let r = send_to(base, "POST", path, &[("content-type", "application/json")], Some(&body.to_string()));
     let v = if r.body.is_empty() { Value::Null } else { r.json() };
     (r.status, v)
 }
 
-#[test]
-fn sign_up_log_in_and_use_the_token_on_the_api() {
+/// A test on each backend.
+macro_rules! on_both {
+    ($name:ident) => {
+        mod $name {
+            #[test]
+            fn on_sqlite() {
+                super::$name(super::sqlite());
+            }
+            #[test]
+            fn on_postgres() {
+                super::$name(super::postgres());
+            }
+        }
+    };
+}
+
+on_both!(sign_up_log_in_and_use_the_token_on_the_api);
+on_both!(refresh_tokens_rotate_and_a_reused_one_revokes_them_all);
+on_both!(repeated_login_failures_are_limited);
+
+fn sign_up_log_in_and_use_the_token_on_the_api(base: &str) {
     let (status, session) =
-        auth("/auth/v1/signup", json!({"email": "ann@example.com", "password": "correct horse"}));
+        auth(base, "/auth/v1/signup", json!({"email": "ann@example.com", "password": "correct horse"}));
     assert_eq!(status, 200, "{session}");
     assert_eq!(session["token_type"], "bearer");
     assert_eq!(session["user"]["email"], "ann@example.com");
     assert!(!session.to_string().contains("correct horse"), "the password must never be returned");
     let id = session["user"]["id"].as_str().unwrap().to_owned();
     // One account per address, whatever its case.
-    let (status, e) = auth("/auth/v1/signup", json!({"email": "ANN@example.com", "password": "whatever1"}));
+    let (status, e) =
+        auth(base, "/auth/v1/signup", json!({"email": "ANN@example.com", "password": "whatever1"}));
     assert_eq!((status, e["error_code"].as_str()), (422, Some("user_already_exists")));
-    let (status, e) = auth("/auth/v1/signup", json!({"email": "bo@example.com", "password": "123"}));
+    let (status, e) = auth(base, "/auth/v1/signup", json!({"email": "bo@example.com", "password": "123"}));
     assert_eq!((status, e["error_code"].as_str()), (422, Some("weak_password")));
 
-    let (status, e) =
-        auth("/auth/v1/token?grant_type=password", json!({"email": "ann@example.com", "password": "nope"}));
+    let (status, e) = auth(
+        base,
+        "/auth/v1/token?grant_type=password",
+        json!({"email": "ann@example.com", "password": "nope"}),
+    );
     assert_eq!((status, e["error_code"].as_str()), (400, Some("invalid_credentials")));
     let (status, login) = auth(
+        base,
         "/auth/v1/token?grant_type=password",
         json!({"email": "ann@example.com", "password": "correct horse"}),
     );
@@ -56,45 +113,59 @@ fn sign_up_log_in_and_use_the_token_on_the_api() {
 
     // The API's rules read the token's `sub`.
     let w = send_to(
-        base(),
+        base,
         "POST",
         "/notes",
         &[("content-type", "application/json"), ("authorization", &bearer)],
         Some(&json!({"id": 1, "owner": id, "body": "mine"}).to_string()),
     );
     assert_eq!(w.status, 201, "{}", w.body);
-    let r = request_to(base(), "GET", "/notes?select=body", &[("authorization", &bearer)]);
+    let w = send_to(
+        base,
+        "POST",
+        "/notes",
+        &[("content-type", "application/json"), ("authorization", &bearer)],
+        Some(&json!({"id": 2, "owner": "someone else", "body": "theirs"}).to_string()),
+    );
+    assert_eq!((w.status, w.json()["code"].as_str()), (403, Some("42501")), "{}", w.body);
+    let r = request_to(base, "GET", "/notes?select=body", &[("authorization", &bearer)]);
     assert_eq!((r.status, r.json()), (200, json!([{"body": "mine"}])), "{}", r.body);
-    let r = request_to(base(), "GET", "/auth/v1/user", &[("authorization", &bearer)]);
+    let r = request_to(base, "GET", "/auth/v1/user", &[("authorization", &bearer)]);
     assert_eq!((r.status, r.json()["id"].as_str()), (200, Some(id.as_str())), "{}", r.body);
     // The accounts' own tables are not part of the API.
-    assert_eq!(request_to(base(), "GET", "/_rowgate_users", &[("authorization", &bearer)]).status, 404);
+    for path in ["/_rowgate_users", "/users", "/refresh_tokens"] {
+        assert_eq!(request_to(base, "GET", path, &[("authorization", &bearer)]).status, 404, "{path}");
+    }
 }
 
-#[test]
-fn refresh_tokens_rotate_and_a_reused_one_revokes_them_all() {
-    let (_, session) = auth("/auth/v1/signup", json!({"email": "cy@example.com", "password": "secret-cy"}));
+fn refresh_tokens_rotate_and_a_reused_one_revokes_them_all(base: &str) {
+    let (_, session) =
+        auth(base, "/auth/v1/signup", json!({"email": "cy@example.com", "password": "secret-cy"}));
     let first = session["refresh_token"].as_str().unwrap().to_owned();
-    let (status, renewed) = auth("/auth/v1/token?grant_type=refresh_token", json!({"refresh_token": first}));
+    let (status, renewed) =
+        auth(base, "/auth/v1/token?grant_type=refresh_token", json!({"refresh_token": first}));
     assert_eq!(status, 200, "{renewed}");
     let second = renewed["refresh_token"].as_str().unwrap().to_owned();
     assert_ne!(first, second);
     // The first one again: refused, and the second is revoked with it.
-    let (status, e) = auth("/auth/v1/token?grant_type=refresh_token", json!({"refresh_token": first}));
+    let (status, e) = auth(base, "/auth/v1/token?grant_type=refresh_token", json!({"refresh_token": first}));
     assert_eq!((status, e["error_code"].as_str()), (400, Some("refresh_token_not_found")));
-    let (status, _) = auth("/auth/v1/token?grant_type=refresh_token", json!({"refresh_token": second}));
+    let (status, _) = auth(base, "/auth/v1/token?grant_type=refresh_token", json!({"refresh_token": second}));
     assert_eq!(status, 400);
 }
 
-#[test]
-fn repeated_login_failures_are_limited() {
-    auth("/auth/v1/signup", json!({"email": "dee@example.com", "password": "secret-dee"}));
+fn repeated_login_failures_are_limited(base: &str) {
+    auth(base, "/auth/v1/signup", json!({"email": "dee@example.com", "password": "secret-dee"}));
     for _ in 0..5 {
-        let (status, _) =
-            auth("/auth/v1/token?grant_type=password", json!({"email": "dee@example.com", "password": "x"}));
+        let (status, _) = auth(
+            base,
+            "/auth/v1/token?grant_type=password",
+            json!({"email": "dee@example.com", "password": "x"}),
+        );
         assert_eq!(status, 400);
     }
     let (status, e) = auth(
+        base,
         "/auth/v1/token?grant_type=password",
         json!({"email": "dee@example.com", "password": "secret-dee"}),
     );

@@ -14,7 +14,7 @@
 //! shape: `{"code": 400, "error_code": "invalid_credentials", "msg": "..."}`.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
@@ -24,7 +24,6 @@ use http::{header, HeaderValue, Method, Response, StatusCode};
 use serde_json::{json, Value};
 use sha2::Digest;
 
-use crate::db::sqlite::SqliteDb;
 use crate::http::Body;
 
 /// Access tokens live this long.
@@ -37,42 +36,31 @@ const FAILURE_WINDOW: Duration = Duration::from_secs(15 * 60);
 /// GoTrue's default minimum password length.
 const MIN_PASSWORD: usize = 6;
 
-/// The accounts' tables, in the database file (hidden from the API by their prefix).
-const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS _rowgate_users (
-  id TEXT PRIMARY KEY,
-  email TEXT NOT NULL UNIQUE COLLATE NOCASE,
-  password_hash TEXT NOT NULL,
-  created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
-);
-CREATE TABLE IF NOT EXISTS _rowgate_refresh_tokens (
-  token_hash TEXT PRIMARY KEY,
-  user_id TEXT NOT NULL REFERENCES _rowgate_users (id) ON DELETE CASCADE,
-  expires_at INTEGER NOT NULL,
-  revoked INTEGER NOT NULL DEFAULT 0
-);";
+mod store;
+
+pub use store::{PgStore, Store, INSTALL_SQL};
 
 /// The accounts service of a server.
 pub struct Accounts {
-    db: Arc<SqliteDb>,
+    store: Store,
     key: jsonwebtoken::EncodingKey,
     audience: String,
     failures: Mutex<HashMap<String, (u32, Instant)>>,
 }
 
 /// A user row.
-struct User {
+pub struct User {
     id: String,
     email: String,
     created_at: String,
 }
 
 impl Accounts {
-    /// The service on `db`, signing with the HMAC `secret`; creates its tables.
-    pub fn new(db: Arc<SqliteDb>, secret: &[u8], audience: Option<String>) -> Result<Accounts, String> {
-        db.setup(SCHEMA).map_err(|e| format!("creating the accounts tables: {e}"))?;
+    /// The service on `store`, signing with the HMAC `secret`; creates SQLite's tables.
+    pub fn new(store: Store, secret: &[u8], audience: Option<String>) -> Result<Accounts, String> {
+        store.setup()?;
         Ok(Accounts {
-            db,
+            store,
             key: jsonwebtoken::EncodingKey::from_secret(secret),
             audience: audience.unwrap_or_else(|| "authenticated".into()),
             failures: Mutex::new(HashMap::new()),
@@ -156,23 +144,7 @@ impl Accounts {
         let id = uuid_v4();
         let now = unix_now();
         // The account and its first session commit together.
-        let created = self
-            .db
-            .with_writer(move |c| {
-                match c.execute(
-                    "INSERT INTO _rowgate_users (id, email, password_hash) VALUES (?1, ?2, ?3)",
-                    [&id, &email, &hash],
-                ) {
-                    Ok(_) => {}
-                    Err(rusqlite::Error::SqliteFailure(f, _)) if f.extended_code == 2067 => return Ok(None),
-                    Err(e) => return Err(unavailable(e)),
-                }
-                let user = c.query_row(USER_BY_ID, [&id], user_row).map_err(unavailable)?;
-                let refresh = store_refresh(c, &user.id, now).map_err(unavailable)?;
-                Ok(Some((user, refresh)))
-            })
-            .await
-            .map_err(|_| internal())?;
+        let created = self.store.create(id, email, hash, now).await.map_err(|_| internal())?;
         let Some((user, refresh)) = created else {
             return Err(fail(
                 StatusCode::UNPROCESSABLE_ENTITY,
@@ -193,18 +165,7 @@ impl Accounts {
                 "Too many failed logins for this email address: try again later",
             ));
         }
-        let found = self
-            .db
-            .with_reader(move |c| {
-                use rusqlite::OptionalExtension;
-                c.prepare_cached(
-                    "SELECT id, email, created_at, password_hash FROM _rowgate_users WHERE email = ?1",
-                )?
-                .query_row([&email], |r| Ok((user_row(r)?, r.get::<_, String>(3)?)))
-                .optional()
-            })
-            .await
-            .map_err(|_| internal())?;
+        let found = self.store.by_email(email).await.map_err(|_| internal())?;
         // A missing user costs a verification too: timing does not tell who is registered.
         const DUMMY: &str = "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$9mX1Sx1N2Ly9rXQ4m2Wn3Cj1nDQ7q8l6zvN4KJ0kQk8";
         let hash = found.as_ref().map_or(DUMMY, |(_, h)| h.as_str()).to_owned();
@@ -220,12 +181,7 @@ impl Accounts {
         };
         self.failures.lock().unwrap_or_else(|e| e.into_inner()).remove(&who);
         let now = unix_now();
-        let user_id = user.id.clone();
-        let refresh = self
-            .db
-            .with_writer(move |c| store_refresh(c, &user_id, now).map_err(unavailable))
-            .await
-            .map_err(|_| internal())?;
+        let refresh = self.store.new_session(user.id.clone(), now).await.map_err(|_| internal())?;
         self.session(&user, refresh, now).map(|s| (StatusCode::OK, s))
     }
 
@@ -236,40 +192,7 @@ impl Accounts {
             .ok_or_else(|| fail(StatusCode::BAD_REQUEST, "validation_failed", "refresh_token is required"))?;
         let hash = token_hash(&token);
         let now = unix_now();
-        // Rotation: the token is used up, and its successor stored, in one transaction; a used
-        // one presented again revokes them all (it may have been stolen).
-        let rotated = self
-            .db
-            .with_writer(move |c| {
-                use rusqlite::OptionalExtension;
-                let row: Option<(String, i64, i64)> = c
-                    .prepare_cached(
-                        "SELECT user_id, revoked, expires_at FROM _rowgate_refresh_tokens WHERE token_hash = ?1",
-                    )
-                    .and_then(|mut q| q.query_row([&hash], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).optional())
-                    .map_err(unavailable)?;
-                let Some((user_id, revoked, expires)) = row else { return Ok(None) };
-                if revoked != 0 {
-                    c.execute("UPDATE _rowgate_refresh_tokens SET revoked = 1 WHERE user_id = ?1", [&user_id])
-                        .map_err(unavailable)?;
-                    return Ok(None);
-                }
-                c.prepare_cached("UPDATE _rowgate_refresh_tokens SET revoked = 1 WHERE token_hash = ?1")
-                    .and_then(|mut q| q.execute([&hash]))
-                    .map_err(unavailable)?;
-                if expires <= now {
-                    return Ok(None);
-                }
-                let user = c
-                    .prepare_cached(USER_BY_ID)
-                    .and_then(|mut q| q.query_row([&user_id], user_row).optional())
-                    .map_err(unavailable)?;
-                let Some(user) = user else { return Ok(None) };
-                let refresh = store_refresh(c, &user.id, now).map_err(unavailable)?;
-                Ok(Some((user, refresh)))
-            })
-            .await
-            .map_err(|_| internal())?;
+        let rotated = self.store.rotate(hash, now).await.map_err(|_| internal())?;
         let Some((user, refresh)) = rotated else {
             return Err(fail(StatusCode::BAD_REQUEST, "refresh_token_not_found", "Invalid Refresh Token"));
         };
@@ -277,24 +200,12 @@ impl Accounts {
     }
 
     async fn logout(&self, user_id: &str) -> Result<(), (StatusCode, Value)> {
-        let id = user_id.to_owned();
-        self.db
-            .with_writer(move |c| {
-                c.execute("UPDATE _rowgate_refresh_tokens SET revoked = 1 WHERE user_id = ?1", [&id])
-                    .map_err(|e| crate::error::Error::Unavailable(e.to_string()))
-            })
-            .await
-            .map(|_| ())
-            .map_err(|_| internal())
+        self.store.logout(user_id.to_owned()).await.map_err(|_| internal())
     }
 
     async fn user(&self, id: &str) -> Result<User, (StatusCode, Value)> {
-        let id = id.to_owned();
-        self.db
-            .with_reader(move |c| {
-                use rusqlite::OptionalExtension;
-                c.prepare_cached(USER_BY_ID)?.query_row([&id], user_row).optional()
-            })
+        self.store
+            .user(id.to_owned())
             .await
             .map_err(|_| internal())?
             .ok_or_else(|| fail(StatusCode::NOT_FOUND, "user_not_found", "User not found"))
@@ -333,25 +244,23 @@ impl Accounts {
     }
 }
 
-const USER_BY_ID: &str = "SELECT id, email, created_at FROM _rowgate_users WHERE id = ?1";
-
-fn user_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<User> {
-    Ok(User { id: r.get(0)?, email: r.get(1)?, created_at: r.get(2)? })
-}
-
-/// Stores a new refresh token of `user_id` (by its hash) and returns it.
-fn store_refresh(c: &rusqlite::Connection, user_id: &str, now: i64) -> rusqlite::Result<String> {
-    let token = random_token();
-    // Cached: a refresh is a write on the one writer thread, where parsing SQL costs everyone.
-    c.prepare_cached(
-        "INSERT INTO _rowgate_refresh_tokens (token_hash, user_id, expires_at) VALUES (?1, ?2, ?3)",
-    )?
-    .execute(rusqlite::params![token_hash(&token), user_id, now + REFRESH_LIFETIME.as_secs() as i64])?;
-    Ok(token)
-}
-
-fn unavailable(e: rusqlite::Error) -> crate::error::Error {
-    crate::error::Error::Unavailable(e.to_string())
+/// Creates (or updates) the accounts' tables and functions in PostgreSQL and lets `role` call
+/// the functions; nothing else may (the tables hold password hashes).
+pub async fn install(client: &tokio_postgres::Client, role: &str) -> Result<(), String> {
+    let role = format!("\"{}\"", role.replace('"', "\"\""));
+    let grants = format!(
+        "GRANT USAGE ON SCHEMA rowgate TO {role};
+         GRANT EXECUTE ON FUNCTION rowgate.account_create(text, text, text, text, bigint),
+           rowgate.account_by_email(text), rowgate.account_by_id(text),
+           rowgate.account_store_refresh(text, text, bigint),
+           rowgate.account_rotate(text, text, bigint, bigint), rowgate.account_logout(text) TO {role};"
+    );
+    client
+        .batch_execute(&format!(
+            "BEGIN; SELECT pg_advisory_xact_lock(7317002); {INSTALL_SQL} {grants} COMMIT;"
+        ))
+        .await
+        .map_err(crate::apikey::admin::message)
 }
 
 fn credentials(body: &[u8]) -> Result<(String, String), (StatusCode, Value)> {

@@ -1,0 +1,279 @@
+//! Where accounts live: tables `_rowgate_users` / `_rowgate_refresh_tokens` in the SQLite file,
+//! or on PostgreSQL schema `rowgate`'s tables behind SECURITY DEFINER functions
+//! (`install.sql`, run by `rowgate accounts install`). Each operation is one transaction.
+
+use std::sync::Arc;
+
+use tokio_postgres::Client;
+
+use super::{random_token, token_hash, User, REFRESH_LIFETIME};
+use crate::db::sqlite::SqliteDb;
+use crate::error::Error;
+
+/// The accounts' tables in an SQLite file (hidden from the API by their prefix).
+const SQLITE_SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS _rowgate_users (
+  id TEXT PRIMARY KEY,
+  email TEXT NOT NULL UNIQUE COLLATE NOCASE,
+  password_hash TEXT NOT NULL,
+  created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+);
+CREATE TABLE IF NOT EXISTS _rowgate_refresh_tokens (
+  token_hash TEXT PRIMARY KEY,
+  user_id TEXT NOT NULL REFERENCES _rowgate_users (id) ON DELETE CASCADE,
+  expires_at INTEGER NOT NULL,
+  revoked INTEGER NOT NULL DEFAULT 0
+);";
+
+/// The SQL `rowgate accounts install` runs on PostgreSQL.
+pub const INSTALL_SQL: &str = include_str!("install.sql");
+
+const USER_BY_ID: &str = "SELECT id, email, created_at FROM _rowgate_users WHERE id = ?1";
+
+/// The accounts' storage.
+pub enum Store {
+    /// In the SQLite database served.
+    Sqlite(Arc<SqliteDb>),
+    /// In PostgreSQL, on a connection of its own (pooled ones carry requests' session roles).
+    Postgres(Box<PgStore>),
+}
+
+/// A PostgreSQL connection as the authenticator, opened on first use and again after a drop.
+pub struct PgStore {
+    config: tokio_postgres::Config,
+    client: tokio::sync::Mutex<Option<Arc<Client>>>,
+}
+
+impl PgStore {
+    /// A store on the database `config` connects to.
+    pub fn new(mut config: tokio_postgres::Config) -> PgStore {
+        config.application_name("rowgate accounts");
+        PgStore { config, client: tokio::sync::Mutex::new(None) }
+    }
+
+    async fn client(&self) -> Result<Arc<Client>, Error> {
+        let mut held = self.client.lock().await;
+        if let Some(c) = held.as_ref().filter(|c| !c.is_closed()) {
+            return Ok(c.clone());
+        }
+        let client = Arc::new(crate::db::connect(&self.config).await.map_err(pg_error)?);
+        *held = Some(client.clone());
+        Ok(client)
+    }
+
+    async fn query(
+        &self,
+        sql: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<tokio_postgres::Row>, Error> {
+        let client = self.client().await?;
+        client.query(sql, params).await.map_err(pg_error)
+    }
+}
+
+fn pg_error(e: tokio_postgres::Error) -> Error {
+    if e.as_db_error().is_some_and(|d| ["42883", "3F000", "42P01", "42501"].contains(&d.code().code())) {
+        tracing::error!(error = %e, "the accounts are not installed for this role: run `rowgate accounts install --role <the db-uri's role>`");
+    } else {
+        tracing::error!(error = %e, "an accounts query failed");
+    }
+    Error::Unavailable(e.to_string())
+}
+
+fn sqlite_error(e: rusqlite::Error) -> Error {
+    Error::Unavailable(e.to_string())
+}
+
+fn pg_user(r: &tokio_postgres::Row) -> User {
+    User { id: r.get(0), email: r.get(1), created_at: r.get(2) }
+}
+
+fn sqlite_user(r: &rusqlite::Row<'_>) -> rusqlite::Result<User> {
+    Ok(User { id: r.get(0)?, email: r.get(1)?, created_at: r.get(2)? })
+}
+
+/// Stores a new refresh token of `user_id` (by its hash) and returns it.
+fn sqlite_store_refresh(c: &rusqlite::Connection, user_id: &str, now: i64) -> rusqlite::Result<String> {
+    let token = random_token();
+    // Cached: a refresh is a write on the one writer thread, where parsing SQL costs everyone.
+    c.prepare_cached(
+        "INSERT INTO _rowgate_refresh_tokens (token_hash, user_id, expires_at) VALUES (?1, ?2, ?3)",
+    )?
+    .execute(rusqlite::params![token_hash(&token), user_id, expires(now)])?;
+    Ok(token)
+}
+
+fn expires(now: i64) -> i64 {
+    now + REFRESH_LIFETIME.as_secs() as i64
+}
+
+impl Store {
+    /// Creates the SQLite tables (PostgreSQL's are installed beforehand).
+    pub fn setup(&self) -> Result<(), String> {
+        match self {
+            Store::Sqlite(db) => {
+                db.setup(SQLITE_SCHEMA).map_err(|e| format!("creating the accounts tables: {e}"))
+            }
+            Store::Postgres(_) => Ok(()),
+        }
+    }
+
+    /// A new account with its first session (refresh token), or `None` if the address is taken.
+    pub async fn create(
+        &self,
+        id: String,
+        email: String,
+        password_hash: String,
+        now: i64,
+    ) -> Result<Option<(User, String)>, Error> {
+        match self {
+            Store::Sqlite(db) => {
+                db.with_writer(move |c| {
+                    match c.execute(
+                        "INSERT INTO _rowgate_users (id, email, password_hash) VALUES (?1, ?2, ?3)",
+                        [&id, &email, &password_hash],
+                    ) {
+                        Ok(_) => {}
+                        Err(rusqlite::Error::SqliteFailure(f, _)) if f.extended_code == 2067 => {
+                            return Ok(None)
+                        }
+                        Err(e) => return Err(sqlite_error(e)),
+                    }
+                    let user = c.query_row(USER_BY_ID, [&id], sqlite_user).map_err(sqlite_error)?;
+                    let refresh = sqlite_store_refresh(c, &user.id, now).map_err(sqlite_error)?;
+                    Ok(Some((user, refresh)))
+                })
+                .await
+            }
+            Store::Postgres(pg) => {
+                let refresh = random_token();
+                let rows = pg
+                    .query(
+                        "SELECT * FROM rowgate.account_create($1, $2, $3, $4, $5)",
+                        &[&id, &email, &password_hash, &token_hash(&refresh), &expires(now)],
+                    )
+                    .await?;
+                Ok(rows.first().map(|r| (pg_user(r), refresh)))
+            }
+        }
+    }
+
+    /// The account of an address (any case) and its password hash.
+    pub async fn by_email(&self, email: String) -> Result<Option<(User, String)>, Error> {
+        match self {
+            Store::Sqlite(db) => {
+                db.with_reader(move |c| {
+                    use rusqlite::OptionalExtension;
+                    c.prepare_cached(
+                        "SELECT id, email, created_at, password_hash FROM _rowgate_users WHERE email = ?1",
+                    )?
+                    .query_row([&email], |r| Ok((sqlite_user(r)?, r.get::<_, String>(3)?)))
+                    .optional()
+                })
+                .await
+            }
+            Store::Postgres(pg) => {
+                let rows = pg.query("SELECT * FROM rowgate.account_by_email($1)", &[&email]).await?;
+                Ok(rows.first().map(|r| (pg_user(r), r.get(3))))
+            }
+        }
+    }
+
+    /// An account by id.
+    pub async fn user(&self, id: String) -> Result<Option<User>, Error> {
+        match self {
+            Store::Sqlite(db) => {
+                db.with_reader(move |c| {
+                    use rusqlite::OptionalExtension;
+                    c.prepare_cached(USER_BY_ID)?.query_row([&id], sqlite_user).optional()
+                })
+                .await
+            }
+            Store::Postgres(pg) => {
+                Ok(pg.query("SELECT * FROM rowgate.account_by_id($1)", &[&id]).await?.first().map(pg_user))
+            }
+        }
+    }
+
+    /// A new session of `user_id`: its refresh token.
+    pub async fn new_session(&self, user_id: String, now: i64) -> Result<String, Error> {
+        match self {
+            Store::Sqlite(db) => {
+                db.with_writer(move |c| sqlite_store_refresh(c, &user_id, now).map_err(sqlite_error)).await
+            }
+            Store::Postgres(pg) => {
+                let refresh = random_token();
+                pg.query(
+                    "SELECT rowgate.account_store_refresh($1, $2, $3)",
+                    &[&user_id, &token_hash(&refresh), &expires(now)],
+                )
+                .await?;
+                Ok(refresh)
+            }
+        }
+    }
+
+    /// Rotation in one transaction: the refresh token whose hash is `old` is used up and its
+    /// successor stored; a used one presented again revokes all of its user's (it may have
+    /// been stolen). `None`: refused.
+    pub async fn rotate(&self, old: String, now: i64) -> Result<Option<(User, String)>, Error> {
+        match self {
+            Store::Sqlite(db) => {
+                db.with_writer(move |c| {
+                    use rusqlite::OptionalExtension;
+                    let row: Option<(String, i64, i64)> = c
+                        .prepare_cached(
+                            "SELECT user_id, revoked, expires_at FROM _rowgate_refresh_tokens WHERE token_hash = ?1",
+                        )
+                        .and_then(|mut q| q.query_row([&old], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).optional())
+                        .map_err(sqlite_error)?;
+                    let Some((user_id, revoked, expires_at)) = row else { return Ok(None) };
+                    if revoked != 0 {
+                        c.execute("UPDATE _rowgate_refresh_tokens SET revoked = 1 WHERE user_id = ?1", [&user_id])
+                            .map_err(sqlite_error)?;
+                        return Ok(None);
+                    }
+                    c.prepare_cached("UPDATE _rowgate_refresh_tokens SET revoked = 1 WHERE token_hash = ?1")
+                        .and_then(|mut q| q.execute([&old]))
+                        .map_err(sqlite_error)?;
+                    if expires_at <= now {
+                        return Ok(None);
+                    }
+                    let user = c
+                        .prepare_cached(USER_BY_ID)
+                        .and_then(|mut q| q.query_row([&user_id], sqlite_user).optional())
+                        .map_err(sqlite_error)?;
+                    let Some(user) = user else { return Ok(None) };
+                    let refresh = sqlite_store_refresh(c, &user.id, now).map_err(sqlite_error)?;
+                    Ok(Some((user, refresh)))
+                })
+                .await
+            }
+            Store::Postgres(pg) => {
+                let refresh = random_token();
+                let rows = pg
+                    .query(
+                        "SELECT * FROM rowgate.account_rotate($1, $2, $3, $4)",
+                        &[&old, &token_hash(&refresh), &now, &expires(now)],
+                    )
+                    .await?;
+                Ok(rows.first().map(|r| (pg_user(r), refresh)))
+            }
+        }
+    }
+
+    /// Revokes every refresh token of `user_id`.
+    pub async fn logout(&self, user_id: String) -> Result<(), Error> {
+        match self {
+            Store::Sqlite(db) => {
+                db.with_writer(move |c| {
+                    c.execute("UPDATE _rowgate_refresh_tokens SET revoked = 1 WHERE user_id = ?1", [&user_id])
+                        .map(drop)
+                        .map_err(sqlite_error)
+                })
+                .await
+            }
+            Store::Postgres(pg) => pg.query("SELECT rowgate.account_logout($1)", &[&user_id]).await.map(drop),
+        }
+    }
+}
