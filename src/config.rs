@@ -356,8 +356,6 @@ impl Config {
         let sqlite = crate::db::sqlite::SqliteTarget::from_uri(&db_uri);
         if sqlite.is_none() {
             db_uri.parse::<tokio_postgres::Config>().map_err(|e| invalid("db-uri", e.to_string()))?;
-        } else if a.cache_enabled.or(file.cache_enabled) == Some(true) {
-            return Err(invalid("cache-enabled", "the response cache does not run on SQLite yet".into()));
         }
         let (static_dir, static_prefix, api_prefix) = paths(
             a.static_dir.clone().or(file.static_dir.clone()),

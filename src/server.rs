@@ -27,7 +27,7 @@ pub fn start_state(config: Arc<Config>) -> Arc<AppState> {
     let shared = Arc::new(SharedSchema::default());
     let cache = config.cache_enabled.then(|| crate::cache::ResponseCache::new(&config));
     if let Some(target) = config.sqlite.clone() {
-        return start_sqlite(config, shared, target);
+        return start_sqlite(config, shared, target, cache);
     }
     let reloader = Reloader::start(config.clone(), shared.clone(), cache.clone());
     schema::spawn_sigusr1(reloader.clone());
@@ -82,6 +82,7 @@ fn start_sqlite(
     config: Arc<Config>,
     shared: Arc<SharedSchema>,
     target: crate::db::sqlite::SqliteTarget,
+    cache: Option<Arc<crate::cache::ResponseCache>>,
 ) -> Arc<AppState> {
     let exposed = config.db_schemas[0].clone();
     let rules = match &config.db_rules {
@@ -120,6 +121,19 @@ fn start_sqlite(
         Some(backend) => accounts(&config, crate::accounts::Store::Sqlite(backend.db.clone())),
         None => None,
     };
+    if let (Some(cache), Some(backend)) = (&cache, &sqlite) {
+        // rowgate's writer reports every commit's tables; other processes' commits are looked
+        // for before each lookup (http::route).
+        cache.without_listener();
+        let (told, schema) = (cache.clone(), shared.clone());
+        backend.db.listen(Box::new(move |changed| match changed {
+            crate::db::sqlite::Changed::Tables(tables) => match schema.load() {
+                Some(s) => told.tables_changed(&s, &exposed, tables.iter()),
+                None => told.flush(),
+            },
+            crate::db::sqlite::Changed::Schema => told.flush(),
+        }));
+    }
     let reloader = Reloader::idle(config.clone(), shared.clone(), None);
     Arc::new(AppState {
         accounts,
@@ -134,7 +148,7 @@ fn start_sqlite(
         config,
         schema: shared,
         reloader,
-        cache: None,
+        cache,
     })
 }
 

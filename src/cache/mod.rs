@@ -695,6 +695,36 @@ impl ResponseCache {
         Marker { cache: self.clone(), n, done: Some(done), unheard: false }
     }
 
+    /// Current for good, without a listener: on SQLite every change is reported by the
+    /// writer at its commit, or found by a check before each lookup (another process's).
+    pub fn without_listener(&self) {
+        self.changes.fence.store(u64::MAX, Ordering::SeqCst);
+    }
+
+    /// Rows of these SQLite tables (by name, in the exposed schema `exposed`) changed.
+    pub fn tables_changed<'a>(
+        &self,
+        schema: &crate::schema::SchemaCache,
+        exposed: &str,
+        tables: impl Iterator<Item = &'a String>,
+    ) {
+        for table in tables {
+            if table.starts_with("_rowgate_") {
+                continue; // rowgate's own tables: no answer reads them.
+            }
+            let name = crate::schema::QualifiedName { schema: exposed.to_owned(), name: table.clone() };
+            match schema.relations.get(&name) {
+                Some(r) => self.table_changed(r.oid),
+                // A table the API does not serve: an FTS5 index's storage, whose virtual table
+                // reports no changes of its own. Whatever may read it is dropped.
+                None => {
+                    self.flush();
+                    return;
+                }
+            }
+        }
+    }
+
     /// The listener has (re)started listening: which instances run is being learned again.
     pub fn listening(&self) {
         let mut markers = self.markers.lock().unwrap_or_else(|e| e.into_inner());

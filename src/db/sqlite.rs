@@ -3,6 +3,7 @@
 //! statement's parameters are bound as text, like PostgreSQL's untyped ones; the column's
 //! affinity converts them.
 
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -80,10 +81,28 @@ const MAX_BATCH: usize = 128;
 pub struct SqliteDb {
     target: SqliteTarget,
     writer: std::sync::mpsc::Sender<Job>,
+    /// The read-write connection, held by the writer thread while it runs a batch.
+    writer_conn: Arc<tokio::sync::Mutex<Connection>>,
+    /// Its `PRAGMA data_version` when [`SqliteDb::foreign_commits`] last looked.
+    seen_version: std::sync::atomic::AtomicI64,
+    /// Told what each commit changed, and when the schema was reloaded (the response cache).
+    listener: Arc<std::sync::OnceLock<Listener>>,
     readers: Mutex<Vec<Connection>>,
     /// One per reader connection: a read waits here (not on a blocking thread) for its turn.
     reader_turns: tokio::sync::Semaphore,
 }
+
+/// What changed in the database, for a [`Listener`].
+pub enum Changed<'a> {
+    /// A commit of rowgate's writer changed rows of these tables (cascades and triggers
+    /// included).
+    Tables(&'a HashSet<String>),
+    /// The schema was reloaded.
+    Schema,
+}
+
+/// A callback told of every [`Changed`].
+pub type Listener = Box<dyn Fn(Changed<'_>) + Send + Sync>;
 
 /// Reader connections at most: a few per core. More only adds threads and cold page caches
 /// that compete for the same cores (at c=1000, unbounded readers cost 3x the time and 600 MB).
@@ -101,17 +120,53 @@ impl SqliteDb {
             // Readers never block the writer, nor it them.
             let _: String = writer.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
         }
+        // Every row the writer's statements change, cascades and triggers included, names its
+        // table here; the batch's commit reports them.
+        let touched = Arc::new(Mutex::new(HashSet::new()));
+        let record = touched.clone();
+        writer.update_hook(Some(move |_: rusqlite::hooks::Action, _: &str, table: &str, _: i64| {
+            let mut t = record.lock().unwrap_or_else(|e| e.into_inner());
+            if !t.contains(table) {
+                t.insert(table.to_owned());
+            }
+        }))?;
+        let version = writer.query_row("PRAGMA data_version", [], |r| r.get::<_, i64>(0))?;
+        let writer_conn = Arc::new(tokio::sync::Mutex::new(writer));
+        let listener: Arc<std::sync::OnceLock<Listener>> = Arc::default();
         let (jobs, queue) = std::sync::mpsc::channel();
+        let (conn, told) = (writer_conn.clone(), listener.clone());
         std::thread::Builder::new()
             .name("rowgate-sqlite-writer".into())
-            .spawn(move || group_commits(writer, queue))
+            .spawn(move || group_commits(&conn, queue, &touched, &told))
             .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
         Ok(Arc::new(SqliteDb {
             target,
             writer: jobs,
+            writer_conn,
+            seen_version: std::sync::atomic::AtomicI64::new(version),
+            listener,
             readers: Mutex::new(Vec::new()),
             reader_turns: tokio::sync::Semaphore::new(reader_limit()),
         }))
+    }
+
+    /// Sets the one listener told of every change (the response cache); later calls are
+    /// ignored.
+    pub fn listen(&self, listener: Listener) {
+        let _ = self.listener.set(listener);
+    }
+
+    /// Whether another process has committed to the file since the last call: the writer's
+    /// connection's `PRAGMA data_version`, which moves with every commit but its own. (Waits
+    /// for a batch the writer is running, during which no other process can commit.)
+    pub async fn foreign_commits(&self) -> bool {
+        let conn = self.writer_conn.lock().await;
+        let now = conn
+            .prepare_cached("PRAGMA data_version")
+            .and_then(|mut q| q.query_row([], |r| r.get::<_, i64>(0)))
+            .unwrap_or(-1);
+        // Unknown (-1) counts as a change: the answer must never be "nothing happened" by mistake.
+        self.seen_version.swap(now, std::sync::atomic::Ordering::SeqCst) != now || now == -1
     }
 
     /// Runs set-up statements (at start-up, on the calling thread, on a connection of its own).
@@ -155,6 +210,9 @@ impl SqliteDb {
                             "schema changed: schema cache reloaded"
                         );
                         shared.store(schema);
+                        if let Some(listener) = db.listener.get() {
+                            listener(Changed::Schema);
+                        }
                         seen = Some(now);
                     }
                     Err(e) => tracing::error!(error = %e, "reloading the SQLite schema failed"),
@@ -317,7 +375,12 @@ impl SqliteDb {
 /// transaction and commits once — concurrent writers share a commit (and its fsync) instead
 /// of queueing for one each, and none fails with `SQLITE_BUSY`. Ends when the database is
 /// dropped.
-fn group_commits(conn: Connection, queue: std::sync::mpsc::Receiver<Job>) {
+fn group_commits(
+    conn: &tokio::sync::Mutex<Connection>,
+    queue: std::sync::mpsc::Receiver<Job>,
+    touched: &Mutex<HashSet<String>>,
+    listener: &std::sync::OnceLock<Listener>,
+) {
     while let Ok(first) = queue.recv() {
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
@@ -326,6 +389,7 @@ fn group_commits(conn: Connection, queue: std::sync::mpsc::Receiver<Job>) {
                 Err(_) => break,
             }
         }
+        let conn = conn.blocking_lock();
         let deliveries: Vec<Delivery> = match exec(&conn, "BEGIN IMMEDIATE") {
             Ok(()) => batch.into_iter().map(|job| job(Ok(&conn))).collect(),
             Err(e) => {
@@ -333,12 +397,22 @@ fn group_commits(conn: Connection, queue: std::sync::mpsc::Receiver<Job>) {
                 continue;
             }
         };
-        match exec(&conn, "COMMIT") {
-            Ok(()) => deliveries.into_iter().for_each(|deliver| deliver(None)),
-            Err(e) => {
-                let _ = exec(&conn, "ROLLBACK");
-                deliveries.into_iter().for_each(|deliver| deliver(Some(&e)));
+        let committed = exec(&conn, "COMMIT");
+        if committed.is_err() {
+            let _ = exec(&conn, "ROLLBACK");
+        }
+        drop(conn);
+        // Before any writer hears back: a client that saw its write acknowledged never reads
+        // an answer cached from before it.
+        let changed = std::mem::take(&mut *touched.lock().unwrap_or_else(|e| e.into_inner()));
+        if let (Ok(()), Some(listener)) = (&committed, listener.get()) {
+            if !changed.is_empty() {
+                listener(Changed::Tables(&changed));
             }
+        }
+        match committed {
+            Ok(()) => deliveries.into_iter().for_each(|deliver| deliver(None)),
+            Err(e) => deliveries.into_iter().for_each(|deliver| deliver(Some(&e))),
         }
     }
 }

@@ -301,6 +301,12 @@ async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Body>,
     if let Some(cache) =
         state.cache.as_ref().filter(|_| matches!(parts.method, http::Method::GET | http::Method::HEAD))
     {
+        // Another process may have written the SQLite file: what it changed is unknown.
+        if let Some(sqlite) = &state.sqlite {
+            if sqlite.db.foreign_commits().await {
+                cache.flush();
+            }
+        }
         // The change position before the schema snapshot is taken: a reload between the two
         // flushes the cache after this position, so an answer planned on the old snapshot is
         // never stored as current.
@@ -337,7 +343,10 @@ async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Body>,
         let response = match Plan::build(&api_request, &body, &schema, config)? {
             Plan::Read(plan) => {
                 let rules = sqlite_row_rules(sqlite, &plan, &schema, &principal, config)?;
-                sqlite_read(&sqlite.db, &plan, &rules, profile(&plan.schema).as_deref()).await
+                let route = parts.uri.path().trim_start_matches('/');
+                let cacheable = cacheable(lookup.take(), route, &plan, &schema);
+                let response = sqlite_read(&sqlite.db, &plan, &rules, profile(&plan.schema).as_deref()).await;
+                Ok(remember(state, config, route, cacheable, response?))
             }
             Plan::Options(allow) => {
                 let mut r = plain(StatusCode::OK);
@@ -354,9 +363,7 @@ async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Body>,
     let response = match Plan::build(&api_request, &body, &schema, config)? {
         Plan::Read(plan) => {
             let route = parts.uri.path().trim_start_matches('/');
-            let cacheable = lookup.take().filter(|(cache, _, _)| cache.route_enabled(route)).and_then(
-                |(cache, key, start)| Some((cache, key, start, crate::cache::plan_deps(&plan, &schema)?)),
-            );
+            let cacheable = cacheable(lookup.take(), route, &plan, &schema);
             let statements = crate::sql::render_read(&plan, config.db_max_rows);
             let mut settings = ctx.session_settings(&plan.schema, &principal, plan.timezone.as_deref());
             let profile = profile(&plan.schema);
@@ -417,33 +424,11 @@ async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Body>,
             if let Some(marker) = marker {
                 marker.wait().await;
             }
-            let mut response = response.map(|mut r| {
-                if plan.transaction.is_none() && r.status().is_success() {
-                    if let Some(v) = cache_control(config, route) {
-                        r.headers_mut().insert(header::CACHE_CONTROL, v.clone());
-                    }
-                }
-                r
-            });
-            match (cacheable, &mut response) {
-                (Some((cache, key, start, deps)), Ok(r)) if r.status().is_success() => {
-                    let body = r.body().clone();
-                    let bytes = futures_util::FutureExt::now_or_never(http_body_util::BodyExt::collect(body))
-                        .and_then(Result::ok)
-                        .map(|c| c.to_bytes())
-                        .unwrap_or_default();
-                    // Stored as a hit will be answered, so a hit costs one header map clone.
-                    let mut headers = r.headers().clone();
-                    headers.insert(X_CACHE, HeaderValue::from_static("hit"));
-                    cache.store(key, deps, start, r.status(), headers, bytes);
-                    r.headers_mut().insert(X_CACHE, HeaderValue::from_static("miss"));
-                }
-                (_, Ok(r)) if state.cache.is_some() && plan.transaction.is_none() => {
-                    r.headers_mut().insert(X_CACHE, HeaderValue::from_static("bypass"));
-                }
-                _ => {}
+            match plan.transaction {
+                // POST /rpc: never cached, never marked.
+                Some(_) => response,
+                None => response.map(|r| remember(state, config, route, cacheable, r)),
             }
-            response
         }
         Plan::Options(allow) => {
             let mut r = plain(StatusCode::OK);
@@ -664,6 +649,55 @@ fn not_modified(request: &http::HeaderMap, response: Response<Body>) -> Response
         }
     }
     response
+}
+
+/// A read the response cache may keep: the cache, the request's key, the change position
+/// before it was planned, and what it reads.
+type Cacheable = (Arc<ResponseCache>, Bytes, u64, crate::cache::Deps);
+
+/// Whether a read missed in the cache may be stored, and with what.
+fn cacheable(
+    missed: Option<(&Arc<ResponseCache>, Bytes, u64)>,
+    route: &str,
+    plan: &crate::plan::ReadPlan,
+    schema: &crate::schema::SchemaCache,
+) -> Option<Cacheable> {
+    let (cache, key, start) = missed.filter(|(cache, _, _)| cache.route_enabled(route))?;
+    Some((cache.clone(), key, start, crate::cache::plan_deps(plan, schema)?))
+}
+
+/// A read's answer with the route's `Cache-Control`, stored in the response cache when it may
+/// be, and marked `X-Cache: miss` (stored) or `bypass` (not).
+fn remember(
+    state: &AppState,
+    config: &Config,
+    route: &str,
+    cacheable: Option<Cacheable>,
+    mut r: Response<Body>,
+) -> Response<Body> {
+    let success = r.status().is_success();
+    if let Some(v) = cache_control(config, route).filter(|_| success) {
+        r.headers_mut().insert(header::CACHE_CONTROL, v.clone());
+    }
+    match cacheable {
+        Some((cache, key, start, deps)) if success => {
+            let body = r.body().clone();
+            let bytes = futures_util::FutureExt::now_or_never(http_body_util::BodyExt::collect(body))
+                .and_then(Result::ok)
+                .map(|c| c.to_bytes())
+                .unwrap_or_default();
+            // Stored as a hit will be answered, so a hit costs one header map clone.
+            let mut headers = r.headers().clone();
+            headers.insert(X_CACHE, HeaderValue::from_static("hit"));
+            cache.store(key, deps, start, r.status(), headers, bytes);
+            r.headers_mut().insert(X_CACHE, HeaderValue::from_static("miss"));
+        }
+        _ if state.cache.is_some() => {
+            r.headers_mut().insert(X_CACHE, HeaderValue::from_static("bypass"));
+        }
+        _ => {}
+    }
+    r
 }
 
 /// The configured `Cache-Control` of a route (`cache-control`), or of every route (`*`).

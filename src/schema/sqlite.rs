@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use rusqlite::Connection;
 
+use super::dependencies::Reads;
 use super::{Column, ForeignKey, QualifiedName, Relation, RelationKind, SchemaCache, ValueKind, Writable};
 
 /// Reads the schema of `conn` into a schema cache whose relations are in schema `exposed`.
@@ -78,6 +79,17 @@ pub fn load(conn: &Connection, exposed: &str) -> rusqlite::Result<SchemaCache> {
             r.foreign_keys.retain(|fk| fk.target_columns.len() == fk.columns.len());
         }
     }
+    // What the response cache invalidates an answer by: a table's own commits (rowgate's writer
+    // reports each commit's tables); a view's answer by any table's, as SQLite does not say
+    // which tables a view reads.
+    for relation in cache.relations.values() {
+        let reads = match relation.kind {
+            RelationKind::View => Reads::AnyTable,
+            _ => Reads::Tables(vec![relation.oid]),
+        };
+        cache.dependencies.relations.insert(relation.oid, reads);
+    }
+    cache.dependencies.all_tables_watched = true;
     cache.type_names = ["integer", "int", "bigint", "text", "real", "numeric", "blob", "boolean", "json"]
         .map(String::from)
         .into();

@@ -689,3 +689,95 @@ fn full_text_search_runs_on_fts5_tables() {
     // The index's own tables are not the API's.
     assert_eq!(request_to(fts_base(), "GET", "/docs_data", &[]).status, 404);
 }
+
+/// A server with the response cache on, and its SQLite file (for another process's writes).
+fn cached() -> &'static (String, std::path::PathBuf) {
+    static BASE: OnceLock<(String, std::path::PathBuf)> = OnceLock::new();
+    BASE.get_or_init(|| {
+        let path = tempfile::tempdir().expect("temp dir").keep().join("cached.db");
+        let schema = "CREATE TABLE parents (id INTEGER PRIMARY KEY, name TEXT);
+            CREATE TABLE children (id INTEGER PRIMARY KEY, owner TEXT,
+              parent_id INTEGER REFERENCES parents (id) ON DELETE CASCADE);
+            CREATE VIEW parent_names AS SELECT name FROM parents;
+            INSERT INTO parents VALUES (1, 'one'), (2, 'two'), (3, 'three');
+            INSERT INTO children VALUES (1, 'ann', 1), (2, 'bob', 1), (3, 'ann', 2);";
+        let rules = r#"
+            [parents]
+            select = { anon = "true" }
+            insert = { anon = "true" }
+            update = { anon = "true" }
+            delete = { anon = "true" }
+            [children]
+            select = { anon = "true", authenticated = "owner=eq.@jwt.sub" }
+            [parent_names]
+            select = { anon = "true" }
+        "#;
+        let args = rowgate::config::ServeArgs { cache_enabled: Some(true), ..Default::default() };
+        (serve_sqlite(&path, schema, rules, args), path)
+    })
+}
+
+/// GET through the cache: (X-Cache, body).
+fn cached_get(path: &str, headers: &[(&str, &str)]) -> (String, serde_json::Value) {
+    let r = request_to(&cached().0, "GET", path, headers);
+    assert_eq!(r.status, 200, "{path}: {}", r.body);
+    (r.header("x-cache").unwrap_or("none").to_owned(), r.json())
+}
+
+#[test]
+fn the_cache_on_sqlite_answers_from_memory_until_a_write_changes_what_it_read() {
+    let base = &cached().0;
+    let path = "/parents?id=lte.2&select=name&order=id";
+    assert_eq!(cached_get(path, &[]), ("miss".into(), json!([{"name": "one"}, {"name": "two"}])));
+    assert_eq!(cached_get(path, &[]).0, "hit");
+    // A write through rowgate: the next read sees it.
+    let r = send_to(
+        base,
+        "PATCH",
+        "/parents?id=eq.2",
+        &[("content-type", "application/json")],
+        Some(r#"{"name": "TWO"}"#),
+    );
+    assert_eq!(r.status, 204, "{}", r.body);
+    assert_eq!(cached_get(path, &[]), ("miss".into(), json!([{"name": "one"}, {"name": "TWO"}])));
+    // A view reads the table: it is invalidated with it.
+    let view = "/parent_names?name=eq.three";
+    assert_eq!(cached_get(view, &[]).1, json!([{"name": "three"}]));
+    assert_eq!(cached_get(view, &[]).0, "hit");
+    send_to(
+        base,
+        "PATCH",
+        "/parents?id=eq.3",
+        &[("content-type", "application/json")],
+        Some(r#"{"name": "3"}"#),
+    );
+    assert_eq!(cached_get(view, &[]), ("miss".into(), json!([])));
+}
+
+#[test]
+fn the_cache_on_sqlite_sees_another_process_writes_and_cascades() {
+    let (base, file) = cached();
+    let path = "/children?select=id&order=id&parent_id=eq.2";
+    assert_eq!(cached_get(path, &[]).1, json!([{"id": 3}]));
+    assert_eq!(cached_get(path, &[]).0, "hit");
+    // Another process writes the file: the very next read is answered from the database.
+    let other = rusqlite::Connection::open(file).expect("open");
+    other.execute("INSERT INTO children VALUES (4, 'bob', 2)", []).expect("insert");
+    assert_eq!(cached_get(path, &[]), ("miss".into(), json!([{"id": 3}, {"id": 4}])));
+    // A delete that cascades to children invalidates answers about children.
+    assert_eq!(cached_get(path, &[]).0, "hit");
+    let r = send_to(base, "DELETE", "/parents?id=eq.2", &[], None);
+    assert_eq!(r.status, 204, "{}", r.body);
+    assert_eq!(cached_get(path, &[]), ("miss".into(), json!([])));
+}
+
+#[test]
+fn the_cache_on_sqlite_never_shares_an_answer_between_callers_whose_rules_differ() {
+    let path = "/children?select=id&order=id&parent_id=eq.1";
+    let ann = format!("Bearer {}", signed(json!({"role": "authenticated", "sub": "ann"})));
+    let bob = format!("Bearer {}", signed(json!({"role": "authenticated", "sub": "bob"})));
+    assert_eq!(cached_get(path, &[("authorization", &ann)]), ("miss".into(), json!([{"id": 1}])));
+    assert_eq!(cached_get(path, &[("authorization", &ann)]), ("hit".into(), json!([{"id": 1}])));
+    assert_eq!(cached_get(path, &[("authorization", &bob)]), ("miss".into(), json!([{"id": 2}])));
+    assert_eq!(cached_get(path, &[("authorization", &bob)]), ("hit".into(), json!([{"id": 2}])));
+}
