@@ -222,9 +222,39 @@ fn expr(e: &Expr, sql: &mut String, params: &mut Ctx<'_>) -> Rendered {
         Expr::Embed(embed) => embedded(embed, sql, params)?,
         Expr::Cast(..) => return Err(unsupported("A cast (::type)")),
         Expr::Aggregate(..) => return Err(unsupported("An aggregate function")),
-        Expr::Computed { .. } | Expr::Related { .. } => {
-            return Err(unsupported("A computed field or relationship"))
+        Expr::Related { embed, .. } if embed.computed.is_some() => {
+            return Err(unsupported("A computed relationship"))
         }
+        // A to-one embedded row's value (a spread column, or what a related order sorts by).
+        Expr::Related { embed, expr: value, many: false } => {
+            sql.push_str("(SELECT ");
+            expr(value, sql, params)?;
+            related_rows(embed, sql, params)?;
+            order_by(&embed.order, sql, params)?;
+            sql.push_str(" LIMIT 1)");
+        }
+        // A to-many spread column: the array of the value over the embedded rows.
+        Expr::Related { embed, expr: value, many: true } => {
+            let kind = match &**value {
+                Expr::Column(c) => embed.relation.column(c).map_or(ValueKind::Other, |c| c.kind),
+                _ => ValueKind::Other,
+            };
+            let column = OutputColumn { key: String::new(), kind, expr: (**value).clone() };
+            // (JSON values lose their JSON-ness in the subquery's column: json() again.)
+            let json = matches!(kind, ValueKind::Bool | ValueKind::Json);
+            sql.push_str(if json {
+                "(SELECT coalesce(json_group_array(json(pgrst_s.v)), '[]') FROM (SELECT "
+            } else {
+                "(SELECT coalesce(json_group_array(pgrst_s.v), '[]') FROM (SELECT "
+            });
+            self::value(&column, sql, params)?;
+            sql.push_str(" AS v");
+            related_rows(embed, sql, params)?;
+            order_by(&embed.order, sql, params)?;
+            window(embed.window, sql);
+            sql.push_str(") AS pgrst_s)");
+        }
+        Expr::Computed { .. } => return Err(unsupported("A computed field")),
     }
     Ok(())
 }

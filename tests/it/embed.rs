@@ -5,7 +5,6 @@ use serde_json::json;
 
 use crate::support::{check, get};
 
-#[test]
 fn many_to_one_is_an_object() {
     check(
         "/items?select=id,categories(name)&id=in.(1,3)&order=id",
@@ -14,14 +13,12 @@ fn many_to_one_is_an_object() {
     );
 }
 
-#[test]
 fn a_missing_parent_is_null() {
     let r = get("/items?select=id,category:categories(name)&category_id=is.null&limit=1");
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.json()[0]["category"], serde_json::Value::Null);
 }
 
-#[test]
 fn one_to_many_is_an_array() {
     let r = get("/categories?select=name,items(id)&id=in.(3,4)&order=id");
     let body = r.json();
@@ -33,7 +30,6 @@ fn one_to_many_is_an_array() {
     assert_eq!(body[1], json!({"name": "empty", "items": []}));
 }
 
-#[test]
 fn embeds_nest() {
     let r = get("/categories?select=name,items(id,categories(name))&id=eq.2");
     let items = r.json()[0]["items"].as_array().unwrap().clone();
@@ -41,7 +37,6 @@ fn embeds_nest() {
     assert!(items.iter().all(|i| i["categories"] == json!({"name": "food"})), "{}", r.body);
 }
 
-#[test]
 fn embedded_filters_order_and_limit() {
     check(
         "/categories?select=name,items(id)&id=eq.3&items.order=id.desc&items.limit=2",
@@ -66,19 +61,16 @@ fn embedded_filters_order_and_limit() {
     );
 }
 
-#[test]
 fn filters_on_unselected_embeds_are_pgrst108() {
     let r = get("/categories?select=name&items.id=eq.1");
     assert_eq!((r.status, r.json()["code"].clone()), (400, json!("PGRST108")));
 }
 
-#[test]
 fn unknown_relationships_are_pgrst200() {
     let r = get("/items?select=id,documents(id)");
     assert_eq!((r.status, r.json()["code"].clone()), (400, json!("PGRST200")));
 }
 
-#[test]
 fn inner_embeds_filter_the_parents() {
     check(
         "/categories?select=name,items!inner(id)&items.id=eq.5",
@@ -90,7 +82,6 @@ fn inner_embeds_filter_the_parents() {
     assert_eq!(r.json().as_array().unwrap().len(), 4);
 }
 
-#[test]
 fn null_filters_on_embeds() {
     check("/categories?select=name,items()&items=is.null", 200, json!([{"name": "empty"}]));
     let r = get("/categories?select=id,items(id)&items=not.is.null&order=id");
@@ -102,7 +93,6 @@ fn null_filters_on_embeds() {
     assert_eq!(ids, vec![1, 4], "{}", r.body);
 }
 
-#[test]
 fn many_to_many_through_a_join_table() {
     check(
         "/films?select=title,actors(name)&id=eq.1&actors.order=id",
@@ -126,7 +116,6 @@ fn many_to_many_through_a_join_table() {
     check("/actors?select=id,films!inner(id)&films.id=eq.2", 200, json!([{"id": 1, "films": [{"id": 2}]}]));
 }
 
-#[test]
 fn one_to_one_is_an_object_both_ways() {
     check(
         "/tasks?select=id,task_details(notes)&id=in.(1,2)&order=id",
@@ -135,7 +124,6 @@ fn one_to_one_is_an_object_both_ways() {
     );
 }
 
-#[test]
 fn to_many_spread_is_an_array_per_column() {
     // PostgREST 13's to-many spread: each column becomes the array of its values.
     check(
@@ -148,7 +136,6 @@ fn to_many_spread_is_an_array_per_column() {
     );
 }
 
-#[test]
 fn to_one_spread_lifts_columns_into_the_parent() {
     check(
         "/tasks?select=title,...projects(project:name)&id=in.(1,4)&order=id",
@@ -157,7 +144,6 @@ fn to_one_spread_lifts_columns_into_the_parent() {
     );
 }
 
-#[test]
 fn ordering_by_a_to_one_embedded_column() {
     check(
         "/tasks?select=id,projects(name)&project_id=not.is.null&order=projects(name).desc,id",
@@ -179,3 +165,20 @@ fn aggregates_group_by_the_other_columns_even_json_paths() {
         json!([{"color": "brown", "n": 2}, {"color": "red", "n": 2}]),
     );
 }
+
+crate::on_both!(
+    many_to_one_is_an_object,
+    a_missing_parent_is_null,
+    one_to_many_is_an_array,
+    embeds_nest,
+    embedded_filters_order_and_limit,
+    filters_on_unselected_embeds_are_pgrst108,
+    unknown_relationships_are_pgrst200,
+    inner_embeds_filter_the_parents,
+    null_filters_on_embeds,
+    many_to_many_through_a_join_table,
+    one_to_one_is_an_object_both_ways,
+    to_many_spread_is_an_array_per_column,
+    to_one_spread_lifts_columns_into_the_parent,
+    ordering_by_a_to_one_embedded_column,
+);

@@ -11,7 +11,6 @@ fn notes(range: std::ops::Range<i32>) -> serde_json::Value {
     get(&format!("/notes?select=id,body,author&id=gte.{}&id=lt.{}&order=id", range.start, range.end)).json()
 }
 
-#[test]
 fn insert_then_read_it_back() {
     let r = write("POST", "/notes", &[], r#"{"id": 100, "body": "hello"}"#);
     assert_eq!(r.status, 201, "{}", r.body);
@@ -19,7 +18,6 @@ fn insert_then_read_it_back() {
     assert_eq!(notes(100..110), json!([{"id": 100, "body": "hello", "author": "anonymous"}]));
 }
 
-#[test]
 fn bulk_insert_whose_1000th_row_fails_writes_nothing() {
     let mut rows: Vec<serde_json::Value> =
         (0..1000).map(|i| json!({"id": 10_000 + i, "body": "ok"})).collect();
@@ -36,7 +34,6 @@ fn bulk_insert_whose_1000th_row_fails_writes_nothing() {
     assert_eq!(notes(10_000..11_000).as_array().map(Vec::len), Some(1000));
 }
 
-#[test]
 fn upsert_inserts_then_merges() {
     let prefer = [("prefer", "resolution=merge-duplicates, return=representation")];
     let r = write("POST", "/notes?select=id,body", &prefer, r#"[{"id": 200, "body": "v1"}]"#);
@@ -57,7 +54,6 @@ fn upsert_inserts_then_merges() {
     );
 }
 
-#[test]
 fn put_creates_then_replaces_the_named_row() {
     let r = write(
         "PUT",
@@ -76,7 +72,6 @@ fn put_creates_then_replaces_the_named_row() {
     assert_eq!(notes(300..310), json!([{"id": 300, "body": "b", "author": "you"}]));
 }
 
-#[test]
 fn patch_and_delete_change_only_the_filtered_rows() {
     write(
         "POST",
@@ -86,12 +81,10 @@ fn patch_and_delete_change_only_the_filtered_rows() {
     );
     let r = write("PATCH", "/notes?id=in.(400,401)", &[], r#"{"author": "editor"}"#);
     assert_eq!((r.status, r.header("content-range")), (204, Some("0-1/*")));
-    let r = send_to(
-        &harness().base,
+    let r = crate::support::request(
         "DELETE",
         "/notes?id=eq.402&select=id",
         &[("prefer", "return=representation")],
-        None,
     );
     assert_eq!((r.status, r.json()), (200, json!([{"id": 402}])));
     assert_eq!(
@@ -100,7 +93,6 @@ fn patch_and_delete_change_only_the_filtered_rows() {
     );
 }
 
-#[test]
 fn max_affected_rolls_back_a_write_that_touches_more_rows() {
     write("POST", "/notes", &[], r#"[{"id": 500, "body": "a"}, {"id": 501, "body": "b"}]"#);
     let strict = [("prefer", "handling=strict, max-affected=1")];
@@ -111,7 +103,7 @@ fn max_affected_rolls_back_a_write_that_touches_more_rows() {
         json!({"code": "PGRST124", "message": "Query result exceeds max-affected preference constraint",
                "details": "The query affects 2 rows", "hint": null})
     );
-    let r = send_to(&harness().base, "DELETE", "/notes?id=gte.500&id=lt.510", &strict, None);
+    let r = crate::support::request("DELETE", "/notes?id=gte.500&id=lt.510", &strict);
     assert_eq!(r.status, 400, "{}", r.body);
     assert_eq!(notes(500..510).as_array().map(Vec::len), Some(2));
     // Within the limit it goes through, and says so.
@@ -131,21 +123,17 @@ fn max_affected_rolls_back_a_write_that_touches_more_rows() {
     );
 }
 
-#[test]
 fn singular_write_of_several_rows_is_406_and_rolled_back() {
     write("POST", "/notes", &[], r#"[{"id": 600, "body": "a"}, {"id": 601, "body": "b"}]"#);
-    let r = send_to(
-        &harness().base,
+    let r = crate::support::request(
         "DELETE",
         "/notes?id=gte.600&id=lt.610",
         &[("accept", "application/vnd.pgrst.object+json")],
-        None,
     );
     assert_eq!((r.status, r.json()["code"].as_str()), (406, Some("PGRST116")));
     assert_eq!(notes(600..610).as_array().map(Vec::len), Some(2));
 }
 
-#[test]
 fn tx_rollback_leaves_nothing_and_says_so() {
     let r = write(
         "POST",
@@ -187,7 +175,6 @@ fn oversized_body_is_413_and_writes_nothing() {
     assert_eq!(notes(800..900), json!([]));
 }
 
-#[test]
 fn writes_are_refused_without_the_privilege() {
     // web_anon may not write categories: 401 for the anonymous role, as PostgREST answers.
     let r = write("POST", "/categories", &[], r#"{"id": 50, "name": "nope"}"#);
@@ -330,3 +317,15 @@ fn missing_default_uses_identity_and_domain_defaults() {
     assert_eq!(r.status, 201, "{}", r.body);
     assert_eq!(r.json(), json!([{"id": 1, "title": "a", "level": 1}, {"id": 100, "title": "b", "level": 3}]));
 }
+
+crate::on_both!(
+    insert_then_read_it_back,
+    bulk_insert_whose_1000th_row_fails_writes_nothing,
+    upsert_inserts_then_merges,
+    put_creates_then_replaces_the_named_row,
+    patch_and_delete_change_only_the_filtered_rows,
+    max_affected_rolls_back_a_write_that_touches_more_rows,
+    singular_write_of_several_rows_is_406_and_rolled_back,
+    tx_rollback_leaves_nothing_and_says_so,
+    writes_are_refused_without_the_privilege,
+);

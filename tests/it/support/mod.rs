@@ -158,6 +158,8 @@ pub fn stop_with_this_process(cluster: &TempCluster) {
         .spawn();
 }
 
+pub mod twin;
+
 /// A response: status, headers, body.
 #[derive(Debug)]
 pub struct Resp {
@@ -205,16 +207,16 @@ pub fn send_to(base: &str, method: &str, path: &str, headers: &[(&str, &str)], b
     Resp { status, headers, body }
 }
 
-/// Sends a request to the default server.
+/// Sends a request to the default server (or, inside `on_both!`'s SQLite run, its twin).
 pub fn request(method: &str, path: &str, headers: &[(&str, &str)]) -> Resp {
-    request_to(&harness().base, method, path, headers)
+    request_to(twin::target(&harness().base), method, path, headers)
 }
 
-/// A write with a JSON body on the default server.
+/// A write with a JSON body on the default server (or its twin).
 pub fn write(method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Resp {
     let mut all = vec![("content-type", "application/json")];
     all.extend_from_slice(headers);
-    send_to(&harness().base, method, path, &all, Some(body))
+    send_to(twin::target(&harness().base), method, path, &all, Some(body))
 }
 
 /// GET on the default server.
