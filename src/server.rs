@@ -101,10 +101,15 @@ fn start_sqlite(
     let sqlite = match (crate::db::sqlite::SqliteDb::open(target, config.db_sqlite_synchronous), rules) {
         (_, None) => None,
         (Ok(db), Some(rules)) => match db.load_schema(&exposed) {
-            Ok(schema) => {
+            Ok((schema, version)) => {
                 tracing::info!(relations = schema.relations.len(), "schema cache loaded");
                 shared.store(schema);
-                db.watch_schema(exposed.clone(), shared.clone(), std::time::Duration::from_millis(500));
+                db.watch_schema(
+                    exposed.clone(),
+                    shared.clone(),
+                    version,
+                    std::time::Duration::from_millis(500),
+                );
                 Some(Arc::new(crate::db::sqlite::SqliteBackend { db, rules }))
             }
             Err(e) => {

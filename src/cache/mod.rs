@@ -699,6 +699,9 @@ impl ResponseCache {
     /// writer at its commit, or found by a check before each lookup (another process's).
     pub fn without_listener(&self) {
         self.changes.fence.store(u64::MAX, Ordering::SeqCst);
+        // Answers are current from here on (the change log starts out flushed, waiting for a
+        // listener to connect).
+        self.flush();
     }
 
     /// Rows of these SQLite tables (by name, in the exposed schema `exposed`) changed.

@@ -174,24 +174,28 @@ impl SqliteDb {
         self.target.open(false)?.execute_batch(sql)
     }
 
-    /// Reads the schema (at start-up, on the calling thread).
-    pub fn load_schema(&self, exposed: &str) -> rusqlite::Result<crate::schema::SchemaCache> {
-        crate::schema::sqlite::load(&self.target.open(true)?, exposed)
+    /// Reads the schema (at start-up, on the calling thread), and the `PRAGMA schema_version`
+    /// it is at least as new as.
+    pub fn load_schema(&self, exposed: &str) -> rusqlite::Result<(crate::schema::SchemaCache, i64)> {
+        let conn = self.target.open(true)?;
+        let version = conn.query_row("PRAGMA schema_version", [], |r| r.get::<_, i64>(0))?;
+        Ok((crate::schema::sqlite::load(&conn, exposed)?, version))
     }
 
     /// Reloads the schema cache whenever the file's schema changes (`PRAGMA schema_version`,
-    /// which any process's DDL bumps), checking every `every`.
+    /// which any process's DDL bumps) from `loaded` (the version it was loaded at), checking
+    /// every `every`.
     pub fn watch_schema(
         self: &Arc<Self>,
         exposed: String,
         shared: Arc<crate::schema::SharedSchema>,
+        loaded: i64,
         every: Duration,
     ) {
         let db = self.clone();
         tokio::spawn(async move {
             let version = |c: &Connection| c.query_row("PRAGMA schema_version", [], |r| r.get::<_, i64>(0));
-            // The first check reloads: the schema may have changed since it was first read.
-            let mut seen = None;
+            let mut seen = Some(loaded);
             let mut tick = tokio::time::interval(every);
             loop {
                 tick.tick().await;

@@ -90,9 +90,38 @@ pub fn load(conn: &Connection, exposed: &str) -> rusqlite::Result<SchemaCache> {
         cache.dependencies.relations.insert(relation.oid, reads);
     }
     cache.dependencies.all_tables_watched = true;
-    cache.type_names = ["integer", "int", "bigint", "text", "real", "numeric", "blob", "boolean", "json"]
-        .map(String::from)
-        .into();
+    // The types a cast may name: those the SQLite dialect renders (sql::sqlite, `Expr::Cast`).
+    cache.type_names = [
+        "integer",
+        "int",
+        "int2",
+        "int4",
+        "int8",
+        "smallint",
+        "bigint",
+        "text",
+        "varchar",
+        "character varying",
+        "char",
+        "character",
+        "bpchar",
+        "name",
+        "citext",
+        "real",
+        "float",
+        "float4",
+        "float8",
+        "double precision",
+        "numeric",
+        "decimal",
+        "blob",
+        "bool",
+        "boolean",
+        "json",
+        "jsonb",
+    ]
+    .map(String::from)
+    .into();
     Ok(cache)
 }
 

@@ -220,7 +220,39 @@ fn expr(e: &Expr, sql: &mut String, params: &mut Ctx<'_>) -> Rendered {
             }
         }
         Expr::Embed(embed) => embedded(embed, sql, params)?,
-        Expr::Cast(..) => return Err(unsupported("A cast (::type)")),
+        Expr::Cast(inner, ty) => {
+            let target = match ty.as_str() {
+                "text" | "varchar" | "character varying" | "char" | "character" | "bpchar" | "name"
+                | "citext" => "TEXT",
+                "int2" | "smallint" | "int4" | "int" | "integer" | "int8" | "bigint" => "INTEGER",
+                "numeric" | "decimal" => "NUMERIC",
+                "float4" | "real" | "float8" | "double precision" | "float" => "REAL",
+                // PostgreSQL's boolean input words; a number is true unless 0.
+                "bool" | "boolean" => {
+                    sql.push_str(
+                        "(SELECT CASE WHEN pgrst_c IS NULL THEN NULL \
+                        WHEN lower(trim(pgrst_c)) IN ('t', 'true', 'y', 'yes', 'on') THEN 1 \
+                        WHEN lower(trim(pgrst_c)) IN ('f', 'false', 'n', 'no', 'off') THEN 0 \
+                        ELSE CAST(pgrst_c AS NUMERIC) <> 0 END FROM (SELECT ",
+                    );
+                    expr(inner, sql, params)?;
+                    sql.push_str(" AS pgrst_c))");
+                    return Ok(());
+                }
+                "json" | "jsonb" => {
+                    sql.push_str("json(");
+                    expr(inner, sql, params)?;
+                    sql.push(')');
+                    return Ok(());
+                }
+                other => return Err(unsupported(format!("A cast to {other}"))),
+            };
+            sql.push_str("CAST(");
+            expr(inner, sql, params)?;
+            sql.push_str(" AS ");
+            sql.push_str(target);
+            sql.push(')');
+        }
         Expr::Aggregate(..) => return Err(unsupported("An aggregate function")),
         Expr::Related { embed, .. } if embed.computed.is_some() => {
             return Err(unsupported("A computed relationship"))
