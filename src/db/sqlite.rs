@@ -298,8 +298,8 @@ impl SqliteDb {
         .map_err(sqlite_error)
     }
 
-    /// Runs a read statement whose one row is (body, number of rows) and, if given, a count
-    /// statement, in one read transaction (one snapshot).
+    /// Runs a read statement whose rows are JSON objects, joined here into the body's array,
+    /// and, if given, a count statement, in one read transaction (one snapshot).
     pub async fn read(
         self: &Arc<Self>,
         main: Statement,
@@ -315,9 +315,19 @@ impl SqliteDb {
                 exec(conn, "BEGIN")?;
             }
             let result = (|| {
-                let (body, rows): (String, i64) = conn
-                    .prepare_cached(&main.text)?
-                    .query_row(rusqlite::params_from_iter(&main.params), |r| Ok((r.get(0)?, r.get(1)?)))?;
+                let mut statement = conn.prepare_cached(&main.text)?;
+                let mut found = statement.query(rusqlite::params_from_iter(&main.params))?;
+                let mut body = String::with_capacity(1024);
+                body.push('[');
+                let mut rows: i64 = 0;
+                while let Some(row) = found.next()? {
+                    if rows > 0 {
+                        body.push(',');
+                    }
+                    body.push_str(row.get_ref(0)?.as_str()?);
+                    rows += 1;
+                }
+                body.push(']');
                 let total = match &count {
                     Some(c) => Some(
                         conn.prepare_cached(&c.text)?
