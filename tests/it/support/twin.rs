@@ -27,48 +27,22 @@ CREATE TABLE order_lines (id INTEGER PRIMARY KEY AUTOINCREMENT, order_id INTEGER
 CREATE TABLE documents (id INTEGER PRIMARY KEY, owner TEXT NOT NULL, body TEXT, is_public BOOLEAN NOT NULL DEFAULT 0);
 "#;
 
-/// The fixture's grants: everyone reads; the write tests' tables are writable.
-const RULES: &str = r#"
-[categories]
-select = { anon = "true", authenticated = "true" }
-[items]
-select = { anon = "true", authenticated = "true" }
-[actors]
-select = { anon = "true", authenticated = "true" }
-[films]
-select = { anon = "true", authenticated = "true" }
-[roles]
-select = { anon = "true", authenticated = "true" }
-[task_details]
-select = { anon = "true", authenticated = "true" }
-[documents]
-select = { anon = "true", authenticated = "true" }
-[projects]
-select = { anon = "true", authenticated = "true" }
-insert = { anon = "true", authenticated = "true" }
-update = { anon = "true", authenticated = "true" }
-delete = { anon = "true", authenticated = "true" }
-[tasks]
-select = { anon = "true", authenticated = "true" }
-insert = { anon = "true", authenticated = "true" }
-update = { anon = "true", authenticated = "true" }
-delete = { anon = "true", authenticated = "true" }
-[notes]
-select = { anon = "true", authenticated = "true" }
-insert = { anon = "true", authenticated = "true" }
-update = { anon = "true", authenticated = "true" }
-delete = { anon = "true", authenticated = "true" }
-[orders]
-select = { anon = "true", authenticated = "true" }
-insert = { anon = "true", authenticated = "true" }
-update = { anon = "true", authenticated = "true" }
-delete = { anon = "true", authenticated = "true" }
-[order_lines]
-select = { anon = "true", authenticated = "true" }
-insert = { anon = "true", authenticated = "true" }
-update = { anon = "true", authenticated = "true" }
-delete = { anon = "true", authenticated = "true" }
-"#;
+/// The fixture's grants: everyone reads every table; these are writable too.
+const WRITABLE: [&str; 5] = ["projects", "tasks", "notes", "orders", "order_lines"];
+
+/// Access rules standing in for the grants.
+fn rules() -> String {
+    let mut rules = String::new();
+    for table in TABLES {
+        rules.push_str(&format!("[{table}]\n"));
+        let ops: &[&str] =
+            if WRITABLE.contains(&table) { &["select", "insert", "update", "delete"] } else { &["select"] };
+        for op in ops {
+            rules.push_str(&format!("{op} = {{ anon = \"true\", authenticated = \"true\" }}\n"));
+        }
+    }
+    rules
+}
 
 /// Tables copied, parents first.
 const TABLES: [&str; 12] = [
@@ -112,7 +86,7 @@ pub fn base() -> &'static str {
         sqlite.execute("UPDATE sqlite_sequence SET seq = 100 WHERE name = 'tasks'", []).expect("sequence");
         drop(sqlite);
         let rules = path.with_extension("rules.toml");
-        std::fs::write(&rules, RULES).expect("rules");
+        std::fs::write(&rules, self::rules()).expect("rules");
         super::start_server(rowgate::config::ServeArgs {
             db_uri: Some(format!("sqlite:{}", path.display())),
             db_anon_role: Some("web_anon".into()),
