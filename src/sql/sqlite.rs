@@ -456,6 +456,17 @@ fn operation(e: &Expr, kind: ValueKind, op: &Operation, sql: &mut String, params
                     sql.push_str(" ESCAPE '\\'");
                     return Ok(());
                 }
+                // rowgate's `regexp` function (db::sqlite): Rust's regex syntax, linear time.
+                CompareOp::Match => {
+                    sql.push_str(" REGEXP ");
+                    params.push(sql, value.clone());
+                    return Ok(());
+                }
+                CompareOp::Imatch => {
+                    sql.push_str(" REGEXP ");
+                    params.push(sql, format!("(?i){value}"));
+                    return Ok(());
+                }
                 other => return Err(unsupported(format!("The operator {}", operator_name(*other)))),
             }
             params.push(sql, stored(kind, value));
