@@ -111,6 +111,15 @@ pub struct ServeArgs {
     /// on PostgreSQL, `rowgate accounts install` first) [default: false].
     #[arg(long = "accounts-enabled", env = "ROWGATE_ACCOUNTS_ENABLED", value_name = "BOOL")]
     pub accounts_enabled: Option<bool>,
+    /// Seconds during which a refresh token just used may be used again (a retry, another tab)
+    /// and gets a session of its own, as GoTrue's reuse interval; after that, reuse revokes all
+    /// of the user's refresh tokens [default: 10].
+    #[arg(
+        long = "accounts-refresh-reuse-interval",
+        env = "ROWGATE_ACCOUNTS_REFRESH_REUSE_INTERVAL",
+        value_name = "SECONDS"
+    )]
+    pub accounts_refresh_reuse_interval: Option<u64>,
     /// Serve the files of this directory (PocketBase's `pb_public`) under `static-prefix`.
     #[arg(long = "static-dir", env = "ROWGATE_STATIC_DIR", value_name = "DIR")]
     pub static_dir: Option<PathBuf>,
@@ -330,6 +339,8 @@ pub struct Config {
     pub db_sqlite_synchronous: &'static str,
     /// `accounts-enabled`.
     pub accounts_enabled: bool,
+    /// `accounts-refresh-reuse-interval`, in seconds.
+    pub accounts_refresh_reuse_interval: u64,
     /// `static-dir`, if files are served.
     pub static_dir: Option<PathBuf>,
     /// `static-prefix`: `/` or `/path` (no trailing slash).
@@ -505,6 +516,10 @@ impl Config {
                 }
             },
             accounts_enabled,
+            accounts_refresh_reuse_interval: a
+                .accounts_refresh_reuse_interval
+                .or(file.accounts_refresh_reuse_interval)
+                .unwrap_or(10),
             static_dir,
             static_prefix,
             api_prefix,

@@ -66,7 +66,12 @@ fn accounts(config: &Config, store: crate::accounts::Store) -> Option<Arc<crate:
     } else {
         secret.into_bytes()
     };
-    match crate::accounts::Accounts::new(store, &key, config.jwt_aud.clone()) {
+    match crate::accounts::Accounts::new(
+        store,
+        &key,
+        config.jwt_aud.clone(),
+        config.accounts_refresh_reuse_interval,
+    ) {
         Ok(a) => Some(Arc::new(a)),
         Err(e) => {
             tracing::error!(error = %e, "the accounts could not be set up");

@@ -16,6 +16,7 @@ CREATE TABLE IF NOT EXISTS rowgate.refresh_tokens (
   expires_at bigint NOT NULL,
   revoked boolean NOT NULL DEFAULT false
 );
+ALTER TABLE rowgate.refresh_tokens ADD COLUMN IF NOT EXISTS revoked_at bigint;
 CREATE INDEX IF NOT EXISTS refresh_tokens_user_id ON rowgate.refresh_tokens (user_id);
 REVOKE ALL ON rowgate.users, rowgate.refresh_tokens FROM PUBLIC;
 
@@ -49,9 +50,11 @@ CREATE OR REPLACE FUNCTION rowgate.account_store_refresh(p_user text, p_hash tex
   LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog
   AS $$ INSERT INTO rowgate.refresh_tokens (token_hash, user_id, expires_at) VALUES (p_hash, p_user, p_expires) $$;
 
--- Rotation in one step: the presented token is used up and its successor stored; a used one
--- presented again revokes all of its user's (it may have been stolen). No row: refused.
-CREATE OR REPLACE FUNCTION rowgate.account_rotate(p_old text, p_new text, p_now bigint, p_expires bigint)
+-- Rotation in one step: the presented token is used up and its successor stored. One used
+-- within the last p_reuse seconds (a retry, another tab) gets a successor too; one used before
+-- that revokes all of its user's (it may have been stolen). No row: refused.
+DROP FUNCTION IF EXISTS rowgate.account_rotate(text, text, bigint, bigint);
+CREATE OR REPLACE FUNCTION rowgate.account_rotate(p_old text, p_new text, p_now bigint, p_expires bigint, p_reuse bigint)
   RETURNS TABLE (id text, email text, created_at text)
   LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog
   AS $$
@@ -59,11 +62,13 @@ CREATE OR REPLACE FUNCTION rowgate.account_rotate(p_old text, p_new text, p_now 
   BEGIN
     SELECT * INTO t FROM rowgate.refresh_tokens r WHERE r.token_hash = p_old FOR UPDATE;
     IF NOT FOUND THEN RETURN; END IF;
-    IF t.revoked THEN
-      UPDATE rowgate.refresh_tokens r SET revoked = true WHERE r.user_id = t.user_id;
+    IF t.revoked AND NOT coalesce(p_now - t.revoked_at < p_reuse, false) THEN
+      UPDATE rowgate.refresh_tokens r SET revoked = true, revoked_at = NULL WHERE r.user_id = t.user_id;
       RETURN;
     END IF;
-    UPDATE rowgate.refresh_tokens r SET revoked = true WHERE r.token_hash = p_old;
+    IF NOT t.revoked THEN
+      UPDATE rowgate.refresh_tokens r SET revoked = true, revoked_at = p_now WHERE r.token_hash = p_old;
+    END IF;
     IF t.expires_at <= p_now THEN RETURN; END IF;
     INSERT INTO rowgate.refresh_tokens (token_hash, user_id, expires_at) VALUES (p_new, t.user_id, p_expires);
     RETURN QUERY SELECT u.id, u.email, u.created_at FROM rowgate.users u WHERE u.id = t.user_id;
@@ -72,8 +77,8 @@ CREATE OR REPLACE FUNCTION rowgate.account_rotate(p_old text, p_new text, p_now 
 CREATE OR REPLACE FUNCTION rowgate.account_logout(p_user text)
   RETURNS void
   LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog
-  AS $$ UPDATE rowgate.refresh_tokens SET revoked = true WHERE user_id = p_user $$;
+  AS $$ UPDATE rowgate.refresh_tokens SET revoked = true, revoked_at = NULL WHERE user_id = p_user $$;
 
 REVOKE ALL ON FUNCTION rowgate.account_create(text, text, text, text, bigint), rowgate.account_by_email(text),
   rowgate.account_by_id(text), rowgate.account_store_refresh(text, text, bigint),
-  rowgate.account_rotate(text, text, bigint, bigint), rowgate.account_logout(text) FROM PUBLIC;
+  rowgate.account_rotate(text, text, bigint, bigint, bigint), rowgate.account_logout(text) FROM PUBLIC;

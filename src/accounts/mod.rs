@@ -6,7 +6,8 @@
 //! - `POST /auth/v1/signup` `{email, password}` → a session;
 //! - `POST /auth/v1/token?grant_type=password` `{email, password}` → a session;
 //! - `POST /auth/v1/token?grant_type=refresh_token` `{refresh_token}` → a new session (the
-//!   refresh token is rotated; presenting a used one revokes all of the user's);
+//!   refresh token is rotated; presenting a used one again within `accounts-refresh-reuse-interval`
+//!   gives another session, as GoTrue's reuse interval; after it, revokes all of the user's);
 //! - `GET /auth/v1/user` (bearer) → the user; `POST /auth/v1/logout` (bearer) → 204.
 //!
 //! Passwords are hashed with Argon2id and never logged or returned. Login failures are limited
@@ -43,6 +44,8 @@ pub use store::{PgStore, Store, INSTALL_SQL};
 /// The accounts service of a server.
 pub struct Accounts {
     store: Store,
+    /// `accounts-refresh-reuse-interval`.
+    reuse_interval: i64,
     key: jsonwebtoken::EncodingKey,
     audience: String,
     failures: Mutex<HashMap<String, (u32, Instant)>>,
@@ -56,10 +59,17 @@ pub struct User {
 }
 
 impl Accounts {
-    /// The service on `store`, signing with the HMAC `secret`; creates SQLite's tables.
-    pub fn new(store: Store, secret: &[u8], audience: Option<String>) -> Result<Accounts, String> {
+    /// The service on `store`, signing with the HMAC `secret`, letting a refresh token be used
+    /// again for `reuse_interval` seconds; creates SQLite's tables.
+    pub fn new(
+        store: Store,
+        secret: &[u8],
+        audience: Option<String>,
+        reuse_interval: u64,
+    ) -> Result<Accounts, String> {
         store.setup()?;
         Ok(Accounts {
+            reuse_interval: reuse_interval as i64,
             store,
             key: jsonwebtoken::EncodingKey::from_secret(secret),
             audience: audience.unwrap_or_else(|| "authenticated".into()),
@@ -192,7 +202,7 @@ impl Accounts {
             .ok_or_else(|| fail(StatusCode::BAD_REQUEST, "validation_failed", "refresh_token is required"))?;
         let hash = token_hash(&token);
         let now = unix_now();
-        let rotated = self.store.rotate(hash, now).await.map_err(|_| internal())?;
+        let rotated = self.store.rotate(hash, now, self.reuse_interval).await.map_err(|_| internal())?;
         let Some((user, refresh)) = rotated else {
             return Err(fail(StatusCode::BAD_REQUEST, "refresh_token_not_found", "Invalid Refresh Token"));
         };
@@ -253,7 +263,7 @@ pub async fn install(client: &tokio_postgres::Client, role: &str) -> Result<(), 
          GRANT EXECUTE ON FUNCTION rowgate.account_create(text, text, text, text, bigint),
            rowgate.account_by_email(text), rowgate.account_by_id(text),
            rowgate.account_store_refresh(text, text, bigint),
-           rowgate.account_rotate(text, text, bigint, bigint), rowgate.account_logout(text) TO {role};"
+           rowgate.account_rotate(text, text, bigint, bigint, bigint), rowgate.account_logout(text) TO {role};"
     );
     client
         .batch_execute(&format!(

@@ -25,6 +25,9 @@ CREATE TABLE IF NOT EXISTS _rowgate_refresh_tokens (
   revoked INTEGER NOT NULL DEFAULT 0
 );";
 
+/// Columns added since the first release of the accounts' tables: (column, definition).
+const SQLITE_ADDED: [(&str, &str); 1] = [("revoked_at", "INTEGER")];
+
 /// The SQL `rowgate accounts install` runs on PostgreSQL.
 pub const INSTALL_SQL: &str = include_str!("install.sql");
 
@@ -110,12 +113,16 @@ fn expires(now: i64) -> i64 {
 impl Store {
     /// Creates the SQLite tables (PostgreSQL's are installed beforehand).
     pub fn setup(&self) -> Result<(), String> {
-        match self {
-            Store::Sqlite(db) => {
-                db.setup(SQLITE_SCHEMA).map_err(|e| format!("creating the accounts tables: {e}"))
+        let Store::Sqlite(db) = self else { return Ok(()) };
+        db.setup(SQLITE_SCHEMA).map_err(|e| format!("creating the accounts tables: {e}"))?;
+        let columns = db.column_names("_rowgate_refresh_tokens").map_err(|e| e.to_string())?;
+        for (column, definition) in SQLITE_ADDED {
+            if !columns.iter().any(|c| c == column) {
+                db.setup(&format!("ALTER TABLE _rowgate_refresh_tokens ADD COLUMN {column} {definition}"))
+                    .map_err(|e| format!("updating the accounts tables: {e}"))?;
             }
-            Store::Postgres(_) => Ok(()),
         }
+        Ok(())
     }
 
     /// A new account with its first session (refresh token), or `None` if the address is taken.
@@ -214,28 +221,37 @@ impl Store {
     }
 
     /// Rotation in one transaction: the refresh token whose hash is `old` is used up and its
-    /// successor stored; a used one presented again revokes all of its user's (it may have
-    /// been stolen). `None`: refused.
-    pub async fn rotate(&self, old: String, now: i64) -> Result<Option<(User, String)>, Error> {
+    /// successor stored. One used within the last `reuse` seconds (a retry whose answer was
+    /// lost, another tab) gets a successor too; one used before that revokes all of its user's
+    /// (it may have been stolen). `None`: refused.
+    pub async fn rotate(&self, old: String, now: i64, reuse: i64) -> Result<Option<(User, String)>, Error> {
         match self {
             Store::Sqlite(db) => {
                 db.with_writer(move |c| {
                     use rusqlite::OptionalExtension;
-                    let row: Option<(String, i64, i64)> = c
+                    let row: Option<(String, i64, Option<i64>, i64)> = c
                         .prepare_cached(
-                            "SELECT user_id, revoked, expires_at FROM _rowgate_refresh_tokens WHERE token_hash = ?1",
+                            "SELECT user_id, revoked, revoked_at, expires_at FROM _rowgate_refresh_tokens \
+                             WHERE token_hash = ?1",
                         )
-                        .and_then(|mut q| q.query_row([&old], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).optional())
+                        .and_then(|mut q| {
+                            q.query_row([&old], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))).optional()
+                        })
                         .map_err(sqlite_error)?;
-                    let Some((user_id, revoked, expires_at)) = row else { return Ok(None) };
-                    if revoked != 0 {
-                        c.execute("UPDATE _rowgate_refresh_tokens SET revoked = 1 WHERE user_id = ?1", [&user_id])
+                    let Some((user_id, revoked, revoked_at, expires_at)) = row else { return Ok(None) };
+                    let reused_in_time = revoked_at.is_some_and(|at| now - at < reuse);
+                    if revoked != 0 && !reused_in_time {
+                        c.execute("UPDATE _rowgate_refresh_tokens SET revoked = 1, revoked_at = NULL WHERE user_id = ?1", [&user_id])
                             .map_err(sqlite_error)?;
                         return Ok(None);
                     }
-                    c.prepare_cached("UPDATE _rowgate_refresh_tokens SET revoked = 1 WHERE token_hash = ?1")
-                        .and_then(|mut q| q.execute([&old]))
+                    if revoked == 0 {
+                        c.prepare_cached(
+                            "UPDATE _rowgate_refresh_tokens SET revoked = 1, revoked_at = ?2 WHERE token_hash = ?1",
+                        )
+                        .and_then(|mut q| q.execute(rusqlite::params![old, now]))
                         .map_err(sqlite_error)?;
+                    }
                     if expires_at <= now {
                         return Ok(None);
                     }
@@ -253,8 +269,8 @@ impl Store {
                 let refresh = random_token();
                 let rows = pg
                     .query(
-                        "SELECT * FROM rowgate.account_rotate($1, $2, $3, $4)",
-                        &[&old, &token_hash(&refresh), &now, &expires(now)],
+                        "SELECT * FROM rowgate.account_rotate($1, $2, $3, $4, $5)",
+                        &[&old, &token_hash(&refresh), &now, &expires(now), &reuse],
                     )
                     .await?;
                 Ok(rows.first().map(|r| (pg_user(r), refresh)))
@@ -267,7 +283,7 @@ impl Store {
         match self {
             Store::Sqlite(db) => {
                 db.with_writer(move |c| {
-                    c.execute("UPDATE _rowgate_refresh_tokens SET revoked = 1 WHERE user_id = ?1", [&user_id])
+                    c.execute("UPDATE _rowgate_refresh_tokens SET revoked = 1, revoked_at = NULL WHERE user_id = ?1", [&user_id])
                         .map(drop)
                         .map_err(sqlite_error)
                 })

@@ -206,6 +206,14 @@ impl SqliteDb {
         self.seen_version.swap(now, std::sync::atomic::Ordering::SeqCst) != now || now == -1
     }
 
+    /// The columns of `table` (at start-up, on the calling thread).
+    pub fn column_names(&self, table: &str) -> rusqlite::Result<Vec<String>> {
+        let conn = self.target.open(true)?;
+        let mut q = conn.prepare("SELECT name FROM pragma_table_info(?1)")?;
+        let names = q.query_map([table], |r| r.get(0))?.collect();
+        names
+    }
+
     /// Runs set-up statements (at start-up, on the calling thread, on a connection of its own).
     pub fn setup(&self, sql: &str) -> rusqlite::Result<()> {
         self.target.open(false)?.execute_batch(sql)

@@ -79,7 +79,7 @@ macro_rules! on_both {
 }
 
 on_both!(sign_up_log_in_and_use_the_token_on_the_api);
-on_both!(refresh_tokens_rotate_and_a_reused_one_revokes_them_all);
+on_both!(refresh_tokens_rotate_and_one_used_again_at_once_gets_a_session_of_its_own);
 on_both!(repeated_login_failures_are_limited);
 
 fn sign_up_log_in_and_use_the_token_on_the_api(base: &str) {
@@ -138,7 +138,7 @@ fn sign_up_log_in_and_use_the_token_on_the_api(base: &str) {
     }
 }
 
-fn refresh_tokens_rotate_and_a_reused_one_revokes_them_all(base: &str) {
+fn refresh_tokens_rotate_and_one_used_again_at_once_gets_a_session_of_its_own(base: &str) {
     let (_, session) =
         auth(base, "/auth/v1/signup", json!({"email": "cy@example.com", "password": "secret-cy"}));
     let first = session["refresh_token"].as_str().unwrap().to_owned();
@@ -147,11 +147,60 @@ fn refresh_tokens_rotate_and_a_reused_one_revokes_them_all(base: &str) {
     assert_eq!(status, 200, "{renewed}");
     let second = renewed["refresh_token"].as_str().unwrap().to_owned();
     assert_ne!(first, second);
+    // Within the reuse interval (a retry whose answer was lost, another tab): a session too.
+    let (status, again) =
+        auth(base, "/auth/v1/token?grant_type=refresh_token", json!({"refresh_token": first}));
+    assert_eq!(status, 200, "{again}");
+    assert_ne!(again["refresh_token"], json!(second));
+    let (status, _) = auth(base, "/auth/v1/token?grant_type=refresh_token", json!({"refresh_token": second}));
+    assert_eq!(status, 200);
+}
+
+/// After the reuse interval (0 here), a used token presented again revokes them all.
+fn a_token_reused_after_the_interval_revokes_them_all(base: &str) {
+    let (_, session) =
+        auth(base, "/auth/v1/signup", json!({"email": "eve@example.com", "password": "secret-eve"}));
+    let first = session["refresh_token"].as_str().unwrap().to_owned();
+    let (_, renewed) = auth(base, "/auth/v1/token?grant_type=refresh_token", json!({"refresh_token": first}));
+    let second = renewed["refresh_token"].as_str().unwrap().to_owned();
     // The first one again: refused, and the second is revoked with it.
     let (status, e) = auth(base, "/auth/v1/token?grant_type=refresh_token", json!({"refresh_token": first}));
     assert_eq!((status, e["error_code"].as_str()), (400, Some("refresh_token_not_found")));
     let (status, _) = auth(base, "/auth/v1/token?grant_type=refresh_token", json!({"refresh_token": second}));
     assert_eq!(status, 400);
+}
+
+mod without_a_reuse_interval {
+    use std::sync::OnceLock;
+
+    use rowgate::config::ServeArgs;
+
+    #[test]
+    fn on_sqlite() {
+        static BASE: OnceLock<String> = OnceLock::new();
+        let base = BASE.get_or_init(|| {
+            let path = tempfile::tempdir().expect("temp dir").keep().join("strict.db");
+            let args = ServeArgs {
+                accounts_enabled: Some(true),
+                accounts_refresh_reuse_interval: Some(0),
+                ..Default::default()
+            };
+            crate::sqlite::serve_sqlite(&path, super::SCHEMA, super::RULES, args)
+        });
+        super::a_token_reused_after_the_interval_revokes_them_all(base);
+    }
+
+    #[test]
+    fn on_postgres() {
+        super::postgres(); // the accounts installed
+        let base = crate::support::start_server(ServeArgs {
+            accounts_enabled: Some(true),
+            accounts_refresh_reuse_interval: Some(0),
+            db_schemas: Some("accounts_test".into()),
+            ..crate::support::default_args(&crate::support::harness().superuser_uri)
+        });
+        super::a_token_reused_after_the_interval_revokes_them_all(&base);
+    }
 }
 
 fn repeated_login_failures_are_limited(base: &str) {
