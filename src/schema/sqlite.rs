@@ -80,11 +80,12 @@ pub fn load(conn: &Connection, exposed: &str) -> rusqlite::Result<SchemaCache> {
         }
     }
     // What the response cache invalidates an answer by: a table's own commits (rowgate's writer
-    // reports each commit's tables); a view's answer by any table's, as SQLite does not say
-    // which tables a view reads.
+    // reports each commit's tables); a view's by those of the tables its bytecode opens.
+    let oids: HashMap<String, u32> = cache.relations.values().map(|r| (r.name.name.clone(), r.oid)).collect();
+    let roots = root_pages(conn)?;
     for relation in cache.relations.values() {
         let reads = match relation.kind {
-            RelationKind::View => Reads::AnyTable,
+            RelationKind::View => view_reads(conn, &relation.name.name, &roots, &oids),
             _ => Reads::Tables(vec![relation.oid]),
         };
         cache.dependencies.relations.insert(relation.oid, reads);
@@ -123,6 +124,46 @@ pub fn load(conn: &Connection, exposed: &str) -> rusqlite::Result<SchemaCache> {
     .map(String::from)
     .into();
     Ok(cache)
+}
+
+/// The table each b-tree root page belongs to (a table's own, or one of its indexes').
+fn root_pages(conn: &Connection) -> rusqlite::Result<HashMap<i64, String>> {
+    let mut q = conn.prepare("SELECT rootpage, tbl_name FROM sqlite_schema WHERE rootpage > 0")?;
+    let pages = q.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect();
+    pages
+}
+
+/// The tables a view reads: those whose b-trees its bytecode opens (`EXPLAIN`'s `OpenRead`),
+/// views within it included. Any table, when that cannot be told: a virtual table (`VOpen`),
+/// another database, or a table the API does not serve.
+fn view_reads(
+    conn: &Connection,
+    view: &str,
+    roots: &HashMap<i64, String>,
+    oids: &HashMap<String, u32>,
+) -> Reads {
+    let sql = format!("EXPLAIN SELECT * FROM \"{}\"", view.replace('"', "\"\""));
+    let opcodes: Option<Vec<(String, i64, i64)>> = conn.prepare(&sql).ok().and_then(|mut q| {
+        let rows = q.query_map([], |r| Ok((r.get(1)?, r.get(3)?, r.get(4)?))).ok()?;
+        rows.collect::<Result<_, _>>().ok()
+    });
+    let Some(opcodes) = opcodes else { return Reads::AnyTable };
+    let mut tables = Vec::new();
+    for (opcode, page, database) in opcodes {
+        match opcode.as_str() {
+            "VOpen" => return Reads::AnyTable,
+            "OpenRead" => {
+                let oid = (database == 0).then(|| roots.get(&page)).flatten().and_then(|t| oids.get(t));
+                match oid {
+                    Some(oid) if !tables.contains(oid) => tables.push(*oid),
+                    Some(_) => {}
+                    None => return Reads::AnyTable,
+                }
+            }
+            _ => {}
+        }
+    }
+    Reads::Tables(tables)
 }
 
 /// The unique indexes' column lists (constraints and `CREATE UNIQUE INDEX` alike), besides the

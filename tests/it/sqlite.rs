@@ -705,6 +705,7 @@ fn cached() -> (String, std::path::PathBuf) {
         delete = { anon = "true" }
         [children]
         select = { anon = "true", authenticated = "owner=eq.@jwt.sub" }
+        insert = { anon = "true" }
         [parent_names]
         select = { anon = "true" }
     "#;
@@ -735,9 +736,14 @@ fn the_cache_on_sqlite_answers_from_memory_until_a_write_changes_what_it_read() 
     );
     assert_eq!(r.status, 204, "{}", r.body);
     assert_eq!(cached_get(base, path, &[]), ("miss".into(), json!([{"name": "one"}, {"name": "TWO"}])));
-    // A view reads the table: it is invalidated with it.
+    // A view is invalidated with the tables it reads, and only with those.
     let view = "/parent_names?name=eq.three";
     assert_eq!(cached_get(base, view, &[]).1, json!([{"name": "three"}]));
+    assert_eq!(cached_get(base, view, &[]).0, "hit");
+    let json_body = [("content-type", "application/json")];
+    let r =
+        send_to(base, "POST", "/children", &json_body, Some(r#"{"id": 9, "owner": "cy", "parent_id": 3}"#));
+    assert_eq!(r.status, 201, "{}", r.body);
     assert_eq!(cached_get(base, view, &[]).0, "hit");
     send_to(
         base,
