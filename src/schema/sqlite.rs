@@ -232,8 +232,11 @@ pub fn value_kind(declared: &str) -> ValueKind {
         ValueKind::Text
     } else if t.contains("UUID") {
         ValueKind::Uuid
+    } else if t.contains("REAL") || t.contains("FLOA") || t.contains("DOUB") {
+        // PostgreSQL's float8: rendered without a fraction when it has none (sql::sqlite).
+        ValueKind::Numeric
     } else {
-        // REAL, NUMERIC, dates and no type at all: stored as given, rendered as stored.
+        // NUMERIC, dates and no type at all: stored as given, rendered as stored.
         ValueKind::Other
     }
 }

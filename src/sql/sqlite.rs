@@ -184,6 +184,15 @@ fn value(col: &OutputColumn, sql: &mut String, params: &mut Ctx<'_>) -> Rendered
             expr(&col.expr, sql, params)?;
             sql.push_str(" THEN 'true' ELSE 'false' END)");
         }
+        // A REAL with no fraction: SQLite's JSON writes 3.0 where PostgreSQL's float8 writes 3.
+        (_, ValueKind::Numeric) => {
+            sql.push_str(
+                "(SELECT CASE WHEN typeof(pgrst_v) = 'real' AND pgrst_v = CAST(pgrst_v AS INTEGER) \
+                AND abs(pgrst_v) < 1e15 THEN CAST(pgrst_v AS INTEGER) ELSE pgrst_v END FROM (SELECT ",
+            );
+            expr(&col.expr, sql, params)?;
+            sql.push_str(" AS pgrst_v))");
+        }
         _ => expr(&col.expr, sql, params)?,
     }
     Ok(())

@@ -17,6 +17,8 @@ CREATE TABLE secrets (id INTEGER PRIMARY KEY, author_id INTEGER REFERENCES autho
 CREATE VIEW active_authors AS SELECT id, name FROM authors WHERE active;
 CREATE TABLE notes (id INTEGER PRIMARY KEY, author_id INTEGER REFERENCES authors (id), owner TEXT,
                     public BOOLEAN NOT NULL, body TEXT);
+CREATE TABLE readings (id INTEGER PRIMARY KEY, v REAL);
+INSERT INTO readings VALUES (1, 3.0), (2, 2.5), (3, NULL);
 INSERT INTO authors VALUES (1, 'ann', 1, '{"a": {"b": 2}, "s": "x"}'), (2, 'bob', 0, NULL), (3, 'Cy', NULL, '[1, 2]');
 INSERT INTO posts VALUES (1, 1, 'Hello', 1.5), (2, 1, 'World', NULL), (3, 2, 'Bye_now', 3.25);
 INSERT INTO tags VALUES (1, 'news'), (2, 'misc');
@@ -36,6 +38,8 @@ select = { anon = "true" }
 [post_tags]
 select = { anon = "true" }
 [active_authors]
+select = { anon = "true" }
+[readings]
 select = { anon = "true" }
 [secrets]
 select = { editor = "true" }
@@ -107,6 +111,9 @@ fn rows_render_as_postgrest_renders_them() {
     check("/authors?select=who:name&id=eq.2", 200, json!([{"who": "bob"}]));
     check("/active_authors", 200, json!([{"id": 1, "name": "ann"}]));
     check("/posts?select=id,score&id=eq.1", 200, json!([{"id": 1, "score": 1.5}]));
+    // A REAL with no fraction as PostgreSQL's float8 renders it: 3, not 3.0.
+    let r = request_to(base(), "GET", "/readings?order=id", &[]);
+    assert_eq!(r.body, r#"[{"id":1,"v":3},{"id":2,"v":2.5},{"id":3,"v":null}]"#);
 }
 
 #[test]
