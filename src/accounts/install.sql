@@ -51,8 +51,8 @@ CREATE OR REPLACE FUNCTION rowgate.account_store_refresh(p_user text, p_hash tex
   AS $$ INSERT INTO rowgate.refresh_tokens (token_hash, user_id, expires_at) VALUES (p_hash, p_user, p_expires) $$;
 
 -- Rotation in one step: the presented token is used up and its successor stored. One used
--- within the last p_reuse seconds (a retry, another tab) gets a successor too; one used before
--- that revokes all of its user's (it may have been stolen). No row: refused.
+-- within the last p_reuse seconds (a retry, another tab) gets the same successor again; one
+-- used before that revokes all of its user's (it may have been stolen). No row: refused.
 DROP FUNCTION IF EXISTS rowgate.account_rotate(text, text, bigint, bigint);
 CREATE OR REPLACE FUNCTION rowgate.account_rotate(p_old text, p_new text, p_now bigint, p_expires bigint, p_reuse bigint)
   RETURNS TABLE (id text, email text, created_at text)
@@ -70,7 +70,9 @@ CREATE OR REPLACE FUNCTION rowgate.account_rotate(p_old text, p_new text, p_now 
       UPDATE rowgate.refresh_tokens r SET revoked = true, revoked_at = p_now WHERE r.token_hash = p_old;
     END IF;
     IF t.expires_at <= p_now THEN RETURN; END IF;
-    INSERT INTO rowgate.refresh_tokens (token_hash, user_id, expires_at) VALUES (p_new, t.user_id, p_expires);
+    -- A reuse finds the successor (derived from the token by rowgate) stored already.
+    INSERT INTO rowgate.refresh_tokens (token_hash, user_id, expires_at) VALUES (p_new, t.user_id, p_expires)
+      ON CONFLICT DO NOTHING;
     RETURN QUERY SELECT u.id, u.email, u.created_at FROM rowgate.users u WHERE u.id = t.user_id;
   END $$;
 

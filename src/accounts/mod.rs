@@ -46,6 +46,8 @@ pub struct Accounts {
     store: Store,
     /// `accounts-refresh-reuse-interval`.
     reuse_interval: i64,
+    /// The HMAC secret (successor refresh tokens are derived with it).
+    secret: Vec<u8>,
     key: jsonwebtoken::EncodingKey,
     audience: String,
     failures: Mutex<HashMap<String, (u32, Instant)>>,
@@ -72,6 +74,7 @@ impl Accounts {
             reuse_interval: reuse_interval as i64,
             store,
             key: jsonwebtoken::EncodingKey::from_secret(secret),
+            secret: secret.to_vec(),
             audience: audience.unwrap_or_else(|| "authenticated".into()),
             failures: Mutex::new(HashMap::new()),
         })
@@ -168,7 +171,9 @@ impl Accounts {
     async fn login(&self, body: &[u8]) -> Result<(StatusCode, Value), (StatusCode, Value)> {
         let (email, password) = credentials(body)?;
         let who = email.to_lowercase();
-        if self.limited(&who) {
+        // Counted as a failure before the password is checked (taken back if it is right):
+        // parallel guesses cannot all pass the limit while their checks run.
+        if !self.attempt(&who) {
             return Err(fail(
                 StatusCode::TOO_MANY_REQUESTS,
                 "over_request_rate_limit",
@@ -186,7 +191,6 @@ impl Accounts {
         .await
         .unwrap_or(false);
         let Some((user, _)) = found.filter(|_| ok) else {
-            self.failed(&who);
             return Err(fail(StatusCode::BAD_REQUEST, "invalid_credentials", "Invalid login credentials"));
         };
         self.failures.lock().unwrap_or_else(|e| e.into_inner()).remove(&who);
@@ -200,9 +204,13 @@ impl Accounts {
             .ok()
             .and_then(|v| v.get("refresh_token").and_then(Value::as_str).map(str::to_owned))
             .ok_or_else(|| fail(StatusCode::BAD_REQUEST, "validation_failed", "refresh_token is required"))?;
-        let hash = token_hash(&token);
         let now = unix_now();
-        let rotated = self.store.rotate(hash, now, self.reuse_interval).await.map_err(|_| internal())?;
+        let successor = self.successor(&token);
+        let rotated = self
+            .store
+            .rotate(token_hash(&token), successor, now, self.reuse_interval)
+            .await
+            .map_err(|_| internal())?;
         let Some((user, refresh)) = rotated else {
             return Err(fail(StatusCode::BAD_REQUEST, "refresh_token_not_found", "Invalid Refresh Token"));
         };
@@ -221,6 +229,19 @@ impl Accounts {
             .ok_or_else(|| fail(StatusCode::NOT_FOUND, "user_not_found", "User not found"))
     }
 
+    /// The refresh token that replaces `token`: the same every time (a keyed hash), so a token
+    /// used again within the reuse interval gets the session its first use got, not another
+    /// one that would live on beside it.
+    fn successor(&self, token: &str) -> String {
+        use base64::Engine;
+        let mut h = sha2::Sha256::new();
+        h.update((self.secret.len() as u64).to_le_bytes());
+        h.update(&self.secret);
+        h.update(b"rowgate refresh successor");
+        h.update(token.as_bytes());
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(h.finalize())
+    }
+
     /// A session: a new access token beside the refresh token just stored.
     fn session(&self, user: &User, refresh: String, now: i64) -> Result<Value, (StatusCode, Value)> {
         let exp = now + TOKEN_LIFETIME.as_secs() as i64;
@@ -236,12 +257,9 @@ impl Accounts {
         }))
     }
 
-    fn limited(&self, who: &str) -> bool {
-        let failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        failures.get(who).is_some_and(|(n, since)| *n >= MAX_FAILURES && since.elapsed() < FAILURE_WINDOW)
-    }
-
-    fn failed(&self, who: &str) {
+    /// Whether a login for `who` may be tried now; if so it is counted as a failure (a success
+    /// clears the count), in one step so that parallel attempts are counted too.
+    fn attempt(&self, who: &str) -> bool {
         let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
         if failures.len() > 100_000 {
             failures.retain(|_, (_, since)| since.elapsed() < FAILURE_WINDOW);
@@ -250,7 +268,11 @@ impl Accounts {
         if entry.1.elapsed() >= FAILURE_WINDOW {
             *entry = (0, Instant::now());
         }
+        if entry.0 >= MAX_FAILURES {
+            return false;
+        }
         entry.0 += 1;
+        true
     }
 }
 

@@ -224,25 +224,38 @@ impl Store {
     /// successor stored. One used within the last `reuse` seconds (a retry whose answer was
     /// lost, another tab) gets a successor too; one used before that revokes all of its user's
     /// (it may have been stolen). `None`: refused.
-    pub async fn rotate(&self, old: String, now: i64, reuse: i64) -> Result<Option<(User, String)>, Error> {
+    pub async fn rotate(
+        &self,
+        old: String,
+        successor: String,
+        now: i64,
+        reuse: i64,
+    ) -> Result<Option<(User, String)>, Error> {
         match self {
             Store::Sqlite(db) => {
                 db.with_writer(move |c| {
                     use rusqlite::OptionalExtension;
-                    let row: Option<(String, i64, Option<i64>, i64)> = c
+                    // The token and its user in one statement: the writer thread runs every
+                    // write in turn, so each statement saved here is throughput.
+                    let row: Option<(User, i64, Option<i64>, i64)> = c
                         .prepare_cached(
-                            "SELECT user_id, revoked, revoked_at, expires_at FROM _rowgate_refresh_tokens \
-                             WHERE token_hash = ?1",
+                            "SELECT u.id, u.email, u.created_at, t.revoked, t.revoked_at, t.expires_at \
+                             FROM _rowgate_refresh_tokens AS t JOIN _rowgate_users AS u ON u.id = t.user_id \
+                             WHERE t.token_hash = ?1",
                         )
                         .and_then(|mut q| {
-                            q.query_row([&old], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))).optional()
+                            q.query_row([&old], |r| Ok((sqlite_user(r)?, r.get(3)?, r.get(4)?, r.get(5)?)))
+                                .optional()
                         })
                         .map_err(sqlite_error)?;
-                    let Some((user_id, revoked, revoked_at, expires_at)) = row else { return Ok(None) };
+                    let Some((user, revoked, revoked_at, expires_at)) = row else { return Ok(None) };
                     let reused_in_time = revoked_at.is_some_and(|at| now - at < reuse);
                     if revoked != 0 && !reused_in_time {
-                        c.execute("UPDATE _rowgate_refresh_tokens SET revoked = 1, revoked_at = NULL WHERE user_id = ?1", [&user_id])
-                            .map_err(sqlite_error)?;
+                        c.execute(
+                            "UPDATE _rowgate_refresh_tokens SET revoked = 1, revoked_at = NULL WHERE user_id = ?1",
+                            [&user.id],
+                        )
+                        .map_err(sqlite_error)?;
                         return Ok(None);
                     }
                     if revoked == 0 {
@@ -255,25 +268,25 @@ impl Store {
                     if expires_at <= now {
                         return Ok(None);
                     }
-                    let user = c
-                        .prepare_cached(USER_BY_ID)
-                        .and_then(|mut q| q.query_row([&user_id], sqlite_user).optional())
-                        .map_err(sqlite_error)?;
-                    let Some(user) = user else { return Ok(None) };
-                    let refresh = sqlite_store_refresh(c, &user.id, now).map_err(sqlite_error)?;
-                    Ok(Some((user, refresh)))
+                    // A reuse finds the successor stored already: the same token again.
+                    c.prepare_cached(
+                        "INSERT INTO _rowgate_refresh_tokens (token_hash, user_id, expires_at) VALUES (?1, ?2, ?3) \
+                         ON CONFLICT DO NOTHING",
+                    )
+                    .and_then(|mut q| q.execute(rusqlite::params![token_hash(&successor), user.id, expires(now)]))
+                    .map_err(sqlite_error)?;
+                    Ok(Some((user, successor)))
                 })
                 .await
             }
             Store::Postgres(pg) => {
-                let refresh = random_token();
                 let rows = pg
                     .query(
                         "SELECT * FROM rowgate.account_rotate($1, $2, $3, $4, $5)",
-                        &[&old, &token_hash(&refresh), &now, &expires(now), &reuse],
+                        &[&old, &token_hash(&successor), &now, &expires(now), &reuse],
                     )
                     .await?;
-                Ok(rows.first().map(|r| (pg_user(r), refresh)))
+                Ok(rows.first().map(|r| (pg_user(r), successor)))
             }
         }
     }

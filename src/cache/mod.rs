@@ -711,9 +711,16 @@ impl ResponseCache {
         exposed: &str,
         tables: impl Iterator<Item = &'a String>,
     ) {
+        if schema.dependencies.writes_unreported {
+            // Some writes fire no update hook (see schema::sqlite): any commit may have made them.
+            self.flush();
+            return;
+        }
         for table in tables {
             if table.starts_with("_rowgate_") {
-                continue; // rowgate's own tables: no answer reads them.
+                // rowgate's own tables: the API does not serve them, but a view may read them.
+                self.table_changed(0);
+                continue;
             }
             let name = crate::schema::QualifiedName { schema: exposed.to_owned(), name: table.clone() };
             match schema.relations.get(&name) {

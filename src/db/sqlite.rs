@@ -193,17 +193,21 @@ impl SqliteDb {
         let _ = self.listener.set(listener);
     }
 
-    /// Whether another process has committed to the file since the last call: the writer's
-    /// connection's `PRAGMA data_version`, which moves with every commit but its own. (Waits
-    /// for a batch the writer is running, during which no other process can commit.)
-    pub async fn foreign_commits(&self) -> bool {
+    /// Runs `changed` if another process has committed to the file since the last call: the
+    /// writer's connection's `PRAGMA data_version` moves with every commit but its own. It runs
+    /// before the lock is let go, so no concurrent call can see the new version and answer
+    /// before it has. (Waits for a batch the writer is running, during which no other process
+    /// can commit.)
+    pub async fn foreign_commits(&self, changed: impl FnOnce()) {
         let conn = self.writer_conn.lock().await;
         let now = conn
             .prepare_cached("PRAGMA data_version")
             .and_then(|mut q| q.query_row([], |r| r.get::<_, i64>(0)))
             .unwrap_or(-1);
         // Unknown (-1) counts as a change: the answer must never be "nothing happened" by mistake.
-        self.seen_version.swap(now, std::sync::atomic::Ordering::SeqCst) != now || now == -1
+        if self.seen_version.swap(now, std::sync::atomic::Ordering::SeqCst) != now || now == -1 {
+            changed();
+        }
     }
 
     /// The columns of `table` (at start-up, on the calling thread).
@@ -248,20 +252,23 @@ impl SqliteDb {
                 if seen == Some(now) {
                     continue;
                 }
-                let exposed = exposed.clone();
-                match db
-                    .with_writer(move |c| crate::schema::sqlite::load(c, &exposed).map_err(sqlite_error))
-                    .await
-                {
-                    Ok(schema) => {
-                        tracing::info!(
-                            relations = schema.relations.len(),
-                            "schema changed: schema cache reloaded"
-                        );
+                let (exposed, shared, listener) = (exposed.clone(), shared.clone(), db.listener.clone());
+                // Installed and announced on the writer thread, between two batches: a commit's
+                // tables are always named by the schema its answers were stored under.
+                let reloaded = db
+                    .with_writer(move |c| {
+                        let schema = crate::schema::sqlite::load(c, &exposed).map_err(sqlite_error)?;
+                        let relations = schema.relations.len();
                         shared.store(schema);
-                        if let Some(listener) = db.listener.get() {
+                        if let Some(listener) = listener.get() {
                             listener(Changed::Schema);
                         }
+                        Ok(relations)
+                    })
+                    .await;
+                match reloaded {
+                    Ok(relations) => {
+                        tracing::info!(relations, "schema changed: schema cache reloaded");
                         seen = Some(now);
                     }
                     Err(e) => tracing::error!(error = %e, "reloading the SQLite schema failed"),
@@ -624,6 +631,14 @@ fn sqlite_error(e: rusqlite::Error) -> Error {
             details: None,
             hint: None,
         };
+    }
+    if e.to_string().contains("fts5: syntax error") {
+        // (The query translation refuses what FTS5 cannot parse; this is the backstop.)
+        return Error::api(
+            StatusCode::BAD_REQUEST,
+            code::NOT_IMPLEMENTED,
+            "This text search is not supported on the SQLite backend",
+        );
     }
     if e.to_string().contains("unable to use function MATCH") {
         // FTS5 answers a MATCH only as a condition on its own table's scan.

@@ -303,9 +303,7 @@ async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Body>,
     {
         // Another process may have written the SQLite file: what it changed is unknown.
         if let Some(sqlite) = &state.sqlite {
-            if sqlite.db.foreign_commits().await {
-                cache.flush();
-            }
+            sqlite.db.foreign_commits(|| cache.flush()).await;
         }
         // The change position before the schema snapshot is taken: a reload between the two
         // flushes the cache after this position, so an answer planned on the old snapshot is

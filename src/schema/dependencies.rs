@@ -38,6 +38,10 @@ pub struct Dependencies {
     /// Relations that read themselves again through a view or policy: an answer restricted to
     /// some of their rows still depends on all of them (the other rows decide what it shows).
     pub self_reading: HashSet<u32>,
+    /// SQLite: some writes fire no update hook — to a `WITHOUT ROWID` table, or a `DELETE`
+    /// without `WHERE` in a trigger (SQLite's truncate optimization) — so a commit names
+    /// no tables reliably and must flush the response cache.
+    pub writes_unreported: bool,
 }
 
 impl Dependencies {
@@ -178,6 +182,8 @@ pub async fn load(tx: &Transaction<'_>, exposed: &[u32]) -> Result<Dependencies,
         all_tables_watched,
         functions_cacheable,
         self_reading: HashSet::new(),
+        // PostgreSQL's change feeds see every row change.
+        writes_unreported: false,
     };
     for oid in exposed {
         let (reads, self_reading) = reads_of(*oid, &nodes, &functions, &deps, ddl_watched);

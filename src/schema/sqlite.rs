@@ -91,6 +91,12 @@ pub fn load(conn: &Connection, exposed: &str) -> rusqlite::Result<SchemaCache> {
         cache.dependencies.relations.insert(relation.oid, reads);
     }
     cache.dependencies.all_tables_watched = true;
+    cache.dependencies.writes_unreported = conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE type = 'trigger' \
+           OR (type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' AND lower(sql) LIKE '%without%rowid%'))",
+        [],
+        |r| r.get(0),
+    )?;
     // The types a cast may name: those the SQLite dialect renders (sql::sqlite, `Expr::Cast`).
     cache.type_names = [
         "integer",

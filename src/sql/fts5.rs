@@ -92,6 +92,9 @@ fn tsquery(value: &str) -> Result<String, String> {
     let mut out = String::new();
     let mut chars = value.chars().peekable();
     let mut expect_operand = true;
+    let mut depth = 0usize;
+    // The last operator was `<->`: a word must follow.
+    let mut phrase = false;
     while let Some(&c) = chars.peek() {
         match c {
             c if c.is_whitespace() => {
@@ -117,11 +120,28 @@ fn tsquery(value: &str) -> Result<String, String> {
                 if op != "<-" || expect_operand {
                     return Err(format!("the operator {op}>: only <-> (followed by) is supported"));
                 }
+                // FTS5's `+` joins words into a phrase, not groups.
+                if !out.ends_with('"') {
+                    return Err("<-> after a group: only words can follow each other".into());
+                }
                 out.push_str(" + ");
                 expect_operand = true;
+                phrase = true;
             }
-            '(' | ')' => {
+            '(' => {
                 chars.next();
+                if !expect_operand || phrase {
+                    return Err("'(' after a word or <->".into());
+                }
+                depth += 1;
+                out.push(c);
+            }
+            ')' => {
+                chars.next();
+                if expect_operand || depth == 0 {
+                    return Err("a ')' without its '(' or after an operator".into());
+                }
+                depth -= 1;
                 out.push(c);
             }
             _ => {
@@ -151,11 +171,15 @@ fn tsquery(value: &str) -> Result<String, String> {
                     out.push('*');
                 }
                 expect_operand = false;
+                phrase = false;
             }
         }
     }
     if expect_operand && !out.is_empty() {
         return Err("an operator without a word after it".into());
+    }
+    if depth > 0 {
+        return Err("a '(' without its ')'".into());
     }
     Ok(out)
 }
@@ -206,5 +230,12 @@ mod tests {
         assert!(q(FtsOp::Fts, "fat:A").is_err());
         assert!(q(FtsOp::Fts, "fat cat").is_err());
         assert!(q(FtsOp::Fts, "fat &").is_err());
+        // Parentheses balanced and where an operand goes: never an FTS5 syntax error.
+        for bad in ["(fat", "()", "fat ) & cat", "fat (cat)", "(fat &) cat"] {
+            assert!(q(FtsOp::Fts, bad).is_err(), "{bad}");
+        }
+        for bad in ["(a|b) <-> c", "a <-> (b|c)", "a:* <-> b"] {
+            assert!(q(FtsOp::Fts, bad).is_err(), "{bad}");
+        }
     }
 }

@@ -813,3 +813,21 @@ fn regular_expressions_match_and_imatch() {
     let r = request_to(base(), "GET", "/authors?name=match.(", &[]);
     assert_eq!((r.status, r.json()["code"].as_str()), (400, Some("2201B")), "{}", r.body);
 }
+
+#[test]
+fn the_cache_on_sqlite_flushes_on_writes_no_hook_reports() {
+    // A trigger's `DELETE` without `WHERE` is SQLite's truncate optimization: no update hook.
+    let path = tempfile::tempdir().expect("temp dir").keep().join("trigger.db");
+    let schema = "CREATE TABLE events (id INTEGER PRIMARY KEY, name TEXT);
+        CREATE TABLE log (line TEXT);
+        INSERT INTO log VALUES ('a'), ('b');
+        CREATE TRIGGER clear_log AFTER INSERT ON events BEGIN DELETE FROM log; END;";
+    let rules = "[events]\nselect = { anon = \"true\" }\ninsert = { anon = \"true\" }\n[log]\nselect = { anon = \"true\" }\n";
+    let args = rowgate::config::ServeArgs { cache_enabled: Some(true), ..Default::default() };
+    let base = serve_sqlite(&path, schema, rules, args);
+    assert_eq!(cached_get(&base, "/log?order=line", &[]).1, json!([{"line": "a"}, {"line": "b"}]));
+    assert_eq!(cached_get(&base, "/log?order=line", &[]).0, "hit");
+    let r = send_to(&base, "POST", "/events", &[("content-type", "application/json")], Some(r#"{"id": 1}"#));
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(cached_get(&base, "/log?order=line", &[]), ("miss".into(), json!([])));
+}
