@@ -33,6 +33,9 @@ const TOKEN_LIFETIME: Duration = Duration::from_secs(3600);
 const REFRESH_LIFETIME: Duration = Duration::from_secs(30 * 24 * 3600);
 /// Login failures allowed per email address and window.
 const MAX_FAILURES: u32 = 5;
+/// Logins of one address checked at once at most: with the failures, it bounds the guesses
+/// parallel requests can make before the limit sees them.
+const MAX_IN_FLIGHT: u32 = 16;
 const FAILURE_WINDOW: Duration = Duration::from_secs(15 * 60);
 /// GoTrue's default minimum password length.
 const MIN_PASSWORD: usize = 6;
@@ -50,7 +53,29 @@ pub struct Accounts {
     secret: Vec<u8>,
     key: jsonwebtoken::EncodingKey,
     audience: String,
-    failures: Mutex<HashMap<String, (u32, Instant)>>,
+    /// Per address: failures in the window, when it began, logins being checked now.
+    failures: Mutex<HashMap<String, Attempts>>,
+}
+
+/// Login attempts of one address.
+#[derive(Clone, Copy)]
+struct Attempts {
+    failures: u32,
+    since: Instant,
+    in_flight: u32,
+}
+
+/// A login being checked; when dropped it reports its outcome to the limit.
+struct Attempt<'a> {
+    accounts: &'a Accounts,
+    who: String,
+    outcome: Option<bool>,
+}
+
+impl Drop for Attempt<'_> {
+    fn drop(&mut self) {
+        self.accounts.attempted(&self.who, self.outcome);
+    }
 }
 
 /// A user row.
@@ -171,15 +196,15 @@ impl Accounts {
     async fn login(&self, body: &[u8]) -> Result<(StatusCode, Value), (StatusCode, Value)> {
         let (email, password) = credentials(body)?;
         let who = email.to_lowercase();
-        // Counted as a failure before the password is checked (taken back if it is right):
-        // parallel guesses cannot all pass the limit while their checks run.
-        if !self.attempt(&who) {
+        // Counted while its password is checked: parallel guesses cannot all pass the limit
+        // before their failures are recorded.
+        let Some(mut attempt) = self.attempt(&who) else {
             return Err(fail(
                 StatusCode::TOO_MANY_REQUESTS,
                 "over_request_rate_limit",
                 "Too many failed logins for this email address: try again later",
             ));
-        }
+        };
         let found = self.store.by_email(email).await.map_err(|_| internal())?;
         // A missing user costs a verification too: timing does not tell who is registered.
         const DUMMY: &str = "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$9mX1Sx1N2Ly9rXQ4m2Wn3Cj1nDQ7q8l6zvN4KJ0kQk8";
@@ -191,9 +216,11 @@ impl Accounts {
         .await
         .unwrap_or(false);
         let Some((user, _)) = found.filter(|_| ok) else {
+            attempt.outcome = Some(false);
             return Err(fail(StatusCode::BAD_REQUEST, "invalid_credentials", "Invalid login credentials"));
         };
-        self.failures.lock().unwrap_or_else(|e| e.into_inner()).remove(&who);
+        attempt.outcome = Some(true);
+        drop(attempt);
         let now = unix_now();
         let refresh = self.store.new_session(user.id.clone(), now).await.map_err(|_| internal())?;
         self.session(&user, refresh, now).map(|s| (StatusCode::OK, s))
@@ -257,22 +284,45 @@ impl Accounts {
         }))
     }
 
-    /// Whether a login for `who` may be tried now; if so it is counted as a failure (a success
-    /// clears the count), in one step so that parallel attempts are counted too.
-    fn attempt(&self, who: &str) -> bool {
-        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        if failures.len() > 100_000 {
-            failures.retain(|_, (_, since)| since.elapsed() < FAILURE_WINDOW);
+    /// Whether a login for `who` may be checked now (then it counts as in flight until
+    /// [`Accounts::attempted`]): not after [`MAX_FAILURES`] failures in the window, nor beyond
+    /// [`MAX_IN_FLIGHT`] at once.
+    fn attempt(&self, who: &str) -> Option<Attempt<'_>> {
+        let mut all = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        if all.len() > 100_000 {
+            all.retain(|_, a| a.in_flight > 0 || a.since.elapsed() < FAILURE_WINDOW);
         }
-        let entry = failures.entry(who.to_owned()).or_insert((0, Instant::now()));
-        if entry.1.elapsed() >= FAILURE_WINDOW {
-            *entry = (0, Instant::now());
+        let a = all.entry(who.to_owned()).or_insert(Attempts {
+            failures: 0,
+            since: Instant::now(),
+            in_flight: 0,
+        });
+        if a.since.elapsed() >= FAILURE_WINDOW {
+            (a.failures, a.since) = (0, Instant::now());
         }
-        if entry.0 >= MAX_FAILURES {
-            return false;
+        if a.failures >= MAX_FAILURES || a.in_flight >= MAX_IN_FLIGHT {
+            return None;
         }
-        entry.0 += 1;
-        true
+        a.in_flight += 1;
+        Some(Attempt { accounts: self, who: who.to_owned(), outcome: None })
+    }
+
+    /// A login let in by [`Accounts::attempt`] is over (its [`Attempt`] dropped, whichever
+    /// way the request ended): a wrong password (`Some(false)`) counts, a right one clears the
+    /// failures, `None` (not checked: an error, the client gone) neither.
+    fn attempted(&self, who: &str, ok: Option<bool>) {
+        let mut all = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(a) = all.get_mut(who) {
+            a.in_flight = a.in_flight.saturating_sub(1);
+            match ok {
+                Some(true) => a.failures = 0,
+                Some(false) => a.failures += 1,
+                None => {}
+            }
+            if a.failures == 0 && a.in_flight == 0 {
+                all.remove(who);
+            }
+        }
     }
 }
 
