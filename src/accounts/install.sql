@@ -2,6 +2,24 @@
 -- readable by no API role: the serving role reaches them only through these SECURITY DEFINER
 -- functions, each doing one step of sign-up, login, refresh or logout. Refresh tokens are kept
 -- as SHA-256 hashes; passwords as Argon2id hashes made by rowgate.
+-- Objects someone else made first are not reused: their owner could read the hashes or
+-- replace the functions.
+DO $$
+DECLARE who text;
+BEGIN
+  SELECT r.rolname INTO who FROM pg_namespace n JOIN pg_roles r ON r.oid = n.nspowner
+    WHERE n.nspname = 'rowgate' AND r.rolname <> current_user;
+  IF who IS NOT NULL AND NOT (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN
+    RAISE EXCEPTION 'schema rowgate belongs to %, not to %: install as its owner or a superuser', who, current_user;
+  END IF;
+  SELECT r.rolname INTO who FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+    JOIN pg_roles r ON r.oid = c.relowner
+    WHERE n.nspname = 'rowgate' AND c.relname IN ('users', 'refresh_tokens') AND r.rolname <> current_user
+    LIMIT 1;
+  IF who IS NOT NULL THEN
+    RAISE EXCEPTION 'rowgate''s accounts tables belong to %, who could read their password hashes: drop them or install as %', who, who;
+  END IF;
+END $$;
 CREATE SCHEMA IF NOT EXISTS rowgate;
 CREATE TABLE IF NOT EXISTS rowgate.users (
   id text PRIMARY KEY,

@@ -221,3 +221,27 @@ fn repeated_login_failures_are_limited(base: &str) {
     );
     assert_eq!((status, e["error_code"].as_str()), (429, Some("over_request_rate_limit")));
 }
+
+#[test]
+fn install_refuses_accounts_tables_someone_else_made_first() {
+    // In a database of its own: another role made `rowgate.users` before the install.
+    sql("DROP DATABASE IF EXISTS accounts_squatted");
+    sql("CREATE DATABASE accounts_squatted");
+    let uri = harness().superuser_uri.clone();
+    let mut cfg: tokio_postgres::Config = uri.parse().expect("uri");
+    cfg.dbname("accounts_squatted");
+    let error = block_on(async move {
+        let client = rowgate::db::connect(&cfg).await.expect("connect");
+        client
+            .batch_execute(
+                "DO $$ BEGIN CREATE ROLE squatter NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+                 CREATE SCHEMA rowgate;
+                 CREATE TABLE rowgate.users (id text PRIMARY KEY, email text, password_hash text, created_at text);
+                 ALTER TABLE rowgate.users OWNER TO squatter;",
+            )
+            .await
+            .expect("set-up");
+        rowgate::accounts::install(&client, "Authenticator").await.expect_err("a squatted table")
+    });
+    assert!(error.contains("belong to squatter"), "{error}");
+}
