@@ -112,7 +112,7 @@ pub struct ServeArgs {
     #[arg(long = "accounts-enabled", env = "ROWGATE_ACCOUNTS_ENABLED", value_name = "BOOL")]
     pub accounts_enabled: Option<bool>,
     /// Seconds during which a refresh token just used may be used again (a retry, another tab)
-    /// and gets a session of its own, as GoTrue's reuse interval; after that, reuse revokes all
+    /// and gets the same successor again, as GoTrue's reuse interval; after that, reuse revokes all
     /// of the user's refresh tokens [default: 10].
     #[arg(
         long = "accounts-refresh-reuse-interval",

@@ -7,7 +7,7 @@
 //! - `POST /auth/v1/token?grant_type=password` `{email, password}` → a session;
 //! - `POST /auth/v1/token?grant_type=refresh_token` `{refresh_token}` → a new session (the
 //!   refresh token is rotated; presenting a used one again within `accounts-refresh-reuse-interval`
-//!   gives another session, as GoTrue's reuse interval; after it, revokes all of the user's);
+//!   gives the same successor again, as GoTrue's reuse interval; after it, revokes all of the user's);
 //! - `GET /auth/v1/user` (bearer) → the user; `POST /auth/v1/logout` (bearer) → 204.
 //!
 //! Passwords are hashed with Argon2id and never logged or returned. Login failures are limited
@@ -58,7 +58,6 @@ pub struct Accounts {
 }
 
 /// Login attempts of one address.
-#[derive(Clone, Copy)]
 struct Attempts {
     failures: u32,
     since: Instant,

@@ -222,7 +222,7 @@ impl Store {
 
     /// Rotation in one transaction: the refresh token whose hash is `old` is used up and its
     /// successor stored. One used within the last `reuse` seconds (a retry whose answer was
-    /// lost, another tab) gets a successor too; one used before that revokes all of its user's
+    /// lost, another tab) gets the same successor again; one used before that revokes all of its user's
     /// (it may have been stolen). `None`: refused.
     pub async fn rotate(
         &self,
