@@ -92,7 +92,17 @@ fn start_sqlite(
     let exposed = config.db_schemas[0].clone();
     let rules = match &config.db_rules {
         Some(path) => match crate::auth::rules::Rules::load(path) {
-            Ok(rules) => Some(rules),
+            Ok(rules) => match unkeyed_claims(&config, &rules) {
+                // Callers that differ in such a claim would share cached answers.
+                Some(missing) => {
+                    tracing::error!(
+                        claims = %missing,
+                        "the access rules read claims that cache-key-claims leaves out of the cache key"
+                    );
+                    None
+                }
+                None => Some(rules),
+            },
             Err(e) => {
                 tracing::error!(error = %e, "the access rules could not be loaded");
                 None
@@ -221,4 +231,12 @@ pub async fn shutdown_signal() {
         _ = async { match int.as_mut() { Some(s) => { s.recv().await; } None => std::future::pending().await } } => {}
     }
     tracing::info!("shutdown signal received; finishing in-flight requests");
+}
+
+/// The claims the access rules read that a narrowed response-cache key (`cache-key-claims`)
+/// leaves out, comma-separated; `None` when the key covers them all.
+fn unkeyed_claims(config: &Config, rules: &crate::auth::rules::Rules) -> Option<String> {
+    let keyed = config.cache_key_claims.as_ref().filter(|_| config.cache_enabled)?;
+    let missing: Vec<String> = rules.claims().into_iter().filter(|c| !keyed.contains(c)).collect();
+    (!missing.is_empty()).then(|| missing.join(", "))
 }

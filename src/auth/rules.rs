@@ -157,6 +157,36 @@ impl Rules {
         }
     }
 
+    /// The claims the rules read (`@jwt.<claim>`), by name.
+    pub fn claims(&self) -> std::collections::BTreeSet<String> {
+        let mut out = std::collections::BTreeSet::new();
+        let mut note = |value: &str| {
+            if let Some(name) = value.strip_prefix("@jwt.") {
+                out.insert(name.to_owned());
+            }
+        };
+        for (_, filter) in self.allowed.values().flatten() {
+            let RowFilter::Filters(q) = filter else { continue };
+            let mut filters: Vec<&rowgate_request::Filter> = q.filters.iter().map(|(_, f)| f).collect();
+            let mut trees: Vec<&rowgate_request::LogicTree> = q.logic.iter().map(|(_, t)| t).collect();
+            while let Some(tree) = trees.pop() {
+                match tree {
+                    rowgate_request::LogicTree::Expr { children, .. } => trees.extend(children),
+                    rowgate_request::LogicTree::Filter(f) => filters.push(f),
+                }
+            }
+            for f in filters {
+                use rowgate_request::Operation as Op;
+                match &f.operation {
+                    Op::Compare { value, .. } | Op::IsDistinct(value) => note(value),
+                    Op::In(items) => items.iter().for_each(|v| note(v)),
+                    _ => {}
+                }
+            }
+        }
+        out
+    }
+
     /// Whether `principal` may do `operation` on some rows of `table`.
     pub fn allows(&self, principal: &Principal, table: &str, operation: Operation) -> bool {
         !matches!(self.access(principal, table, operation), Access::Denied)
@@ -194,19 +224,48 @@ fn parse_filters(text: &str) -> Result<rowgate_request::QueryParams, String> {
     if q.filters.is_empty() && q.logic.is_empty() {
         return Err(format!("{text:?}: no filter (write \"true\" for every row)"));
     }
+    let mut filters: Vec<&rowgate_request::Filter> = q.filters.iter().map(|(_, f)| f).collect();
+    let mut trees: Vec<&rowgate_request::LogicTree> = q.logic.iter().map(|(_, t)| t).collect();
+    while let Some(tree) = trees.pop() {
+        match tree {
+            rowgate_request::LogicTree::Expr { children, .. } => trees.extend(children),
+            rowgate_request::LogicTree::Filter(f) => filters.push(f),
+        }
+    }
+    if let Some(f) = filters.iter().find(|f| claim_as_pattern(f)) {
+        return Err(format!(
+            "{text:?}: {} takes a pattern, and a claim is not one (a caller could choose a value \
+             that matches every row); compare claims with eq, neq, in or is.distinct",
+            f.field.name
+        ));
+    }
     Ok(q)
 }
 
-/// Replaces `@jwt.<claim>` filter values by the caller's claims (`claims`, the token's JSON).
-/// A condition naming a claim the caller does not have keeps no row.
-pub fn bind_claims(conditions: &mut [crate::plan::Condition], claims: &str) {
-    let claims: serde_json::Map<String, serde_json::Value> = serde_json::from_str(claims).unwrap_or_default();
-    for c in conditions {
-        bind(c, &claims);
-    }
+/// Whether a filter would read a claim as a pattern (`like`, `ilike`, `match`, `imatch`).
+fn claim_as_pattern(f: &rowgate_request::Filter) -> bool {
+    use rowgate_request::{CompareOp, Operation as Op};
+    matches!(
+        &f.operation,
+        Op::Compare { op: CompareOp::Like | CompareOp::Ilike | CompareOp::Match | CompareOp::Imatch, value, .. }
+            if value.contains("@jwt.")
+    )
 }
 
-fn bind(c: &mut crate::plan::Condition, claims: &serde_json::Map<String, serde_json::Value>) {
+/// Replaces `@jwt.<claim>` filter values by the caller's claims (`claims`, the token's JSON);
+/// false when a claim they name is missing: the rule entry then keeps no row at all (replacing
+/// only the filter that names it by "false" would turn into "true" under a `not.`).
+#[must_use]
+pub fn bind_claims(conditions: &mut [crate::plan::Condition], claims: &str) -> bool {
+    let claims: serde_json::Map<String, serde_json::Value> = serde_json::from_str(claims).unwrap_or_default();
+    let mut complete = true;
+    for c in conditions {
+        complete &= bind(c, &claims);
+    }
+    complete
+}
+
+fn bind(c: &mut crate::plan::Condition, claims: &serde_json::Map<String, serde_json::Value>) -> bool {
     use crate::plan::Condition;
     use rowgate_request::Operation as Op;
     let lookup = |v: &str| -> Option<Option<String>> {
@@ -240,13 +299,14 @@ fn bind(c: &mut crate::plan::Condition, claims: &serde_json::Map<String, serde_j
             }
             Op::Is(_) | Op::Fts { .. } => {}
         },
-        Condition::Logic { children, .. } => children.iter_mut().for_each(|child| bind(child, claims)),
+        Condition::Logic { children, .. } => {
+            for child in children {
+                missing |= !bind(child, claims);
+            }
+        }
         Condition::Exists { .. } => {}
     }
-    if missing {
-        // An empty OR: false, whatever `not.` the filter had.
-        *c = Condition::Logic { negated: false, op: rowgate_request::LogicOp::Or, children: Vec::new() };
-    }
+    !missing
 }
 
 #[cfg(test)]
@@ -285,5 +345,54 @@ mod tests {
         assert!(Rules::parse("[posts]\ninsert = { anon = \"true\" }").is_ok());
         assert!(Rules::parse("[posts]\nupsert = { anon = \"true\" }").is_err());
         assert!(Rules::parse("[posts]\nselect = true").is_err());
+    }
+
+    #[test]
+    fn a_claim_is_never_read_as_a_pattern() {
+        // A caller who chose the e-mail `%@%` would match every row.
+        assert!(Rules::parse("[posts]\nselect = { authenticated = \"email=ilike.@jwt.email\" }").is_err());
+        assert!(Rules::parse("[posts]\nselect = { authenticated = \"or=(a.like.@jwt.x,b.eq.1)\" }").is_err());
+        assert!(Rules::parse("[posts]\nselect = { authenticated = \"email=eq.@jwt.email\" }").is_ok());
+    }
+
+    #[test]
+    fn the_claims_the_rules_read_are_known() {
+        let rules = Rules::parse(
+            "[posts]\nselect = { authenticated = \"or=(owner.eq.@jwt.sub,team.in.(@jwt.team,x))\" }\n\
+             [notes]\ndelete = { anon = \"true\", editor = \"owner=neq.@jwt.email\" }",
+        )
+        .unwrap();
+        assert_eq!(rules.claims().into_iter().collect::<Vec<_>>(), ["email", "sub", "team"]);
+    }
+
+    #[test]
+    fn an_entry_naming_a_missing_claim_keeps_no_row_even_under_not() {
+        use crate::plan::Condition;
+        use rowgate_request::{Field, Filter, LogicOp, Operation as Op};
+        let filter = |value: &str| Condition::Filter {
+            expr: crate::plan::Expr::Column("owner".into()),
+            kind: crate::schema::ValueKind::Other,
+            filter: Filter {
+                field: Field { name: "owner".into(), json_path: Vec::new() },
+                negated: false,
+                operation: Op::Compare {
+                    op: rowgate_request::CompareOp::Eq,
+                    quantifier: None,
+                    value: value.into(),
+                },
+            },
+        };
+        // `not.or=(owner.eq.@jwt.sub,owner.eq.x)`: without `sub`, "false" for the one filter
+        // would make the whole entry true for almost every row.
+        let mut entry = vec![Condition::Logic {
+            negated: true,
+            op: LogicOp::Or,
+            children: vec![filter("@jwt.sub"), filter("x")],
+        }];
+        assert!(!bind_claims(&mut entry, "{}"));
+        let mut entry = vec![filter("@jwt.sub")];
+        assert!(bind_claims(&mut entry, r#"{"sub": "alice"}"#));
+        let Condition::Filter { filter, .. } = &entry[0] else { unreachable!() };
+        assert!(matches!(&filter.operation, Op::Compare { value, .. } if value == "alice"));
     }
 }

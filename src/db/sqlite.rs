@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use http::StatusCode;
-use rusqlite::{Connection, OpenFlags};
+use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
 use crate::error::{code, Error};
 use crate::sql::Statement;
@@ -106,10 +106,7 @@ fn add_regexp(conn: &Connection) -> rusqlite::Result<()> {
         |ctx| {
             let regex = ctx.get_or_create_aux(0, |pattern| -> Result<regex::Regex, BoxError> {
                 let pattern = pattern.as_str().map_err(|e| Box::new(e) as BoxError)?;
-                regex::RegexBuilder::new(pattern)
-                    .size_limit(1 << 20)
-                    .build()
-                    .map_err(|e| format!("{INVALID_REGEX}: {e}").into())
+                compile_regex(pattern).map_err(|e| format!("{INVALID_REGEX}: {e}").into())
             })?;
             use rusqlite::types::ValueRef;
             // A number is matched by its text, as SQLite would compare it with text.
@@ -126,8 +123,15 @@ fn add_regexp(conn: &Connection) -> rusqlite::Result<()> {
 
 type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
+/// A `match` pattern as the `regexp` function compiles it. Rendering checks patterns with it
+/// first, so that a bad one fails whether or not any row reaches the operator (an error only
+/// when a row does would tell of rows the caller's rule hides).
+pub fn compile_regex(pattern: &str) -> Result<regex::Regex, regex::Error> {
+    regex::RegexBuilder::new(pattern).size_limit(1 << 20).build()
+}
+
 /// How a pattern `regexp` cannot compile is reported (then PostgreSQL's 2201B).
-const INVALID_REGEX: &str = "invalid regular expression";
+pub const INVALID_REGEX: &str = "invalid regular expression";
 
 /// What changed in the database, for a [`Listener`].
 pub enum Changed<'a> {
@@ -568,11 +572,14 @@ fn run_write(
     };
     let location = match &s.location {
         Some(stmt) if !rowids.is_empty() => {
-            let text: String = conn
+            let mut params = stmt.params.clone();
+            params[0] = ids.clone();
+            // (No row: the caller may not read the one written, so it is not named.)
+            let text: Option<String> = conn
                 .prepare_cached(&stmt.text)
-                .and_then(|mut q| q.query_row([&ids], |r| r.get(0)))
+                .and_then(|mut q| q.query_row(rusqlite::params_from_iter(&params), |r| r.get(0)).optional())
                 .map_err(sqlite_error)?;
-            serde_json::from_str::<Vec<Option<String>>>(&text).ok()
+            text.and_then(|t| serde_json::from_str::<Vec<Option<String>>>(&t).ok())
         }
         _ => None,
     };

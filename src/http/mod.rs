@@ -491,9 +491,8 @@ fn sqlite_read_rules(
             continue;
         }
         let op = crate::auth::rules::Operation::Select;
-        if let Some(c) = sqlite_rule(sqlite, table, op, schema_name, schema, principal, config)? {
-            rules.insert((*table).to_owned(), c);
-        }
+        let rule = sqlite_rule(sqlite, table, op, schema_name, schema, principal, config)?;
+        rules.insert((*table).to_owned(), rule);
     }
     Ok(rules)
 }
@@ -522,7 +521,10 @@ fn sqlite_rule(
             let mut any = Vec::new();
             for query in &filters {
                 let mut all = crate::plan::row_filter(relation, schema, query, config)?;
-                crate::auth::rules::bind_claims(&mut all, &principal.claims);
+                if !crate::auth::rules::bind_claims(&mut all, &principal.claims) {
+                    // A claim the entry names is missing: the entry allows no row.
+                    continue;
+                }
                 any.push(Condition::Logic {
                     negated: false,
                     op: rowgate_request::LogicOp::And,
@@ -552,14 +554,32 @@ async fn sqlite_write(
         Mutation::Update { .. } | Mutation::UpdateByKey { .. } => Operation::Update,
         Mutation::Delete => Operation::Delete,
     };
-    let rule = sqlite_rule(sqlite, &table, op, &plan.schema, schema, principal, config)?;
-    let read_rules = match &plan.returning {
+    let mut rule = sqlite_rule(sqlite, &table, op, &plan.schema, schema, principal, config)?;
+    if op != Operation::Insert && !plan.conditions.is_empty() {
+        // Filters read the rows: as PostgreSQL applies SELECT policies to an UPDATE or DELETE
+        // with a WHERE clause, only rows the caller may read are matched (else a count or a
+        // representation would tell of rows it may not see).
+        let select = sqlite_rule(sqlite, &table, Operation::Select, &plan.schema, schema, principal, config)?;
+        rule = match (rule, select) {
+            (Some(a), Some(b)) => Some(crate::plan::Condition::Logic {
+                negated: false,
+                op: rowgate_request::LogicOp::And,
+                children: vec![a, b],
+            }),
+            (a, b) => a.or(b),
+        };
+    }
+    // What the write reads besides its table: embedded resources its filters test, and for a
+    // representation or a Location the written rows as the caller may read them.
+    let mut tables = crate::sql::sqlite::tables_of(&table, &[], &plan.conditions, &[]).split_off(1);
+    match &plan.returning {
         Returning::Representation(columns) => {
-            let tables = crate::sql::sqlite::tables_of(&table, columns, &plan.output_conditions);
-            sqlite_read_rules(sqlite, &tables, &plan.schema, schema, principal, config)?
+            tables.extend(crate::sql::sqlite::tables_of(&table, columns, &plan.output_conditions, &[]))
         }
-        _ => crate::sql::sqlite::RowRules::new(),
-    };
+        Returning::Location(_) => tables.push(&table),
+        _ => {}
+    }
+    let read_rules = sqlite_read_rules(sqlite, &tables, &plan.schema, schema, principal, config)?;
     // A merging upsert may update rows: the caller needs the update rule too.
     let update_rule = match &plan.mutation {
         Mutation::Insert { on_conflict: Some(c), .. } if c.merge => {

@@ -21,9 +21,10 @@ pub struct SqliteRead {
     pub count: Option<Statement>,
 }
 
-/// The rows each table's access rule lets the caller read, by table name; a table not named
-/// is read whole.
-pub type RowRules = std::collections::HashMap<String, Condition>;
+/// The rows each table's access rule lets the caller read, by table name: `None` every row.
+/// A table not named is never read: rendering it fails (a read path [`tables_of`] missed
+/// must not fall back to every row).
+pub type RowRules = std::collections::HashMap<String, Option<Condition>>;
 
 /// What rendering carries along: positional parameters, `?1`, `?2`, ... (bound as text), and
 /// the access rules' conditions, added wherever a table is read.
@@ -45,11 +46,18 @@ impl<'r> Ctx<'r> {
 
     /// ` AND (<the rule's condition>)` for `table`, if its rule restricts the rows.
     fn rule(&mut self, table: &str, sql: &mut String) -> Rendered {
-        if let Some(c) = self.rules.get(table) {
-            sql.push_str(" AND ");
-            condition(c, sql, self)?;
+        match self.rules.get(table) {
+            Some(Some(c)) => {
+                sql.push_str(" AND ");
+                condition(c, sql, self)
+            }
+            Some(None) => Ok(()),
+            None => Err(Error::api(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                code::INTERNAL,
+                format!("no read rule was looked up for {table}"),
+            )),
         }
-        Ok(())
     }
 }
 
@@ -100,23 +108,29 @@ pub fn render_read(plan: &ReadPlan, rules: &RowRules) -> Result<SqliteRead, Erro
     Ok(SqliteRead { main: Statement { text: sql, params: params.values }, count })
 }
 
-/// The tables and views a read plan reads: its relation, embedded ones (with their junction
-/// tables) and those its `EXISTS` conditions read, in the order met.
+/// The tables and views a read plan reads: its relation, embedded and spread ones (with their
+/// junction tables) and those its conditions and order read, in the order met.
 pub fn tables(plan: &ReadPlan) -> Vec<&str> {
-    tables_of(&plan.relation.name.name, &plan.columns, &plan.conditions)
+    tables_of(&plan.relation.name.name, &plan.columns, &plan.conditions, &plan.order)
 }
 
-/// The tables a relation's output columns and conditions read, the relation first.
+/// The tables a relation's output columns, conditions and order read, the relation first.
 pub fn tables_of<'p>(
     relation: &'p str,
     output: &'p [OutputColumn],
     filters: &'p [Condition],
+    order: &'p [OrderBy],
 ) -> Vec<&'p str> {
-    fn columns<'p>(cols: &'p [OutputColumn], out: &mut Vec<&'p str>) {
-        for c in cols {
-            if let Expr::Embed(e) = &c.expr {
+    fn expr<'p>(e: &'p Expr, out: &mut Vec<&'p str>) {
+        match e {
+            Expr::Embed(e) => embed(e, out),
+            Expr::Related { embed: e, expr: value, .. } => {
                 embed(e, out);
+                expr(value, out);
             }
+            Expr::Cast(inner, _) => expr(inner, out),
+            Expr::Aggregate(_, Some(inner)) => expr(inner, out),
+            Expr::Column(_) | Expr::JsonPath { .. } | Expr::Computed { .. } | Expr::Aggregate(_, None) => {}
         }
     }
     fn conditions<'p>(conds: &'p [Condition], out: &mut Vec<&'p str>) {
@@ -124,7 +138,7 @@ pub fn tables_of<'p>(
             match c {
                 Condition::Exists { embed: e, .. } => embed(e, out),
                 Condition::Logic { children, .. } => conditions(children, out),
-                Condition::Filter { .. } => {}
+                Condition::Filter { expr: e, .. } => expr(e, out),
             }
         }
     }
@@ -133,12 +147,14 @@ pub fn tables_of<'p>(
         if let Some(j) = &e.through {
             out.push(&j.relation.name.name);
         }
-        columns(&e.columns, out);
+        e.columns.iter().for_each(|c| expr(&c.expr, out));
         conditions(&e.conditions, out);
+        e.order.iter().for_each(|o| expr(&o.expr, out));
     }
     let mut out = vec![relation];
-    columns(output, &mut out);
+    output.iter().for_each(|c| expr(&c.expr, &mut out));
     conditions(filters, &mut out);
+    order.iter().for_each(|o| expr(&o.expr, &mut out));
     out
 }
 
@@ -216,6 +232,12 @@ fn expr(e: &Expr, sql: &mut String, params: &mut Ctx<'_>) -> Rendered {
                     }
                 }
             };
+            // SQLite's -> fails on text that is not JSON, PostgreSQL's on a column that is not
+            // json: here that would fail or not by the rows a filter meets, rows the caller's
+            // rule may hide. Not JSON reads as null instead, whatever the rows.
+            sql.push_str("(CASE WHEN json_valid(");
+            push_ident(sql, column);
+            sql.push_str(", 10) THEN ");
             if steps.last().is_some_and(|s| s.as_text) {
                 sql.push_str("CASE json_type(");
                 path(sql, params);
@@ -228,6 +250,7 @@ fn expr(e: &Expr, sql: &mut String, params: &mut Ctx<'_>) -> Rendered {
             } else {
                 path(sql, params);
             }
+            sql.push_str(" END)");
         }
         Expr::Embed(embed) => embedded(embed, sql, params)?,
         Expr::Cast(inner, ty) => {
@@ -249,10 +272,13 @@ fn expr(e: &Expr, sql: &mut String, params: &mut Ctx<'_>) -> Rendered {
                     sql.push_str(" AS pgrst_c))");
                     return Ok(());
                 }
+                // (Guarded as JSON paths are: text that is not JSON casts to null.)
                 "json" | "jsonb" => {
-                    sql.push_str("json(");
+                    sql.push_str(
+                        "(SELECT CASE WHEN json_valid(pgrst_c, 10) THEN json(pgrst_c) END FROM (SELECT ",
+                    );
                     expr(inner, sql, params)?;
-                    sql.push(')');
+                    sql.push_str(" AS pgrst_c))");
                     return Ok(());
                 }
                 other => return Err(unsupported(format!("A cast to {other}"))),
@@ -366,21 +392,24 @@ fn related_rows(embed: &EmbedPlan, sql: &mut String, params: &mut Ctx<'_>) -> Re
             sql.push(')');
         }
     }
+    // The rule before the request's conditions (which cannot fail by what rows hold anyway).
+    params.rule(&embed.relation.name.name, sql)?;
     for c in &embed.conditions {
         sql.push_str(" AND ");
         condition(c, sql, params)?;
     }
-    params.rule(&embed.relation.name.name, sql)
+    Ok(())
 }
 
-/// ` WHERE 1 AND <conditions> AND <the table's rule>`.
+/// ` WHERE 1 AND <the table's rule> AND <conditions>`.
 fn where_clause(table: &str, conditions: &[Condition], sql: &mut String, params: &mut Ctx<'_>) -> Rendered {
     sql.push_str(" WHERE 1");
+    params.rule(table, sql)?;
     for c in conditions {
         sql.push_str(" AND ");
         condition(c, sql, params)?;
     }
-    params.rule(table, sql)
+    Ok(())
 }
 
 fn condition(c: &Condition, sql: &mut String, params: &mut Ctx<'_>) -> Rendered {
@@ -466,14 +495,20 @@ fn operation(e: &Expr, kind: ValueKind, op: &Operation, sql: &mut String, params
                     return Ok(());
                 }
                 // rowgate's `regexp` function (db::sqlite): Rust's regex syntax, linear time.
-                CompareOp::Match => {
+                CompareOp::Match | CompareOp::Imatch => {
+                    let pattern =
+                        if *op == CompareOp::Imatch { format!("(?i){value}") } else { value.clone() };
+                    if let Err(e) = crate::db::sqlite::compile_regex(&pattern) {
+                        return Err(Error::Api {
+                            status: StatusCode::BAD_REQUEST,
+                            code: "2201B",
+                            message: format!("{}: {e}", crate::db::sqlite::INVALID_REGEX),
+                            details: None,
+                            hint: None,
+                        });
+                    }
                     sql.push_str(" REGEXP ");
-                    params.push(sql, value.clone());
-                    return Ok(());
-                }
-                CompareOp::Imatch => {
-                    sql.push_str(" REGEXP ");
-                    params.push(sql, format!("(?i){value}"));
+                    params.push(sql, pattern);
                     return Ok(());
                 }
                 other => return Err(unsupported(format!("The operator {}", operator_name(*other)))),
@@ -676,20 +711,22 @@ pub fn render_write(
     // The operation's rule restricts the rows written (its `USING`).
     let restricted = |sql: &mut String, params: &mut Ctx<'_>| -> Rendered {
         sql.push_str(" WHERE 1");
-        for c in &plan.conditions {
-            sql.push_str(" AND ");
-            condition(c, sql, params)?;
-        }
         if let Some(r) = rule {
             sql.push_str(" AND ");
             condition(r, sql, params)?;
+        }
+        for c in &plan.conditions {
+            sql.push_str(" AND ");
+            condition(c, sql, params)?;
         }
         Ok(())
     };
     let mut before = None;
     match &plan.mutation {
         Mutation::Insert { payload, columns, missing_default, on_conflict, put_key } => {
-            sql.push_str("INSERT INTO ");
+            // OR ABORT: a constraint declared ON CONFLICT REPLACE would otherwise delete the
+            // conflicting row, which no delete rule was asked about.
+            sql.push_str("INSERT OR ABORT INTO ");
             push_ident(&mut sql, table);
             if columns.is_empty() {
                 if payload.rows != 1 {
@@ -778,7 +815,7 @@ pub fn render_write(
                     inserted: None,
                 });
             }
-            sql.push_str("UPDATE ");
+            sql.push_str("UPDATE OR ABORT ");
             push_ident(&mut sql, table);
             sql.push_str(" AS pgrst_0 SET ");
             let mut object = String::new();
@@ -853,7 +890,11 @@ pub fn render_write(
             text.push_str(") FROM ");
             push_ident(&mut text, table);
             text.push_str(" WHERE rowid = (SELECT value FROM json_each(?1) LIMIT 1)");
-            Some(Statement { text, params: vec![String::new()] })
+            // Only a row the caller may read is named (its select rule, as for a representation).
+            let mut p = Ctx::new(rules);
+            p.values.push(String::new());
+            p.rule(table, &mut text)?;
+            Some(Statement { text, params: p.values })
         }
         _ => None,
     };
