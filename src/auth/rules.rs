@@ -167,15 +167,7 @@ impl Rules {
         };
         for (_, filter) in self.allowed.values().flatten() {
             let RowFilter::Filters(q) = filter else { continue };
-            let mut filters: Vec<&rowgate_request::Filter> = q.filters.iter().map(|(_, f)| f).collect();
-            let mut trees: Vec<&rowgate_request::LogicTree> = q.logic.iter().map(|(_, t)| t).collect();
-            while let Some(tree) = trees.pop() {
-                match tree {
-                    rowgate_request::LogicTree::Expr { children, .. } => trees.extend(children),
-                    rowgate_request::LogicTree::Filter(f) => filters.push(f),
-                }
-            }
-            for f in filters {
+            for f in leaf_filters(q) {
                 use rowgate_request::Operation as Op;
                 match &f.operation {
                     Op::Compare { value, .. } | Op::IsDistinct(value) => note(value),
@@ -224,6 +216,18 @@ fn parse_filters(text: &str) -> Result<rowgate_request::QueryParams, String> {
     if q.filters.is_empty() && q.logic.is_empty() {
         return Err(format!("{text:?}: no filter (write \"true\" for every row)"));
     }
+    if let Some(f) = leaf_filters(&q).into_iter().find(|f| claim_as_pattern(f)) {
+        return Err(format!(
+            "{text:?}: {} takes a pattern, and a claim is not one (a caller could choose a value \
+             that matches every row); compare claims with eq, neq, in or is.distinct",
+            f.field.name
+        ));
+    }
+    Ok(q)
+}
+
+/// Every filter of a rule: the top-level ones and those inside its logic trees.
+fn leaf_filters(q: &rowgate_request::QueryParams) -> Vec<&rowgate_request::Filter> {
     let mut filters: Vec<&rowgate_request::Filter> = q.filters.iter().map(|(_, f)| f).collect();
     let mut trees: Vec<&rowgate_request::LogicTree> = q.logic.iter().map(|(_, t)| t).collect();
     while let Some(tree) = trees.pop() {
@@ -232,14 +236,7 @@ fn parse_filters(text: &str) -> Result<rowgate_request::QueryParams, String> {
             rowgate_request::LogicTree::Filter(f) => filters.push(f),
         }
     }
-    if let Some(f) = filters.iter().find(|f| claim_as_pattern(f)) {
-        return Err(format!(
-            "{text:?}: {} takes a pattern, and a claim is not one (a caller could choose a value \
-             that matches every row); compare claims with eq, neq, in or is.distinct",
-            f.field.name
-        ));
-    }
-    Ok(q)
+    filters
 }
 
 /// Whether a filter would read a claim as a pattern (`like`, `ilike`, `match`, `imatch`).
