@@ -536,6 +536,21 @@ fn sqlite_rule(
     }
 }
 
+/// Two rules that must both hold (`None`: every row).
+fn both(
+    a: Option<crate::plan::Condition>,
+    b: Option<crate::plan::Condition>,
+) -> Option<crate::plan::Condition> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(crate::plan::Condition::Logic {
+            negated: false,
+            op: rowgate_request::LogicOp::And,
+            children: vec![a, b],
+        }),
+        (a, b) => a.or(b),
+    }
+}
+
 /// A write on SQLite: the operation's rule restricts and checks the rows, the read rules shape
 /// the representation.
 async fn sqlite_write(
@@ -560,14 +575,7 @@ async fn sqlite_write(
         // with a WHERE clause, only rows the caller may read are matched (else a count or a
         // representation would tell of rows it may not see).
         let select = sqlite_rule(sqlite, &table, Operation::Select, &plan.schema, schema, principal, config)?;
-        rule = match (rule, select) {
-            (Some(a), Some(b)) => Some(crate::plan::Condition::Logic {
-                negated: false,
-                op: rowgate_request::LogicOp::And,
-                children: vec![a, b],
-            }),
-            (a, b) => a.or(b),
-        };
+        rule = both(rule, select);
     }
     // What the write reads besides its table: embedded resources its filters test, and for a
     // representation or a Location the written rows as the caller may read them.
@@ -580,10 +588,16 @@ async fn sqlite_write(
         _ => {}
     }
     let read_rules = sqlite_read_rules(sqlite, &tables, &plan.schema, schema, principal, config)?;
-    // A merging upsert may update rows: the caller needs the update rule too.
+    // A merging upsert may update rows: the caller needs the update rule too, and the select
+    // rule — PostgreSQL checks the row an ON CONFLICT DO UPDATE finds, and the rows it writes,
+    // against SELECT policies as well, so a row the caller may not read is never updated.
     let update_rule = match &plan.mutation {
         Mutation::Insert { on_conflict: Some(c), .. } if c.merge => {
-            sqlite_rule(sqlite, &table, Operation::Update, &plan.schema, schema, principal, config)?
+            let update =
+                sqlite_rule(sqlite, &table, Operation::Update, &plan.schema, schema, principal, config)?;
+            let select =
+                sqlite_rule(sqlite, &table, Operation::Select, &plan.schema, schema, principal, config)?;
+            both(update, select)
         }
         _ => None,
     };

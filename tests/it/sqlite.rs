@@ -549,6 +549,29 @@ fn filtered_writes_match_only_rows_the_caller_may_read() {
 }
 
 #[test]
+fn a_merging_upsert_never_updates_or_writes_a_row_the_caller_may_not_read() {
+    // As PostgreSQL checks the row an ON CONFLICT DO UPDATE finds, and the rows it writes,
+    // against SELECT policies: alice may update any task but read only hers.
+    let alice = format!("Bearer {}", signed(json!({"role": "member", "sub": "alice"})));
+    let merge =
+        [("authorization", alice.as_str()), ("prefer", "resolution=merge-duplicates,return=representation")];
+    let r = post("/tasks", &merge, r#"{"id": 2, "owner": "alice", "title": "taken over"}"#);
+    assert_eq!(r.json(), json!([]), "{}", r.body);
+    let r = post("/tasks", &merge, r#"{"id": 5, "owner": "bob", "title": "planted"}"#);
+    assert_eq!((r.status, r.json()["code"].as_str()), (403, Some("42501")), "{}", r.body);
+    let r = post("/tasks", &merge, r#"{"id": 6, "owner": "alice", "title": "a3"}"#);
+    assert_eq!(
+        (r.status, r.json()),
+        (201, json!([{"id": 6, "owner": "alice", "title": "a3"}])),
+        "{}",
+        r.body
+    );
+    let bob = format!("Bearer {}", signed(json!({"role": "member", "sub": "bob"})));
+    let r = request_to(write_base(), "GET", "/tasks?select=title", &[("authorization", &bob)]);
+    assert_eq!(r.json(), json!([{"title": "b1"}]), "{}", r.body);
+}
+
+#[test]
 fn a_conflict_declared_replace_fails_instead_of_deleting_the_other_row() {
     // There is no delete rule for `handles`: an insert must not remove a row either.
     let r = post("/handles", &[], r#"{"id": 2, "handle": "taken"}"#);
