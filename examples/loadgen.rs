@@ -38,6 +38,8 @@ struct Outcome {
     statuses: BTreeMap<u16, usize>,
     errors: BTreeMap<String, usize>,
     latencies: Vec<Duration>,
+    /// Response body bytes received.
+    bytes: u64,
 }
 
 fn usage() -> ! {
@@ -86,7 +88,9 @@ fn main() {
         "rps": n as f64 / elapsed.as_secs_f64(),
         "statuses": outcome.statuses,
         "errors": outcome.errors,
+        "mib_per_sec": outcome.bytes as f64 / (1024.0 * 1024.0) / elapsed.as_secs_f64(),
         "p50_ms": pct(0.50),
+        "p95_ms": pct(0.95),
         "p99_ms": pct(0.99),
         "max_ms": pct(1.0),
     });
@@ -104,6 +108,7 @@ async fn run(
         statuses: BTreeMap::new(),
         errors: BTreeMap::new(),
         latencies: Vec::new(),
+        bytes: 0,
     }));
     let start = Instant::now();
     let workers: Vec<_> = (0..concurrency.min(requests.len()))
@@ -121,7 +126,10 @@ async fn run(
                     let mut o = outcome.lock().expect("outcome");
                     o.latencies.push(elapsed);
                     match result {
-                        Ok(status) => *o.statuses.entry(status).or_default() += 1,
+                        Ok((status, bytes)) => {
+                            *o.statuses.entry(status).or_default() += 1;
+                            o.bytes += bytes as u64;
+                        }
                         Err(e) => *o.errors.entry(e).or_default() += 1,
                     }
                 }
@@ -149,7 +157,7 @@ async fn connect(addr: &str) -> Result<Sender, String> {
 /// One request on a connection of its own, closed after the answer: written and read as bytes
 /// (`Connection: close`, the answer ends with the connection). hyper's client machinery per
 /// connection cost more CPU than the request did, on the same two cores as the server.
-async fn send_once(addr: &str, line: &Line) -> Result<u16, String> {
+async fn send_once(addr: &str, line: &Line) -> Result<(u16, usize), String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = TcpStream::connect(addr).await.map_err(|e| format!("connect: {}", e.kind()))?;
     stream.set_nodelay(true).map_err(|e| e.to_string())?;
@@ -166,13 +174,20 @@ async fn send_once(addr: &str, line: &Line) -> Result<u16, String> {
     let mut answer = Vec::with_capacity(4096);
     stream.read_to_end(&mut answer).await.map_err(|e| format!("read: {}", e.kind()))?;
     // "HTTP/1.1 200 OK": the status is the second word.
-    std::str::from_utf8(answer.get(9..12).unwrap_or_default())
+    let status = std::str::from_utf8(answer.get(9..12).unwrap_or_default())
         .ok()
         .and_then(|s| s.parse().ok())
-        .ok_or_else(|| "no HTTP status line".to_owned())
+        .ok_or_else(|| "no HTTP status line".to_owned())?;
+    let body = answer.windows(4).position(|w| w == b"\r\n\r\n").map_or(0, |at| answer.len() - at - 4);
+    Ok((status, body))
 }
 
-async fn send(addr: &str, line: &Line, conn: &mut Option<Sender>, keep_alive: bool) -> Result<u16, String> {
+async fn send(
+    addr: &str,
+    line: &Line,
+    conn: &mut Option<Sender>,
+    keep_alive: bool,
+) -> Result<(u16, usize), String> {
     if !keep_alive {
         return send_once(addr, line).await;
     }
@@ -192,9 +207,9 @@ async fn send(addr: &str, line: &Line, conn: &mut Option<Sender>, keep_alive: bo
     sender.ready().await.map_err(|e| format!("ready: {e}"))?;
     let resp = sender.send_request(req).await.map_err(|e| format!("send: {e}"))?;
     let status = resp.status().as_u16();
-    resp.into_body().collect().await.map_err(|e| format!("body: {e}"))?;
+    let body = resp.into_body().collect().await.map_err(|e| format!("body: {e}"))?.to_bytes();
     if keep_alive {
         *conn = Some(sender);
     }
-    Ok(status)
+    Ok((status, body.len()))
 }
