@@ -19,3 +19,24 @@ pub mod response;
 pub mod schema;
 pub mod server;
 pub mod sql;
+
+/// Lower-case hex digits of `bytes` (key and token hashes, random ids): one allocation, where
+/// `format!("{b:02x}")` per byte made one per byte.
+pub fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(DIGITS[usize::from(b >> 4)] as char);
+        out.push(DIGITS[usize::from(b & 0x0f)] as char);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn hex_is_lower_case_two_digits_a_byte() {
+        assert_eq!(super::hex(&[0x00, 0x0f, 0xa5, 0xff]), "000fa5ff");
+        assert_eq!(super::hex(&[]), "");
+    }
+}

@@ -391,7 +391,7 @@ fn random_token() -> String {
 }
 
 fn token_hash(token: &str) -> String {
-    sha2::Sha256::digest(token.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+    crate::hex(&sha2::Sha256::digest(token.as_bytes()))
 }
 
 /// A random (version 4) UUID.
@@ -399,6 +399,6 @@ fn uuid_v4() -> String {
     let mut b = random_bytes::<16>();
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
-    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    let h = crate::hex(&b);
     format!("{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
 }

@@ -95,7 +95,7 @@ impl KeyStore {
         let mut conn = db.get().await?;
         let stmt = conn.prepare_cached(LOOKUP).await.map_err(lookup_error)?;
         // bytea in text form: `\x` and hex, so the parameter stays a text-format value.
-        let hex = format!("\\x{}", hash.iter().map(|b| format!("{b:02x}")).collect::<String>());
+        let hex = format!("\\x{}", crate::hex(hash));
         let rows = conn.client.query(&stmt, &[&hex]).await.map_err(lookup_error)?;
         let Some(row) = rows.first() else { return Ok(Found::Unknown) };
         let stored: RawValue = row.get(0);

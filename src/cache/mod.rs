@@ -423,7 +423,7 @@ impl ResponseCache {
             metrics,
             markers: Mutex::new(Markers { next: 1, ..Markers::default() }),
             reloads: (AtomicU64::new(0), AtomicU64::new(0)),
-            instance: id.iter().map(|b| format!("{b:02x}")).collect(),
+            instance: crate::hex(&id),
             logical: std::sync::atomic::AtomicBool::new(false),
             routes: config.cache_routes.as_ref().map(|r| r.iter().cloned().collect()),
             key_claims: config.cache_key_claims.clone(),

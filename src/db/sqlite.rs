@@ -30,7 +30,7 @@ impl SqliteTarget {
         if rest == ":memory:" {
             let mut id = [0u8; 8];
             let _ = getrandom::fill(&mut id);
-            let name: String = id.iter().map(|b| format!("{b:02x}")).collect();
+            let name = crate::hex(&id);
             return Some(SqliteTarget::Memory(format!("file:rowgate-{name}?mode=memory&cache=shared")));
         }
         let path = rest.strip_prefix("//").unwrap_or(rest);
