@@ -82,7 +82,15 @@ impl KeyStore {
     /// Verifies `key`: 403 for an unknown, revoked or expired key.
     pub async fn verify(&self, key: &str, db: &Db) -> Result<ApiKey, Error> {
         let hash: [u8; 32] = Sha256::digest(key.as_bytes()).into();
-        let found = self.cache.try_get_with(hash, self.lookup(&hash, db)).await.map_err(|e| e.duplicate())?;
+        let found = match self.cache.get(&hash).await {
+            Some(found) => found,
+            // A miss: one look-up shared by every concurrent request for the key. Boxed: moka's
+            // loader future is ~16 KB, which every request's future carried (and copied at each
+            // `.await` above it), API key or not.
+            None => Box::pin(self.cache.try_get_with(hash, self.lookup(&hash, db)))
+                .await
+                .map_err(|e| e.duplicate())?,
+        };
         match found {
             Found::Key(k) if k.expires_at.is_some_and(|e| e <= now()) => Err(forbidden("API key expired")),
             Found::Key(k) => Ok(k),
