@@ -131,7 +131,12 @@ pub fn compile_regex(pattern: &str) -> Result<regex::Regex, regex::Error> {
 }
 
 /// How a pattern `regexp` cannot compile is reported (then PostgreSQL's 2201B).
-pub const INVALID_REGEX: &str = "invalid regular expression";
+const INVALID_REGEX: &str = "invalid regular expression";
+
+/// PostgreSQL's answer to a `match` pattern that does not compile: 400 `2201B`.
+pub fn invalid_regex(detail: impl std::fmt::Display) -> Error {
+    Error::api(StatusCode::BAD_REQUEST, "2201B", format!("{INVALID_REGEX}: {detail}"))
+}
 
 /// What changed in the database, for a [`Listener`].
 pub enum Changed<'a> {
@@ -629,15 +634,8 @@ fn sqlite_error(e: rusqlite::Error) -> Error {
     }
     if e.to_string().contains(INVALID_REGEX) {
         let message = e.to_string();
-        let message =
-            message.split_once(INVALID_REGEX).map_or(message.as_str(), |(_, m)| m.trim_start_matches(':'));
-        return Error::Api {
-            status: StatusCode::BAD_REQUEST,
-            code: "2201B",
-            message: format!("{INVALID_REGEX}:{message}"),
-            details: None,
-            hint: None,
-        };
+        let detail = message.split_once(INVALID_REGEX).map_or(message.as_str(), |(_, m)| m);
+        return invalid_regex(detail.trim_start_matches(':').trim_start());
     }
     if e.to_string().contains("fts5: syntax error") {
         // (The query translation refuses what FTS5 cannot parse; this is the backstop.)

@@ -499,13 +499,7 @@ fn operation(e: &Expr, kind: ValueKind, op: &Operation, sql: &mut String, params
                     let pattern =
                         if *op == CompareOp::Imatch { format!("(?i){value}") } else { value.clone() };
                     if let Err(e) = crate::db::sqlite::compile_regex(&pattern) {
-                        return Err(Error::Api {
-                            status: StatusCode::BAD_REQUEST,
-                            code: "2201B",
-                            message: format!("{}: {e}", crate::db::sqlite::INVALID_REGEX),
-                            details: None,
-                            hint: None,
-                        });
+                        return Err(crate::db::sqlite::invalid_regex(e));
                     }
                     sql.push_str(" REGEXP ");
                     params.push(sql, pattern);
