@@ -1,8 +1,24 @@
 """What every runner under bench/ shares. A runner imports it with
 `sys.path.insert(0, <bench dir>)`; nothing here starts a process or writes a file."""
 
+import os
+import resource
+import shutil
 import sys
 import time
+
+
+def children_cpu_seconds():
+    """User and system CPU seconds of this process's children that have finished: read before
+    and after a load-generator run, the difference is what the load generator used."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def oha_path():
+    """oha's path when it is installed (on PATH, or where `cargo install` puts it), else None."""
+    installed = os.path.expanduser("~/.cargo/bin/oha")
+    return shutil.which("oha") or (installed if os.path.exists(installed) else None)
 
 
 class Progress:
