@@ -232,11 +232,8 @@ impl Accounts {
             .ok_or_else(|| fail(StatusCode::BAD_REQUEST, "validation_failed", "refresh_token is required"))?;
         let now = unix_now();
         let successor = self.successor(&token);
-        let rotated = self
-            .store
-            .rotate(token_hash(&token), successor, now, self.reuse_interval)
-            .await
-            .map_err(|_| internal())?;
+        let rotated =
+            self.store.rotate(token, successor, now, self.reuse_interval).await.map_err(|_| internal())?;
         let Some((user, refresh)) = rotated else {
             return Err(fail(StatusCode::BAD_REQUEST, "refresh_token_not_found", "Invalid Refresh Token"));
         };

@@ -157,6 +157,45 @@ fn refresh_tokens_rotate_and_one_used_again_at_once_gets_the_same_successor(base
     assert_eq!(status, 200);
 }
 
+/// A refresh token issued before tokens carried their stamp (stored under its SHA-256 alone)
+/// still rotates after the upgrade, and is answered the same way when used again at once.
+#[test]
+fn a_refresh_token_issued_before_stamps_still_rotates_on_sqlite() {
+    use sha2::Digest;
+    let path = tempfile::tempdir().expect("temp dir").keep().join("legacy.db");
+    let args = rowgate::config::ServeArgs { accounts_enabled: Some(true), ..Default::default() };
+    let base = crate::sqlite::serve_sqlite(&path, SCHEMA, RULES, args);
+    let (_, session) =
+        auth(&base, "/auth/v1/signup", json!({"email": "old@example.com", "password": "secret-old"}));
+    let legacy = "Jm9yZ2V0LW1lLW5vdC1pdHMtanVzdC1hLXRlc3QtdG9rZW4";
+    let hash = rowgate::hex(&sha2::Sha256::digest(legacy));
+    rusqlite::Connection::open(&path)
+        .expect("open")
+        .execute(
+            "INSERT INTO _rowgate_refresh_tokens (token_hash, user_id, expires_at) VALUES (?1, ?2, ?3)",
+            rusqlite::params![hash, session["user"]["id"].as_str().unwrap(), i64::MAX],
+        )
+        .expect("a token of the old format");
+    let (status, renewed) =
+        auth(&base, "/auth/v1/token?grant_type=refresh_token", json!({"refresh_token": legacy}));
+    assert_eq!((status, renewed["user"]["email"].as_str()), (200, Some("old@example.com")), "{renewed}");
+    let (status, again) =
+        auth(&base, "/auth/v1/token?grant_type=refresh_token", json!({"refresh_token": legacy}));
+    assert_eq!((status, &again["refresh_token"]), (200, &renewed["refresh_token"]), "{again}");
+    let (status, _) = auth(
+        &base,
+        "/auth/v1/token?grant_type=refresh_token",
+        json!({"refresh_token": renewed["refresh_token"]}),
+    );
+    assert_eq!(status, 200);
+    // A stamp that does not match its token is no way in.
+    let forged =
+        format!("0000000000000000.{}", renewed["refresh_token"].as_str().unwrap().split_once('.').unwrap().1);
+    let (status, e) =
+        auth(&base, "/auth/v1/token?grant_type=refresh_token", json!({"refresh_token": forged}));
+    assert_eq!((status, e["error_code"].as_str()), (400, Some("refresh_token_not_found")));
+}
+
 /// After the reuse interval (0 here), a used token presented again revokes them all.
 fn a_token_reused_after_the_interval_revokes_them_all(base: &str) {
     let (_, session) =
