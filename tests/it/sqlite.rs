@@ -580,6 +580,36 @@ fn a_conflict_declared_replace_fails_instead_of_deleting_the_other_row() {
     assert_eq!(r.json(), json!([{"id": 1}]), "{}", r.body);
 }
 
+/// The writer checkpoints the log in the first pause after a burst of writes: the burst's
+/// pages reach the database file, and no commit of the burst waited for that.
+#[test]
+fn a_burst_of_writes_is_checkpointed_in_the_pause_after_it() {
+    let path = tempfile::tempdir().expect("temp dir").keep().join("burst.db");
+    let rules = "[blobs]\ninsert = { anon = \"true\" }\n";
+    let base = serve_sqlite(
+        &path,
+        "CREATE TABLE blobs (id INTEGER PRIMARY KEY, body TEXT);",
+        rules,
+        Default::default(),
+    );
+    let before = std::fs::metadata(&path).expect("the file").len();
+    // ~1.2 MB: some 600 pages written to the log.
+    let rows: Vec<serde_json::Value> = (0..300).map(|i| json!({"id": i, "body": "x".repeat(4000)})).collect();
+    let r = send_to(
+        &base,
+        "POST",
+        "/blobs",
+        &[("content-type", "application/json")],
+        Some(&json!(rows).to_string()),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    let started = std::time::Instant::now();
+    while std::fs::metadata(&path).expect("the file").len() < before + 1_000_000 {
+        assert!(started.elapsed() < std::time::Duration::from_secs(3), "the log was not checkpointed");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn a_schema_change_by_another_process_is_served_without_a_restart() {
     let base = write_base();
