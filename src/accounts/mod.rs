@@ -15,10 +15,10 @@
 //! shape: `{"code": 400, "error_code": "invalid_credentials", "msg": "..."}`.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
+use argon2::password_hash::{PasswordHash, PasswordHasher, SaltString};
 use argon2::Argon2;
 use bytes::Bytes;
 use http::{header, HeaderValue, Method, Response, StatusCode};
@@ -43,6 +43,11 @@ const MIN_PASSWORD: usize = 6;
 
 mod store;
 
+/// What a login for an unknown address is checked against: it costs a full verification too,
+/// so timing does not tell who is registered.
+const DUMMY_HASH: &str =
+    "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$9mX1Sx1N2Ly9rXQ4m2Wn3Cj1nDQ7q8l6zvN4KJ0kQk8";
+
 pub use store::{PgStore, Store, INSTALL_SQL};
 
 /// The accounts service of a server.
@@ -56,6 +61,60 @@ pub struct Accounts {
     audience: String,
     /// Per address: failures in the window, when it began, logins being checked now.
     failures: Mutex<HashMap<String, Attempts>>,
+    hashing: Arc<Hashing>,
+}
+
+/// Where passwords are checked: blocking threads, one check per core at a time (more only
+/// share the cores), each with Argon2's working memory kept from the check before. Allocated
+/// afresh, its 19 MiB came from the kernel as new pages every time, faulted in and zeroed:
+/// a sixth of a login's CPU.
+struct Hashing {
+    turns: tokio::sync::Semaphore,
+    memories: Mutex<Vec<Vec<argon2::Block>>>,
+}
+
+impl Hashing {
+    /// Whether `password` is the one `phc` (a PHC string, as stored) was made from; `None` if
+    /// the check could not run.
+    async fn verify(self: &Arc<Self>, password: String, phc: String) -> Option<bool> {
+        let _turn = self.turns.acquire().await.ok()?;
+        let hashing = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut memory =
+                hashing.memories.lock().unwrap_or_else(|e| e.into_inner()).pop().unwrap_or_default();
+            let ok = verify_password(password.as_bytes(), &phc, &mut memory);
+            hashing.memories.lock().unwrap_or_else(|e| e.into_inner()).push(memory);
+            ok
+        })
+        .await
+        .ok()
+    }
+}
+
+/// Argon2's own `verify_password`, in `memory` (grown as the hash's parameters need).
+fn verify_password(password: &[u8], phc: &str, memory: &mut Vec<argon2::Block>) -> bool {
+    let Ok(hash) = PasswordHash::new(phc) else { return false };
+    let (Ok(algorithm), Ok(params), Some(expected), Some(salt)) =
+        (argon2::Algorithm::try_from(hash.algorithm), argon2::Params::try_from(&hash), hash.hash, hash.salt)
+    else {
+        return false;
+    };
+    let version = match hash.version.map(argon2::Version::try_from) {
+        None => argon2::Version::default(),
+        Some(Ok(v)) => v,
+        Some(Err(_)) => return false,
+    };
+    let mut salt_bytes = [0u8; argon2::password_hash::Salt::MAX_LENGTH];
+    let Ok(salt) = salt.decode_b64(&mut salt_bytes) else { return false };
+    if memory.len() < params.block_count() {
+        memory.resize(params.block_count(), argon2::Block::default());
+    }
+    let mut out = vec![0u8; expected.len()];
+    Argon2::new(algorithm, version, params)
+        .hash_password_into_with_memory(password, salt, &mut out, &mut memory[..])
+        .is_ok()
+        // Output's comparison takes the same time wherever the bytes differ.
+        && argon2::password_hash::Output::new(&out).is_ok_and(|o| o == expected)
 }
 
 /// Login attempts of one address.
@@ -102,6 +161,12 @@ impl Accounts {
             secret: secret.to_vec(),
             audience: audience.unwrap_or_else(|| "authenticated".into()),
             failures: Mutex::new(HashMap::new()),
+            hashing: Arc::new(Hashing {
+                turns: tokio::sync::Semaphore::new(
+                    std::thread::available_parallelism().map_or(2, |n| n.get()),
+                ),
+                memories: Mutex::new(Vec::new()),
+            }),
         })
     }
 
@@ -206,15 +271,8 @@ impl Accounts {
             ));
         };
         let found = self.store.by_email(email).await.map_err(|_| internal())?;
-        // A missing user costs a verification too: timing does not tell who is registered.
-        const DUMMY: &str = "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$9mX1Sx1N2Ly9rXQ4m2Wn3Cj1nDQ7q8l6zvN4KJ0kQk8";
-        let hash = found.as_ref().map_or(DUMMY, |(_, h)| h.as_str()).to_owned();
-        let ok = tokio::task::spawn_blocking(move || {
-            PasswordHash::new(&hash)
-                .is_ok_and(|h| Argon2::default().verify_password(password.as_bytes(), &h).is_ok())
-        })
-        .await
-        .unwrap_or(false);
+        let hash = found.as_ref().map_or(DUMMY_HASH, |(_, h)| h.as_str()).to_owned();
+        let ok = self.hashing.verify(password, hash).await.unwrap_or(false);
         let Some((user, _)) = found.filter(|_| ok) else {
             attempt.outcome = Some(false);
             return Err(fail(StatusCode::BAD_REQUEST, "invalid_credentials", "Invalid login credentials"));
@@ -405,6 +463,7 @@ struct UserJson<'a> {
     identities: [(); 0],
 }
 
+/// GoTrue's `app_metadata` of an account made with an email address.
 #[derive(Serialize)]
 struct AppMetadata {
     provider: &'static str,
@@ -432,6 +491,7 @@ impl<'a> UserJson<'a> {
     }
 }
 
+/// The JSON text of one of the structs above (plain fields and string keys: cannot fail).
 fn to_json(v: &impl Serialize) -> String {
     serde_json::to_string(v).expect("plain structs serialize")
 }
@@ -471,4 +531,29 @@ fn uuid_v4() -> String {
     b[8] = (b[8] & 0x3f) | 0x80;
     let h = crate::hex(&b);
     format!("{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_password_is_verified_in_memory_kept_from_the_check_before() {
+        let salt = SaltString::generate(&mut argon2::password_hash::rand_core::OsRng);
+        let phc = Argon2::default().hash_password(b"correct horse", &salt).expect("hash").to_string();
+        let mut memory = Vec::new();
+        assert!(verify_password(b"correct horse", &phc, &mut memory));
+        assert_eq!(memory.len(), argon2::Params::default().block_count());
+        assert!(!verify_password(b"correct hors", &phc, &mut memory));
+        assert!(verify_password(b"correct horse", &phc, &mut memory), "memory left by a check is reusable");
+        assert!(!verify_password(b"correct horse", "not a hash", &mut memory));
+    }
+
+    #[test]
+    fn the_dummy_hash_costs_a_full_verification() {
+        let mut memory = Vec::new();
+        assert!(!verify_password(b"anything", DUMMY_HASH, &mut memory));
+        // It ran Argon2 with the default parameters, not an early return on a parse error.
+        assert_eq!(memory.len(), argon2::Params::default().block_count());
+    }
 }
