@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use argon2::password_hash::{PasswordHash, PasswordHasher, SaltString};
+use argon2::password_hash::{PasswordHash, SaltString};
 use argon2::Argon2;
 use bytes::Bytes;
 use http::{header, HeaderValue, Method, Response, StatusCode};
@@ -77,17 +77,62 @@ impl Hashing {
     /// Whether `password` is the one `phc` (a PHC string, as stored) was made from; `None` if
     /// the check could not run.
     async fn verify(self: &Arc<Self>, password: String, phc: String) -> Option<bool> {
+        self.with_memory(move |memory| verify_password(password.as_bytes(), &phc, memory)).await
+    }
+
+    /// The PHC string of a new hash of `password`; `None` if it could not be made.
+    async fn hash(self: &Arc<Self>, password: String) -> Option<String> {
+        self.with_memory(move |memory| hash_password(password.as_bytes(), memory)).await.flatten()
+    }
+
+    /// Runs `f` on a blocking thread when a turn is free, with a kept working memory.
+    async fn with_memory<T: Send + 'static>(
+        self: &Arc<Self>,
+        f: impl FnOnce(&mut Vec<argon2::Block>) -> T + Send + 'static,
+    ) -> Option<T> {
         let _turn = self.turns.acquire().await.ok()?;
         let hashing = self.clone();
         tokio::task::spawn_blocking(move || {
             let mut memory =
                 hashing.memories.lock().unwrap_or_else(|e| e.into_inner()).pop().unwrap_or_default();
-            let ok = verify_password(password.as_bytes(), &phc, &mut memory);
+            let result = f(&mut memory);
             hashing.memories.lock().unwrap_or_else(|e| e.into_inner()).push(memory);
-            ok
+            result
         })
         .await
         .ok()
+    }
+}
+
+/// Argon2's own `hash_password` (Argon2id, its default parameters, a random salt), in `memory`.
+fn hash_password(password: &[u8], memory: &mut Vec<argon2::Block>) -> Option<String> {
+    use argon2::password_hash::{Output, ParamsString};
+    let salt = SaltString::generate(&mut argon2::password_hash::rand_core::OsRng);
+    let mut salt_bytes = [0u8; argon2::password_hash::Salt::MAX_LENGTH];
+    let raw_salt = salt.as_salt().decode_b64(&mut salt_bytes).ok()?;
+    let argon = Argon2::default();
+    let params = argon.params().clone();
+    grow(memory, &params);
+    let output = Output::init_with(argon2::Params::DEFAULT_OUTPUT_LEN, |out| {
+        argon
+            .hash_password_into_with_memory(password, raw_salt, out, &mut memory[..])
+            .map_err(|_| argon2::password_hash::Error::Password)
+    })
+    .ok()?;
+    let phc = PasswordHash {
+        algorithm: argon2::Algorithm::Argon2id.ident(),
+        version: Some(argon2::Version::V0x13.into()),
+        params: ParamsString::try_from(&params).ok()?,
+        salt: Some(salt.as_salt()),
+        hash: Some(output),
+    };
+    Some(phc.to_string())
+}
+
+/// Makes `memory` large enough for a hash with `params`.
+fn grow(memory: &mut Vec<argon2::Block>, params: &argon2::Params) {
+    if memory.len() < params.block_count() {
+        memory.resize(params.block_count(), argon2::Block::default());
     }
 }
 
@@ -106,9 +151,7 @@ fn verify_password(password: &[u8], phc: &str, memory: &mut Vec<argon2::Block>) 
     };
     let mut salt_bytes = [0u8; argon2::password_hash::Salt::MAX_LENGTH];
     let Ok(salt) = salt.decode_b64(&mut salt_bytes) else { return false };
-    if memory.len() < params.block_count() {
-        memory.resize(params.block_count(), argon2::Block::default());
-    }
+    grow(memory, &params);
     let mut out = vec![0u8; expected.len()];
     Argon2::new(algorithm, version, params)
         .hash_password_into_with_memory(password, salt, &mut out, &mut memory[..])
@@ -236,14 +279,7 @@ impl Accounts {
                 &format!("Password should be at least {MIN_PASSWORD} characters."),
             ));
         }
-        let hash = tokio::task::spawn_blocking(move || {
-            let salt = SaltString::generate(&mut argon2::password_hash::rand_core::OsRng);
-            Argon2::default().hash_password(password.as_bytes(), &salt).map(|h| h.to_string())
-        })
-        .await
-        .ok()
-        .and_then(Result::ok)
-        .ok_or_else(internal)?;
+        let hash = self.hashing.hash(password).await.ok_or_else(internal)?;
         let id = uuid_v4();
         let now = unix_now();
         // The account and its first session commit together.
@@ -535,6 +571,8 @@ fn uuid_v4() -> String {
 
 #[cfg(test)]
 mod tests {
+    use argon2::password_hash::PasswordHasher;
+
     use super::*;
 
     #[test]
@@ -547,6 +585,18 @@ mod tests {
         assert!(!verify_password(b"correct hors", &phc, &mut memory));
         assert!(verify_password(b"correct horse", &phc, &mut memory), "memory left by a check is reusable");
         assert!(!verify_password(b"correct horse", "not a hash", &mut memory));
+    }
+
+    #[test]
+    fn a_hash_made_in_kept_memory_is_argon2s_own() {
+        use argon2::password_hash::PasswordVerifier;
+        let mut memory = Vec::new();
+        let phc = hash_password(b"correct horse", &mut memory).expect("hash");
+        assert!(phc.starts_with("$argon2id$v=19$m=19456,t=2,p=1$"), "{phc}");
+        let parsed = PasswordHash::new(&phc).expect("a PHC string");
+        assert!(Argon2::default().verify_password(b"correct horse", &parsed).is_ok());
+        assert!(verify_password(b"correct horse", &phc, &mut memory));
+        assert_ne!(phc, hash_password(b"correct horse", &mut memory).expect("hash"), "salted");
     }
 
     #[test]
