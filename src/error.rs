@@ -1,58 +1,151 @@
-//! The one `Error` type of a request, and its mapping to PostgREST's error JSON and HTTP
-//! status. This file is the only place where an error becomes a status code.
+//! The one `Error` type of a request, its codes, and the one mapping from an error to
+//! PostgREST's error JSON and an HTTP status. A construction site names a code and says what
+//! went wrong; the status belongs to the code ([`Code`]), never to the site.
 //!
 //! Codes follow PostgREST: `PGRST0xx` connection, `PGRST1xx` request, `PGRST2xx` schema cache,
-//! `PGRST3xx` JWT, and PostgreSQL's SQLSTATE for database errors. Codes rowgate adds for limits
-//! PostgREST does not have start with `RG`.
+//! `PGRST3xx` JWT, and PostgreSQL's SQLSTATE for database errors (statuses by
+//! [`sqlstate_status`], PostgREST's table). Codes rowgate adds for what PostgREST does not have
+//! start with `RG`.
 
 use http::StatusCode;
 use rowgate_request::RequestError;
 use serde::Serialize;
 
-/// PostgREST's error codes that rowgate emits, by name.
+/// An error code and the one HTTP status it is sent with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Code {
+    name: &'static str,
+    status: u16,
+}
+
+impl Code {
+    const fn new(name: &'static str, status: u16) -> Code {
+        Code { name, status }
+    }
+
+    /// The code as sent in the error body (`PGRST205`, `RG001`).
+    pub fn name(self) -> &'static str {
+        self.name
+    }
+
+    /// The HTTP status every error with this code is sent with.
+    pub fn status(self) -> StatusCode {
+        StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+    }
+}
+
+/// Every PostgREST and rowgate code rowgate sends, by name, with its status. (Retired codes stay
+/// as comments, so that a number is never reused.)
 pub mod code {
+    use super::Code;
+
     /// Could not connect to the database.
-    pub const CONNECTION: &str = "PGRST000";
-    /// Internal connection error.
-    pub const CONNECTION_INTERNAL: &str = "PGRST001";
-    /// The schema cache is not loaded yet.
-    pub const SCHEMA_CACHE_NOT_READY: &str = "PGRST002";
+    pub const CONNECTION: Code = Code::new("PGRST000", 503);
+    /// The schema cache is not loaded yet, or is being reloaded after a schema change.
+    pub const SCHEMA_CACHE_NOT_READY: Code = Code::new("PGRST002", 503);
     /// Timed out waiting for a pooled connection.
-    pub const POOL_TIMEOUT: &str = "PGRST003";
-    /// A query parameter did not parse.
-    pub const PARSE: &str = "PGRST100";
+    pub const POOL_TIMEOUT: Code = Code::new("PGRST003", 504);
+    /// A query parameter or header did not parse.
+    pub const PARSE: Code = Code::new("PGRST100", 400);
+    /// The body is not valid for the request (JSON, CSV, form).
+    pub const INVALID_BODY: Code = Code::new("PGRST102", 400);
     /// Invalid `Range` or offset.
-    pub const INVALID_RANGE: &str = "PGRST103";
+    pub const INVALID_RANGE: Code = Code::new("PGRST103", 416);
+    /// PUT with filters other than the primary key's, or on a relation without one.
+    pub const INVALID_PUT: Code = Code::new("PGRST105", 405);
     /// Unknown schema in `Accept-Profile` / `Content-Profile`.
-    pub const UNACCEPTABLE_SCHEMA: &str = "PGRST106";
+    pub const UNACCEPTABLE_SCHEMA: Code = Code::new("PGRST106", 406);
     /// No acceptable media type.
-    pub const UNACCEPTABLE_MEDIA: &str = "PGRST107";
+    pub const UNACCEPTABLE_MEDIA: Code = Code::new("PGRST107", 406);
+    /// A filter, order or limit names a resource `select` does not embed.
+    pub const NOT_EMBEDDED: Code = Code::new("PGRST108", 400);
+    /// `limit`/`offset` on a PUT.
+    pub const PUT_RANGE: Code = Code::new("PGRST114", 400);
+    /// A PUT body whose primary key differs from the URL's.
+    pub const PUT_MISMATCH: Code = Code::new("PGRST115", 400);
     /// `vnd.pgrst.object+json` with a row count other than one.
-    pub const SINGULAR: &str = "PGRST116";
+    pub const SINGULAR: Code = Code::new("PGRST116", 406);
     /// Unsupported method for the target.
-    pub const UNSUPPORTED_METHOD: &str = "PGRST117";
+    pub const UNSUPPORTED_METHOD: Code = Code::new("PGRST117", 405);
+    /// An order by a column of a to-many embedded resource.
+    pub const RELATED_ORDER: Code = Code::new("PGRST118", 400);
     /// `handling=strict` with an invalid preference.
-    pub const INVALID_PREFERENCES: &str = "PGRST122";
-    /// Unknown table or view.
-    pub const RELATION_NOT_FOUND: &str = "PGRST205";
-    /// No `db-anon-role` and no credentials.
-    pub const NO_ANON_ROLE: &str = "PGRST302";
-    /// URL longer than `server-max-url-length`.
-    pub const URL_TOO_LONG: &str = "RG001";
-    /// Body larger than `server-max-body-size`.
-    pub const BODY_TOO_LARGE: &str = "RG002";
-    /// A request handler panicked (a bug); the server keeps running.
-    pub const INTERNAL: &str = "RG500";
-    /// A PATCH or DELETE without filters under `db-safe-updates`.
-    pub const UNSAFE_UPDATE: &str = "RG020";
-    /// `Prefer: patch=by-key` with an object that lacks the primary key.
-    pub const PATCH_BY_KEY: &str = "RG021";
-    /// A nested insert that cannot be one (an upsert, or no primary key).
-    pub const NESTED_INSERT: &str = "RG022";
+    pub const INVALID_PREFERENCES: Code = Code::new("PGRST122", 400);
+    /// An aggregate in `select` without `db-aggregates-enabled`.
+    pub const AGGREGATES_DISABLED: Code = Code::new("PGRST123", 400);
     /// More rows affected than `Prefer: max-affected` allows.
-    pub const MAX_AFFECTED: &str = "PGRST124";
-    /// A feature that this version of rowgate does not implement yet.
-    pub const NOT_IMPLEMENTED: &str = "RG501";
+    pub const MAX_AFFECTED: Code = Code::new("PGRST124", 400);
+    /// A path that names no resource.
+    pub const INVALID_PATH: Code = Code::new("PGRST125", 404);
+    /// A function returning more rows than `Prefer: max-affected` allows.
+    pub const RPC_MAX_AFFECTED: Code = Code::new("PGRST128", 400);
+    /// No foreign key between a resource and the one it embeds.
+    pub const NO_RELATIONSHIP: Code = Code::new("PGRST200", 400);
+    /// More than one relationship an embed could use.
+    pub const AMBIGUOUS_EMBED: Code = Code::new("PGRST201", 300);
+    /// No function of that name and those arguments.
+    pub const FUNCTION_NOT_FOUND: Code = Code::new("PGRST202", 404);
+    /// More than one overload a call could use.
+    pub const AMBIGUOUS_FUNCTION: Code = Code::new("PGRST203", 300);
+    /// A column in `columns=` or `on_conflict=` the relation does not have.
+    pub const COLUMN_NOT_FOUND: Code = Code::new("PGRST204", 400);
+    /// Unknown table or view.
+    pub const RELATION_NOT_FOUND: Code = Code::new("PGRST205", 404);
+    /// A token was sent but no `jwt-secret` is configured.
+    pub const JWT_SECRET_MISSING: Code = Code::new("PGRST300", 500);
+    /// The bearer token is invalid, expired or not for us.
+    pub const JWT_INVALID: Code = Code::new("PGRST301", 401);
+    /// No `db-anon-role` and no credentials.
+    pub const NO_ANON_ROLE: Code = Code::new("PGRST302", 401);
+    /// URL longer than `server-max-url-length`.
+    pub const URL_TOO_LONG: Code = Code::new("RG001", 414);
+    /// Body larger than `server-max-body-size`.
+    pub const BODY_TOO_LARGE: Code = Code::new("RG002", 413);
+    /// The body could not be read (the client broke off, or sent a malformed chunked body).
+    pub const BODY_UNREADABLE: Code = Code::new("RG003", 400);
+    /// No API key where `api-key-required`.
+    pub const API_KEY_MISSING: Code = Code::new("RG010", 401);
+    /// An unknown, revoked or expired API key.
+    pub const API_KEY_INVALID: Code = Code::new("RG011", 403);
+    /// The API-key store is not installed in the database.
+    pub const API_KEY_STORE_MISSING: Code = Code::new("RG012", 500);
+    /// A PATCH or DELETE without filters under `db-safe-updates`.
+    pub const UNSAFE_UPDATE: Code = Code::new("RG020", 400);
+    /// `Prefer: patch=by-key` with an object that lacks the primary key.
+    pub const PATCH_BY_KEY: Code = Code::new("RG021", 400);
+    /// A nested insert that cannot be one (an upsert, or no primary key).
+    pub const NESTED_INSERT: Code = Code::new("RG022", 400);
+    /// Something went wrong on rowgate's side (a bug, or a database failing underneath); the
+    /// server keeps running.
+    pub const INTERNAL: Code = Code::new("RG500", 500);
+    /// A request rowgate does not support (on this backend, or in this version): refused,
+    /// never answered differently.
+    pub const UNSUPPORTED: Code = Code::new("RG501", 400);
+}
+
+/// SQLSTATEs rowgate raises itself, where it answers as PostgreSQL would (the planner, and the
+/// SQLite backend standing in for PostgreSQL's checks).
+pub mod sqlstate {
+    /// `invalid_regular_expression`: a `match` pattern that does not compile.
+    pub const INVALID_REGULAR_EXPRESSION: &str = "2201B";
+    /// `invalid_text_representation`: a value not of its column's type.
+    pub const INVALID_TEXT_REPRESENTATION: &str = "22P02";
+    /// `not_null_violation`.
+    pub const NOT_NULL_VIOLATION: &str = "23502";
+    /// `foreign_key_violation`.
+    pub const FOREIGN_KEY_VIOLATION: &str = "23503";
+    /// `unique_violation`.
+    pub const UNIQUE_VIOLATION: &str = "23505";
+    /// `check_violation`.
+    pub const CHECK_VIOLATION: &str = "23514";
+    /// `insufficient_privilege`: a table the caller may not use, a row it may not write.
+    pub const INSUFFICIENT_PRIVILEGE: &str = "42501";
+    /// `undefined_column`.
+    pub const UNDEFINED_COLUMN: &str = "42703";
+    /// `undefined_object`: an unknown type in a cast.
+    pub const UNDEFINED_OBJECT: &str = "42704";
+    /// `invalid_column_reference`: an `on_conflict` target that is no unique key.
+    pub const INVALID_COLUMN_REFERENCE: &str = "42P10";
 }
 
 /// Everything that can go wrong while answering a request.
@@ -61,13 +154,11 @@ pub enum Error {
     /// The request did not parse.
     #[error(transparent)]
     Request(#[from] RequestError),
-    /// A name, media type or option the request uses is not acceptable.
+    /// A name, media type or option the request uses is not acceptable, or a limit was hit.
     #[error("{message}")]
     Api {
-        /// HTTP status.
-        status: StatusCode,
-        /// PostgREST (or rowgate) code.
-        code: &'static str,
+        /// The code, which decides the status.
+        code: Code,
         /// Message.
         message: String,
         /// Details, if any.
@@ -75,21 +166,36 @@ pub enum Error {
         /// Hint, if any.
         hint: Option<String>,
     },
-    /// PostgreSQL returned an error for the request's statement.
-    #[error("{}", .0.message())]
-    Database(Box<tokio_postgres::error::DbError>, /* anonymous caller */ bool),
-    /// No connection to PostgreSQL could be made or used.
+    /// The database refused the request's statement, or rowgate answers as PostgreSQL would.
+    #[error("{}", .0.message)]
+    Database(Box<DatabaseError>),
+    /// No connection to the database could be made or used.
     #[error("database unavailable: {0}")]
     Unavailable(String),
     /// A column's type changed since the schema cache was loaded; a reload is on its way.
     #[error("the schema changed since the schema cache was loaded")]
     SchemaChanged,
-    /// The bearer token is invalid, expired or not for us (PGRST301).
+    /// The bearer token is invalid, expired or not for us.
     #[error("{0}")]
     Jwt(String),
     /// No pooled connection became free within `db-pool-acquisition-timeout`.
     #[error("timed out acquiring a connection from the pool")]
     PoolTimeout,
+}
+
+/// An error with a SQLSTATE: PostgreSQL's own, or one rowgate raises in its place.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DatabaseError {
+    /// The SQLSTATE.
+    pub code: String,
+    /// Message.
+    pub message: String,
+    /// Details, if any.
+    pub details: Option<String>,
+    /// Hint, if any.
+    pub hint: Option<String>,
+    /// Whether the caller was the anonymous role (a 42501 is then 401, not 403).
+    pub anonymous: bool,
 }
 
 /// The JSON body PostgREST sends with every error.
@@ -118,18 +224,58 @@ pub struct ErrorResponse {
 }
 
 impl Error {
+    /// An error with `code` and a message, without details or hint.
+    pub fn api(code: Code, message: impl Into<String>) -> Self {
+        Error::Api { code, message: message.into(), details: None, hint: None }
+    }
+
+    /// An error as PostgreSQL would raise it, with its SQLSTATE (see [`sqlstate`]).
+    pub fn sql(sqlstate: &str, message: impl Into<String>, anonymous: bool) -> Self {
+        Error::Database(Box::new(DatabaseError {
+            code: sqlstate.to_owned(),
+            message: message.into(),
+            details: None,
+            hint: None,
+            anonymous,
+        }))
+    }
+
+    /// The same error with `details`.
+    pub fn with_details(mut self, text: impl Into<String>) -> Self {
+        match &mut self {
+            Error::Api { details, .. } => *details = Some(text.into()),
+            Error::Database(db) => db.details = Some(text.into()),
+            _ => {}
+        }
+        self
+    }
+
+    /// The same error with `hint`.
+    pub fn with_hint(mut self, text: impl Into<String>) -> Self {
+        match &mut self {
+            Error::Api { hint, .. } => *hint = Some(text.into()),
+            Error::Database(db) => db.hint = Some(text.into()),
+            _ => {}
+        }
+        self
+    }
+
+    /// 500 for a failure on rowgate's side; `message` is for the log and the client alike.
+    pub fn internal(message: impl Into<String>) -> Self {
+        Error::api(code::INTERNAL, message)
+    }
+
     /// A copy of an error shared between waiters (a coalesced look-up's failure). Database
     /// errors keep their SQLSTATE; anything else becomes what it means to the caller.
     pub fn duplicate(&self) -> Error {
         match self {
-            Error::Api { status, code, message, details, hint } => Error::Api {
-                status: *status,
-                code,
+            Error::Api { code, message, details, hint } => Error::Api {
+                code: *code,
                 message: message.clone(),
                 details: details.clone(),
                 hint: hint.clone(),
             },
-            Error::Database(db, anonymous) => Error::Database(db.clone(), *anonymous),
+            Error::Database(db) => Error::Database(db.clone()),
             Error::PoolTimeout => Error::PoolTimeout,
             other => Error::Unavailable(other.to_string()),
         }
@@ -137,18 +283,21 @@ impl Error {
 
     /// 400 PGRST124: a write touched more rows than `Prefer: max-affected` allows.
     pub fn max_affected(affected: u64) -> Self {
-        Error::Api {
-            status: StatusCode::BAD_REQUEST,
-            code: code::MAX_AFFECTED,
-            message: "Query result exceeds max-affected preference constraint".into(),
-            details: Some(format!("The query affects {affected} rows")),
-            hint: None,
-        }
+        Error::api(code::MAX_AFFECTED, "Query result exceeds max-affected preference constraint")
+            .with_details(format!("The query affects {affected} rows"))
     }
 
-    /// Shorthand for an API error without details or hint.
-    pub fn api(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        Error::Api { status, code, message: message.into(), details: None, hint: None }
+    /// The code this error is sent with.
+    pub fn code(&self) -> &str {
+        match self {
+            Error::Request(e) => request_code(e).name(),
+            Error::Api { code, .. } => code.name(),
+            Error::Database(db) => &db.code,
+            Error::Unavailable(_) => code::CONNECTION.name(),
+            Error::SchemaChanged => code::SCHEMA_CACHE_NOT_READY.name(),
+            Error::Jwt(_) => code::JWT_INVALID.name(),
+            Error::PoolTimeout => code::POOL_TIMEOUT.name(),
+        }
     }
 
     /// Builds the response: the single mapping from errors to HTTP.
@@ -157,69 +306,54 @@ impl Error {
         let mut www_authenticate = None;
         let (status, code, message, details, hint): (StatusCode, &str, &str, Option<&str>, Option<&str>) =
             match self {
-                Error::Request(e) => match e {
-                    RequestError::Parse { message, details } => {
-                        (StatusCode::BAD_REQUEST, code::PARSE, message, Some(details), None)
-                    }
-                    RequestError::InvalidRange { details } => (
-                        StatusCode::RANGE_NOT_SATISFIABLE,
-                        code::INVALID_RANGE,
-                        "Requested range not satisfiable",
-                        Some(details),
-                        None,
-                    ),
-                    RequestError::InvalidBody(m) => {
-                        (StatusCode::BAD_REQUEST, "PGRST102", m.as_str(), None, None)
-                    }
-                    RequestError::NotFound => (
-                        StatusCode::NOT_FOUND,
-                        "PGRST125",
-                        "Invalid path specified in request URL",
-                        None,
-                        None,
-                    ),
-                },
-                Error::Api { status, code, message, details, hint } => {
-                    (*status, code, message, details.as_deref(), hint.as_deref())
+                Error::Request(e) => {
+                    let code = request_code(e);
+                    let (message, details) = match e {
+                        RequestError::Parse { message, details } => {
+                            (message.as_str(), Some(details.as_str()))
+                        }
+                        RequestError::InvalidRange { details } => {
+                            ("Requested range not satisfiable", Some(details.as_str()))
+                        }
+                        RequestError::InvalidBody(m) => (m.as_str(), None),
+                        RequestError::NotFound => ("Invalid path specified in request URL", None),
+                    };
+                    (code.status(), code.name(), message, details, None)
                 }
-                Error::Database(db, anonymous) => {
-                    let status = sqlstate_status(db.code().code(), *anonymous);
-                    (status, db.code().code(), db.message(), db.detail(), db.hint())
+                Error::Api { code, message, details, hint } => {
+                    (code.status(), code.name(), message, details.as_deref(), hint.as_deref())
                 }
+                Error::Database(db) => (
+                    sqlstate_status(&db.code, db.anonymous),
+                    db.code.as_str(),
+                    db.message.as_str(),
+                    db.details.as_deref(),
+                    db.hint.as_deref(),
+                ),
                 Error::Unavailable(_) => {
                     retry_after = Some(5);
-                    (
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        code::CONNECTION,
-                        "Database client error. Retrying the connection.",
-                        None,
-                        None,
-                    )
+                    let c = code::CONNECTION;
+                    (c.status(), c.name(), "Database client error. Retrying the connection.", None, None)
                 }
                 Error::Jwt(message) => {
                     www_authenticate = Some(format!(
                         "Bearer error=\"invalid_token\", error_description=\"{}\"",
                         message.replace('\\', "\\\\").replace('"', "\\\"")
                     ));
-                    (StatusCode::UNAUTHORIZED, "PGRST301", message.as_str(), None, None)
+                    let c = code::JWT_INVALID;
+                    (c.status(), c.name(), message.as_str(), None, None)
                 }
                 Error::SchemaChanged => {
                     retry_after = Some(1);
-                    (
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        code::SCHEMA_CACHE_NOT_READY,
-                        "The schema changed since the schema cache was loaded. Reloading it; retry.",
-                        None,
-                        None,
-                    )
+                    let c = code::SCHEMA_CACHE_NOT_READY;
+                    let message =
+                        "The schema changed since the schema cache was loaded. Reloading it; retry.";
+                    (c.status(), c.name(), message, None, None)
                 }
-                Error::PoolTimeout => (
-                    StatusCode::GATEWAY_TIMEOUT,
-                    code::POOL_TIMEOUT,
-                    "Timed out acquiring connection from connection pool.",
-                    None,
-                    None,
-                ),
+                Error::PoolTimeout => {
+                    let c = code::POOL_TIMEOUT;
+                    (c.status(), c.name(), "Timed out acquiring connection from connection pool.", None, None)
+                }
             };
         let body = ErrorBody { code, details, hint, message };
         ErrorResponse {
@@ -229,6 +363,16 @@ impl Error {
             www_authenticate: www_authenticate
                 .or_else(|| (status == StatusCode::UNAUTHORIZED).then(|| "Bearer".to_owned())),
         }
+    }
+}
+
+/// The code of a request the parser refused.
+fn request_code(e: &RequestError) -> Code {
+    match e {
+        RequestError::Parse { .. } => code::PARSE,
+        RequestError::InvalidRange { .. } => code::INVALID_RANGE,
+        RequestError::InvalidBody(_) => code::INVALID_BODY,
+        RequestError::NotFound => code::INVALID_PATH,
     }
 }
 
@@ -300,5 +444,15 @@ mod tests {
         for (state, anon, status) in cases {
             assert_eq!(sqlstate_status(state, anon).as_u16(), status, "{state}");
         }
+    }
+
+    #[test]
+    fn a_code_is_sent_with_its_one_status() {
+        let r = Error::api(code::UNSUPPORTED, "A cast to money is not supported").to_response();
+        assert_eq!((r.status.as_u16(), r.body.contains("\"RG501\"")), (400, true));
+        let r = Error::api(code::BODY_TOO_LARGE, "too large").to_response();
+        assert_eq!(r.status.as_u16(), 413);
+        let r = Error::api(code::BODY_UNREADABLE, "broken").to_response();
+        assert_eq!(r.status.as_u16(), 400);
     }
 }

@@ -171,7 +171,9 @@ impl Store {
                         [&id, &email, &password_hash],
                     ) {
                         Ok(_) => {}
-                        Err(rusqlite::Error::SqliteFailure(f, _)) if f.extended_code == 2067 => {
+                        Err(rusqlite::Error::SqliteFailure(f, _))
+                            if f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE =>
+                        {
                             return Ok(None)
                         }
                         Err(e) => return Err(sqlite_error(e)),

@@ -13,13 +13,12 @@ pub mod admin;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use http::StatusCode;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::auth::Principal;
 use crate::db::{db_error, Db, RawValue};
-use crate::error::Error;
+use crate::error::{code, Error};
 
 /// The SQL that creates the key store (idempotent).
 pub const INSTALL_SQL: &str = include_str!("install.sql");
@@ -137,8 +136,7 @@ fn lookup_error(e: tokio_postgres::Error) -> Error {
         d.code().code() == "42P01" || d.code().code() == "3F000" || d.code().code() == "42883"
     }) {
         return Error::api(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "RG012",
+            code::API_KEY_STORE_MISSING,
             "The API-key store is not installed: run `rowgate apikey install` (or create a key)",
         );
     }
@@ -147,12 +145,12 @@ fn lookup_error(e: tokio_postgres::Error) -> Error {
 
 /// 403 for a key that is not (or no longer) valid.
 pub fn forbidden(message: &str) -> Error {
-    Error::api(StatusCode::FORBIDDEN, "RG011", message)
+    Error::api(code::API_KEY_INVALID, message)
 }
 
 /// 401 for a missing key where one is required.
 pub fn missing() -> Error {
-    Error::api(StatusCode::UNAUTHORIZED, "RG010", "API key required")
+    Error::api(code::API_KEY_MISSING, "API key required")
 }
 
 fn now() -> f64 {

@@ -23,7 +23,7 @@ pub use keys::{parse as parse_keys, read_value, VerificationKey};
 pub use role_path::RolePath;
 
 use crate::config::Config;
-use crate::error::Error;
+use crate::error::{code, Error};
 
 /// Clock skew allowed on `exp`, `nbf` and `iat`, in seconds (PostgREST's 30 s).
 const SKEW: u64 = 30;
@@ -111,11 +111,7 @@ impl Authenticator {
             return self.anon.clone().ok_or_else(anonymous_disabled);
         };
         if self.keys.is_empty() && !self.has_remote {
-            return Err(Error::api(
-                http::StatusCode::INTERNAL_SERVER_ERROR,
-                "PGRST300",
-                "Server lacks JWT secret",
-            ));
+            return Err(Error::api(code::JWT_SECRET_MISSING, "Server lacks JWT secret"));
         }
         if let Some(cache) = &self.cache {
             if let Some(v) = cache.get(token) {
@@ -213,11 +209,7 @@ impl Authenticator {
 
 /// 401 PGRST302: no credentials and no `db-anon-role`.
 fn anonymous_disabled() -> Error {
-    Error::api(
-        http::StatusCode::UNAUTHORIZED,
-        crate::error::code::NO_ANON_ROLE,
-        "Anonymous access is disabled",
-    )
+    Error::api(code::NO_ANON_ROLE, "Anonymous access is disabled")
 }
 
 /// The token of `Bearer <token>`, the scheme case-insensitive; `None` for other schemes.

@@ -17,10 +17,8 @@
 
 use std::collections::HashMap;
 
-use http::StatusCode;
-
 use crate::auth::Principal;
-use crate::error::Error;
+use crate::error::{sqlstate, Error};
 
 /// The operations a rule can allow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -188,14 +186,11 @@ impl Rules {
 /// PostgreSQL's `permission denied` for `table`, as PostgREST answers it: 401 for the anonymous
 /// caller, 403 otherwise.
 pub fn denied(principal: &Principal, table: &str) -> Error {
-    let status = if principal.anonymous { StatusCode::UNAUTHORIZED } else { StatusCode::FORBIDDEN };
-    Error::Api {
-        status,
-        code: "42501",
-        message: format!("permission denied for table {table}"),
-        details: None,
-        hint: None,
-    }
+    Error::sql(
+        sqlstate::INSUFFICIENT_PRIVILEGE,
+        format!("permission denied for table {table}"),
+        principal.anonymous,
+    )
 }
 
 /// A rule's filters, parsed by the request parser as a query string of top-level filters and

@@ -46,7 +46,7 @@ impl PgConn {
         match self.read_once(wanted, main, explain, anonymous).await {
             // A column changed type since the statement was prepared (a migration followed by a
             // schema reload): prepare again, once.
-            Err(Error::Database(db, _)) if is_stale_plan(&db) => {
+            Err(Error::Database(db)) if is_stale_plan(&db) => {
                 self.forget_statements();
                 self.read_once(wanted, main, explain, anonymous).await
             }
@@ -340,16 +340,22 @@ async fn query(
 }
 
 /// PostgreSQL's refusal to run a prepared statement whose result columns changed type.
-fn is_stale_plan(db: &tokio_postgres::error::DbError) -> bool {
-    *db.code() == tokio_postgres::error::SqlState::FEATURE_NOT_SUPPORTED
-        && db.message().starts_with("cached plan must not change result type")
+fn is_stale_plan(db: &crate::error::DatabaseError) -> bool {
+    db.code == tokio_postgres::error::SqlState::FEATURE_NOT_SUPPORTED.code()
+        && db.message.starts_with("cached plan must not change result type")
 }
 
 /// Converts a driver error: a database error keeps its SQLSTATE, anything else means the
 /// connection is unusable (503).
 pub fn db_error(e: tokio_postgres::Error, anonymous: bool) -> Error {
     match e.as_db_error() {
-        Some(db) => Error::Database(Box::new(db.clone()), anonymous),
+        Some(db) => Error::Database(Box::new(crate::error::DatabaseError {
+            code: db.code().code().to_owned(),
+            message: db.message().to_owned(),
+            details: db.detail().map(str::to_owned),
+            hint: db.hint().map(str::to_owned),
+            anonymous,
+        })),
         None => Error::Unavailable(e.to_string()),
     }
 }

@@ -8,10 +8,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use http::StatusCode;
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
-use crate::error::{code, Error};
+use crate::error::{code, sqlstate, Error};
 use crate::sql::Statement;
 
 /// Where the data lives, from `db-uri` (`sqlite:PATH`, `sqlite::memory:`).
@@ -106,7 +105,7 @@ fn add_regexp(conn: &Connection) -> rusqlite::Result<()> {
         |ctx| {
             let regex = ctx.get_or_create_aux(0, |pattern| -> Result<regex::Regex, BoxError> {
                 let pattern = pattern.as_str().map_err(|e| Box::new(e) as BoxError)?;
-                compile_regex(pattern).map_err(|e| format!("{INVALID_REGEX}: {e}").into())
+                compile_regex(pattern).map_err(|e| format!("invalid regular expression: {e}").into())
             })?;
             use rusqlite::types::ValueRef;
             // A number is matched by its text, as SQLite would compare it with text.
@@ -130,12 +129,9 @@ pub fn compile_regex(pattern: &str) -> Result<regex::Regex, regex::Error> {
     regex::RegexBuilder::new(pattern).size_limit(1 << 20).build()
 }
 
-/// How a pattern `regexp` cannot compile is reported (then PostgreSQL's 2201B).
-const INVALID_REGEX: &str = "invalid regular expression";
-
 /// PostgreSQL's answer to a `match` pattern that does not compile: 400 `2201B`.
 pub fn invalid_regex(detail: impl std::fmt::Display) -> Error {
-    Error::api(StatusCode::BAD_REQUEST, "2201B", format!("{INVALID_REGEX}: {detail}"))
+    Error::sql(sqlstate::INVALID_REGULAR_EXPRESSION, format!("invalid regular expression: {detail}"), false)
 }
 
 /// What changed in the database, for a [`Listener`].
@@ -554,11 +550,11 @@ fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
 fn transaction_failed(e: &rusqlite::Error) -> Error {
     match e.sqlite_error_code() {
         Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
-            Error::api(StatusCode::SERVICE_UNAVAILABLE, code::CONNECTION, format!("SQLite is busy: {e}"))
+            Error::api(code::CONNECTION, format!("SQLite is busy: {e}"))
         }
         _ => {
             tracing::error!(error = %e, "an SQLite statement or transaction failed");
-            Error::api(StatusCode::INTERNAL_SERVER_ERROR, code::INTERNAL, format!("SQLite: {e}"))
+            Error::api(code::INTERNAL, format!("SQLite: {e}"))
         }
     }
 }
@@ -612,13 +608,9 @@ fn run_write(
             .and_then(|mut q| q.query_row(rusqlite::params_from_iter(&params), |r| r.get(0)))
             .map_err(sqlite_error)?;
         if violations > 0 {
-            return Err(Error::Api {
-                status: StatusCode::FORBIDDEN,
-                code: "42501",
-                message: format!("new row violates row-level security policy for table \"{table}\""),
-                details: None,
-                hint: None,
-            });
+            // (403 for every caller, where PostgREST gives the anonymous one a 401.)
+            let message = format!("new row violates row-level security policy for table \"{table}\"");
+            return Err(Error::sql(sqlstate::INSUFFICIENT_PRIVILEGE, message, false));
         }
     }
     let representation = match (&s.representation, before) {
@@ -662,68 +654,31 @@ pub struct ReadOutput {
 }
 
 fn internal(message: &str) -> Error {
-    Error::api(StatusCode::INTERNAL_SERVER_ERROR, code::INTERNAL, message)
+    Error::internal(message)
 }
 
-/// SQLite's errors: a busy database is a 503 (retry), anything else is on rowgate's side, since
-/// requests never put text into SQL.
+/// SQLite's errors, by their extended result codes: a broken constraint is the client's
+/// mistake (PostgreSQL's SQLSTATE, PostgREST's status), a busy database a 503 (retry), anything
+/// else rowgate's own: requests never put text into SQL, and what SQLite would refuse by its
+/// message alone (a `match` pattern, a text search, JSON text, a conflict target) is refused
+/// before a statement runs.
 fn sqlite_error(e: rusqlite::Error) -> Error {
-    // A constraint is the client's mistake: PostgreSQL's SQLSTATE and PostgREST's status.
+    use rusqlite::ffi;
     if let rusqlite::Error::SqliteFailure(f, message) = &e {
-        let constraint = match f.extended_code {
-            1555 | 2067 => Some((StatusCode::CONFLICT, "23505")), // PRIMARYKEY, UNIQUE
-            787 => Some((StatusCode::CONFLICT, "23503")),         // FOREIGNKEY
-            1299 => Some((StatusCode::BAD_REQUEST, "23502")),     // NOTNULL
-            275 => Some((StatusCode::BAD_REQUEST, "23514")),      // CHECK
-            3091 => Some((StatusCode::BAD_REQUEST, "22P02")),     // DATATYPE (STRICT tables)
+        let sqlstate = match f.extended_code {
+            ffi::SQLITE_CONSTRAINT_PRIMARYKEY | ffi::SQLITE_CONSTRAINT_UNIQUE => {
+                Some(sqlstate::UNIQUE_VIOLATION)
+            }
+            ffi::SQLITE_CONSTRAINT_FOREIGNKEY => Some(sqlstate::FOREIGN_KEY_VIOLATION),
+            ffi::SQLITE_CONSTRAINT_NOTNULL => Some(sqlstate::NOT_NULL_VIOLATION),
+            ffi::SQLITE_CONSTRAINT_CHECK => Some(sqlstate::CHECK_VIOLATION),
+            // A value of the wrong type in a STRICT table.
+            ffi::SQLITE_CONSTRAINT_DATATYPE => Some(sqlstate::INVALID_TEXT_REPRESENTATION),
             _ => None,
         };
-        if let Some((status, code)) = constraint {
-            let message = message.clone().unwrap_or_else(|| f.to_string());
-            return Error::Api { status, code, message, details: None, hint: None };
+        if let Some(sqlstate) = sqlstate {
+            return Error::sql(sqlstate, message.clone().unwrap_or_else(|| f.to_string()), false);
         }
-    }
-    if e.to_string().contains(INVALID_REGEX) {
-        let message = e.to_string();
-        let detail = message.split_once(INVALID_REGEX).map_or(message.as_str(), |(_, m)| m);
-        return invalid_regex(detail.trim_start_matches(':').trim_start());
-    }
-    if e.to_string().contains("fts5: syntax error") {
-        // (The query translation refuses what FTS5 cannot parse; this is the backstop.)
-        return Error::api(
-            StatusCode::BAD_REQUEST,
-            code::NOT_IMPLEMENTED,
-            "This text search is not supported on the SQLite backend",
-        );
-    }
-    if e.to_string().contains("unable to use function MATCH") {
-        // FTS5 answers a MATCH only as a condition on its own table's scan.
-        return Error::api(
-            StatusCode::BAD_REQUEST,
-            code::NOT_IMPLEMENTED,
-            "Full-text search inside not or or=(...) is not supported on the SQLite backend",
-        );
-    }
-    if e.to_string().contains("malformed JSON") {
-        // Text sent for a JSON column (CSV, form) that is no JSON: PostgreSQL's 22P02.
-        return Error::Api {
-            status: StatusCode::BAD_REQUEST,
-            code: "22P02",
-            message: "invalid input syntax for type json".into(),
-            details: None,
-            hint: None,
-        };
-    }
-    if e.to_string().contains("ON CONFLICT clause does not match") {
-        // PostgreSQL's 42P10: the conflict target is no unique key.
-        return Error::Api {
-            status: StatusCode::BAD_REQUEST,
-            code: "42P10",
-            message: "there is no unique or exclusion constraint matching the ON CONFLICT specification"
-                .into(),
-            details: None,
-            hint: None,
-        };
     }
     transaction_failed(&e)
 }

@@ -2,7 +2,6 @@
 //! and the session settings (`request.*`, role, search_path) the request runs with.
 
 use http::request::Parts;
-use http::StatusCode;
 use rowgate_request::{ApiRequest, Method};
 use serde_json::{Map, Value};
 
@@ -35,7 +34,6 @@ impl<'r> RequestContext<'r> {
             http::Method::OPTIONS => Method::Options,
             _ => {
                 return Err(Error::api(
-                    StatusCode::METHOD_NOT_ALLOWED,
                     code::UNSUPPORTED_METHOD,
                     format!("Unsupported HTTP method: {}", req.method),
                 ))
@@ -44,11 +42,7 @@ impl<'r> RequestContext<'r> {
         let mut headers = Vec::with_capacity(req.headers.len());
         for (name, value) in &req.headers {
             let value = value.to_str().map_err(|_| {
-                Error::api(
-                    StatusCode::BAD_REQUEST,
-                    code::PARSE,
-                    format!("The value of header {name} is not valid text"),
-                )
+                Error::api(code::PARSE, format!("The value of header {name} is not valid text"))
             })?;
             headers.push((name.as_str(), value));
         }

@@ -183,11 +183,7 @@ pub async fn handle(state: &AppState, req: Request<Incoming>) -> Response<Body> 
         Ok(response) => response,
         Err(_) => {
             tracing::error!("request handler panicked");
-            error_response(&Error::api(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                code::INTERNAL,
-                "Internal server error",
-            ))
+            error_response(&Error::api(code::INTERNAL, "Internal server error"))
         }
     }
 }
@@ -285,7 +281,6 @@ async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Body>,
     let target_len = req.uri().path_and_query().map_or(0, |pq| pq.as_str().len());
     if target_len > config.server_max_url_length {
         return Err(Error::api(
-            StatusCode::URI_TOO_LONG,
             code::URL_TOO_LONG,
             format!("The URL is longer than server-max-url-length ({} bytes)", config.server_max_url_length),
         ));
@@ -334,7 +329,6 @@ async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Body>,
     };
     let schema = state.schema.load().ok_or_else(|| {
         Error::api(
-            StatusCode::SERVICE_UNAVAILABLE,
             code::SCHEMA_CACHE_NOT_READY,
             "Could not query the database for the schema cache. Retrying.",
         )
@@ -457,13 +451,9 @@ async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Body>,
             } else {
                 // The write runs on a task of its own, so that a client going away mid-write
                 // cannot leave its transaction open on a pooled connection: it commits or rolls back.
-                tokio::spawn(write).await.unwrap_or_else(|_| {
-                    Err(Error::api(
-                        StatusCode::INTERNAL_SERVER_ERROR,
-                        code::INTERNAL,
-                        "Internal server error",
-                    ))
-                })
+                tokio::spawn(write)
+                    .await
+                    .unwrap_or_else(|_| Err(Error::api(code::INTERNAL, "Internal server error")))
             }
         }
     };
@@ -914,17 +904,12 @@ async fn read_body(incoming: Incoming, limit: usize) -> Result<Bytes, Error> {
     match Limited::new(incoming, limit).collect().await {
         Ok(collected) => Ok(collected.to_bytes()),
         Err(e) if e.is::<LengthLimitError>() => Err(body_too_large(limit)),
-        Err(e) => Err(Error::api(
-            StatusCode::BAD_REQUEST,
-            code::BODY_TOO_LARGE,
-            format!("The request body could not be read: {e}"),
-        )),
+        Err(e) => Err(Error::api(code::BODY_UNREADABLE, format!("The request body could not be read: {e}"))),
     }
 }
 
 fn body_too_large(limit: usize) -> Error {
     Error::api(
-        StatusCode::PAYLOAD_TOO_LARGE,
         code::BODY_TOO_LARGE,
         format!("The request body is larger than server-max-body-size ({limit} bytes)"),
     )

@@ -1,6 +1,5 @@
 //! Content negotiation: the first producible media type of the `Accept` list.
 
-use http::StatusCode;
 use rowgate_request::MediaType;
 
 use crate::error::{code, Error};
@@ -82,7 +81,6 @@ pub fn negotiate(
     }
     let names: Vec<String> = accept.iter().map(name).collect();
     Err(Error::api(
-        StatusCode::NOT_ACCEPTABLE,
         code::UNACCEPTABLE_MEDIA,
         format!("None of these media types are available: {}", names.join(", ")),
     ))

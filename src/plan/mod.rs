@@ -10,7 +10,6 @@ mod rpc;
 
 use std::sync::Arc;
 
-use http::StatusCode;
 use rowgate_request::{
     ApiRequest, EmbedPath, Field, Filter, IsValue, LogicOp, LogicTree, Method, Operation, OrderTerm,
     PreferCount, PreferHandling, Preferences, SelectItem, Target,
@@ -25,7 +24,7 @@ pub use range::RowWindow;
 pub use rpc::SCALAR_COLUMN;
 
 use crate::config::Config;
-use crate::error::{code, Error};
+use crate::error::{code, sqlstate, Error};
 use crate::schema::{Column, Relation, RelationKind, SchemaCache, ValueKind};
 
 /// What the SQL stage renders for one request.
@@ -297,8 +296,7 @@ impl Plan {
             }
             Target::Root => {
                 return Err(Error::api(
-                    StatusCode::NOT_IMPLEMENTED,
-                    code::NOT_IMPLEMENTED,
+                    code::UNSUPPORTED,
                     "The OpenAPI root is not served by this version of rowgate yet",
                 ))
             }
@@ -444,7 +442,6 @@ fn check_timezone(prefs: &Preferences, schema: &SchemaCache) -> (Option<String>,
 fn reject_invalid(prefs: &Preferences, invalid: &[String]) -> Result<(), Error> {
     if prefs.handling == Some(PreferHandling::Strict) && !invalid.is_empty() {
         return Err(Error::Api {
-            status: StatusCode::BAD_REQUEST,
             code: code::INVALID_PREFERENCES,
             message: "Invalid preferences given with handling=strict".into(),
             details: Some(format!("Invalid preferences: {}", invalid.join(", "))),
@@ -461,7 +458,6 @@ fn select_schema<'c>(request: &ApiRequest, config: &'c Config) -> Result<&'c str
         None => Ok(&config.db_schemas[0]),
         Some(p) => config.db_schemas.iter().find(|s| *s == p).map(String::as_str).ok_or_else(|| {
             Error::api(
-                StatusCode::NOT_ACCEPTABLE,
                 code::UNACCEPTABLE_SCHEMA,
                 format!("The schema must be one of the following: {}", config.db_schemas.join(", ")),
             )
@@ -471,7 +467,6 @@ fn select_schema<'c>(request: &ApiRequest, config: &'c Config) -> Result<&'c str
 
 fn relation_not_found(schema: &SchemaCache, schema_name: &str, name: &str) -> Error {
     Error::Api {
-        status: StatusCode::NOT_FOUND,
         code: code::RELATION_NOT_FOUND,
         message: format!("Could not find the table '{schema_name}.{name}' in the schema cache"),
         details: None,
@@ -520,8 +515,7 @@ fn embed_paths(select: &[SelectItem], prefix: &[String], out: &mut Vec<Vec<Strin
 
 fn not_embedded(_path: &EmbedPath, name: &str) -> Error {
     Error::Api {
-        status: StatusCode::BAD_REQUEST,
-        code: "PGRST108",
+        code: code::NOT_EMBEDDED,
         message: format!("'{name}' is not an embedded resource in this request"),
         details: None,
         hint: Some(format!("Verify that '{name}' is included in the 'select' query parameter.")),
@@ -583,13 +577,11 @@ impl<'a> Planner<'a> {
     fn column(&self, name: &str) -> Result<&Column, Error> {
         self.relation.column(name).ok_or_else(|| {
             let rel = self.label.unwrap_or(&self.relation.name.name);
-            Error::Api {
-                status: StatusCode::BAD_REQUEST,
-                code: "42703",
-                message: format!("column {rel}.{name} does not exist"),
-                details: None,
-                hint: crate::schema::closest(name, self.relation.columns.iter().map(|c| c.name.as_str()))
-                    .map(|c| format!("Perhaps you meant to reference the column \"{rel}.{c}\".")),
+            let e =
+                Error::sql(sqlstate::UNDEFINED_COLUMN, format!("column {rel}.{name} does not exist"), false);
+            match crate::schema::closest(name, self.relation.columns.iter().map(|c| c.name.as_str())) {
+                Some(c) => e.with_hint(format!("Perhaps you meant to reference the column \"{rel}.{c}\".")),
+                None => e,
             }
         })
     }
@@ -630,10 +622,10 @@ impl<'a> Planner<'a> {
         let Some(ty) = cast else { return Ok((expr, kind)) };
         let base = ty.strip_suffix("[]").unwrap_or(ty).trim().to_ascii_lowercase();
         if !self.types.type_names.contains(&base) {
-            return Err(Error::api(
-                StatusCode::BAD_REQUEST,
-                "42704",
+            return Err(Error::sql(
+                sqlstate::UNDEFINED_OBJECT,
                 format!("type \"{ty}\" does not exist"),
+                false,
             ));
         }
         let kind = if ty.ends_with("[]") { ValueKind::Other } else { cast_kind(&base) };
@@ -659,8 +651,7 @@ impl<'a> Planner<'a> {
                 }
                 SelectItem::Field { .. } | SelectItem::CountAll { .. } if !self.aggregates => {
                     return Err(Error::api(
-                        StatusCode::BAD_REQUEST,
-                        "PGRST123",
+                        code::AGGREGATES_DISABLED,
                         "Use of aggregate functions is not allowed",
                     ))
                 }
@@ -705,8 +696,7 @@ impl<'a> Planner<'a> {
     fn embed(&self, embed: &rowgate_request::Embed) -> Result<OutputColumn, Error> {
         let unsupported = |what: &str| {
             Error::api(
-                StatusCode::NOT_IMPLEMENTED,
-                code::NOT_IMPLEMENTED,
+                code::UNSUPPORTED,
                 format!("{what} in resource embedding is not supported by this version of rowgate yet"),
             )
         };
@@ -716,8 +706,7 @@ impl<'a> Planner<'a> {
         let parent = &self.relation.name;
         let no_relationship = || {
             Error::Api {
-            status: StatusCode::BAD_REQUEST,
-            code: "PGRST200",
+            code: code::NO_RELATIONSHIP,
             message: format!(
                 "Could not find a relationship between '{}' and '{}' in the schema cache",
                 parent.name, embed.name
@@ -808,8 +797,7 @@ impl<'a> Planner<'a> {
                     })
                     .collect();
                 return Err(Error::Api {
-                    status: StatusCode::MULTIPLE_CHOICES,
-                    code: "PGRST201",
+                    code: code::AMBIGUOUS_EMBED,
                     message: format!(
                         "Could not embed because more than one relationship was found for '{}' and '{}'",
                         parent.name, embed.name
@@ -984,8 +972,7 @@ impl<'a> Planner<'a> {
         };
         if embed.to_many {
             return Err(Error::Api {
-                status: StatusCode::BAD_REQUEST,
-                code: "PGRST118",
+                code: code::RELATED_ORDER,
                 message: format!("A related order on '{rel}' is not possible"),
                 details: Some(format!(
                     "'{}' and '{rel}' do not form a many-to-one or one-to-one relationship",

@@ -5,7 +5,6 @@
 
 use std::sync::Arc;
 
-use http::StatusCode;
 use rowgate_request::{
     ApiRequest, CompareOp, Method, Operation, PreferCount, PreferHandling, PreferMissing, PreferResolution,
     PreferReturn, PreferTx, SelectItem,
@@ -261,15 +260,13 @@ pub(super) fn plan(
     if request.method != Method::Post && (!query.ranges.is_empty() || !query.order.is_empty()) {
         if request.method == Method::Put && query.ranges.iter().any(|(p, _)| p.is_empty()) {
             return Err(Error::api(
-                StatusCode::BAD_REQUEST,
-                "PGRST114",
+                code::PUT_RANGE,
                 "limit/offset querystring parameters are not allowed for PUT",
             ));
         }
         if query.ranges.iter().any(|(p, _)| p.is_empty()) {
             return Err(Error::api(
-                StatusCode::NOT_IMPLEMENTED,
-                code::NOT_IMPLEMENTED,
+                code::UNSUPPORTED,
                 "limit and offset on PATCH and DELETE are not supported (PostgREST 13 removed them too); \
                  use filters, or Prefer: max-affected",
             ));
@@ -343,7 +340,6 @@ pub(super) fn plan(
             let named: &[String] = query.columns.as_deref().unwrap_or(&payload.keys);
             if pk.is_empty() || pk.iter().any(|k| !named.contains(k)) {
                 return Err(Error::Api {
-                    status: StatusCode::BAD_REQUEST,
                     code: code::PATCH_BY_KEY,
                     message: format!(
                         "Prefer: patch=by-key needs every object to carry the primary key of '{}'",
@@ -379,14 +375,12 @@ pub(super) fn plan(
     };
     if !nested.is_empty() && explain.is_some() {
         return Err(Error::api(
-            StatusCode::BAD_REQUEST,
             code::NESTED_INSERT,
             "A nested insert has no single statement to plan; ask for the plan of its parts",
         ));
     }
     if !nested.is_empty() && (resolution_applied || relation.primary_key.is_empty()) {
         return Err(Error::api(
-            StatusCode::BAD_REQUEST,
             code::NESTED_INSERT,
             format!(
                 "A nested insert needs a plain insert into a table with a primary key; '{}' {}",
@@ -402,7 +396,6 @@ pub(super) fn plan(
         && query.logic.iter().all(|(p, _)| !p.is_empty())
     {
         return Err(Error::Api {
-            status: StatusCode::BAD_REQUEST,
             code: code::UNSAFE_UPDATE,
             message: format!(
                 "{} without a filter would change every row of '{}'",
@@ -577,8 +570,7 @@ fn column_exists(relation: &Relation, name: &str) -> Result<(), Error> {
     match relation.column(name) {
         Some(_) => Ok(()),
         None => Err(Error::api(
-            StatusCode::BAD_REQUEST,
-            "PGRST204",
+            code::COLUMN_NOT_FOUND,
             format!("Column '{name}' of relation '{}' does not exist", relation.name.name),
         )),
     }
@@ -588,8 +580,7 @@ fn column_exists(relation: &Relation, name: &str) -> Result<(), Error> {
 fn put_key(relation: &Relation, request: &ApiRequest) -> Result<Vec<(String, String)>, Error> {
     let invalid = || {
         Error::api(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "PGRST105",
+            code::INVALID_PUT,
             "Filters must include all and only primary key columns with 'eq' operators",
         )
     };
@@ -620,11 +611,7 @@ fn put_key(relation: &Relation, request: &ApiRequest) -> Result<Vec<(String, Str
 
 /// PGRST115: a PUT whose body does not carry the primary key of its URL.
 pub fn put_mismatch() -> Error {
-    Error::api(
-        StatusCode::BAD_REQUEST,
-        "PGRST115",
-        "Payload values do not match URL in primary key column(s)",
-    )
+    Error::api(code::PUT_MISMATCH, "Payload values do not match URL in primary key column(s)")
 }
 
 /// The primary key columns of the `Location` header, selected as text.

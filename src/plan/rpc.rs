@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 
-use http::StatusCode;
 use rowgate_request::{ApiRequest, Method, PreferHandling, PreferTx, SelectItem};
 
 use super::payload;
@@ -33,7 +32,6 @@ pub(super) fn plan(
     let post = matches!(request.method, Method::Post);
     if !matches!(request.method, Method::Get | Method::Head | Method::Post) {
         return Err(Error::api(
-            StatusCode::METHOD_NOT_ALLOWED,
             code::UNSUPPORTED_METHOD,
             format!("Unsupported HTTP method for a function: {:?}", request.method).to_uppercase(),
         ));
@@ -186,8 +184,7 @@ fn choose<'f>(
         _ => {
             let list: Vec<String> = candidates.iter().map(|f| signature(f, true)).collect();
             Err(Error::Api {
-                status: StatusCode::MULTIPLE_CHOICES,
-                code: "PGRST203",
+                code: code::AMBIGUOUS_FUNCTION,
                 message: format!("Could not choose the best candidate function between: {}", list.join(", ")),
                 details: None,
                 hint: Some(
@@ -248,8 +245,7 @@ fn not_found(
             .map(|n| format!("Perhaps you meant to call the function {}.{n}", name.schema))
     };
     Error::Api {
-        status: StatusCode::NOT_FOUND,
-        code: "PGRST202",
+        code: code::FUNCTION_NOT_FOUND,
         message,
         details: Some(format!(
             "Searched for the function {qualified} {searched}{or_json}, but no matches were found in the schema cache."

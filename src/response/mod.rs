@@ -64,8 +64,7 @@ pub fn finish(
     if let Some(max) = plan.transaction.and_then(|t| t.max_affected) {
         if n > max {
             return Err(Error::Api {
-                status: StatusCode::BAD_REQUEST,
-                code: "PGRST128",
+                code: code::RPC_MAX_AFFECTED,
                 message: "Function result exceeds max-affected preference constraint".into(),
                 details: Some(format!("The function returns {n} rows")),
                 hint: None,
@@ -76,7 +75,6 @@ pub fn finish(
         if lower > t {
             // PostgREST keeps Content-Range and Preference-Applied on this error.
             let mut response = crate::http::error_response(&Error::Api {
-                status: StatusCode::RANGE_NOT_SATISFIABLE,
                 code: code::INVALID_RANGE,
                 message: "Requested range not satisfiable".into(),
                 details: Some(format!("An offset of {lower} was requested, but there are only {t} rows.")),
@@ -237,7 +235,6 @@ fn body(
 /// 406 PGRST116: a singular response (`vnd.pgrst.object+json`) for other than one row.
 pub fn singular(rows: u64) -> Error {
     Error::Api {
-        status: StatusCode::NOT_ACCEPTABLE,
         code: code::SINGULAR,
         message: "JSON object requested, multiple (or no) rows returned".into(),
         details: Some(format!("The result contains {rows} rows")),

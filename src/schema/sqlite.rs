@@ -173,10 +173,12 @@ fn view_reads(
 }
 
 /// The unique indexes' column lists (constraints and `CREATE UNIQUE INDEX` alike), besides the
-/// primary key.
+/// primary key. A partial index is no key: it holds the columns unique in some rows only (and
+/// PostgreSQL's catalog, which PostgREST reads, has no constraint for one either).
 fn unique_keys(conn: &Connection, table: &str) -> rusqlite::Result<Vec<Vec<String>>> {
-    let mut list =
-        conn.prepare("SELECT name FROM pragma_index_list(?1) WHERE \"unique\" AND origin <> 'pk'")?;
+    let mut list = conn.prepare(
+        "SELECT name FROM pragma_index_list(?1) WHERE \"unique\" AND origin <> 'pk' AND NOT partial",
+    )?;
     let names: Vec<String> = list.query_map([table], |r| r.get(0))?.collect::<Result<_, _>>()?;
     let mut keys = Vec::new();
     for index in names {

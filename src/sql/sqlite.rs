@@ -4,11 +4,10 @@
 //! `Prefer: count=...`. What SQLite cannot express is refused with PostgREST's error shape,
 //! never answered differently.
 
-use http::StatusCode;
 use rowgate_request::{CompareOp, Direction, IsValue, JsonKey, LogicOp, NullsOrder, Operation, Quantifier};
 
 use super::{push_ident, Statement};
-use crate::error::{code, Error};
+use crate::error::{code, sqlstate, Error};
 use crate::plan::{Condition, EmbedPlan, Expr, Media, OrderBy, OutputColumn, ReadPlan, RowWindow};
 use crate::schema::ValueKind;
 
@@ -31,11 +30,15 @@ pub type RowRules = std::collections::HashMap<String, Option<Condition>>;
 struct Ctx<'r> {
     values: Vec<String>,
     rules: &'r RowRules,
+    /// Whether a full-text match may be rendered here: FTS5 answers `MATCH` only as a
+    /// constraint on its table's scan, which a `NOT`, or an `OR` with anything but other
+    /// matches beside it, keeps it from being.
+    match_allowed: bool,
 }
 
 impl<'r> Ctx<'r> {
     fn new(rules: &'r RowRules) -> Self {
-        Ctx { values: Vec::new(), rules }
+        Ctx { values: Vec::new(), rules, match_allowed: true }
     }
 
     fn push(&mut self, sql: &mut String, value: impl Into<String>) {
@@ -52,11 +55,7 @@ impl<'r> Ctx<'r> {
                 condition(c, sql, self)
             }
             Some(None) => Ok(()),
-            None => Err(Error::api(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                code::INTERNAL,
-                format!("no read rule was looked up for {table}"),
-            )),
+            None => Err(Error::api(code::INTERNAL, format!("no read rule was looked up for {table}"))),
         }
     }
 }
@@ -64,11 +63,7 @@ impl<'r> Ctx<'r> {
 type Rendered = Result<(), Error>;
 
 fn unsupported(what: impl std::fmt::Display) -> Error {
-    Error::api(
-        StatusCode::BAD_REQUEST,
-        code::NOT_IMPLEMENTED,
-        format!("{what} is not supported on the SQLite backend"),
-    )
+    Error::api(code::UNSUPPORTED, format!("{what} is not supported on the SQLite backend"))
 }
 
 /// Renders a read plan for SQLite, every table restricted to the rows `rules` allow.
@@ -403,13 +398,17 @@ fn related_rows(embed: &EmbedPlan, sql: &mut String, params: &mut Ctx<'_>) -> Re
 
 /// ` WHERE 1 AND <the table's rule> AND <conditions>`.
 fn where_clause(table: &str, conditions: &[Condition], sql: &mut String, params: &mut Ctx<'_>) -> Rendered {
+    // A scan of its own (an embedded resource's, under whatever its parent's condition is).
+    let allowed = std::mem::replace(&mut params.match_allowed, true);
     sql.push_str(" WHERE 1");
-    params.rule(table, sql)?;
-    for c in conditions {
-        sql.push_str(" AND ");
-        condition(c, sql, params)?;
-    }
-    Ok(())
+    let rendered = params.rule(table, sql).and_then(|()| {
+        conditions.iter().try_for_each(|c| {
+            sql.push_str(" AND ");
+            condition(c, sql, params)
+        })
+    });
+    params.match_allowed = allowed;
+    rendered
 }
 
 fn condition(c: &Condition, sql: &mut String, params: &mut Ctx<'_>) -> Rendered {
@@ -419,7 +418,11 @@ fn condition(c: &Condition, sql: &mut String, params: &mut Ctx<'_>) -> Rendered 
                 sql.push_str("NOT ");
             }
             sql.push('(');
-            operation(e, *kind, &filter.operation, sql, params)?;
+            let allowed = params.match_allowed;
+            params.match_allowed &= !filter.negated;
+            let rendered = operation(e, *kind, &filter.operation, sql, params);
+            params.match_allowed = allowed;
+            rendered?;
             sql.push(')');
         }
         Condition::Exists { embed, negated } => {
@@ -437,15 +440,23 @@ fn condition(c: &Condition, sql: &mut String, params: &mut Ctx<'_>) -> Rendered 
                 return Ok(());
             }
             sql.push('(');
-            for (i, child) in children.iter().enumerate() {
+            let allowed = params.match_allowed;
+            let only_matches = children.iter().all(|c| {
+                matches!(c, Condition::Filter { filter, .. }
+                    if !filter.negated && matches!(filter.operation, Operation::Fts { .. }))
+            });
+            params.match_allowed &= !*negated && (*op == LogicOp::And || only_matches);
+            let rendered = children.iter().enumerate().try_for_each(|(i, child)| {
                 if i > 0 {
                     sql.push_str(match op {
                         LogicOp::And => " AND ",
                         LogicOp::Or => " OR ",
                     });
                 }
-                condition(child, sql, params)?;
-            }
+                condition(child, sql, params)
+            });
+            params.match_allowed = allowed;
+            rendered?;
             sql.push(')');
         }
     }
@@ -539,6 +550,9 @@ fn operation(e: &Expr, kind: ValueKind, op: &Operation, sql: &mut String, params
             // (The language argument is ignored: the table's tokenizer decides.)
             if kind != ValueKind::TsVector {
                 return Err(unsupported("Full-text search on a column outside an FTS5 table"));
+            }
+            if !params.match_allowed {
+                return Err(unsupported("Full-text search inside not or or=(...)"));
             }
             match super::fts5::query(*op, value)
                 .map_err(|why| unsupported(format!("A text search with {why}")))?
@@ -700,6 +714,9 @@ pub fn render_write(
         return Err(unsupported("A nested insert"));
     }
     let table = plan.relation.name.name.as_str();
+    if let Mutation::Insert { payload, .. } | Mutation::Update { payload, .. } = &plan.mutation {
+        json_text_valid(plan, payload)?;
+    }
     let mut params = Ctx::new(rules);
     let mut sql = String::with_capacity(256);
     // The operation's rule restricts the rows written (its `USING`).
@@ -763,6 +780,7 @@ pub fn render_write(
                 sql.push_str(") AS pgrst_body WHERE true");
                 put_matches(&mut sql, &mut params, put_key);
                 if let Some(conflict) = on_conflict {
+                    unique_target(&plan.relation, &conflict.target)?;
                     sql.push_str(" ON CONFLICT (");
                     for (i, c) in conflict.target.iter().enumerate() {
                         if i > 0 {
@@ -904,6 +922,44 @@ pub fn render_write(
         location,
         inserted,
     })
+}
+
+/// PostgreSQL's 42P10 for an `on_conflict` target that is not the primary key or a unique
+/// key: SQLite would refuse the statement in its own words.
+fn unique_target(relation: &crate::schema::Relation, target: &[String]) -> Rendered {
+    let same = |key: &Vec<String>| key.len() == target.len() && key.iter().all(|k| target.contains(k));
+    if same(&relation.primary_key) || relation.unique_keys.iter().any(same) {
+        return Ok(());
+    }
+    Err(Error::sql(
+        sqlstate::INVALID_COLUMN_REFERENCE,
+        "there is no unique or exclusion constraint matching the ON CONFLICT specification",
+        false,
+    ))
+}
+
+/// PostgreSQL's 22P02 for text (a CSV or form body) sent for a JSON column that is no JSON:
+/// SQLite's `json()` would refuse it in its own words, or take JSON5 PostgreSQL refuses.
+fn json_text_valid(plan: &crate::plan::MutatePlan, payload: &crate::plan::Payload) -> Rendered {
+    let json_columns: Vec<&str> =
+        plan.relation.columns.iter().filter(|c| c.kind == ValueKind::Json).map(|c| c.name.as_str()).collect();
+    if !payload.textual || json_columns.is_empty() {
+        return Ok(());
+    }
+    let rows: Vec<serde_json::Map<String, serde_json::Value>> =
+        serde_json::from_str(&payload.json).unwrap_or_default();
+    let invalid = rows.iter().flat_map(|row| json_columns.iter().filter_map(|c| row.get(*c))).any(|v| {
+        matches!(v, serde_json::Value::String(text)
+            if serde_json::from_str::<serde::de::IgnoredAny>(text).is_err())
+    });
+    match invalid {
+        true => Err(Error::sql(
+            sqlstate::INVALID_TEXT_REPRESENTATION,
+            "invalid input syntax for type json",
+            false,
+        )),
+        false => Ok(()),
+    }
 }
 
 /// PUT: only a body row whose key is the URL's is written (else nothing is, and the request
