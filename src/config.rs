@@ -262,7 +262,7 @@ pub struct Config {
     /// `db-uri`.
     pub db_uri: String,
     /// The SQLite database `db-uri` names (`sqlite:PATH`, `sqlite::memory:`), if it does.
-    pub sqlite: Option<crate::db::sqlite::SqliteTarget>,
+    pub sqlite: Option<crate::backend::sqlite::db::SqliteTarget>,
     /// `db-schemas`; never empty, the first is the default.
     pub db_schemas: Vec<String>,
     /// `db-anon-role`.
@@ -364,7 +364,7 @@ impl Config {
         let a = args.clone();
         // No database named: the embedded default, an SQLite file in the working directory.
         let db_uri = a.db_uri.or(file.db_uri).unwrap_or_else(|| DEFAULT_DB_URI.to_owned());
-        let sqlite = crate::db::sqlite::SqliteTarget::from_uri(&db_uri);
+        let sqlite = crate::backend::sqlite::db::SqliteTarget::from_uri(&db_uri);
         if sqlite.is_none() {
             db_uri.parse::<tokio_postgres::Config>().map_err(|e| invalid("db-uri", e.to_string()))?;
         }
@@ -631,7 +631,7 @@ mod tests {
     fn without_a_uri_an_sqlite_file_in_the_working_directory_is_served() {
         let c = Config::load(&args(None)).unwrap();
         assert_eq!(c.db_uri, "sqlite:rowgate.db");
-        assert_eq!(c.sqlite, Some(crate::db::sqlite::SqliteTarget::File("rowgate.db".into())));
+        assert_eq!(c.sqlite, Some(crate::backend::sqlite::db::SqliteTarget::File("rowgate.db".into())));
         assert_eq!(c.db_sqlite_synchronous, "FULL");
     }
 

@@ -8,17 +8,16 @@
 pub mod accounts;
 pub mod apikey;
 pub mod auth;
+pub mod backend;
 pub mod cache;
 pub mod cluster;
 pub mod config;
-pub mod db;
 pub mod error;
 pub mod http;
 pub mod plan;
 pub mod response;
 pub mod schema;
 pub mod server;
-pub mod sql;
 
 /// Lower-case hex digits of `bytes` (key and token hashes, random ids): one allocation, where
 /// `format!("{b:02x}")` per byte made one per byte.

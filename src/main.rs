@@ -197,7 +197,7 @@ async fn admin_client(db_uri: Option<String>) -> Result<tokio_postgres::Client, 
         eprintln!("rowgate: invalid db-uri: {e}");
         ExitCode::from(2)
     })?;
-    rowgate::db::connect(&config).await.map_err(|e| {
+    rowgate::backend::postgres::connect(&config).await.map_err(|e| {
         eprintln!("rowgate: cannot connect: {e}");
         ExitCode::FAILURE
     })
@@ -232,8 +232,10 @@ async fn cache(db_uri: Option<String>, action: CacheAction) -> ExitCode {
         Err(code) => return code,
     };
     let result = match action {
-        CacheAction::Install { triggers } => rowgate::cache::install::install(&client, triggers).await,
-        CacheAction::Uninstall => rowgate::cache::install::uninstall(&client).await,
+        CacheAction::Install { triggers } => {
+            rowgate::backend::postgres::changes::install::install(&client, triggers).await
+        }
+        CacheAction::Uninstall => rowgate::backend::postgres::changes::install::uninstall(&client).await,
     };
     match result {
         Ok(summary) => {

@@ -6,10 +6,11 @@ use std::time::Duration;
 
 use tokio::net::TcpListener;
 
+use crate::backend::postgres::reload::{self, Reloader};
+use crate::backend::postgres::Db;
 use crate::config::Config;
-use crate::db::Db;
 use crate::http::AppState;
-use crate::schema::{self, Reloader, SharedSchema};
+use crate::schema::SharedSchema;
 
 /// How long in-flight requests may run after a shutdown signal.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
@@ -30,13 +31,13 @@ pub fn start_state(config: Arc<Config>) -> Arc<AppState> {
         return start_sqlite(config, shared, target, cache);
     }
     let reloader = Reloader::start(config.clone(), shared.clone(), cache.clone());
-    schema::spawn_sigusr1(reloader.clone());
+    reload::spawn_sigusr1(reloader.clone());
     let auth = Arc::new(crate::auth::Authenticator::new(&config));
     crate::auth::spawn_jwks_refresh(auth.clone(), config.jwt_jwks_url.clone(), config.jwt_jwks_refresh);
     let keys =
         Arc::new(crate::apikey::KeyStore::new(config.api_key_cache_max_entries, config.db_anon_role.clone()));
     let flush = keys.clone();
-    schema::spawn_listener(config.clone(), reloader.clone(), Arc::new(move || flush.invalidate()));
+    reload::spawn_listener(config.clone(), reloader.clone(), Arc::new(move || flush.invalidate()));
     let accounts = config.db_uri.parse().ok().and_then(|pg| {
         accounts(&config, crate::accounts::Store::Postgres(Box::new(crate::accounts::PgStore::new(pg))))
     });
@@ -86,12 +87,12 @@ fn accounts(config: &Config, store: crate::accounts::Store) -> Option<Arc<crate:
 fn start_sqlite(
     config: Arc<Config>,
     shared: Arc<SharedSchema>,
-    target: crate::db::sqlite::SqliteTarget,
+    target: crate::backend::sqlite::db::SqliteTarget,
     cache: Option<Arc<crate::cache::ResponseCache>>,
 ) -> Arc<AppState> {
     let exposed = config.db_schemas[0].clone();
     let rules = match &config.db_rules {
-        Some(path) => match crate::auth::rules::Rules::load(path) {
+        Some(path) => match crate::backend::sqlite::rules::Rules::load(path) {
             Ok(rules) => match unkeyed_claims(&config, &rules) {
                 // Callers that differ in such a claim would share cached answers.
                 Some(missing) => {
@@ -110,33 +111,34 @@ fn start_sqlite(
         },
         None => {
             tracing::warn!("no db-rules file: no caller may read any table");
-            Some(crate::auth::rules::Rules::default())
+            Some(crate::backend::sqlite::rules::Rules::default())
         }
     };
-    let sqlite = match (crate::db::sqlite::SqliteDb::open(target, config.db_sqlite_synchronous), rules) {
-        (_, None) => None,
-        (Ok(db), Some(rules)) => match db.load_schema(&exposed) {
-            Ok((schema, version)) => {
-                tracing::info!(relations = schema.relations.len(), "schema cache loaded");
-                shared.store(schema);
-                db.watch_schema(
-                    exposed.clone(),
-                    shared.clone(),
-                    version,
-                    std::time::Duration::from_millis(500),
-                );
-                Some(Arc::new(crate::db::sqlite::SqliteBackend { db, rules }))
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "reading the SQLite schema failed");
+    let sqlite =
+        match (crate::backend::sqlite::db::SqliteDb::open(target, config.db_sqlite_synchronous), rules) {
+            (_, None) => None,
+            (Ok(db), Some(rules)) => match db.load_schema(&exposed) {
+                Ok((schema, version)) => {
+                    tracing::info!(relations = schema.relations.len(), "schema cache loaded");
+                    shared.store(schema);
+                    db.watch_schema(
+                        exposed.clone(),
+                        shared.clone(),
+                        version,
+                        std::time::Duration::from_millis(500),
+                    );
+                    Some(Arc::new(crate::backend::sqlite::db::SqliteBackend { db, rules }))
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "reading the SQLite schema failed");
+                    None
+                }
+            },
+            (Err(e), _) => {
+                tracing::error!(error = %e, "opening the SQLite database failed");
                 None
             }
-        },
-        (Err(e), _) => {
-            tracing::error!(error = %e, "opening the SQLite database failed");
-            None
-        }
-    };
+        };
     let accounts = match &sqlite {
         Some(backend) => accounts(&config, crate::accounts::Store::Sqlite(backend.db.clone())),
         None => None,
@@ -147,11 +149,11 @@ fn start_sqlite(
         cache.without_listener();
         let (told, schema) = (cache.clone(), shared.clone());
         backend.db.listen(Box::new(move |changed| match changed {
-            crate::db::sqlite::Changed::Tables(tables) => match schema.load() {
+            crate::backend::sqlite::db::Changed::Tables(tables) => match schema.load() {
                 Some(s) => told.tables_changed(&s, &exposed, tables.iter()),
                 None => told.flush(),
             },
-            crate::db::sqlite::Changed::Schema => told.flush(),
+            crate::backend::sqlite::db::Changed::Schema => told.flush(),
         }));
     }
     let reloader = Reloader::idle(config.clone(), shared.clone(), None);
@@ -235,7 +237,7 @@ pub async fn shutdown_signal() {
 
 /// The claims the access rules read that a narrowed response-cache key (`cache-key-claims`)
 /// leaves out, comma-separated; `None` when the key covers them all.
-fn unkeyed_claims(config: &Config, rules: &crate::auth::rules::Rules) -> Option<String> {
+fn unkeyed_claims(config: &Config, rules: &crate::backend::sqlite::rules::Rules) -> Option<String> {
     let keyed = config.cache_key_claims.as_ref().filter(|_| config.cache_enabled)?;
     let missing: Vec<String> = rules.claims().into_iter().filter(|c| !keyed.contains(c)).collect();
     (!missing.is_empty()).then(|| missing.join(", "))

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use tokio_postgres::Client;
 
 use super::{random_token, token_hash, User, REFRESH_LIFETIME};
-use crate::db::sqlite::SqliteDb;
+use crate::backend::sqlite::db::SqliteDb;
 use crate::error::Error;
 
 /// The accounts' tables in an SQLite file (hidden from the API by their prefix).
@@ -60,7 +60,7 @@ impl PgStore {
         if let Some(c) = held.as_ref().filter(|c| !c.is_closed()) {
             return Ok(c.clone());
         }
-        let client = Arc::new(crate::db::connect(&self.config).await.map_err(pg_error)?);
+        let client = Arc::new(crate::backend::postgres::connect(&self.config).await.map_err(pg_error)?);
         *held = Some(client.clone());
         Ok(client)
     }

@@ -17,7 +17,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::auth::Principal;
-use crate::db::{db_error, Db, RawValue};
+use crate::backend::postgres::{db_error, Db, RawValue};
 use crate::error::{code, Error};
 
 /// The SQL that creates the key store (idempotent).

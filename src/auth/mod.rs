@@ -10,7 +10,6 @@
 mod jwks;
 mod keys;
 mod role_path;
-pub mod rules;
 
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};

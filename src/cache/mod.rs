@@ -8,10 +8,6 @@
 //! older than a change is therefore never served, whenever it was stored. The cache is
 //! bypassed while the listener is not known to be current (see [`Changes::live`]).
 
-pub mod decoder;
-pub mod install;
-pub mod listener;
-
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -712,7 +708,7 @@ impl ResponseCache {
         tables: impl Iterator<Item = &'a String>,
     ) {
         if schema.dependencies.writes_unreported {
-            // Some writes fire no update hook (see schema::sqlite): any commit may have made them.
+            // Some writes fire no update hook (see backend::sqlite::introspect): any commit may have made them.
             self.flush();
             return;
         }
@@ -749,8 +745,13 @@ impl ResponseCache {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
+    /// Messages to send on [`CHANNEL`] (acknowledgements), for the one task that sends them.
+    pub fn outbox(&self) -> Arc<tokio::sync::Mutex<tokio::sync::mpsc::UnboundedReceiver<String>>> {
+        self.outbox_rx.clone()
+    }
+
     /// A heartbeat message stamped with the current time.
-    fn heartbeat(&self) -> String {
+    pub fn heartbeat(&self) -> String {
         format!("h {} {}", self.instance, self.changes.micros())
     }
 

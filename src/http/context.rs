@@ -6,10 +6,10 @@ use rowgate_request::{ApiRequest, Method};
 use serde_json::{Map, Value};
 
 use crate::auth::Principal;
+use crate::backend::postgres::sql::push_ident;
+use crate::backend::postgres::{SessionSettings, Setting};
 use crate::config::Config;
-use crate::db::{SessionSettings, Setting};
 use crate::error::{code, Error};
-use crate::sql::push_ident;
 
 /// The parts of an HTTP request the pipeline reads.
 pub struct RequestContext<'r> {

@@ -29,12 +29,13 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 
 use crate::auth::Authenticator;
+use crate::backend::postgres::reload::Reloader;
+use crate::backend::postgres::Db;
 use crate::cache::ResponseCache;
 use crate::config::Config;
-use crate::db::Db;
 use crate::error::{code, Error};
 use crate::plan::Plan;
-use crate::schema::{Reloader, SharedSchema};
+use crate::schema::SharedSchema;
 
 /// `X-Cache: hit|miss|bypass`, with the response cache on.
 const X_CACHE: http::HeaderName = http::HeaderName::from_static("x-cache");
@@ -61,7 +62,7 @@ pub struct AppState {
     /// The response cache, when `cache-enabled`.
     pub cache: Option<Arc<crate::cache::ResponseCache>>,
     /// The SQLite database, when `db-uri` names one (then `db` is unused).
-    pub sqlite: Option<Arc<crate::db::sqlite::SqliteBackend>>,
+    pub sqlite: Option<Arc<crate::backend::sqlite::db::SqliteBackend>>,
     /// The built-in accounts (`accounts-enabled`).
     pub accounts: Option<Arc<crate::accounts::Accounts>>,
 }
@@ -359,15 +360,15 @@ async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Body>,
         Plan::Read(plan) => {
             let route = parts.uri.path().trim_start_matches('/');
             let cacheable = cacheable(lookup.take(), route, &plan, &schema);
-            let statements = crate::sql::render_read(&plan, config.db_max_rows);
+            let statements = crate::backend::postgres::sql::render_read(&plan, config.db_max_rows);
             let mut settings = ctx.session_settings(&plan.schema, &principal, plan.timezone.as_deref());
             let profile = profile(&plan.schema);
             if plan.transaction.is_some_and(|t| t.read_only) {
-                settings.set(crate::db::Setting::ReadOnly, "on".into());
+                settings.set(crate::backend::postgres::Setting::ReadOnly, "on".into());
             }
             let mut conn = state.db.get().await?;
             if let Some(explain) = &plan.explain {
-                let stmt = crate::sql::explain(&statements.main, explain);
+                let stmt = crate::backend::postgres::sql::explain(&statements.main, explain);
                 if plan.transaction.is_some_and(|t| !t.read_only) {
                     // EXPLAIN ANALYZE runs the call: whatever it writes is rolled back.
                     let result = conn.write(&settings, &stmt, true, principal.anonymous).await?;
@@ -393,7 +394,7 @@ async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Body>,
                 // POST /rpc: in a transaction rowgate ends once it has seen the result.
                 Some(tx) => {
                     let result = conn.write(&settings, &statements.main, true, principal.anonymous).await?;
-                    let read = crate::db::ReadResult { rows: result.rows, explain: None };
+                    let read = crate::backend::postgres::ReadResult { rows: result.rows, explain: None };
                     let response = crate::response::read(
                         &plan,
                         &statements,
@@ -466,32 +467,32 @@ async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Body>,
 /// The rows of each table a read on SQLite reads that the caller's access rules allow; a
 /// permission denied error for the first table it may not read at all.
 fn sqlite_row_rules(
-    sqlite: &crate::db::sqlite::SqliteBackend,
+    sqlite: &crate::backend::sqlite::db::SqliteBackend,
     plan: &crate::plan::ReadPlan,
     schema: &crate::schema::SchemaCache,
     principal: &crate::auth::Principal,
     config: &Config,
-) -> Result<crate::sql::sqlite::RowRules, Error> {
-    let tables = crate::sql::sqlite::tables(plan);
+) -> Result<crate::backend::sqlite::sql::RowRules, Error> {
+    let tables = crate::backend::sqlite::sql::tables(plan);
     sqlite_read_rules(sqlite, &tables, &plan.schema, schema, principal, config)
 }
 
 /// The read rules of `tables` for `principal`: the condition of each table it may read only in
 /// part; permission denied for the first it may not read at all.
 fn sqlite_read_rules(
-    sqlite: &crate::db::sqlite::SqliteBackend,
+    sqlite: &crate::backend::sqlite::db::SqliteBackend,
     tables: &[&str],
     schema_name: &str,
     schema: &crate::schema::SchemaCache,
     principal: &crate::auth::Principal,
     config: &Config,
-) -> Result<crate::sql::sqlite::RowRules, Error> {
-    let mut rules = crate::sql::sqlite::RowRules::new();
+) -> Result<crate::backend::sqlite::sql::RowRules, Error> {
+    let mut rules = crate::backend::sqlite::sql::RowRules::new();
     for table in tables {
         if rules.contains_key(*table) {
             continue;
         }
-        let op = crate::auth::rules::Operation::Select;
+        let op = crate::backend::sqlite::rules::Operation::Select;
         let rule = sqlite_rule(sqlite, table, op, schema_name, schema, principal, config)?;
         rules.insert((*table).to_owned(), rule);
     }
@@ -502,27 +503,27 @@ fn sqlite_read_rules(
 /// otherwise (the OR of the entries that apply, `@jwt` values bound); permission denied when
 /// no entry applies.
 fn sqlite_rule(
-    sqlite: &crate::db::sqlite::SqliteBackend,
+    sqlite: &crate::backend::sqlite::db::SqliteBackend,
     table: &str,
-    op: crate::auth::rules::Operation,
+    op: crate::backend::sqlite::rules::Operation,
     schema_name: &str,
     schema: &crate::schema::SchemaCache,
     principal: &crate::auth::Principal,
     config: &Config,
 ) -> Result<Option<crate::plan::Condition>, Error> {
-    use crate::auth::rules::Access;
+    use crate::backend::sqlite::rules::Access;
     use crate::plan::Condition;
     match sqlite.rules.access(principal, table, op) {
-        Access::Denied => Err(crate::auth::rules::denied(principal, table)),
+        Access::Denied => Err(crate::backend::sqlite::rules::denied(principal, table)),
         Access::All => Ok(None),
         Access::Rows(filters) => {
             let relation = schema
                 .relation(schema_name, table)
-                .ok_or_else(|| crate::auth::rules::denied(principal, table))?;
+                .ok_or_else(|| crate::backend::sqlite::rules::denied(principal, table))?;
             let mut any = Vec::new();
             for query in &filters {
                 let mut all = crate::plan::row_filter(relation, schema, query, config)?;
-                if !crate::auth::rules::bind_claims(&mut all, &principal.claims) {
+                if !crate::backend::sqlite::rules::bind_claims(&mut all, &principal.claims) {
                     // A claim the entry names is missing: the entry allows no row.
                     continue;
                 }
@@ -555,14 +556,14 @@ fn both(
 /// A write on SQLite: the operation's rule restricts and checks the rows, the read rules shape
 /// the representation.
 async fn sqlite_write(
-    sqlite: &crate::db::sqlite::SqliteBackend,
+    sqlite: &crate::backend::sqlite::db::SqliteBackend,
     plan: crate::plan::MutatePlan,
     schema: &crate::schema::SchemaCache,
     principal: &crate::auth::Principal,
     config: &Config,
     profile: Option<String>,
 ) -> Result<Response<Body>, Error> {
-    use crate::auth::rules::Operation;
+    use crate::backend::sqlite::rules::Operation;
     use crate::plan::{Mutation, Returning};
     let table = plan.relation.name.name.clone();
     let op = match plan.mutation {
@@ -580,11 +581,14 @@ async fn sqlite_write(
     }
     // What the write reads besides its table: embedded resources its filters test, and for a
     // representation or a Location the written rows as the caller may read them.
-    let mut tables = crate::sql::sqlite::tables_of(&table, &[], &plan.conditions, &[]).split_off(1);
+    let mut tables = crate::backend::sqlite::sql::tables_of(&table, &[], &plan.conditions, &[]).split_off(1);
     match &plan.returning {
-        Returning::Representation(columns) => {
-            tables.extend(crate::sql::sqlite::tables_of(&table, columns, &plan.output_conditions, &[]))
-        }
+        Returning::Representation(columns) => tables.extend(crate::backend::sqlite::sql::tables_of(
+            &table,
+            columns,
+            &plan.output_conditions,
+            &[],
+        )),
         Returning::Location(_) => tables.push(&table),
         _ => {}
     }
@@ -603,7 +607,7 @@ async fn sqlite_write(
         _ => None,
     };
     let statements =
-        crate::sql::sqlite::render_write(&plan, rule.as_ref(), update_rule.as_ref(), &read_rules)?;
+        crate::backend::sqlite::sql::render_write(&plan, rule.as_ref(), update_rule.as_ref(), &read_rules)?;
     let rollback = plan.rollback;
     sqlite
         .db
@@ -637,19 +641,19 @@ async fn sqlite_write(
 
 /// A read on SQLite: the body is built by SQLite itself (see `sql::sqlite`).
 async fn sqlite_read(
-    db: &Arc<crate::db::sqlite::SqliteDb>,
+    db: &Arc<crate::backend::sqlite::db::SqliteDb>,
     plan: &crate::plan::ReadPlan,
-    rules: &crate::sql::sqlite::RowRules,
+    rules: &crate::backend::sqlite::sql::RowRules,
     profile: Option<&str>,
 ) -> Result<Response<Body>, Error> {
-    let statements = crate::sql::sqlite::render_read(plan, rules)?;
+    let statements = crate::backend::sqlite::sql::render_read(plan, rules)?;
     let out = db.read(statements.main, statements.count).await?;
     let single = matches!(plan.media, crate::plan::Media::Single { .. });
     if plan.media == crate::plan::Media::Csv {
         let header: Vec<String> =
             plan.columns.iter().filter(|c| c.is_output()).map(|c| c.key.clone()).collect();
         return crate::response::finish(plan, out.rows, out.total, profile, || {
-            Ok(crate::sql::sqlite::csv_from_json(&out.body, &header))
+            Ok(crate::backend::sqlite::sql::csv_from_json(&out.body, &header))
         });
     }
     crate::response::finish(plan, out.rows, out.total, profile, || {
@@ -743,7 +747,7 @@ fn cache_control<'c>(config: &'c Config, route: &str) -> Option<&'c HeaderValue>
 /// read-your-writes marker, returned: the caller waits for it once the connection is back in
 /// the pool, so that every instance has seen the write before the client learns of it.
 async fn end_write(
-    conn: &mut crate::db::PgConn,
+    conn: &mut crate::backend::postgres::PgConn,
     commit: bool,
     cache: Option<&Arc<ResponseCache>>,
     anonymous: bool,
@@ -761,11 +765,11 @@ async fn write(
     db: Db,
     cache: Option<Arc<ResponseCache>>,
     plan: crate::plan::MutatePlan,
-    settings: crate::db::SessionSettings,
+    settings: crate::backend::postgres::SessionSettings,
     anonymous: bool,
     profile: Option<String>,
 ) -> Result<Response<Body>, Error> {
-    let statements = crate::sql::render_write(&plan);
+    let statements = crate::backend::postgres::sql::render_write(&plan);
     let mut slot = db.get_for_write(plan.commits_blind()).await?;
     let conn = &mut slot.conn;
     if !plan.nested.is_empty() {
@@ -779,7 +783,7 @@ async fn write(
     }
     if let Some(explain) = &plan.explain {
         // The plan of the write; with ANALYZE it runs, and is always rolled back.
-        let stmt = crate::sql::explain(&statements.main, explain);
+        let stmt = crate::backend::postgres::sql::explain(&statements.main, explain);
         let result = conn.write(&settings, &stmt, true, anonymous).await?;
         conn.finish(false, anonymous).await?;
         return Ok(crate::response::plan(explain, &result.rows));
@@ -818,10 +822,10 @@ async fn write(
 /// generated key is known), then its children with their foreign key set to it; then the
 /// representation read back by primary key, embeds showing the children.
 async fn nested_insert(
-    conn: &mut crate::db::PgConn,
+    conn: &mut crate::backend::postgres::PgConn,
     cache: Option<&Arc<ResponseCache>>,
     plan: &crate::plan::MutatePlan,
-    settings: &crate::db::SessionSettings,
+    settings: &crate::backend::postgres::SessionSettings,
     anonymous: bool,
     profile: Option<&str>,
 ) -> Result<(Response<Body>, Option<crate::cache::Marker>), Error> {
@@ -848,7 +852,9 @@ async fn nested_insert(
     conn.begin(settings, anonymous).await?;
     let mut keys = Vec::with_capacity(objects.len());
     for (object, raw) in objects.iter().zip(&raw_objects) {
-        let rows = conn.run(&crate::sql::insert_parent(plan, raw.get(), &returned), anonymous).await?;
+        let rows = conn
+            .run(&crate::backend::postgres::sql::insert_parent(plan, raw.get(), &returned), anonymous)
+            .await?;
         let values: Vec<String> = match rows.first() {
             Some(row) => {
                 (0..returned.len()).map(|i| row.get::<_, Option<String>>(i).unwrap_or_default()).collect()
@@ -864,16 +870,17 @@ async fn nested_insert(
                 .iter()
                 .map(|(_, _, p)| values[returned.iter().position(|r| r == p).unwrap_or(0)].clone())
                 .collect();
-            conn.run(&crate::sql::insert_children(n, children.get(), &link), anonymous).await?;
+            conn.run(&crate::backend::postgres::sql::insert_children(n, children.get(), &link), anonymous)
+                .await?;
         }
         keys.push(values[..plan.relation.primary_key.len()].to_vec());
     }
     let inserted = keys.len() as u64;
     let response = match plan.representation_of(&keys) {
         Some(read) => {
-            let statements = crate::sql::render_read(&read, None);
+            let statements = crate::backend::postgres::sql::render_read(&read, None);
             let rows = conn.run(&statements.main, anonymous).await?;
-            let result = crate::db::ReadResult { rows, explain: None };
+            let result = crate::backend::postgres::ReadResult { rows, explain: None };
             crate::response::read(&read, &statements, result, None, profile)
         }
         None => Ok(Response::new(Body::default())),

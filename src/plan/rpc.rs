@@ -278,7 +278,7 @@ fn call_args(
                 let value = if arg.variadic {
                     // `?v=1&v=2` is the array {1,2}, each value one element.
                     let all: Vec<String> = given_values.map(str::to_owned).collect();
-                    crate::sql::array_literal(&all)
+                    crate::backend::postgres::sql::array_literal(&all)
                 } else {
                     given_values.next().unwrap_or_default().to_owned()
                 };

@@ -1,7 +1,7 @@
 //! JSON rendering of binary result values, matching PostgreSQL's `to_json` output.
 
-use crate::db::RawValue;
-use crate::sql::Render;
+use crate::backend::postgres::sql::Render;
+use crate::backend::postgres::RawValue;
 
 /// The escaped `"key":` prefixes of a row's columns, computed once per response.
 pub struct Keys {

@@ -11,11 +11,11 @@ mod json;
 use http::{header, HeaderValue, Response, StatusCode};
 use rowgate_request::PreferCount;
 
-use crate::db::{RawValue, ReadResult, WriteResult};
+use crate::backend::postgres::sql::{ReadStatements, Render, RowShape, WriteStatements};
+use crate::backend::postgres::{RawValue, ReadResult, WriteResult};
 use crate::error::{code, Error};
 use crate::http::Body;
 use crate::plan::{Media, MutatePlan, Mutation, ReadPlan, ResultShape, Returning};
-use crate::sql::{ReadStatements, Render, RowShape, WriteStatements};
 
 /// Builds the response of a read.
 pub fn read(

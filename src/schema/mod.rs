@@ -1,23 +1,18 @@
 //! The schema cache: what rowgate knows about the exposed schemas (relations, columns, keys,
-//! view dependencies, functions, type names), loaded by catalog queries at start-up and
-//! replaced whole on reload.
+//! view dependencies, functions, type names), loaded from the database's catalog by its
+//! backend at start-up and replaced whole on reload.
 //!
 //! Requests read it through an `Arc` snapshot ([`SharedSchema`]), so a reload never blocks or
 //! fails a request in flight: the request keeps the snapshot it started with.
 
 mod dependencies;
-mod introspect;
-mod reload;
-pub mod sqlite;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use arc_swap::ArcSwapOption;
 
-pub use dependencies::{Dependencies, Reads, TRIGGER as CACHE_TRIGGER};
-pub use introspect::load;
-pub use reload::{spawn_listener, spawn_sigusr1, KeysChanged, Reloader};
+pub use dependencies::{Dependencies, Reads};
 
 /// A schema-qualified name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

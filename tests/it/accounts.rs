@@ -43,7 +43,8 @@ fn postgres() -> &'static str {
         "#);
         let uri = harness().superuser_uri.clone();
         block_on(async move {
-            let client = rowgate::db::connect(&uri.parse().expect("uri")).await.expect("connect");
+            let client =
+                rowgate::backend::postgres::connect(&uri.parse().expect("uri")).await.expect("connect");
             rowgate::accounts::install(&client, "Authenticator").await.expect("accounts install");
             // Installing again changes nothing.
             rowgate::accounts::install(&client, "Authenticator").await.expect("accounts install again");
@@ -270,7 +271,7 @@ fn install_refuses_accounts_tables_someone_else_made_first() {
     let mut cfg: tokio_postgres::Config = uri.parse().expect("uri");
     cfg.dbname("accounts_squatted");
     let error = block_on(async move {
-        let client = rowgate::db::connect(&cfg).await.expect("connect");
+        let client = rowgate::backend::postgres::connect(&cfg).await.expect("connect");
         client
             .batch_execute(
                 "DO $$ BEGIN CREATE ROLE squatter NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;

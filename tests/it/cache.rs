@@ -519,7 +519,7 @@ fn stress(db: &'static Db) {
         let uri = db.cluster.uri("postgres", "postgres");
         threads.push(std::thread::spawn(move || {
             block_on(async {
-                let client = rowgate::db::connect(&uri.parse().unwrap()).await.unwrap();
+                let client = rowgate::backend::postgres::connect(&uri.parse().unwrap()).await.unwrap();
                 let mut i = 0i64;
                 while !stop.load(Ordering::SeqCst) {
                     i += 1;

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
+use crate::backend::postgres::sql::Statement;
 use crate::error::{code, sqlstate, Error};
-use crate::sql::Statement;
 
 /// Where the data lives, from `db-uri` (`sqlite:PATH`, `sqlite::memory:`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -235,7 +235,7 @@ impl SqliteDb {
     pub fn load_schema(&self, exposed: &str) -> rusqlite::Result<(crate::schema::SchemaCache, i64)> {
         let conn = self.target.open(true)?;
         let version = conn.query_row("PRAGMA schema_version", [], |r| r.get::<_, i64>(0))?;
-        Ok((crate::schema::sqlite::load(&conn, exposed)?, version))
+        Ok((crate::backend::sqlite::introspect::load(&conn, exposed)?, version))
     }
 
     /// Reloads the schema cache whenever the file's schema changes (`PRAGMA schema_version`,
@@ -264,7 +264,8 @@ impl SqliteDb {
                 // tables are always named by the schema its answers were stored under.
                 let reloaded = db
                     .with_writer(move |c| {
-                        let schema = crate::schema::sqlite::load(c, &exposed).map_err(sqlite_error)?;
+                        let schema =
+                            crate::backend::sqlite::introspect::load(c, &exposed).map_err(sqlite_error)?;
                         let relations = schema.relations.len();
                         shared.store(schema);
                         if let Some(listener) = listener.get() {
@@ -425,7 +426,7 @@ impl SqliteDb {
     /// only if that succeeded and `rollback` is not set.
     pub async fn write<R: Send + 'static>(
         self: &Arc<Self>,
-        statements: crate::sql::sqlite::SqliteWrite,
+        statements: crate::backend::sqlite::sql::SqliteWrite,
         table: String,
         rollback: bool,
         respond: impl FnOnce(WriteOutput) -> Result<R, Error> + Send + 'static,
@@ -561,7 +562,7 @@ fn transaction_failed(e: &rusqlite::Error) -> Error {
 
 fn run_write(
     conn: &Connection,
-    s: crate::sql::sqlite::SqliteWrite,
+    s: crate::backend::sqlite::sql::SqliteWrite,
     table: &str,
 ) -> Result<WriteOutput, Error> {
     // `rowids`, when given, is the statement's first parameter (`?1`).
@@ -639,7 +640,7 @@ pub struct SqliteBackend {
     /// The database.
     pub db: Arc<SqliteDb>,
     /// `db-rules`.
-    pub rules: crate::auth::rules::Rules,
+    pub rules: crate::backend::sqlite::rules::Rules,
 }
 
 /// What a read returned.

@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 use rusqlite::Connection;
 
-use super::dependencies::Reads;
-use super::{Column, ForeignKey, QualifiedName, Relation, RelationKind, SchemaCache, ValueKind, Writable};
+use crate::schema::{
+    Column, ForeignKey, QualifiedName, Reads, Relation, RelationKind, SchemaCache, ValueKind, Writable,
+};
 
 /// Reads the schema of `conn` into a schema cache whose relations are in schema `exposed`.
 pub fn load(conn: &Connection, exposed: &str) -> rusqlite::Result<SchemaCache> {

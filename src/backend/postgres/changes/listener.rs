@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use tokio_postgres::Client;
 
-use super::{ResponseCache, CHANNEL, HEARTBEAT};
+use crate::cache::{ResponseCache, CHANNEL, HEARTBEAT};
 
 /// Sends this instance's messages on `client` until it fails.
 pub async fn talk(client: Arc<Client>, cache: Arc<ResponseCache>) -> Result<(), tokio_postgres::Error> {
@@ -20,7 +20,7 @@ pub async fn talk(client: Arc<Client>, cache: Arc<ResponseCache>) -> Result<(), 
         format!("SELECT pg_notify('{CHANNEL}', m) FROM unnest($1::text[]) m")
     };
     let notify = client.prepare(&send).await?;
-    let mut outbox = cache.outbox_rx.clone().lock_owned().await;
+    let mut outbox = cache.outbox().lock_owned().await;
     let mut tick = tokio::time::interval(HEARTBEAT);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {

@@ -19,7 +19,7 @@ use postgres_protocol::authentication::sasl::{ChannelBinding, ScramSha256, SCRAM
 use postgres_protocol::message::frontend;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use super::{ResponseCache, CHANNEL};
+use crate::cache::{ResponseCache, CHANNEL};
 
 /// The publication `rowgate cache install` creates for the feed (all tables).
 pub const PUBLICATION: &str = "rowgate_cache";
@@ -251,7 +251,7 @@ fn keyed_type(oid: u32) -> bool {
 /// the instance's own heartbeats come back through this stream.
 pub async fn run(config: &tokio_postgres::Config, cache: Arc<ResponseCache>) -> Result<(), FeedError> {
     // For the visibility checks (see `settle`).
-    let helper = crate::db::connect(config).await?;
+    let helper = crate::backend::postgres::connect(config).await?;
     let mut conn = Connection::open(config).await?;
     // Numbered: the previous connection's slot may linger until the server notices it gone.
     static CONNECTIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use tokio_postgres::Client;
 
-use super::{
+use crate::schema::{
     Column, ForeignKey, Function, FunctionArg, FunctionResult, QualifiedName, Relation, RelationKind,
     SchemaCache, ValueKind, Volatility, Writable,
 };

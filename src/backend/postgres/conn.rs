@@ -1,29 +1,11 @@
-//! The database stage: a pool of PostgreSQL connections, each remembering the statements it has
-//! prepared and the session settings it holds, and the execution of a request's statements.
-//!
-//! How a request reaches PostgreSQL, and why: a GET needs its role and `request.*` settings in
-//! force before its query starts (RLS and grants are checked then). Instead of PostgREST's
-//! BEGIN / set_config / query / COMMIT, each connection remembers the session-level settings it
-//! holds; a request sends one `SELECT set_config(..., false), ...` for the settings that differ
-//! (role, search_path, claims, `request.*`, read-only mode), pipelined ahead of its prepared
-//! query in the same round trip, and nothing else. Single-statement reads need no explicit
-//! transaction: the statement's implicit transaction is read-only through
-//! `default_transaction_read_only`. If the settings statement fails, the query's result is
-//! discarded and the connection forgets what it holds, so the next request sets everything.
+//! Running a request's statements on a pooled connection: reads with their settings pipelined
+//! ahead, writes in a transaction the response stage ends, and writes queued whole.
 
-mod pool;
-mod settings;
-pub mod sqlite;
-mod value;
-
-pub use pool::{connect, Db, PgConn};
-pub use settings::{SessionSettings, Setting};
-pub use value::{RawValue, TextParam};
-
+use super::{PgConn, RawValue, SessionSettings, Setting, TextParam};
 use tokio_postgres::Row;
 
+use crate::backend::Statement;
 use crate::error::Error;
-use crate::sql::Statement;
 
 /// The rows of a read, and the count statement's answer when one was asked for.
 pub struct ReadResult {

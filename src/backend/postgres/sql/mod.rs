@@ -10,9 +10,7 @@
 //! rowgate turns into JSON itself are selected as they are; every other value goes through
 //! PostgreSQL's `to_json`, so it renders exactly as PostgREST renders it.
 
-mod fts5;
 mod read;
-pub mod sqlite;
 mod write;
 
 pub(crate) use read::array_literal;
@@ -21,17 +19,8 @@ pub use write::{insert_children, insert_parent, render_write, WriteStatements};
 
 use std::fmt::Write;
 
+pub use crate::backend::{push_ident, Statement};
 use crate::schema::ValueKind;
-
-/// SQL text with its parameters, all sent in text format with types inferred by PostgreSQL
-/// (as PostgREST binds them), so `id=eq.abc` on an integer column is PostgreSQL's own 22P02.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Statement {
-    /// The SQL, with `$1`... placeholders.
-    pub text: String,
-    /// The parameter values, in placeholder order.
-    pub params: Vec<String>,
-}
 
 /// How the response stage turns one selected value into JSON.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,18 +108,6 @@ pub fn explain(statement: &Statement, e: &crate::plan::Explain) -> Statement {
     Statement { text, params: statement.params.clone() }
 }
 
-/// Appends `name` as a quoted identifier.
-pub fn push_ident(sql: &mut String, name: &str) {
-    sql.push('"');
-    for c in name.chars() {
-        if c == '"' {
-            sql.push('"');
-        }
-        sql.push(c);
-    }
-    sql.push('"');
-}
-
 /// Collects parameters while SQL text is written.
 #[derive(Debug, Default)]
 pub struct Params(pub Vec<String>);
@@ -140,17 +117,5 @@ impl Params {
     pub fn push(&mut self, sql: &mut String, value: impl Into<String>) {
         self.0.push(value.into());
         let _ = write!(sql, "${}", self.0.len());
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn identifiers_are_quoted_and_escaped() {
-        let mut s = String::new();
-        push_ident(&mut s, "Order \"Items\"");
-        assert_eq!(s, "\"Order \"\"Items\"\"\"");
     }
 }

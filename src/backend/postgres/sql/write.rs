@@ -18,9 +18,9 @@ use std::fmt::Write;
 
 use super::read::{select_list, where_clause};
 use super::{push_ident, Params, Statement};
+use crate::backend::postgres::sql::RowShape;
 use crate::plan::{location_columns, BodyColumn, Media, MutatePlan, Mutation, Nested, OnConflict, Returning};
 use crate::schema::RelationKind;
-use crate::sql::RowShape;
 
 /// Everything the database stage runs for one write.
 #[derive(Debug, Clone)]

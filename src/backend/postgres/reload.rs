@@ -10,8 +10,8 @@ use futures_util::future::poll_fn;
 use tokio::sync::Notify;
 use tokio_postgres::{AsyncMessage, NoTls};
 
-use super::SharedSchema;
 use crate::config::Config;
+use crate::schema::SharedSchema;
 
 /// Reloads the schema cache on demand; reloads asked for while one runs are merged into one.
 #[derive(Clone)]
@@ -80,8 +80,8 @@ impl Reloader {
         let started = std::time::Instant::now();
         let ticket = self.cache.as_ref().map(|c| c.reload_ticket());
         let pg: tokio_postgres::Config = self.config.db_uri.parse()?;
-        let mut client = crate::db::connect(&pg).await?;
-        let cache = super::load(&mut client, &self.config.db_schemas).await?;
+        let mut client = crate::backend::postgres::connect(&pg).await?;
+        let cache = super::introspect::load(&mut client, &self.config.db_schemas).await?;
         let relations = cache.relations.len();
         let functions = cache.functions.values().map(Vec::len).sum::<usize>();
         self.schema.store(cache);
@@ -91,7 +91,7 @@ impl Reloader {
             c.reload_done(ticket.unwrap_or_default());
             if relations > 0
                 && self.schema.load().is_some_and(|s| {
-                    s.dependencies.relations.values().all(|r| matches!(r, super::Reads::Unbounded))
+                    s.dependencies.relations.values().all(|r| matches!(r, crate::schema::Reads::Unbounded))
                 })
             {
                 tracing::warn!(
@@ -186,7 +186,7 @@ async fn listen(
     let mut listen = format!("LISTEN {};", crate::apikey::CHANNEL);
     if config.db_channel_enabled {
         listen.push_str(" LISTEN ");
-        crate::sql::push_ident(&mut listen, &config.db_channel);
+        crate::backend::postgres::sql::push_ident(&mut listen, &config.db_channel);
     }
     if reloader.cache.is_some() {
         listen.push_str("; LISTEN ");
@@ -196,17 +196,21 @@ async fn listen(
     keys_changed();
     let logical = match &reloader.cache {
         Some(cache) => {
-            let logical: bool = client.query_one(crate::cache::decoder::MODE_SQL, &[]).await?.get(0);
+            let logical: bool =
+                client.query_one(crate::backend::postgres::changes::decoder::MODE_SQL, &[]).await?.get(0);
             cache.logical.store(logical, Ordering::Relaxed);
             logical
         }
         None => false,
     };
-    let talker = reloader.cache.clone().map(|cache| crate::cache::listener::start(client.clone(), cache));
+    let talker = reloader
+        .cache
+        .clone()
+        .map(|cache| crate::backend::postgres::changes::listener::start(client.clone(), cache));
     let mut talker = AbortOnDrop(talker);
     let feed = reloader.cache.clone().filter(|_| logical).map(|cache| {
         tokio::spawn(async move {
-            if let Err(e) = crate::cache::decoder::run(&pg, cache).await {
+            if let Err(e) = crate::backend::postgres::changes::decoder::run(&pg, cache).await {
                 tracing::warn!(error = %e, "the cache's change feed stopped");
             }
         })
@@ -257,7 +261,8 @@ async fn listen(
             // `rowgate cache install` may have switched between triggers and logical decoding:
             // then this listener may miss changes from now on, so stop serving before the
             // reload can allow it again, and start over.
-            let now: bool = client.query_one(crate::cache::decoder::MODE_SQL, &[]).await?.get(0);
+            let now: bool =
+                client.query_one(crate::backend::postgres::changes::decoder::MODE_SQL, &[]).await?.get(0);
             if now != logical {
                 if let Some(cache) = &reloader.cache {
                     cache.listener_lost();

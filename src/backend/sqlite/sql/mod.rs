@@ -6,7 +6,9 @@
 
 use rowgate_request::{CompareOp, Direction, IsValue, JsonKey, LogicOp, NullsOrder, Operation, Quantifier};
 
-use super::{push_ident, Statement};
+use crate::backend::{push_ident, Statement};
+
+mod fts5;
 use crate::error::{code, sqlstate, Error};
 use crate::plan::{Condition, EmbedPlan, Expr, Media, OrderBy, OutputColumn, ReadPlan, RowWindow};
 use crate::schema::ValueKind;
@@ -509,8 +511,8 @@ fn operation(e: &Expr, kind: ValueKind, op: &Operation, sql: &mut String, params
                 CompareOp::Match | CompareOp::Imatch => {
                     let pattern =
                         if *op == CompareOp::Imatch { format!("(?i){value}") } else { value.clone() };
-                    if let Err(e) = crate::db::sqlite::compile_regex(&pattern) {
-                        return Err(crate::db::sqlite::invalid_regex(e));
+                    if let Err(e) = crate::backend::sqlite::db::compile_regex(&pattern) {
+                        return Err(crate::backend::sqlite::db::invalid_regex(e));
                     }
                     sql.push_str(" REGEXP ");
                     params.push(sql, pattern);
@@ -554,9 +556,7 @@ fn operation(e: &Expr, kind: ValueKind, op: &Operation, sql: &mut String, params
             if !params.match_allowed {
                 return Err(unsupported("Full-text search inside not or or=(...)"));
             }
-            match super::fts5::query(*op, value)
-                .map_err(|why| unsupported(format!("A text search with {why}")))?
-            {
+            match fts5::query(*op, value).map_err(|why| unsupported(format!("A text search with {why}")))? {
                 None => sql.push('0'),
                 Some(query) => {
                     expr(e, sql, params)?;

@@ -1,0 +1,8 @@
+//! The response cache's change feed from PostgreSQL: notifications from the triggers
+//! `rowgate cache install` creates, or logical decoding of the write-ahead log
+//! (`decoder`), heartbeats and acknowledgements between instances (`listener`), and the
+//! install itself (`install`).
+
+pub mod decoder;
+pub mod install;
+pub mod listener;
