@@ -267,15 +267,15 @@ async fn accounts_install(db_uri: Option<String>, role: String) -> ExitCode {
 }
 
 async fn apikey(db_uri: Option<String>, action: ApikeyAction) -> ExitCode {
-    use rowgate::apikey::admin;
-    let client = match admin_client(db_uri).await {
-        Ok(c) => c,
-        Err(code) => return code,
+    use rowgate::apikey::admin::{parse_duration, KeyCommand};
+    let Some(uri) = db_uri else {
+        eprintln!("rowgate: missing db-uri: set --db-uri or ROWGATE_DB_URI");
+        return ExitCode::from(2);
     };
-    let result = match action {
-        ApikeyAction::Install => admin::install(&client).await,
+    let command = match action {
+        ApikeyAction::Install => KeyCommand::Install,
         ApikeyAction::Create { role, name, expires, claims } => {
-            let expires = match expires.as_deref().map(admin::parse_duration).transpose() {
+            let expires = match expires.as_deref().map(parse_duration).transpose() {
                 Ok(e) => e,
                 Err(e) => {
                     eprintln!("rowgate: {e}");
@@ -290,21 +290,30 @@ async fn apikey(db_uri: Option<String>, action: ApikeyAction) -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            admin::create(&client, &role, &name, expires, &claims).await.map(|key| println!("{key}"))
+            KeyCommand::Create { role, name, expires, claims }
         }
-        ApikeyAction::List => {
-            admin::list(&client).await.map(|lines| lines.iter().for_each(|l| println!("{l}")))
-        }
-        ApikeyAction::Revoke { which } => admin::revoke(&client, &which).await.and_then(|n| match n {
-            0 => Err(format!("no active key matches {which:?}")),
-            n => {
-                println!("revoked {n} key(s)");
-                Ok(())
-            }
-        }),
+        ApikeyAction::List => KeyCommand::List,
+        ApikeyAction::Revoke { which } => KeyCommand::Revoke { which },
     };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
+    let revoking = match &command {
+        KeyCommand::Revoke { which } => Some(which.clone()),
+        _ => None,
+    };
+    match rowgate::backend::Backend::apikey_admin(&uri, command).await {
+        Ok(lines) => match revoking {
+            Some(which) if lines.first().is_none_or(|n| n == "0") => {
+                eprintln!("rowgate: no active key matches {which:?}");
+                ExitCode::FAILURE
+            }
+            Some(_) => {
+                println!("revoked {} key(s)", lines.first().map_or("0", String::as_str));
+                ExitCode::SUCCESS
+            }
+            None => {
+                lines.iter().for_each(|l| println!("{l}"));
+                ExitCode::SUCCESS
+            }
+        },
         Err(e) => {
             eprintln!("rowgate: {e}");
             ExitCode::FAILURE

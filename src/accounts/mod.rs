@@ -26,7 +26,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use sha2::Digest;
 
-use crate::http::Body;
+use crate::response::Body;
 
 /// Access tokens live this long.
 const TOKEN_LIFETIME: Duration = Duration::from_secs(3600);
@@ -441,7 +441,7 @@ pub async fn install(client: &tokio_postgres::Client, role: &str) -> Result<(), 
             "BEGIN; SELECT pg_advisory_xact_lock(7317002); {INSTALL_SQL} {grants} COMMIT;"
         ))
         .await
-        .map_err(crate::apikey::admin::message)
+        .map_err(crate::backend::postgres::apikey::message)
 }
 
 fn credentials(body: &[u8]) -> Result<(String, String), Answer> {

@@ -1,14 +1,15 @@
 //! API keys: opaque random keys that map to a role and claims, for services and for the
 //! Supabase `apikey` convention.
 //!
-//! Only a SHA-256 of a key is stored (in `rowgate.api_keys`, created by `rowgate apikey`).
-//! Look-ups go through the SECURITY DEFINER function `rowgate.lookup_api_key` and are cached:
-//! valid keys until the table changes (every rowgate listens on `rowgate_api_keys`, which a
-//! trigger notifies, so a revoke takes effect everywhere at once) or for a minute at most,
-//! unknown keys for one second. Concurrent requests with the same uncached key share one
+//! Only a SHA-256 of a key is stored, by the backend (`rowgate apikey` creates them). Look-ups
+//! ([`KeyLookup`], implemented by each backend) are cached: valid keys until the backend says
+//! the store changed (a revoke takes effect everywhere within a second) or for a minute at
+//! most, unknown keys for one second. Concurrent requests with the same uncached key share one
 //! look-up, so a flood of bad keys reaches the database at most once per key per second.
 
 pub mod admin;
+
+use futures_util::future::BoxFuture;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -17,16 +18,30 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::auth::Principal;
-use crate::backend::postgres::{db_error, Db, RawValue};
 use crate::error::{code, Error};
 
-/// The SQL that creates the key store (idempotent).
-pub const INSTALL_SQL: &str = include_str!("install.sql");
-/// The channel the key store's trigger notifies.
-pub const CHANNEL: &str = "rowgate_api_keys";
+/// A key as its store holds it.
+#[derive(Debug, Clone)]
+pub struct StoredKey {
+    /// The SHA-256 of the key.
+    pub hash: Vec<u8>,
+    /// The key's name.
+    pub name: String,
+    /// The role requests with the key run as.
+    pub role: String,
+    /// Extra claims, a JSON object.
+    pub claims: String,
+    /// Expiry, seconds since the epoch.
+    pub expires_at: Option<f64>,
+    /// Whether the key was revoked.
+    pub revoked: bool,
+}
 
-const LOOKUP: &str =
-    "SELECT key_hash, name, role, claims, expires_at, revoked FROM rowgate.lookup_api_key($1::text::bytea)";
+/// Where keys are looked up by the SHA-256 of the key: the backend's key store.
+pub trait KeyLookup: Send + Sync {
+    /// The key with this hash, if any.
+    fn lookup<'a>(&'a self, hash: &'a [u8; 32]) -> BoxFuture<'a, Result<Option<StoredKey>, Error>>;
+}
 
 /// A verified key, as `GET /rowgate/apikey` describes it.
 #[derive(Debug, Clone)]
@@ -79,14 +94,14 @@ impl KeyStore {
     }
 
     /// Verifies `key`: 403 for an unknown, revoked or expired key.
-    pub async fn verify(&self, key: &str, db: &Db) -> Result<ApiKey, Error> {
+    pub async fn verify(&self, key: &str, store: &dyn KeyLookup) -> Result<ApiKey, Error> {
         let hash: [u8; 32] = Sha256::digest(key.as_bytes()).into();
         let found = match self.cache.get(&hash).await {
             Some(found) => found,
             // A miss: one look-up shared by every concurrent request for the key. Boxed: moka's
             // loader future is ~16 KB, which every request's future carried (and copied at each
             // `.await` above it), API key or not.
-            None => Box::pin(self.cache.try_get_with(hash, self.lookup(&hash, db)))
+            None => Box::pin(self.cache.try_get_with(hash, self.lookup(&hash, store)))
                 .await
                 .map_err(|e| e.duplicate())?,
         };
@@ -98,49 +113,29 @@ impl KeyStore {
         }
     }
 
-    async fn lookup(&self, hash: &[u8; 32], db: &Db) -> Result<Found, Error> {
-        let mut conn = db.get().await?;
-        let stmt = conn.prepare_cached(LOOKUP).await.map_err(lookup_error)?;
-        // bytea in text form: `\x` and hex, so the parameter stays a text-format value.
-        let hex = format!("\\x{}", crate::hex(hash));
-        let rows = conn.client.query(&stmt, &[&hex]).await.map_err(lookup_error)?;
-        let Some(row) = rows.first() else { return Ok(Found::Unknown) };
-        let stored: RawValue = row.get(0);
+    async fn lookup(&self, hash: &[u8; 32], store: &dyn KeyLookup) -> Result<Found, Error> {
+        let Some(stored) = store.lookup(hash).await? else { return Ok(Found::Unknown) };
         // The database matched on the hash; compare again without timing differences.
-        if !bool::from(stored.0.ct_eq(hash)) {
+        if !bool::from(stored.hash.as_slice().ct_eq(hash)) {
             return Ok(Found::Unknown);
         }
-        if row.get::<_, bool>(5) {
+        if stored.revoked {
             return Ok(Found::Revoked);
         }
-        let role: String = row.get(2);
         let mut claims: serde_json::Map<String, serde_json::Value> =
-            serde_json::from_str(row.get::<_, &str>(3)).unwrap_or_default();
-        claims.insert("role".into(), serde_json::Value::String(role.clone()));
-        let anonymous = self.anon_role.as_deref() == Some(role.as_str());
+            serde_json::from_str(&stored.claims).unwrap_or_default();
+        claims.insert("role".into(), serde_json::Value::String(stored.role.clone()));
+        let anonymous = self.anon_role.as_deref() == Some(stored.role.as_str());
         Ok(Found::Key(ApiKey {
-            name: Arc::from(row.get::<_, &str>(1)),
+            name: Arc::from(stored.name),
             principal: Principal {
-                role: Arc::from(role),
+                role: Arc::from(stored.role),
                 claims: serde_json::Value::Object(claims).to_string().into(),
                 anonymous,
             },
-            expires_at: row.get(4),
+            expires_at: stored.expires_at,
         }))
     }
-}
-
-/// A failed look-up: a missing key store is a configuration problem worth saying plainly.
-fn lookup_error(e: tokio_postgres::Error) -> Error {
-    if e.as_db_error().is_some_and(|d| {
-        d.code().code() == "42P01" || d.code().code() == "3F000" || d.code().code() == "42883"
-    }) {
-        return Error::api(
-            code::API_KEY_STORE_MISSING,
-            "The API-key store is not installed: run `rowgate apikey install` (or create a key)",
-        );
-    }
-    db_error(e, false)
 }
 
 /// 403 for a key that is not (or no longer) valid.

@@ -5,7 +5,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{keys, Authenticator};
+use super::Authenticator;
+use crate::config::jwt_secret as keys;
 
 /// The shortest time between two fetches.
 const MIN_INTERVAL: Duration = Duration::from_secs(10);

@@ -8,8 +8,6 @@
 //! token is still refused once its `exp` has passed.
 
 mod jwks;
-mod keys;
-mod role_path;
 
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -18,10 +16,9 @@ use jsonwebtoken::{decode, decode_header, Validation};
 use serde_json::{Map, Value};
 
 pub use jwks::spawn_refresh as spawn_jwks_refresh;
-pub use keys::{parse as parse_keys, read_value, VerificationKey};
-pub use role_path::RolePath;
 
-use crate::config::Config;
+use crate::config::jwt_secret::{parse as parse_keys, VerificationKey};
+use crate::config::{Config, RolePath};
 use crate::error::{code, Error};
 
 /// Clock skew allowed on `exp`, `nbf` and `iat`, in seconds (PostgREST's 30 s).

@@ -1,8 +1,159 @@
 //! The databases rowgate serves, each in a folder of its own: `postgres` and `sqlite` own
-//! everything specific to them (dialect, connections, catalog, transactions, change feed).
+//! everything specific to them (dialect, connections, catalog, transactions, change feed,
+//! and for SQLite the access rules). [`Backend`] is the seam the rest of rowgate calls, and
+//! the only place that asks which database it is: a capability both backends have is one
+//! method here and one implementation in each folder.
 
 pub mod postgres;
 pub mod sqlite;
+
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
+use http::Response;
+
+use crate::apikey::admin::KeyCommand;
+use crate::apikey::{KeyLookup, StoredKey};
+use crate::auth::Principal;
+use crate::cache::ResponseCache;
+use crate::config::Config;
+use crate::error::Error;
+use crate::plan::{MutatePlan, ReadPlan};
+use crate::response::Body;
+use crate::schema::{SchemaCache, SharedSchema};
+
+/// The database a server serves.
+pub enum Backend {
+    /// PostgreSQL: roles and row-level security decide what a caller sees.
+    Postgres(postgres::PgBackend),
+    /// An SQLite file: the access rules (`db-rules`) decide.
+    Sqlite(sqlite::SqliteBackend),
+}
+
+/// Who makes a request, and what of its HTTP form a backend may need beside its plan.
+pub struct Caller<'r> {
+    /// Who asks.
+    pub principal: &'r Principal,
+    /// The request as PostgreSQL's `request.*` settings show it.
+    pub request: RequestInfo<'r>,
+    /// The schema cache snapshot the request was planned with.
+    pub schema: &'r SchemaCache,
+}
+
+/// The HTTP request's method, path and headers (names lower-case).
+#[derive(Clone, Copy)]
+pub struct RequestInfo<'r> {
+    /// `GET`, `POST`, ...
+    pub method: &'r str,
+    /// The path, below `api-prefix`.
+    pub path: &'r str,
+    /// Every header, in order.
+    pub headers: &'r [(&'r str, &'r str)],
+}
+
+impl KeyLookup for Backend {
+    fn lookup<'a>(&'a self, hash: &'a [u8; 32]) -> BoxFuture<'a, Result<Option<StoredKey>, Error>> {
+        match self {
+            Backend::Postgres(pg) => Box::pin(postgres::apikey::lookup(pg.db(), hash)),
+            Backend::Sqlite(lite) => Box::pin(sqlite::apikey::lookup(&lite.db, hash)),
+        }
+    }
+}
+
+impl Backend {
+    /// Opens the database `config` names and starts keeping `schema` current with it (and the
+    /// response `cache`, when on); `keys_changed` is told when the API-key store changes.
+    pub fn start(
+        config: Arc<Config>,
+        schema: Arc<SharedSchema>,
+        cache: Option<Arc<ResponseCache>>,
+        keys_changed: Arc<dyn Fn() + Send + Sync>,
+    ) -> Result<Backend, String> {
+        Ok(match config.sqlite.clone() {
+            Some(target) => {
+                Backend::Sqlite(sqlite::SqliteBackend::open(config, target, schema, cache, keys_changed)?)
+            }
+            None => Backend::Postgres(postgres::PgBackend::start(config, schema, cache, keys_changed)),
+        })
+    }
+
+    /// A read's response.
+    pub async fn read(&self, plan: &ReadPlan, caller: &Caller<'_>) -> Result<Response<Body>, Error> {
+        match self {
+            Backend::Postgres(pg) => pg.read(plan, caller).await,
+            Backend::Sqlite(lite) => lite.read(plan, caller).await,
+        }
+    }
+
+    /// A write's response, its transaction committed (or rolled back, as asked or on error).
+    pub async fn write(&self, plan: MutatePlan, caller: &Caller<'_>) -> Result<Response<Body>, Error> {
+        match self {
+            Backend::Postgres(pg) => pg.write(plan, caller).await,
+            Backend::Sqlite(lite) => lite.write(plan, caller).await,
+        }
+    }
+
+    /// Brings the response cache up to date with commits rowgate has not been told of (another
+    /// process's, on SQLite), before a look-up.
+    pub async fn sync_cache(&self, cache: &ResponseCache) {
+        if let Backend::Sqlite(lite) = self {
+            lite.sync_cache(cache).await;
+        }
+    }
+
+    /// Whether requests can be served: a connection can be had.
+    pub async fn ready(&self) -> bool {
+        match self {
+            Backend::Postgres(pg) => pg.ready().await,
+            Backend::Sqlite(_) => true,
+        }
+    }
+
+    /// The schema changed under a request: reload the schema cache.
+    pub fn reload_schema(&self) {
+        match self {
+            Backend::Postgres(pg) => pg.reload_schema(),
+            // SQLite's schema is watched, and reloaded within half a second.
+            Backend::Sqlite(_) => {}
+        }
+    }
+
+    /// `rowgate apikey`: runs `command` on the key store of the database `uri` names, on a
+    /// direct connection (on PostgreSQL, a role that may create the `rowgate` schema, or owns
+    /// it); returns the lines to print.
+    pub async fn apikey_admin(uri: &str, command: KeyCommand) -> Result<Vec<String>, String> {
+        use KeyCommand::*;
+        if let Some(target) = crate::config::SqliteTarget::from_uri(uri) {
+            let c = sqlite::db::connect_admin(&target).map_err(|e| format!("cannot open {uri}: {e}"))?;
+            return match command {
+                Install => sqlite::apikey::install(&c).map(|()| Vec::new()),
+                Create { role, name, expires, claims } => {
+                    sqlite::apikey::create(&c, &role, &name, expires, &claims).map(|key| vec![key])
+                }
+                List => sqlite::apikey::list(&c),
+                Revoke { which } => sqlite::apikey::revoke(&c, &which).map(|n| vec![n.to_string()]),
+            };
+        }
+        let config: tokio_postgres::Config = uri.parse().map_err(|e| format!("invalid db-uri: {e}"))?;
+        let c = postgres::connect(&config).await.map_err(|e| format!("cannot connect: {e}"))?;
+        match command {
+            Install => postgres::apikey::install(&c).await.map(|()| Vec::new()),
+            Create { role, name, expires, claims } => {
+                postgres::apikey::create(&c, &role, &name, expires, &claims).await.map(|key| vec![key])
+            }
+            List => postgres::apikey::list(&c).await,
+            Revoke { which } => postgres::apikey::revoke(&c, &which).await.map(|n| vec![n.to_string()]),
+        }
+    }
+
+    /// Where the built-in accounts live.
+    pub fn account_store(&self) -> crate::accounts::Store {
+        match self {
+            Backend::Postgres(pg) => pg.account_store(),
+            Backend::Sqlite(lite) => crate::accounts::Store::Sqlite(lite.db.clone()),
+        }
+    }
+}
 
 /// SQL text with its parameters, all sent as text (as PostgREST binds them), so that the
 /// database's own input functions judge them: `id=eq.abc` on an integer column is

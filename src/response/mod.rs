@@ -14,8 +14,56 @@ use rowgate_request::PreferCount;
 use crate::backend::postgres::sql::{ReadStatements, Render, RowShape, WriteStatements};
 use crate::backend::postgres::{RawValue, ReadResult, WriteResult};
 use crate::error::{code, Error};
-use crate::http::Body;
 use crate::plan::{Media, MutatePlan, Mutation, ReadPlan, ResultShape, Returning};
+
+/// The response body type.
+pub type Body = http_body_util::Full<bytes::Bytes>;
+
+/// The one place where an [`Error`] becomes an HTTP response (its status and body come from
+/// [`Error::to_response`]).
+pub fn error_response(error: &Error) -> Response<Body> {
+    let e = error.to_response();
+    if e.status.is_server_error() {
+        tracing::error!(status = e.status.as_u16(), error = %error, "request failed");
+    }
+    let mut r = Response::new(Body::from(e.body));
+    *r.status_mut() = e.status;
+    let headers = r.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json; charset=utf-8"));
+    if let Some(secs) = e.retry_after {
+        headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    }
+    if let Some(v) = e.www_authenticate.and_then(|v| HeaderValue::from_str(&v).ok()) {
+        headers.insert(header::WWW_AUTHENTICATE, v);
+    }
+    r
+}
+
+/// `Content-Profile` of an answer in `schema`: named when more than one schema is exposed.
+pub fn profile(config: &crate::config::Config, schema: &str) -> Option<String> {
+    (config.db_schemas.len() > 1).then(|| schema.to_owned())
+}
+
+/// Conditional GET: 304 without a body when the client's copy is current (RFC 9110 §13.1.2).
+pub fn not_modified(request: &http::HeaderMap, response: Response<Body>) -> Response<Body> {
+    let (Some(inm), Some(etag)) = (request.get(header::IF_NONE_MATCH), response.headers().get(header::ETAG))
+    else {
+        return response;
+    };
+    if let (Ok(inm), Ok(e)) = (inm.to_str(), etag.to_str()) {
+        if none_match(inm, e) {
+            let mut r = Response::new(Body::default());
+            *r.status_mut() = StatusCode::NOT_MODIFIED;
+            for name in [header::ETAG, header::CACHE_CONTROL] {
+                if let Some(v) = response.headers().get(&name) {
+                    r.headers_mut().insert(name, v.clone());
+                }
+            }
+            return r;
+        }
+    }
+    response
+}
 
 /// Builds the response of a read.
 pub fn read(
@@ -74,7 +122,7 @@ pub fn finish(
     if let Some(t) = total {
         if lower > t {
             // PostgREST keeps Content-Range and Preference-Applied on this error.
-            let mut response = crate::http::error_response(&Error::Api {
+            let mut response = error_response(&Error::Api {
                 code: code::INVALID_RANGE,
                 message: "Requested range not satisfiable".into(),
                 details: Some(format!("An offset of {lower} was requested, but there are only {t} rows.")),

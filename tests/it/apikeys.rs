@@ -128,3 +128,51 @@ fn required_keys() {
     let key = create("web_anon", "required", &[]);
     assert_eq!(request_to(&base, "GET", "/items?limit=1", &[("apikey", &key)]).status, 200);
 }
+
+/// Runs `rowgate apikey ARGS` on the SQLite file at `path`; returns stdout.
+fn apikey_on_sqlite(path: &std::path::Path, args: &[&str]) -> String {
+    let out = Command::new(ROWGATE)
+        .arg("apikey")
+        .args(args)
+        .arg("--db-uri")
+        .arg(format!("sqlite:{}", path.display()))
+        .output()
+        .expect("run rowgate apikey");
+    assert!(out.status.success(), "rowgate apikey {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn keys_work_on_sqlite_too() {
+    // An `rg_` key sent to a server on SQLite once went to a PostgreSQL pool with no database.
+    let path = tempfile::tempdir().expect("temp dir").keep().join("keys.db");
+    let schema = "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT);
+                  INSERT INTO notes VALUES (1, 'members only');";
+    let base = crate::sqlite::serve_sqlite(
+        &path,
+        schema,
+        "[notes]\nselect = { member = \"true\" }\n",
+        Default::default(),
+    );
+    let r = request_to(&base, "GET", "/notes", &[("apikey", "rg_not-a-key")]);
+    assert_eq!((r.status, r.json()["code"].clone()), (403, json!("RG011")), "{}", r.body);
+    let key =
+        apikey_on_sqlite(&path, &["create", "--role", "member", "--name", "members-app"]).trim().to_owned();
+    assert!(key.starts_with("rg_"), "{key}");
+    let r = request_to(&base, "GET", "/notes", &[("apikey", &key)]);
+    assert_eq!((r.status, r.json()), (200, json!([{"id": 1, "body": "members only"}])), "{}", r.body);
+    let r = request_to(&base, "GET", "/rowgate/apikey", &[("apikey", &key)]);
+    assert_eq!((r.json()["name"].clone(), r.json()["role"].clone()), (json!("members-app"), json!("member")));
+    assert!(apikey_on_sqlite(&path, &["list"]).contains("members-app\tmember\t"));
+    apikey_on_sqlite(&path, &["revoke", "members-app"]);
+    let revoked_at = Instant::now();
+    loop {
+        let r = request_to(&base, "GET", "/notes", &[("apikey", &key)]);
+        if r.status == 403 {
+            assert_eq!(r.json()["message"], "API key revoked");
+            break;
+        }
+        assert!(revoked_at.elapsed() < Duration::from_secs(2), "still accepted after two seconds");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

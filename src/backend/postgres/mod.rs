@@ -13,6 +13,7 @@
 //! `default_transaction_read_only`. If the settings statement fails, the query's result is
 //! discarded and the connection forgets what it holds, so the next request sets everything.
 
+pub mod apikey;
 pub mod changes;
 mod conn;
 pub mod dependencies;
@@ -27,3 +28,151 @@ pub use conn::{db_error, Pipelined, ReadResult, WriteResult};
 pub use pool::{connect, Db, PgConn};
 pub use settings::{SessionSettings, Setting};
 pub use value::{RawValue, TextParam};
+mod transaction;
+
+use std::sync::Arc;
+
+use http::Response;
+
+use crate::backend::Caller;
+use crate::cache::ResponseCache;
+use crate::config::Config;
+use crate::error::{code, Error};
+use crate::plan::{MutatePlan, ReadPlan};
+use crate::response::Body;
+use crate::schema::SharedSchema;
+
+/// A server's PostgreSQL: the pool, the schema cache's reloader, and the response cache whose
+/// markers a write's COMMIT carries.
+pub struct PgBackend {
+    config: Arc<Config>,
+    db: Db,
+    cache: Option<Arc<ResponseCache>>,
+    reloader: reload::Reloader,
+}
+
+impl PgBackend {
+    /// The pool (no connection is opened until one is needed) and the schema cache's loading,
+    /// with its reloads on SIGUSR1 and on notifications; `keys_changed` is told when the
+    /// API-key store changes.
+    pub fn start(
+        config: Arc<Config>,
+        schema: Arc<SharedSchema>,
+        cache: Option<Arc<ResponseCache>>,
+        keys_changed: reload::KeysChanged,
+    ) -> PgBackend {
+        let reloader = reload::Reloader::start(config.clone(), schema, cache.clone());
+        reload::spawn_sigusr1(reloader.clone());
+        reload::spawn_listener(config.clone(), reloader.clone(), keys_changed);
+        PgBackend { db: Db::new(&config), config, cache, reloader }
+    }
+
+    /// A read, in one round trip with its settings: a GET, HEAD or a function call (POST /rpc
+    /// runs in a transaction rowgate ends once it has seen the result).
+    pub async fn read(&self, plan: &ReadPlan, caller: &Caller<'_>) -> Result<Response<Body>, Error> {
+        let config = &*self.config;
+        let anonymous = caller.principal.anonymous;
+        let statements = sql::render_read(plan, config.db_max_rows);
+        let mut settings =
+            SessionSettings::of_request(config, caller, &plan.schema, plan.timezone.as_deref());
+        let profile = crate::response::profile(config, &plan.schema);
+        if plan.transaction.is_some_and(|t| t.read_only) {
+            settings.set(Setting::ReadOnly, "on".into());
+        }
+        let mut conn = self.db.get().await?;
+        if let Some(explain) = &plan.explain {
+            let stmt = sql::explain(&statements.main, explain);
+            if plan.transaction.is_some_and(|t| !t.read_only) {
+                // EXPLAIN ANALYZE runs the call: whatever it writes is rolled back.
+                let result = conn.write(&settings, &stmt, true, anonymous).await?;
+                conn.finish(false, anonymous).await?;
+                return Ok(crate::response::plan(explain, &result.rows));
+            }
+            let result = conn.read(&settings, &stmt, None, anonymous).await?;
+            return Ok(crate::response::plan(explain, &result.rows));
+        }
+        let volatile = plan.call.as_ref().is_some_and(|c| c.volatile);
+        let mut marker = None;
+        let response = match plan.transaction {
+            None => {
+                if volatile {
+                    // It may change session settings: if the request is dropped midway, the
+                    // record must not claim to know them.
+                    conn.settings.forget();
+                }
+                let result =
+                    conn.read(&settings, &statements.main, statements.explain.as_ref(), anonymous).await?;
+                crate::response::read(plan, &statements, result, config.db_max_rows, profile.as_deref())
+            }
+            Some(tx) => {
+                let result = conn.write(&settings, &statements.main, true, anonymous).await?;
+                let read = ReadResult { rows: result.rows, explain: None };
+                let response =
+                    crate::response::read(plan, &statements, read, config.db_max_rows, profile.as_deref());
+                let commit = response.is_ok() && !tx.rollback;
+                marker = transaction::end_write(&mut conn, commit, self.cache.as_ref(), anonymous).await?;
+                response
+            }
+        };
+        if volatile {
+            // A volatile function may have changed session settings behind the cache's back.
+            conn.settings.forget();
+        }
+        drop(conn);
+        if let Some(marker) = marker {
+            marker.wait().await;
+        }
+        response
+    }
+
+    /// A write: on a task of its own unless its whole transaction is queued at once.
+    pub async fn write(&self, plan: MutatePlan, caller: &Caller<'_>) -> Result<Response<Body>, Error> {
+        let settings =
+            SessionSettings::of_request(&self.config, caller, &plan.schema, plan.timezone.as_deref());
+        let profile = crate::response::profile(&self.config, &plan.schema);
+        let blind = plan.commits_blind();
+        // Boxed: the write's future (~9 KB) would otherwise be part of every request's,
+        // reads included, and copied whole at each `.await` above this one.
+        let write = Box::pin(transaction::write(
+            self.db.clone(),
+            self.cache.clone(),
+            plan,
+            settings,
+            caller.principal.anonymous,
+            profile,
+        ));
+        if blind {
+            // Its whole transaction is queued on the connection at once (PgConn::write_committed):
+            // a client going away cannot interrupt it midway, so no task of its own is needed.
+            write.await
+        } else {
+            // The write runs on a task of its own, so that a client going away mid-write
+            // cannot leave its transaction open on a pooled connection: it commits or rolls back.
+            tokio::spawn(write)
+                .await
+                .unwrap_or_else(|_| Err(Error::api(code::INTERNAL, "Internal server error")))
+        }
+    }
+
+    /// The pool.
+    pub fn db(&self) -> &Db {
+        &self.db
+    }
+
+    /// Whether a pooled connection can be had.
+    pub async fn ready(&self) -> bool {
+        self.db.get().await.is_ok()
+    }
+
+    /// Asks for a schema cache reload.
+    pub fn reload_schema(&self) {
+        self.reloader.request();
+    }
+
+    /// The built-in accounts' store, on a connection of its own as the authenticator.
+    pub fn account_store(&self) -> crate::accounts::Store {
+        let pg: tokio_postgres::Config =
+            self.config.db_uri.parse().expect("db-uri was validated by Config::load");
+        crate::accounts::Store::Postgres(Box::new(crate::accounts::PgStore::new(pg)))
+    }
+}

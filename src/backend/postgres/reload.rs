@@ -183,10 +183,10 @@ async fn listen(
             }
         }
     });
-    let mut listen = format!("LISTEN {};", crate::apikey::CHANNEL);
+    let mut listen = format!("LISTEN {};", super::apikey::CHANNEL);
     if config.db_channel_enabled {
         listen.push_str(" LISTEN ");
-        crate::backend::postgres::sql::push_ident(&mut listen, &config.db_channel);
+        crate::backend::push_ident(&mut listen, &config.db_channel);
     }
     if reloader.cache.is_some() {
         listen.push_str("; LISTEN ");
@@ -271,7 +271,7 @@ async fn listen(
                 break;
             }
             reloader.request();
-        } else if channel == crate::apikey::CHANNEL {
+        } else if channel == super::apikey::CHANNEL {
             keys_changed();
         } else if payload.is_empty() || payload == "reload schema" {
             reloader.request();

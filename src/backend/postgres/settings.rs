@@ -1,5 +1,10 @@
 //! Session settings a request needs, and what a pooled connection already holds.
 
+use serde_json::{Map, Value};
+
+use crate::backend::{push_ident, Caller};
+use crate::config::Config;
+
 /// The settings rowgate manages on every connection, in the order they are applied. `role`
 /// comes last so the others are set by the authenticator, as PostgREST sets them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,6 +66,48 @@ pub struct SessionSettings {
 }
 
 impl SessionSettings {
+    /// The settings a request by `caller` runs with in `schema`, in `timezone` if given: the
+    /// role and claims, `request.*` (method, path, headers, cookies), the search path, and
+    /// read-only mode for GET and HEAD.
+    pub fn of_request(config: &Config, caller: &Caller<'_>, schema: &str, timezone: Option<&str>) -> Self {
+        let mut s = SessionSettings::default();
+        let mut search_path = String::new();
+        for (i, name) in
+            std::iter::once(schema).chain(config.db_extra_search_path.iter().map(String::as_str)).enumerate()
+        {
+            if i > 0 {
+                search_path.push_str(", ");
+            }
+            push_ident(&mut search_path, name);
+        }
+        s.set(Setting::SearchPath, search_path);
+        let read_only = matches!(caller.request.method, "GET" | "HEAD");
+        s.set(Setting::ReadOnly, if read_only { "on" } else { "off" }.into());
+        s.set(Setting::JwtClaims, caller.principal.claims.to_string());
+        s.set(Setting::Method, caller.request.method.into());
+        s.set(Setting::Path, caller.request.path.into());
+        let mut headers = Map::new();
+        let mut cookies = Map::new();
+        for (name, value) in caller.request.headers {
+            if *name == "cookie" {
+                for pair in value.split(';') {
+                    if let Some((k, v)) = pair.split_once('=') {
+                        cookies.insert(k.trim().into(), Value::String(v.trim().into()));
+                    }
+                }
+            } else {
+                headers.insert((*name).into(), Value::String((*value).into()));
+            }
+        }
+        s.set(Setting::Headers, Value::Object(headers).to_string());
+        s.set(Setting::Cookies, Value::Object(cookies).to_string());
+        s.set(Setting::Role, caller.principal.role.to_string());
+        if let Some(tz) = timezone {
+            s.set(Setting::TimeZone, tz.to_owned());
+        }
+        s
+    }
+
     /// Sets one value.
     pub fn set(&mut self, setting: Setting, value: String) {
         self.values[setting as usize] = Some(value);

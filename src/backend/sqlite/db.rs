@@ -4,59 +4,42 @@
 //! affinity converts them.
 
 use std::collections::HashSet;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
 use crate::backend::postgres::sql::Statement;
+use crate::config::SqliteTarget;
 use crate::error::{code, sqlstate, Error};
 
-/// Where the data lives, from `db-uri` (`sqlite:PATH`, `sqlite::memory:`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SqliteTarget {
-    /// A database file.
-    File(PathBuf),
-    /// An in-memory database shared by this process's connections (tests).
-    Memory(String),
+/// A read-write connection to `target` (created if missing) for an admin command.
+pub fn connect_admin(target: &SqliteTarget) -> rusqlite::Result<Connection> {
+    connect(target, false)
 }
 
-impl SqliteTarget {
-    /// The target of a `sqlite:` URI, or `None` for any other URI.
-    pub fn from_uri(uri: &str) -> Option<SqliteTarget> {
-        let rest = uri.strip_prefix("sqlite:")?;
-        if rest == ":memory:" {
-            let mut id = [0u8; 8];
-            let _ = getrandom::fill(&mut id);
-            let name = crate::hex(&id);
-            return Some(SqliteTarget::Memory(format!("file:rowgate-{name}?mode=memory&cache=shared")));
-        }
-        let path = rest.strip_prefix("//").unwrap_or(rest);
-        Some(SqliteTarget::File(PathBuf::from(path)))
+/// Opens a connection to `target` with rowgate's settings: a busy timeout, foreign keys on,
+/// the `regexp` function, and a file mapped into memory.
+fn connect(target: &SqliteTarget, read_only: bool) -> rusqlite::Result<Connection> {
+    let mut flags = OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    flags |= if read_only {
+        OpenFlags::SQLITE_OPEN_READ_ONLY
+    } else {
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE
+    };
+    let conn = match target {
+        SqliteTarget::File(path) => Connection::open_with_flags(path, flags)?,
+        SqliteTarget::Memory(uri) => Connection::open_with_flags(uri, flags)?,
+    };
+    conn.busy_timeout(Duration::from_secs(5))?;
+    conn.pragma_update(None, "foreign_keys", "on")?;
+    add_regexp(&conn)?;
+    if matches!(target, SqliteTarget::File(_)) {
+        // Reads map the file instead of copying its pages into each connection's 2 MB cache:
+        // a scan of a table larger than that costs a third (measured on s004's filter).
+        conn.pragma_update(None, "mmap_size", MMAP_BYTES)?;
     }
-
-    fn open(&self, read_only: bool) -> rusqlite::Result<Connection> {
-        let mut flags = OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        flags |= if read_only {
-            OpenFlags::SQLITE_OPEN_READ_ONLY
-        } else {
-            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE
-        };
-        let conn = match self {
-            SqliteTarget::File(path) => Connection::open_with_flags(path, flags)?,
-            SqliteTarget::Memory(uri) => Connection::open_with_flags(uri, flags)?,
-        };
-        conn.busy_timeout(Duration::from_secs(5))?;
-        conn.pragma_update(None, "foreign_keys", "on")?;
-        add_regexp(&conn)?;
-        if matches!(self, SqliteTarget::File(_)) {
-            // Reads map the file instead of copying its pages into each connection's 2 MB cache:
-            // a scan of a table larger than that costs a third (measured on s004's filter).
-            conn.pragma_update(None, "mmap_size", MMAP_BYTES)?;
-        }
-        Ok(conn)
-    }
+    Ok(conn)
 }
 
 /// SQLite instructions a statement may run on an async thread before it is moved to a blocking
@@ -156,7 +139,7 @@ impl SqliteDb {
     /// Opens (creating the file if missing), switches a file to WAL mode and starts the writer
     /// thread, which commits with the `synchronous` pragma given (`FULL` or `NORMAL`).
     pub fn open(target: SqliteTarget, synchronous: &str) -> rusqlite::Result<Arc<SqliteDb>> {
-        let writer = target.open(false)?;
+        let writer = connect(&target, false)?;
         writer.pragma_update(None, "synchronous", synchronous)?;
         if matches!(target, SqliteTarget::File(_)) {
             // Readers never block the writer, nor it them.
@@ -219,7 +202,7 @@ impl SqliteDb {
 
     /// The columns of `table` (at start-up, on the calling thread).
     pub fn column_names(&self, table: &str) -> rusqlite::Result<Vec<String>> {
-        let conn = self.target.open(true)?;
+        let conn = connect(&self.target, true)?;
         let mut q = conn.prepare("SELECT name FROM pragma_table_info(?1)")?;
         let names = q.query_map([table], |r| r.get(0))?.collect();
         names
@@ -227,13 +210,13 @@ impl SqliteDb {
 
     /// Runs set-up statements (at start-up, on the calling thread, on a connection of its own).
     pub fn setup(&self, sql: &str) -> rusqlite::Result<()> {
-        self.target.open(false)?.execute_batch(sql)
+        connect(&self.target, false)?.execute_batch(sql)
     }
 
     /// Reads the schema (at start-up, on the calling thread), and the `PRAGMA schema_version`
     /// it is at least as new as.
     pub fn load_schema(&self, exposed: &str) -> rusqlite::Result<(crate::schema::SchemaCache, i64)> {
-        let conn = self.target.open(true)?;
+        let conn = connect(&self.target, true)?;
         let version = conn.query_row("PRAGMA schema_version", [], |r| r.get::<_, i64>(0))?;
         Ok((crate::backend::sqlite::introspect::load(&conn, exposed)?, version))
     }
@@ -347,7 +330,7 @@ impl SqliteDb {
             let pooled = db.readers.lock().unwrap_or_else(|e| e.into_inner()).pop();
             let conn = match pooled {
                 Some(c) => c,
-                None => db.target.open(true)?,
+                None => connect(&db.target, true)?,
             };
             let result = f(&conn);
             db.readers.lock().unwrap_or_else(|e| e.into_inner()).push(conn);

@@ -1,9 +1,229 @@
 //! The SQLite backend: everything rowgate does that is specific to SQLite — its SQL dialect
 //! (`sql`: the whole JSON body built by SQLite from a plan), the connections and the writer
 //! thread (`db`), the catalog introspection (`introspect`), and the access rules that stand in
-//! for roles and row-level security (`rules`).
+//! for roles and row-level security (`rules`, applied to a plan's tables by `access`).
 
+mod access;
+pub mod apikey;
 pub mod db;
 pub mod introspect;
 pub mod rules;
 pub mod sql;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::Response;
+
+use self::access::{both, Access};
+use self::db::{Changed, SqliteDb};
+use self::rules::{Operation, Rules};
+use crate::backend::Caller;
+use crate::cache::ResponseCache;
+use crate::config::{Config, SqliteTarget};
+use crate::error::Error;
+use crate::plan::{Media, MutatePlan, Mutation, ReadPlan, Returning};
+use crate::response::Body;
+use crate::schema::SharedSchema;
+
+/// How often the file's schema is looked at for changes by any process.
+const SCHEMA_WATCH: Duration = Duration::from_millis(500);
+
+/// A server's SQLite database and who may do what in it.
+pub struct SqliteBackend {
+    /// The database.
+    pub db: Arc<SqliteDb>,
+    /// `db-rules`.
+    rules: Rules,
+    config: Arc<Config>,
+}
+
+impl SqliteBackend {
+    /// Opens the database (created if missing) and its access rules, loads the schema cache
+    /// before the first request and keeps it current; with the response cache on, tells it of
+    /// every commit's tables.
+    pub fn open(
+        config: Arc<Config>,
+        target: SqliteTarget,
+        shared: Arc<SharedSchema>,
+        cache: Option<Arc<ResponseCache>>,
+        keys_changed: Arc<dyn Fn() + Send + Sync>,
+    ) -> Result<SqliteBackend, String> {
+        let exposed = config.db_schemas[0].clone();
+        let rules = match &config.db_rules {
+            Some(path) => {
+                Rules::load(path).map_err(|e| format!("the access rules could not be loaded: {e}"))?
+            }
+            None => {
+                tracing::warn!("no db-rules file: no caller may read any table");
+                Rules::default()
+            }
+        };
+        if let Some(missing) = unkeyed_claims(&config, &rules) {
+            // Callers that differ in such a claim would share cached answers.
+            return Err(format!(
+                "the access rules read claims that cache-key-claims leaves out of the cache key: {missing}"
+            ));
+        }
+        let db = SqliteDb::open(target, config.db_sqlite_synchronous)
+            .map_err(|e| format!("opening the SQLite database failed: {e}"))?;
+        let (schema, version) =
+            db.load_schema(&exposed).map_err(|e| format!("reading the SQLite schema failed: {e}"))?;
+        tracing::info!(relations = schema.relations.len(), "schema cache loaded");
+        shared.store(schema);
+        db.watch_schema(exposed.clone(), shared.clone(), version, SCHEMA_WATCH);
+        watch_keys(db.clone(), keys_changed);
+        if let Some(cache) = cache {
+            // rowgate's writer reports every commit's tables; other processes' commits are
+            // looked for before each look-up ([`SqliteBackend::sync_cache`]).
+            cache.without_listener();
+            db.listen(Box::new(move |changed| match changed {
+                Changed::Tables(tables) => match shared.load() {
+                    Some(s) => cache.tables_changed(&s, &exposed, tables.iter()),
+                    None => cache.flush(),
+                },
+                Changed::Schema => cache.flush(),
+            }));
+        }
+        Ok(SqliteBackend { db, rules, config })
+    }
+
+    /// Flushes the response cache if another process has written the file: what it changed
+    /// is unknown.
+    pub async fn sync_cache(&self, cache: &ResponseCache) {
+        self.db.foreign_commits(|| cache.flush()).await;
+    }
+
+    fn access<'a>(&'a self, schema_name: &'a str, caller: &'a Caller<'a>) -> Access<'a> {
+        Access {
+            rules: &self.rules,
+            schema: caller.schema,
+            schema_name,
+            principal: caller.principal,
+            config: &self.config,
+        }
+    }
+
+    /// A read: the body is built by SQLite itself (see `sql`), of the rows the caller's read
+    /// rules allow in every table it reads.
+    pub async fn read(&self, plan: &ReadPlan, caller: &Caller<'_>) -> Result<Response<Body>, Error> {
+        let rules = self.access(&plan.schema, caller).read_rules(&sql::tables(plan))?;
+        let profile = crate::response::profile(&self.config, &plan.schema);
+        let profile = profile.as_deref();
+        let statements = sql::render_read(plan, &rules)?;
+        let out = self.db.read(statements.main, statements.count).await?;
+        if plan.media == Media::Csv {
+            let header: Vec<String> =
+                plan.columns.iter().filter(|c| c.is_output()).map(|c| c.key.clone()).collect();
+            return crate::response::finish(plan, out.rows, out.total, profile, || {
+                Ok(sql::csv_from_json(&out.body, &header))
+            });
+        }
+        let single = matches!(plan.media, Media::Single { .. });
+        crate::response::finish(plan, out.rows, out.total, profile, || {
+            if single {
+                if out.rows != 1 {
+                    return Err(crate::response::singular(out.rows));
+                }
+                // The array's one element: `[` + object + `]`.
+                return Ok(out.body.as_bytes()[1..out.body.len() - 1].to_vec());
+            }
+            Ok(out.body.into_bytes())
+        })
+    }
+
+    /// A write: the operation's rule restricts and checks the rows, the read rules shape the
+    /// representation.
+    pub async fn write(&self, plan: MutatePlan, caller: &Caller<'_>) -> Result<Response<Body>, Error> {
+        let access = self.access(&plan.schema, caller);
+        let table = plan.relation.name.name.clone();
+        let op = match plan.mutation {
+            Mutation::Insert { .. } => Operation::Insert,
+            Mutation::Update { .. } | Mutation::UpdateByKey { .. } => Operation::Update,
+            Mutation::Delete => Operation::Delete,
+        };
+        let mut rule = access.rule(&table, op)?;
+        if op != Operation::Insert && !plan.conditions.is_empty() {
+            // Filters read the rows: as PostgreSQL applies SELECT policies to an UPDATE or
+            // DELETE with a WHERE clause, only rows the caller may read are matched (else a
+            // count or a representation would tell of rows it may not see).
+            rule = both(rule, access.rule(&table, Operation::Select)?);
+        }
+        // What the write reads besides its table: embedded resources its filters test, and for
+        // a representation or a Location the written rows as the caller may read them.
+        let mut tables = sql::tables_of(&table, &[], &plan.conditions, &[]).split_off(1);
+        match &plan.returning {
+            Returning::Representation(columns) => {
+                tables.extend(sql::tables_of(&table, columns, &plan.output_conditions, &[]))
+            }
+            Returning::Location(_) => tables.push(&table),
+            _ => {}
+        }
+        let read_rules = access.read_rules(&tables)?;
+        // A merging upsert may update rows: the caller needs the update rule too, and the
+        // select rule — PostgreSQL checks the row an ON CONFLICT DO UPDATE finds, and the rows
+        // it writes, against SELECT policies as well, so a row the caller may not read is
+        // never updated.
+        let update_rule = match &plan.mutation {
+            Mutation::Insert { on_conflict: Some(c), .. } if c.merge => {
+                both(access.rule(&table, Operation::Update)?, access.rule(&table, Operation::Select)?)
+            }
+            _ => None,
+        };
+        let statements = sql::render_write(&plan, rule.as_ref(), update_rule.as_ref(), &read_rules)?;
+        let profile = crate::response::profile(&self.config, &plan.schema);
+        let rollback = plan.rollback;
+        self.db
+            .write(statements, table, rollback, move |out| {
+                let location = match (&plan.returning, &out.location) {
+                    (Returning::Location(pk), Some(values)) => {
+                        let values: Vec<Option<&str>> = values.iter().map(|v| v.as_deref()).collect();
+                        Some(crate::response::location(&plan.relation.name.name, pk, &values))
+                    }
+                    _ => None,
+                };
+                let (body, page) = out.representation.unwrap_or_default();
+                let outcome = crate::response::WriteOutcome {
+                    affected: out.affected,
+                    inserted: out.inserted.unwrap_or(out.affected),
+                    page,
+                    location,
+                };
+                let single = matches!(plan.media, Media::Single { .. });
+                crate::response::finish_write(&plan, outcome, profile.as_deref(), || {
+                    // The singular object: the array's one element.
+                    Ok(if single && body.len() >= 2 {
+                        body.as_bytes()[1..body.len() - 1].to_vec()
+                    } else {
+                        body.into_bytes()
+                    })
+                })
+            })
+            .await
+    }
+}
+
+/// Tells `keys_changed` when keys were created, revoked or deleted (by `rowgate apikey`, in
+/// another process), looking every [`SCHEMA_WATCH`].
+fn watch_keys(db: Arc<SqliteDb>, keys_changed: Arc<dyn Fn() + Send + Sync>) {
+    tokio::spawn(async move {
+        let mut seen = None;
+        let mut tick = tokio::time::interval(SCHEMA_WATCH);
+        loop {
+            tick.tick().await;
+            let Ok(now) = db.with_reader(apikey::fingerprint).await else { continue };
+            if seen.is_some_and(|seen| seen != now) {
+                keys_changed();
+            }
+            seen = Some(now);
+        }
+    });
+}
+
+/// The claims the access rules read that a narrowed response-cache key (`cache-key-claims`)
+/// leaves out, comma-separated; `None` when the key covers them all.
+fn unkeyed_claims(config: &Config, rules: &Rules) -> Option<String> {
+    let keyed = config.cache_key_claims.as_ref().filter(|_| config.cache_enabled)?;
+    let missing: Vec<String> = rules.claims().into_iter().filter(|c| !keyed.contains(c)).collect();
+    (!missing.is_empty()).then(|| missing.join(", "))
+}

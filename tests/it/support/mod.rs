@@ -99,7 +99,7 @@ pub fn start_server(mut args: ServeArgs) -> String {
             .expect("server runtime");
         rt.block_on(async move {
             let listener = tokio::net::TcpListener::from_std(listener).expect("tokio listener");
-            let state = rowgate::server::start_state(config);
+            let state = rowgate::server::start_state(config).expect("rowgate starts");
             rowgate::http::serve(listener, state, std::future::pending(), Duration::from_secs(1)).await;
         });
     });

@@ -3,7 +3,7 @@
 
 use tokio_postgres::Client;
 
-use crate::apikey::admin::message;
+use crate::backend::postgres::apikey::message;
 
 const INSTALL_SQL: &str = include_str!("install.sql");
 const INSTALL_DDL_SQL: &str = include_str!("install_ddl.sql");

@@ -5,6 +5,11 @@
 //! Loading never panics: every wrong or missing value is a [`ConfigError`] with a one-line
 //! explanation, which `main` prints before exiting with status 2.
 
+pub mod jwt_secret;
+mod role_path;
+
+pub use role_path::RolePath;
+
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -253,6 +258,30 @@ pub struct ServeArgs {
     pub cache_control: Option<String>,
 }
 
+/// Where the data lives, from `db-uri` (`sqlite:PATH`, `sqlite::memory:`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SqliteTarget {
+    /// A database file.
+    File(PathBuf),
+    /// An in-memory database shared by this process's connections (tests).
+    Memory(String),
+}
+
+impl SqliteTarget {
+    /// The target of a `sqlite:` URI, or `None` for any other URI.
+    pub fn from_uri(uri: &str) -> Option<SqliteTarget> {
+        let rest = uri.strip_prefix("sqlite:")?;
+        if rest == ":memory:" {
+            let mut id = [0u8; 8];
+            let _ = getrandom::fill(&mut id);
+            let name = u64::from_le_bytes(id);
+            return Some(SqliteTarget::Memory(format!("file:rowgate-{name:016x}?mode=memory&cache=shared")));
+        }
+        let path = rest.strip_prefix("//").unwrap_or(rest);
+        Some(SqliteTarget::File(PathBuf::from(path)))
+    }
+}
+
 /// The `db-uri` when none is given: an SQLite file in the working directory, created if missing.
 pub const DEFAULT_DB_URI: &str = "sqlite:rowgate.db";
 
@@ -262,7 +291,7 @@ pub struct Config {
     /// `db-uri`.
     pub db_uri: String,
     /// The SQLite database `db-uri` names (`sqlite:PATH`, `sqlite::memory:`), if it does.
-    pub sqlite: Option<crate::backend::sqlite::db::SqliteTarget>,
+    pub sqlite: Option<SqliteTarget>,
     /// `db-schemas`; never empty, the first is the default.
     pub db_schemas: Vec<String>,
     /// `db-anon-role`.
@@ -308,7 +337,7 @@ pub struct Config {
     /// `jwt-aud`.
     pub jwt_aud: Option<String>,
     /// `jwt-role-claim-key`, parsed.
-    pub jwt_role_claim_key: crate::auth::RolePath,
+    pub jwt_role_claim_key: RolePath,
     /// `jwt-cache-max-entries`.
     pub jwt_cache_max_entries: u64,
     /// `jwt-jwks-url`.
@@ -364,7 +393,7 @@ impl Config {
         let a = args.clone();
         // No database named: the embedded default, an SQLite file in the working directory.
         let db_uri = a.db_uri.or(file.db_uri).unwrap_or_else(|| DEFAULT_DB_URI.to_owned());
-        let sqlite = crate::backend::sqlite::db::SqliteTarget::from_uri(&db_uri);
+        let sqlite = SqliteTarget::from_uri(&db_uri);
         if sqlite.is_none() {
             db_uri.parse::<tokio_postgres::Config>().map_err(|e| invalid("db-uri", e.to_string()))?;
         }
@@ -393,9 +422,8 @@ impl Config {
         let jwt_secret_is_base64 = a.jwt_secret_is_base64.or(file.jwt_secret_is_base64).unwrap_or(false);
         let jwt_secret = match a.jwt_secret.or(file.jwt_secret).filter(|s| !s.is_empty()) {
             Some(value) => {
-                let secret = crate::auth::read_value(&value).map_err(|e| invalid("jwt-secret", e))?;
-                crate::auth::parse_keys(&secret, jwt_secret_is_base64)
-                    .map_err(|e| invalid("jwt-secret", e))?;
+                let secret = jwt_secret::read_value(&value).map_err(|e| invalid("jwt-secret", e))?;
+                jwt_secret::parse(&secret, jwt_secret_is_base64).map_err(|e| invalid("jwt-secret", e))?;
                 Some(secret)
             }
             None => None,
@@ -413,10 +441,8 @@ impl Config {
             }
         }
         let jwt_role_claim_key = match a.jwt_role_claim_key.or(file.jwt_role_claim_key) {
-            Some(path) => {
-                crate::auth::RolePath::parse(&path).map_err(|e| invalid("jwt-role-claim-key", e))?
-            }
-            None => crate::auth::RolePath::default(),
+            Some(path) => RolePath::parse(&path).map_err(|e| invalid("jwt-role-claim-key", e))?,
+            None => RolePath::default(),
         };
         let api_key_headers =
             list(a.api_key_headers.or(file.api_key_headers).as_deref().unwrap_or("apikey, x-api-key"))
@@ -631,7 +657,7 @@ mod tests {
     fn without_a_uri_an_sqlite_file_in_the_working_directory_is_served() {
         let c = Config::load(&args(None)).unwrap();
         assert_eq!(c.db_uri, "sqlite:rowgate.db");
-        assert_eq!(c.sqlite, Some(crate::backend::sqlite::db::SqliteTarget::File("rowgate.db".into())));
+        assert_eq!(c.sqlite, Some(SqliteTarget::File("rowgate.db".into())));
         assert_eq!(c.db_sqlite_synchronous, "FULL");
     }
 

@@ -1,0 +1,105 @@
+//! The API pipeline, on one screen: the caller (token or key) → the response cache →
+//! `ApiRequest` → `Plan` → the backend → the response. Every step's error converts into
+//! [`Error`], which becomes a response in one place (`response::error_response`).
+
+use bytes::Bytes;
+use http::{header, HeaderValue, Request, Response};
+use hyper::body::Incoming;
+use rowgate_request::Method;
+
+use super::cached::{self, Lookup};
+use super::context::RequestContext;
+use super::AppState;
+use crate::backend::Caller;
+use crate::config::Config;
+use crate::error::{code, Error};
+use crate::plan::Plan;
+use crate::response::{not_modified, Body};
+
+/// Answers one API request.
+pub async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Body>, Error> {
+    let config = &*state.config;
+    within_limits(config, &req)?;
+    let (parts, incoming) = req.into_parts();
+    let principal = super::identify::identify(state, &parts.headers).await?;
+    let missed = match cached::lookup(state, &parts, &principal).await {
+        Lookup::Hit(answer) => return Ok(not_modified(&parts.headers, answer)),
+        Lookup::Miss(missed) => Some(missed),
+        Lookup::Skipped => None,
+    };
+    let ctx = RequestContext::new(&parts)?;
+    let request = ctx.parse()?;
+    let body = match request.method {
+        Method::Post | Method::Patch | Method::Put => {
+            read_body(incoming, config.server_max_body_size).await?
+        }
+        _ => Bytes::new(),
+    };
+    let schema = state.schema.load().ok_or_else(|| {
+        Error::api(
+            code::SCHEMA_CACHE_NOT_READY,
+            "Could not query the database for the schema cache. Retrying.",
+        )
+    })?;
+    let caller = Caller { principal: &principal, request: ctx.info(), schema: &schema };
+    let response = match Plan::build(&request, &body, &schema, config)? {
+        Plan::Read(plan) => {
+            let route = parts.uri.path().trim_start_matches('/');
+            let cacheable = cached::cacheable(missed, route, &plan, &schema);
+            let answer = state.backend.read(&plan, &caller).await;
+            match plan.transaction.is_none() && plan.explain.is_none() {
+                true => answer.map(|r| cached::remember(state, route, cacheable, r)),
+                // POST /rpc and plans: never cached.
+                false => answer,
+            }
+        }
+        Plan::Mutate(plan) => state.backend.write(plan, &caller).await,
+        Plan::Options(allow) => {
+            let mut r = Response::new(Body::default());
+            r.headers_mut().insert(header::ALLOW, HeaderValue::from_static(allow));
+            Ok(r)
+        }
+    };
+    if let Err(Error::SchemaChanged) = response {
+        state.backend.reload_schema();
+    }
+    response.map(|r| not_modified(&parts.headers, r))
+}
+
+/// 414 for a request target longer than `server-max-url-length`, 413 for a body declared
+/// larger than `server-max-body-size` (before any of it is read).
+fn within_limits(config: &Config, req: &Request<Incoming>) -> Result<(), Error> {
+    let target_len = req.uri().path_and_query().map_or(0, |pq| pq.as_str().len());
+    if target_len > config.server_max_url_length {
+        return Err(Error::api(
+            code::URL_TOO_LONG,
+            format!("The URL is longer than server-max-url-length ({} bytes)", config.server_max_url_length),
+        ));
+    }
+    let declared_body = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+        .unwrap_or(0);
+    if declared_body > config.server_max_body_size as u64 {
+        return Err(body_too_large(config.server_max_body_size));
+    }
+    Ok(())
+}
+
+/// Reads a request body of at most `limit` bytes (413 beyond it).
+pub async fn read_body(incoming: Incoming, limit: usize) -> Result<Bytes, Error> {
+    use http_body_util::{BodyExt, LengthLimitError, Limited};
+    match Limited::new(incoming, limit).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) if e.is::<LengthLimitError>() => Err(body_too_large(limit)),
+        Err(e) => Err(Error::api(code::BODY_UNREADABLE, format!("The request body could not be read: {e}"))),
+    }
+}
+
+fn body_too_large(limit: usize) -> Error {
+    Error::api(
+        code::BODY_TOO_LARGE,
+        format!("The request body is larger than server-max-body-size ({limit} bytes)"),
+    )
+}

@@ -1,0 +1,55 @@
+//! Who a request runs as: a bearer token (the user), an API key (the application), or neither
+//! (the anonymous role); and `GET /rowgate/apikey`, which describes the key a request carries.
+
+use http::{header, HeaderMap, HeaderValue, Response};
+
+use super::AppState;
+use crate::auth::Principal;
+use crate::error::Error;
+use crate::response::Body;
+
+/// The API key a request carries in one of the `api-key-headers`, if any.
+fn api_key<'h>(state: &AppState, headers: &'h HeaderMap) -> Option<&'h str> {
+    state
+        .config
+        .api_key_headers
+        .iter()
+        .find_map(|name| headers.get(name).and_then(|v| v.to_str().ok()))
+        .map(str::trim)
+        .filter(|k| !k.is_empty())
+}
+
+/// Who the request runs as. A bearer token identifies the user and wins; an API key identifies
+/// the application: it must be valid whenever it is sent (and present with
+/// `api-key-required`), and without a token its role and claims are used. A JWT sent as the
+/// API key (Supabase's anon and service keys) is verified as a token.
+pub async fn identify(state: &AppState, headers: &HeaderMap) -> Result<Principal, Error> {
+    let authorization = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    let key_principal = match api_key(state, headers) {
+        Some(key) if key.split('.').count() == 3 && !key.starts_with("rg_") => {
+            Some(state.auth.authenticate(Some(&format!("Bearer {key}")))?)
+        }
+        Some(key) => Some(state.keys.verify(key, &*state.backend).await?.principal),
+        None if state.config.api_key_required => return Err(crate::apikey::missing()),
+        None => None,
+    };
+    let has_token = authorization.and_then(crate::auth::bearer_token).is_some_and(|t| !t.is_empty());
+    match key_principal {
+        Some(p) if !has_token => Ok(p),
+        _ => state.auth.authenticate(authorization),
+    }
+}
+
+/// `GET /rowgate/apikey`: describes the request's API key (401 without one, 403 if invalid).
+pub async fn describe_api_key(state: &AppState, headers: &HeaderMap) -> Result<Response<Body>, Error> {
+    let key = api_key(state, headers).ok_or_else(crate::apikey::missing)?;
+    let k = state.keys.verify(key, &*state.backend).await?;
+    let body = serde_json::json!({
+        "name": &*k.name,
+        "role": &*k.principal.role,
+        "expires_at": k.expires_at.map(crate::response::utc_timestamp),
+    });
+    let mut r = Response::new(Body::from(body.to_string()));
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json; charset=utf-8"));
+    Ok(r)
+}
