@@ -254,7 +254,7 @@ async fn accounts_install(db_uri: Option<String>, role: String) -> ExitCode {
         Ok(c) => c,
         Err(code) => return code,
     };
-    match rowgate::accounts::install(&client, &role).await {
+    match rowgate::backend::postgres::accounts::install(&client, &role).await {
         Ok(()) => {
             println!("rowgate: accounts installed in schema rowgate; role {role} may use them");
             ExitCode::SUCCESS

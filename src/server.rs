@@ -39,7 +39,7 @@ pub fn start_state(config: Arc<Config>) -> Result<Arc<AppState>, String> {
     )?);
     let auth = Arc::new(crate::auth::Authenticator::new(&config));
     crate::auth::spawn_jwks_refresh(auth.clone(), config.jwt_jwks_url.clone(), config.jwt_jwks_refresh);
-    let accounts = accounts(&config, backend.account_store());
+    let accounts = accounts(&config, &backend);
     Ok(Arc::new(AppState {
         keys,
         backend,
@@ -52,11 +52,19 @@ pub fn start_state(config: Arc<Config>) -> Result<Arc<AppState>, String> {
     }))
 }
 
-/// The built-in accounts on `store`, when `accounts-enabled` (signing with `jwt-secret`).
-fn accounts(config: &Config, store: crate::accounts::Store) -> Option<Arc<crate::accounts::Accounts>> {
+/// The built-in accounts in `backend`'s database, when `accounts-enabled` (signing with
+/// `jwt-secret`); if they cannot be set up, the error is logged and the server runs without.
+fn accounts(config: &Config, backend: &Backend) -> Option<Arc<crate::accounts::Accounts>> {
     if !config.accounts_enabled {
         return None;
     }
+    let store = match backend.account_store() {
+        Ok(store) => store,
+        Err(e) => {
+            tracing::error!(error = %e, "the accounts could not be set up");
+            return None;
+        }
+    };
     let secret = config.jwt_secret.clone().unwrap_or_default();
     let key = if config.jwt_secret_is_base64 {
         use base64::Engine;

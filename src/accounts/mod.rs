@@ -41,18 +41,18 @@ const FAILURE_WINDOW: Duration = Duration::from_secs(15 * 60);
 /// GoTrue's default minimum password length.
 const MIN_PASSWORD: usize = 6;
 
-mod store;
+pub mod store;
 
 /// What a login for an unknown address is checked against: it costs a full verification too,
 /// so timing does not tell who is registered.
 const DUMMY_HASH: &str =
     "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$9mX1Sx1N2Ly9rXQ4m2Wn3Cj1nDQ7q8l6zvN4KJ0kQk8";
 
-pub use store::{PgStore, Store, INSTALL_SQL};
+pub use store::{AccountStore, User};
 
 /// The accounts service of a server.
 pub struct Accounts {
-    store: Store,
+    store: Arc<dyn AccountStore>,
     /// `accounts-refresh-reuse-interval`.
     reuse_interval: i64,
     /// The HMAC secret (successor refresh tokens are derived with it).
@@ -180,23 +180,15 @@ impl Drop for Attempt<'_> {
     }
 }
 
-/// A user row.
-pub struct User {
-    id: String,
-    email: String,
-    created_at: String,
-}
-
 impl Accounts {
     /// The service on `store`, signing with the HMAC `secret`, letting a refresh token be used
-    /// again for `reuse_interval` seconds; creates SQLite's tables.
+    /// again for `reuse_interval` seconds.
     pub fn new(
-        store: Store,
+        store: Arc<dyn AccountStore>,
         secret: &[u8],
         audience: Option<String>,
         reuse_interval: u64,
     ) -> Result<Accounts, String> {
-        store.setup()?;
         Ok(Accounts {
             reuse_interval: reuse_interval as i64,
             store,
@@ -425,25 +417,6 @@ impl Accounts {
     }
 }
 
-/// Creates (or updates) the accounts' tables and functions in PostgreSQL and lets `role` call
-/// the functions; nothing else may (the tables hold password hashes).
-pub async fn install(client: &tokio_postgres::Client, role: &str) -> Result<(), String> {
-    let role = format!("\"{}\"", role.replace('"', "\"\""));
-    let grants = format!(
-        "GRANT USAGE ON SCHEMA rowgate TO {role};
-         GRANT EXECUTE ON FUNCTION rowgate.account_create(text, text, text, text, bigint),
-           rowgate.account_by_email(text), rowgate.account_by_id(text),
-           rowgate.account_store_refresh(text, text, bigint),
-           rowgate.account_rotate(text, text, bigint, bigint, bigint), rowgate.account_logout(text) TO {role};"
-    );
-    client
-        .batch_execute(&format!(
-            "BEGIN; SELECT pg_advisory_xact_lock(7317002); {INSTALL_SQL} {grants} COMMIT;"
-        ))
-        .await
-        .map_err(crate::backend::postgres::apikey::message)
-}
-
 fn credentials(body: &[u8]) -> Result<(String, String), Answer> {
     let v: Value = serde_json::from_slice(body)
         .map_err(|_| fail(StatusCode::BAD_REQUEST, "bad_json", "Could not parse request body as JSON"))?;
@@ -549,15 +522,6 @@ fn random_bytes<const N: usize>() -> [u8; N] {
     let mut b = [0u8; N];
     getrandom::fill(&mut b).expect("the system's random source");
     b
-}
-
-fn random_token() -> String {
-    use base64::Engine;
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(random_bytes::<32>())
-}
-
-fn token_hash(token: &str) -> String {
-    crate::hex(&sha2::Sha256::digest(token.as_bytes()))
 }
 
 /// A random (version 4) UUID.

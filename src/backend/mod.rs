@@ -12,6 +12,7 @@ use std::sync::Arc;
 use futures_util::future::BoxFuture;
 use http::Response;
 
+use crate::accounts::AccountStore;
 use crate::apikey::admin::KeyCommand;
 use crate::apikey::{KeyLookup, StoredKey};
 use crate::auth::Principal;
@@ -146,12 +147,12 @@ impl Backend {
         }
     }
 
-    /// Where the built-in accounts live.
-    pub fn account_store(&self) -> crate::accounts::Store {
-        match self {
-            Backend::Postgres(pg) => pg.account_store(),
-            Backend::Sqlite(lite) => crate::accounts::Store::Sqlite(lite.db.clone()),
-        }
+    /// Where the built-in accounts live (SQLite's tables are created here).
+    pub fn account_store(&self) -> Result<Arc<dyn AccountStore>, String> {
+        Ok(match self {
+            Backend::Postgres(pg) => Arc::new(pg.account_store()),
+            Backend::Sqlite(lite) => Arc::new(sqlite::accounts::SqliteAccounts::open(lite.db.clone())?),
+        })
     }
 }
 

@@ -92,7 +92,7 @@ pub struct Call {
 #[derive(Debug, Clone)]
 pub enum CallArgs {
     /// Named arguments with their text values (query string), each cast to its type.
-    Text(Vec<(crate::schema::FunctionArg, String)>),
+    Text(Vec<(crate::schema::FunctionArg, ArgValue)>),
     /// Named arguments unpacked from one JSON object by `json_to_record`.
     Json {
         /// A JSON array holding the object.
@@ -107,6 +107,15 @@ pub enum CallArgs {
         /// `json` or `jsonb`.
         type_name: String,
     },
+}
+
+/// An argument's value from the query string.
+#[derive(Debug, Clone)]
+pub enum ArgValue {
+    /// One value.
+    One(String),
+    /// A variadic argument's values (`?v=1&v=2`), one array element each.
+    Many(Vec<String>),
 }
 
 /// How a read's rows become its body.

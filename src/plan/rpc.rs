@@ -8,7 +8,8 @@ use rowgate_request::{ApiRequest, Method, PreferHandling, PreferTx, SelectItem};
 
 use super::payload;
 use super::{
-    media, range, Call, CallArgs, Media, OutputColumn, Planner, ReadPlan, ResultShape, RpcTransaction,
+    media, range, ArgValue, Call, CallArgs, Media, OutputColumn, Planner, ReadPlan, ResultShape,
+    RpcTransaction,
 };
 use crate::config::{Config, TxEnd};
 use crate::error::{code, Error};
@@ -277,10 +278,9 @@ fn call_args(
                     request.query.rpc_params.iter().filter(|(k, _)| *k == arg.name).map(|(_, v)| v.as_str());
                 let value = if arg.variadic {
                     // `?v=1&v=2` is the array {1,2}, each value one element.
-                    let all: Vec<String> = given_values.map(str::to_owned).collect();
-                    crate::backend::postgres::sql::array_literal(&all)
+                    ArgValue::Many(given_values.map(str::to_owned).collect())
                 } else {
-                    given_values.next().unwrap_or_default().to_owned()
+                    ArgValue::One(given_values.next().unwrap_or_default().to_owned())
                 };
                 values.push((arg, value));
             }

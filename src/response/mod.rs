@@ -1,18 +1,12 @@
-//! Rows → the HTTP response: body in the negotiated media type, `Content-Range` and the status
-//! PostgREST derives from the range and the count, `Preference-Applied`.
-//!
-//! JSON is written here from the rows' binary values, byte for byte as PostgreSQL's
-//! `json_agg` writes it (rows joined by `", \n "`, values as `to_json` renders them), so a
-//! client cannot tell rowgate's body from PostgREST's.
+//! A result → the HTTP response, whatever the backend: the status PostgREST derives from the
+//! range and the count, `Content-Range`, `Preference-Applied`, `Location`, ETags and 304s,
+//! the singular, range and max-affected errors — around a body the backend renders. And the
+//! one place an [`Error`] becomes a response.
 
-mod datetime;
-mod json;
+pub mod datetime;
 
 use http::{header, HeaderValue, Response, StatusCode};
-use rowgate_request::PreferCount;
 
-use crate::backend::postgres::sql::{ReadStatements, Render, RowShape, WriteStatements};
-use crate::backend::postgres::{RawValue, ReadResult, WriteResult};
 use crate::error::{code, Error};
 use crate::plan::{Media, MutatePlan, Mutation, ReadPlan, ResultShape, Returning};
 
@@ -63,40 +57,6 @@ pub fn not_modified(request: &http::HeaderMap, response: Response<Body>) -> Resp
         }
     }
     response
-}
-
-/// Builds the response of a read.
-pub fn read(
-    plan: &ReadPlan,
-    stmts: &ReadStatements,
-    result: ReadResult,
-    max_rows: Option<u64>,
-    profile: Option<&str>,
-) -> Result<Response<Body>, Error> {
-    let rows = &result.rows;
-    // With an exact count the first column is the total and the second marks a real row.
-    let (skip, total) = if stmts.counted {
-        let total = rows.first().map_or(0, |r| r.get::<_, i64>(0)).max(0) as u64;
-        (2, Some(total))
-    } else {
-        (0, None)
-    };
-    let page: Vec<&tokio_postgres::Row> = if stmts.counted {
-        rows.iter().filter(|r| r.get::<_, Option<i32>>(1).is_some()).collect()
-    } else {
-        rows.iter().collect()
-    };
-    let total = match plan.count {
-        Some(PreferCount::Planned) => planned_count(result.explain.as_deref()),
-        Some(PreferCount::Estimated) => match (total, max_rows) {
-            (Some(t), Some(max)) if t > max => planned_count(result.explain.as_deref()).or(Some(t)),
-            _ => total,
-        },
-        _ => total,
-    };
-
-    let n = page.len() as u64;
-    finish(plan, n, total, profile, || body(&stmts.shape, plan.media, plan.result, &page, skip))
 }
 
 /// The response to a read of `n` rows (of `total`, when counted), whatever the backend, with
@@ -179,107 +139,6 @@ pub fn finish(
     Ok(response)
 }
 
-/// The body of `page` in `media`: 406 PGRST116 for a singular response of other than one
-/// row; 503 when a value's type is not the one the schema cache knew.
-fn body(
-    shape: &RowShape,
-    media: Media,
-    result: ResultShape,
-    page: &[&tokio_postgres::Row],
-    skip: usize,
-) -> Result<Vec<u8>, Error> {
-    if let (RowShape::Json { columns }, Some(row)) = (shape, page.first()) {
-        // Values are rendered by the type the schema cache knew; a migration may have changed
-        // it since. Never guess: refuse, and let the caller retry once the cache is reloaded.
-        let actual = &row.columns()[skip..];
-        if actual.len() != columns.len()
-            || !columns.iter().zip(actual).all(|((_, render), col)| render.accepts(col.type_()))
-        {
-            return Err(Error::SchemaChanged);
-        }
-    }
-    let value = |out: &mut Vec<u8>, render: Render, row: &tokio_postgres::Row| match row
-        .get::<_, Option<RawValue>>(skip)
-    {
-        Some(RawValue(raw)) => json::write_value(out, render, raw),
-        None => out.extend_from_slice(b"null"),
-    };
-    Ok(match (shape, media) {
-        (RowShape::Empty, _) => Vec::new(),
-        (_, _) if result == ResultShape::Void => Vec::new(),
-        (RowShape::Json { columns }, _) if result == ResultShape::Scalar => {
-            let mut out = Vec::with_capacity(64);
-            match page.first() {
-                Some(row) => value(&mut out, columns[0].1, row),
-                None => out.extend_from_slice(b"null"),
-            }
-            out
-        }
-        (RowShape::Json { columns }, _) if result == ResultShape::ScalarSet => {
-            let mut out = Vec::with_capacity(16 + page.len() * 16);
-            out.push(b'[');
-            for (i, row) in page.iter().enumerate() {
-                if i > 0 {
-                    out.extend_from_slice(b", ");
-                }
-                value(&mut out, columns[0].1, row);
-            }
-            out.push(b']');
-            out
-        }
-        (RowShape::Json { columns }, Media::Json { strip_nulls }) if result == ResultShape::Object => {
-            let mut out = Vec::with_capacity(256);
-            match page.first() {
-                Some(row) => json::write_row(&mut out, &json::Keys::new(columns), row, skip, strip_nulls),
-                None => out.extend_from_slice(b"null"),
-            }
-            out
-        }
-        (RowShape::Json { columns }, Media::Single { strip_nulls }) => {
-            if page.len() != 1 {
-                return Err(singular(page.len() as u64));
-            }
-            let keys = json::Keys::new(columns);
-            let mut out = Vec::with_capacity(256);
-            json::write_row(&mut out, &keys, page[0], skip, strip_nulls);
-            out
-        }
-        (RowShape::Json { columns }, media) => {
-            let strip_nulls = media == Media::Json { strip_nulls: true };
-            // json_strip_nulls(json_agg(...)) rewrites PostgREST's separators compactly.
-            let separator: &[u8] = if strip_nulls { b"," } else { b", \n " };
-            let keys = json::Keys::new(columns);
-            let mut out = Vec::with_capacity(64 + page.len() * 256);
-            out.push(b'[');
-            for (i, row) in page.iter().enumerate() {
-                if i > 0 {
-                    out.extend_from_slice(separator);
-                }
-                json::write_row(&mut out, &keys, row, skip, strip_nulls);
-            }
-            out.push(b']');
-            out
-        }
-        (RowShape::Csv { columns }, _) => csv(columns, page, skip),
-        (RowShape::GeoJson, _) => {
-            // json_build_object's spacing, as PostgREST's body.
-            let mut out = Vec::with_capacity(64 + page.len() * 256);
-            out.extend_from_slice(br#"{"type" : "FeatureCollection", "features" : ["#);
-            for (i, row) in page.iter().enumerate() {
-                if i > 0 {
-                    out.extend_from_slice(b", ");
-                }
-                match row.get::<_, Option<RawValue>>(skip) {
-                    Some(RawValue(raw)) => out.extend_from_slice(raw),
-                    None => out.extend_from_slice(b"null"),
-                }
-            }
-            out.extend_from_slice(b"]}");
-            out
-        }
-    })
-}
-
 /// 406 PGRST116: a singular response (`vnd.pgrst.object+json`) for other than one row.
 pub fn singular(rows: u64) -> Error {
     Error::Api {
@@ -288,35 +147,6 @@ pub fn singular(rows: u64) -> Error {
         details: Some(format!("The result contains {rows} rows")),
         hint: None,
     }
-}
-
-/// Builds the response of a write whose statement ran; an error here rolls it back.
-pub fn write(
-    plan: &MutatePlan,
-    stmts: &WriteStatements,
-    result: &WriteResult,
-    profile: Option<&str>,
-) -> Result<Response<Body>, Error> {
-    let rows = &result.rows;
-    let (affected, inserted) = match (stmts.returns_rows, rows.first()) {
-        (true, Some(r)) => (r.get::<_, i64>(0).max(0) as u64, r.get::<_, i64>(1).max(0) as u64),
-        (true, None) => (0, 0),
-        (false, _) => (result.affected, result.affected),
-    };
-    let page: Vec<&tokio_postgres::Row> = if stmts.returns_rows {
-        rows.iter().filter(|r| r.get::<_, Option<i32>>(2).is_some()).collect()
-    } else {
-        Vec::new()
-    };
-    let location = match (&plan.returning, page.first()) {
-        (Returning::Location(pk), Some(row)) => {
-            let values: Vec<Option<&str>> = (0..pk.len()).map(|i| row.get(3 + i)).collect();
-            Some(location(&plan.relation.name.name, pk, &values))
-        }
-        _ => None,
-    };
-    let outcome = WriteOutcome { affected, inserted, page: page.len() as u64, location };
-    finish_write(plan, outcome, profile, || body(&stmts.shape, plan.media, ResultShape::Rows, &page, 3))
 }
 
 /// What a write did, whatever the backend.
@@ -410,21 +240,6 @@ pub fn none_match(if_none_match: &str, etag: &str) -> bool {
     if_none_match.split(',').map(str::trim).any(|t| t == "*" || t.trim_start_matches("W/") == etag)
 }
 
-/// The answer to `Accept: application/vnd.pgrst.plan`: PostgreSQL's EXPLAIN output.
-pub fn plan(explain: &crate::plan::Explain, rows: &[tokio_postgres::Row]) -> Response<Body> {
-    // One text row per line, or one json value (whose binary form is its text).
-    let lines: Vec<String> = rows
-        .iter()
-        .filter_map(|r| r.get::<_, Option<RawValue>>(0))
-        .map(|RawValue(raw)| String::from_utf8_lossy(raw).into_owned())
-        .collect();
-    let mut response = Response::new(Body::from(lines.join("\n")));
-    if let Ok(v) = HeaderValue::from_str(&explain.content_type) {
-        response.headers_mut().insert(header::CONTENT_TYPE, v);
-    }
-    response
-}
-
 /// `/table?pk=eq.value`: where the inserted row can be read, as PostgREST's `Location`.
 pub fn location(table: &str, pk: &[String], values: &[Option<&str>]) -> String {
     use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
@@ -466,32 +281,4 @@ pub fn utc_timestamp(secs: f64) -> String {
 
 fn total_text(total: Option<u64>) -> String {
     total.map_or_else(|| "*".to_owned(), |t| t.to_string())
-}
-
-/// The row estimate of the top plan node of `EXPLAIN (FORMAT JSON)` output.
-fn planned_count(explain: Option<&str>) -> Option<u64> {
-    let plan: serde_json::Value = serde_json::from_str(explain?).ok()?;
-    // EXPLAIN (FORMAT JSON) is one array with one object per statement.
-    plan.get(0)?.get("Plan")?.get("Plan Rows")?.as_f64().map(|r| r.max(0.0) as u64)
-}
-
-/// PostgREST's CSV: a header of the keys, then each row's record text without its
-/// parentheses; an empty result has an empty header, as PostgREST takes the header from a row.
-fn csv(columns: &[String], rows: &[&tokio_postgres::Row], skip: usize) -> Vec<u8> {
-    let mut out = Vec::with_capacity(64 + rows.len() * 128);
-    if !rows.is_empty() {
-        out.extend_from_slice(columns.join(",").as_bytes());
-    }
-    out.push(b'\n');
-    for (i, row) in rows.iter().enumerate() {
-        if i > 0 {
-            out.push(b'\n');
-        }
-        if let Some(RawValue(record)) = row.get::<_, Option<RawValue>>(skip) {
-            if record.len() >= 2 {
-                out.extend_from_slice(&record[1..record.len() - 1]);
-            }
-        }
-    }
-    out
 }

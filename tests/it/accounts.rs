@@ -45,9 +45,13 @@ fn postgres() -> &'static str {
         block_on(async move {
             let client =
                 rowgate::backend::postgres::connect(&uri.parse().expect("uri")).await.expect("connect");
-            rowgate::accounts::install(&client, "Authenticator").await.expect("accounts install");
+            rowgate::backend::postgres::accounts::install(&client, "Authenticator")
+                .await
+                .expect("accounts install");
             // Installing again changes nothing.
-            rowgate::accounts::install(&client, "Authenticator").await.expect("accounts install again");
+            rowgate::backend::postgres::accounts::install(&client, "Authenticator")
+                .await
+                .expect("accounts install again");
         });
         start_server(rowgate::config::ServeArgs {
             accounts_enabled: Some(true),
@@ -281,7 +285,9 @@ fn install_refuses_accounts_tables_someone_else_made_first() {
             )
             .await
             .expect("set-up");
-        rowgate::accounts::install(&client, "Authenticator").await.expect_err("a squatted table")
+        rowgate::backend::postgres::accounts::install(&client, "Authenticator")
+            .await
+            .expect_err("a squatted table")
     });
     assert!(error.contains("belong to squatter"), "{error}");
 }

@@ -13,6 +13,7 @@
 //! `default_transaction_read_only`. If the settings statement fails, the query's result is
 //! discarded and the connection forgets what it holds, so the next request sets everything.
 
+pub mod accounts;
 pub mod apikey;
 pub mod changes;
 mod conn;
@@ -20,6 +21,7 @@ pub mod dependencies;
 pub mod introspect;
 mod pool;
 pub mod reload;
+mod render;
 mod settings;
 pub mod sql;
 mod value;
@@ -86,10 +88,10 @@ impl PgBackend {
                 // EXPLAIN ANALYZE runs the call: whatever it writes is rolled back.
                 let result = conn.write(&settings, &stmt, true, anonymous).await?;
                 conn.finish(false, anonymous).await?;
-                return Ok(crate::response::plan(explain, &result.rows));
+                return Ok(render::plan(explain, &result.rows));
             }
             let result = conn.read(&settings, &stmt, None, anonymous).await?;
-            return Ok(crate::response::plan(explain, &result.rows));
+            return Ok(render::plan(explain, &result.rows));
         }
         let volatile = plan.call.as_ref().is_some_and(|c| c.volatile);
         let mut marker = None;
@@ -102,13 +104,12 @@ impl PgBackend {
                 }
                 let result =
                     conn.read(&settings, &statements.main, statements.explain.as_ref(), anonymous).await?;
-                crate::response::read(plan, &statements, result, config.db_max_rows, profile.as_deref())
+                render::read(plan, &statements, result, config.db_max_rows, profile.as_deref())
             }
             Some(tx) => {
                 let result = conn.write(&settings, &statements.main, true, anonymous).await?;
                 let read = ReadResult { rows: result.rows, explain: None };
-                let response =
-                    crate::response::read(plan, &statements, read, config.db_max_rows, profile.as_deref());
+                let response = render::read(plan, &statements, read, config.db_max_rows, profile.as_deref());
                 let commit = response.is_ok() && !tx.rollback;
                 marker = transaction::end_write(&mut conn, commit, self.cache.as_ref(), anonymous).await?;
                 response
@@ -170,9 +171,9 @@ impl PgBackend {
     }
 
     /// The built-in accounts' store, on a connection of its own as the authenticator.
-    pub fn account_store(&self) -> crate::accounts::Store {
+    pub fn account_store(&self) -> accounts::PgAccounts {
         let pg: tokio_postgres::Config =
             self.config.db_uri.parse().expect("db-uri was validated by Config::load");
-        crate::accounts::Store::Postgres(Box::new(crate::accounts::PgStore::new(pg)))
+        accounts::PgAccounts::new(pg)
     }
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use http::{header, HeaderValue, Response, StatusCode};
 
-use super::{sql, Db, PgConn, ReadResult, SessionSettings};
+use super::{render, sql, Db, PgConn, ReadResult, SessionSettings};
 use crate::cache::{Marker, ResponseCache};
 use crate::error::Error;
 use crate::response::Body;
@@ -54,7 +54,7 @@ pub async fn write(
         let stmt = sql::explain(&statements.main, explain);
         let result = conn.write(&settings, &stmt, true, anonymous).await?;
         conn.finish(false, anonymous).await?;
-        return Ok(crate::response::plan(explain, &result.rows));
+        return Ok(render::plan(explain, &result.rows));
     }
     if plan.commits_blind() {
         let marker = cache.as_ref().map(|c| c.marker());
@@ -74,10 +74,10 @@ pub async fn write(
         if let Some(marker) = marker {
             marker.wait().await;
         }
-        return crate::response::write(&plan, &statements, &result, profile.as_deref());
+        return render::write(&plan, &statements, &result, profile.as_deref());
     }
     let result = conn.write(&settings, &statements.main, statements.returns_rows, anonymous).await?;
-    let response = crate::response::write(&plan, &statements, &result, profile.as_deref());
+    let response = render::write(&plan, &statements, &result, profile.as_deref());
     let marker = end_write(conn, response.is_ok() && !plan.rollback, cache.as_ref(), anonymous).await?;
     drop(slot);
     if let Some(marker) = marker {
@@ -146,7 +146,7 @@ async fn nested_insert(
             let statements = sql::render_read(&read, None);
             let rows = conn.run(&statements.main, anonymous).await?;
             let result = ReadResult { rows, explain: None };
-            crate::response::read(&read, &statements, result, None, profile)
+            render::read(&read, &statements, result, None, profile)
         }
         None => Ok(Response::new(Body::default())),
     };

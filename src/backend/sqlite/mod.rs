@@ -4,6 +4,7 @@
 //! for roles and row-level security (`rules`, applied to a plan's tables by `access`).
 
 mod access;
+pub mod accounts;
 pub mod apikey;
 pub mod db;
 pub mod introspect;

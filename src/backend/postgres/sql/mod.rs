@@ -13,7 +13,6 @@
 mod read;
 mod write;
 
-pub(crate) use read::array_literal;
 pub use read::{render_read, ReadStatements, RowShape};
 pub use write::{insert_children, insert_parent, render_write, WriteStatements};
 

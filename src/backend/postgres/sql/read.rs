@@ -8,7 +8,7 @@ use rowgate_request::{
 
 use super::{push_ident, Params, Render, Statement};
 use crate::plan::{
-    Call, CallArgs, Condition, EmbedPlan, Expr, Media, OrderBy, OutputColumn, ReadPlan, RowWindow,
+    ArgValue, Call, CallArgs, Condition, EmbedPlan, Expr, Media, OrderBy, OutputColumn, ReadPlan, RowWindow,
     SCALAR_COLUMN,
 };
 use crate::schema::FunctionArg;
@@ -155,7 +155,10 @@ fn call_source(call: &Call, sql: &mut String, params: &mut Params) {
             function(sql);
             for (i, (arg, value)) in values.iter().enumerate() {
                 named(sql, i, arg);
-                params.push(sql, value.clone());
+                match value {
+                    ArgValue::One(v) => params.push(sql, v.clone()),
+                    ArgValue::Many(items) => params.push(sql, array_literal(items)),
+                }
                 sql.push_str("::");
                 sql.push_str(&arg.type_name);
             }
@@ -630,7 +633,7 @@ fn compare_sql(op: CompareOp) -> &'static str {
 
 /// A PostgreSQL array literal of the `in.(...)` items, each quoted so commas, quotes,
 /// backslashes, braces and the word NULL stay literal text.
-pub(crate) fn array_literal(items: &[String]) -> String {
+fn array_literal(items: &[String]) -> String {
     let mut out = String::from("{");
     for (i, item) in items.iter().enumerate() {
         if i > 0 {
