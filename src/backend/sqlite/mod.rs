@@ -11,6 +11,7 @@ pub mod introspect;
 pub mod rules;
 pub mod sql;
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,7 +26,7 @@ use crate::config::{Config, SqliteTarget};
 use crate::error::Error;
 use crate::plan::{Media, MutatePlan, Mutation, ReadPlan, Returning};
 use crate::response::Body;
-use crate::schema::SharedSchema;
+use crate::schema::{QualifiedName, SchemaCache, SharedSchema};
 
 /// How often the file's schema is looked at for changes by any process.
 const SCHEMA_WATCH: Duration = Duration::from_millis(500);
@@ -80,7 +81,7 @@ impl SqliteBackend {
             cache.without_listener();
             db.listen(Box::new(move |changed| match changed {
                 Changed::Tables(tables) => match shared.load() {
-                    Some(s) => cache.tables_changed(&s, &exposed, tables.iter()),
+                    Some(s) => tables_changed(&cache, &s, &exposed, tables),
                     None => cache.flush(),
                 },
                 Changed::Schema => cache.flush(),
@@ -201,6 +202,33 @@ impl SqliteBackend {
                 })
             })
             .await
+    }
+}
+
+/// Tells the response cache that a commit of the writer changed rows of `tables` (by name, in
+/// the exposed schema `exposed`).
+fn tables_changed(cache: &ResponseCache, schema: &SchemaCache, exposed: &str, tables: &HashSet<String>) {
+    if schema.dependencies.writes_unreported {
+        // Some writes fire no update hook (see `introspect`): any commit may have made them.
+        cache.flush();
+        return;
+    }
+    for table in tables {
+        if table.starts_with("_rowgate_") {
+            // rowgate's own tables: the API does not serve them, but a view may read them.
+            cache.table_changed(0);
+            continue;
+        }
+        let name = QualifiedName { schema: exposed.to_owned(), name: table.clone() };
+        match schema.relations.get(&name) {
+            Some(r) => cache.table_changed(r.oid),
+            // A table the API does not serve: an FTS5 index's storage, whose virtual table
+            // reports no changes of its own. Whatever may read it is dropped.
+            None => {
+                cache.flush();
+                return;
+            }
+        }
     }
 }
 

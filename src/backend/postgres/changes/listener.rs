@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use tokio_postgres::Client;
 
-use crate::cache::{ResponseCache, CHANNEL, HEARTBEAT};
+use crate::cache::{Message, ResponseCache, CHANNEL, HEARTBEAT};
 
 /// Sends this instance's messages on `client` until it fails.
 pub async fn talk(client: Arc<Client>, cache: Arc<ResponseCache>) -> Result<(), tokio_postgres::Error> {
@@ -33,19 +33,19 @@ pub async fn talk(client: Arc<Client>, cache: Arc<ResponseCache>) -> Result<(), 
             batch.push(m);
         }
         coalesce(&mut batch);
+        let batch: Vec<String> = batch.iter().map(Message::to_string).collect();
         client.execute(&notify, &[&batch]).await?;
     }
 }
 
 /// Keeps only the last acknowledgement to each instance: one covers every marker before it,
 /// and each message sent is a commit that takes PostgreSQL's notification queue lock.
-fn coalesce(batch: &mut Vec<String>) {
-    let target = |m: &str| m.strip_prefix("a ").and_then(|rest| rest.split(' ').next()).map(str::to_owned);
+fn coalesce(batch: &mut Vec<Message>) {
     let mut later = std::collections::HashSet::new();
     let mut keep = vec![true; batch.len()];
     for (i, m) in batch.iter().enumerate().rev() {
-        if let Some(to) = target(m) {
-            keep[i] = later.insert(to);
+        if let Message::Ack { to, .. } = m {
+            keep[i] = later.insert(to.clone());
         }
     }
     let mut i = 0;
@@ -73,13 +73,14 @@ pub fn start(client: Arc<Client>, cache: Arc<ResponseCache>) -> tokio::task::Joi
 
 #[cfg(test)]
 mod tests {
-    use super::coalesce;
+    use super::{coalesce, Message};
 
     #[test]
     fn only_the_last_acknowledgement_to_each_instance_is_sent() {
-        let mut batch: Vec<String> =
-            ["a w1 1 me", "h me 5", "a w2 7 me", "a w1 3 me", "b me"].iter().map(|s| s.to_string()).collect();
+        let read =
+            |texts: &[&str]| -> Vec<Message> { texts.iter().map(|t| Message::parse(t).unwrap()).collect() };
+        let mut batch = read(&["a w1 1 me", "h me 5", "a w2 7 me", "a w1 3 me", "b me"]);
         coalesce(&mut batch);
-        assert_eq!(batch, ["h me 5", "a w2 7 me", "a w1 3 me", "b me"]);
+        assert_eq!(batch, read(&["h me 5", "a w2 7 me", "a w1 3 me", "b me"]));
     }
 }
