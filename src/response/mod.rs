@@ -3,6 +3,7 @@
 //! the singular, range and max-affected errors — around a body the backend renders. And the
 //! one place an [`Error`] becomes a response.
 
+pub mod csv;
 pub mod datetime;
 
 use http::{header, HeaderValue, Response, StatusCode};

@@ -6,6 +6,7 @@
 mod access;
 pub mod accounts;
 pub mod apikey;
+mod csv;
 pub mod db;
 pub mod introspect;
 pub mod rules;
@@ -118,7 +119,7 @@ impl SqliteBackend {
             let header: Vec<String> =
                 plan.columns.iter().filter(|c| c.is_output()).map(|c| c.key.clone()).collect();
             return crate::response::finish(plan, out.rows, out.total, profile, || {
-                Ok(sql::csv_from_json(&out.body, &header))
+                Ok(csv::from_json(&out.body, &header))
             });
         }
         let single = matches!(plan.media, Media::Single { .. });

@@ -204,20 +204,11 @@ fn planned_count(explain: Option<&str>) -> Option<u64> {
 /// PostgREST's CSV: a header of the keys, then each row's record text without its
 /// parentheses; an empty result has an empty header, as PostgREST takes the header from a row.
 fn csv(columns: &[String], rows: &[&tokio_postgres::Row], skip: usize) -> Vec<u8> {
-    let mut out = Vec::with_capacity(64 + rows.len() * 128);
-    if !rows.is_empty() {
-        out.extend_from_slice(columns.join(",").as_bytes());
-    }
-    out.push(b'\n');
-    for (i, row) in rows.iter().enumerate() {
-        if i > 0 {
-            out.push(b'\n');
-        }
-        if let Some(RawValue(record)) = row.get::<_, Option<RawValue>>(skip) {
+    crate::response::csv::document(columns, rows.len(), |i, out| {
+        if let Some(RawValue(record)) = rows[i].get::<_, Option<RawValue>>(skip) {
             if record.len() >= 2 {
                 out.extend_from_slice(&record[1..record.len() - 1]);
             }
         }
-    }
-    out
+    })
 }
