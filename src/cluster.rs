@@ -1,7 +1,8 @@
-//! A throwaway PostgreSQL cluster: `initdb` into a temporary directory, `pg_ctl start` on a free
-//! loopback port, an immediate stop and removal on drop. Used by `rowgate demo`, the test
-//! harness and the benchmarks. As root, the server runs as the `postgres` user, which
-//! PostgreSQL requires.
+//! A throwaway PostgreSQL cluster: `initdb` into a directory, `pg_ctl start` on a free loopback
+//! port with settings for speed rather than durability. The one helper behind `rowgate demo
+//! --postgres` and the test harness (a temporary directory, stopped and removed on drop) and the
+//! benchmarks (`rowgate cluster start --dir`, a directory kept so that data sets are reused). As
+//! root, the server runs as the `postgres` user, which PostgreSQL requires.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -10,12 +11,16 @@ use std::process::Command;
 /// The demo schema `rowgate demo` serves.
 pub const DEMO_SQL: &str = include_str!("demo.sql");
 
-/// A running throwaway cluster; dropping it stops the server and deletes its files.
+/// A running cluster. One started in a temporary directory ([`TempCluster::start`]) is stopped
+/// and its files deleted on drop; one started in a kept directory ([`TempCluster::start_in`])
+/// runs on until [`TempCluster::stop`] (or `rowgate cluster stop`).
 pub struct TempCluster {
-    dir: tempfile::TempDir,
+    dir: PathBuf,
+    temp: Option<tempfile::TempDir>,
     bin: PathBuf,
     port: u16,
     as_postgres: bool,
+    settings: Vec<String>,
 }
 
 /// Why a cluster could not be started.
@@ -38,25 +43,88 @@ pub enum ClusterError {
 }
 
 impl TempCluster {
-    /// Creates and starts a cluster with a superuser `postgres` and trust authentication on
-    /// loopback only.
+    /// Creates and starts a cluster in a temporary directory, with a superuser `postgres` and
+    /// trust authentication on loopback only.
     pub fn start() -> Result<TempCluster, ClusterError> {
+        let temp = tempfile::Builder::new().prefix("rowgate-pg-").tempdir()?;
+        let mut cluster = TempCluster::start_in(temp.path(), &[])?;
+        cluster.temp = Some(temp);
+        Ok(cluster)
+    }
+
+    /// Starts the cluster of `dir` (created by `initdb` first when `dir/data` holds none) on a
+    /// free port, with `settings` (`name=value`) beside rowgate's own; it runs on when dropped.
+    pub fn start_in(dir: &Path, settings: &[String]) -> Result<TempCluster, ClusterError> {
         let bin = find_bin_dir().ok_or(ClusterError::NotInstalled)?;
         let as_postgres = is_root();
-        let dir = tempfile::Builder::new().prefix("rowgate-pg-").tempdir()?;
-        let data = dir.path().join("data");
-        let sock = dir.path().join("sock");
-        std::fs::create_dir(&sock)?;
+        std::fs::create_dir_all(dir.join("sock"))?;
         if as_postgres {
-            run(Command::new("chown").arg("-R").arg("postgres").arg(dir.path()))?;
+            run(Command::new("chown").arg("-R").arg("postgres").arg(dir))?;
         }
-        let cluster = TempCluster { port: free_port()?, bin, dir, as_postgres };
-        cluster.pg(
-            "initdb",
-            &["-D", path(&data), "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-locale", "--no-sync"],
-        )?;
+        let data = dir.join("data");
+        // Started before and still running: that cluster (with the settings it started with).
+        let running = running_port(&data);
+        let cluster = TempCluster {
+            port: running.map_or_else(free_port, Ok)?,
+            bin,
+            dir: dir.to_owned(),
+            temp: None,
+            as_postgres,
+            settings: settings.to_vec(),
+        };
+        if running.is_some() {
+            return Ok(cluster);
+        }
+        if !data.join("PG_VERSION").exists() {
+            let _ = std::fs::remove_dir_all(&data);
+            cluster.pg(
+                "initdb",
+                &[
+                    "-D",
+                    path(&data),
+                    "-U",
+                    "postgres",
+                    "-A",
+                    "trust",
+                    "-E",
+                    "UTF8",
+                    "--no-locale",
+                    "--no-sync",
+                ],
+            )?;
+        }
         cluster.restart()?;
         Ok(cluster)
+    }
+
+    /// Stops the cluster of `dir` if one runs there (`rowgate cluster stop`): `fast` lets
+    /// sessions end and writes a checkpoint, `immediate` does neither.
+    pub fn stop_in(dir: &Path, mode: &str) -> Result<(), ClusterError> {
+        let bin = find_bin_dir().ok_or(ClusterError::NotInstalled)?;
+        let data = dir.join("data");
+        if !data.join("postmaster.pid").exists() {
+            return Ok(());
+        }
+        let cluster = TempCluster {
+            dir: dir.to_owned(),
+            temp: None,
+            bin,
+            port: 0,
+            as_postgres: is_root(),
+            settings: Vec::new(),
+        };
+        cluster.pg("pg_ctl", &["-D", path(&data), "-m", mode, "-w", "-t", "60", "stop"]).map(drop)
+    }
+
+    /// The postmaster's process id.
+    pub fn pid(&self) -> Option<u32> {
+        let text = std::fs::read_to_string(self.dir.join("data").join("postmaster.pid")).ok()?;
+        text.lines().next()?.trim().parse().ok()
+    }
+
+    /// The directory of the server programs (`pgbench`, `psql`, ...).
+    pub fn bin_dir(&self) -> &Path {
+        &self.bin
     }
 
     /// The loopback port the server listens on.
@@ -66,7 +134,7 @@ impl TempCluster {
 
     /// The directory holding the data directory, socket and log.
     pub fn dir(&self) -> &Path {
-        self.dir.path()
+        &self.dir
     }
 
     /// A connection URI for `user` to `database`.
@@ -83,24 +151,28 @@ impl TempCluster {
 
     /// Stops the server at once (`pg_ctl stop -m immediate`).
     pub fn stop(&self) -> Result<(), ClusterError> {
-        let data = self.dir.path().join("data");
+        let data = self.dir.join("data");
         self.pg("pg_ctl", &["-D", path(&data), "-m", "immediate", "-w", "stop"]).map(|_| ())
     }
 
     /// Starts the server (again, after [`TempCluster::stop`]) on its port.
     pub fn restart(&self) -> Result<(), ClusterError> {
-        let data = self.dir.path().join("data");
-        let log = dir_log(self.dir.path());
-        let sock = self.dir.path().join("sock");
+        let data = self.dir.join("data");
+        let log = dir_log(&self.dir);
+        let sock = self.dir.join("sock");
         // Durability is not needed for throwaway data; speed and quiet are. Logical decoding
         // is on for the response cache's change feed.
-        let options = format!(
+        let mut options = format!(
             "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off \
              -c autovacuum=off -c max_connections=300 -c shared_buffers=256MB -c TimeZone=UTC \
              -c wal_level=logical -c max_replication_slots=20 -c max_wal_senders=20",
             self.port,
             path(&sock)
         );
+        for setting in &self.settings {
+            options.push_str(" -c ");
+            options.push_str(setting);
+        }
         self.pg("pg_ctl", &["-D", path(&data), "-l", path(&log), "-o", &options, "-w", "start"]).map(|_| ())
     }
 
@@ -118,15 +190,27 @@ impl TempCluster {
         } else {
             Command::new(&exe)
         };
-        cmd.args(args).current_dir(self.dir.path());
+        cmd.args(args).current_dir(&self.dir);
         run(&mut cmd)
     }
 }
 
 impl Drop for TempCluster {
     fn drop(&mut self) {
-        let _ = self.stop();
+        if self.temp.is_some() {
+            let _ = self.stop();
+        }
     }
+}
+
+/// The port of the server running on `data`, if one is: `postmaster.pid` names its process
+/// (first line) and port (fourth).
+fn running_port(data: &Path) -> Option<u16> {
+    let text = std::fs::read_to_string(data.join("postmaster.pid")).ok()?;
+    let mut lines = text.lines();
+    let pid = lines.next()?.trim();
+    let port = lines.nth(2)?.trim().parse().ok()?;
+    Path::new("/proc").join(pid).exists().then_some(port)
 }
 
 fn dir_log(dir: &Path) -> PathBuf {

@@ -45,6 +45,12 @@ enum Command {
         #[command(subcommand)]
         action: CacheAction,
     },
+    /// Start or stop a throwaway PostgreSQL cluster in a directory kept between runs (the
+    /// benchmarks' database; PostgreSQL's server programs must be installed).
+    Cluster {
+        #[command(subcommand)]
+        action: ClusterAction,
+    },
     /// Serve one fixed answer with rowgate's HTTP stack (the benchmarks' ceiling).
     Ceiling {
         /// The body to answer with.
@@ -81,6 +87,30 @@ enum CacheAction {
     },
     /// Remove them.
     Uninstall,
+}
+
+#[derive(Subcommand)]
+enum ClusterAction {
+    /// Start the cluster of DIR (created first if DIR/data holds none) on a free loopback port
+    /// and print {"port", "uri", "bin", "data", "pid"} as one JSON line; it runs on after this
+    /// command ends.
+    Start {
+        /// The cluster's directory (data, socket, log).
+        #[arg(long)]
+        dir: std::path::PathBuf,
+        /// A server setting beside rowgate's own, e.g. `--setting max_connections=600`.
+        #[arg(long = "setting", value_name = "NAME=VALUE")]
+        settings: Vec<String>,
+    },
+    /// Stop the cluster of DIR, if it runs.
+    Stop {
+        /// The cluster's directory.
+        #[arg(long)]
+        dir: std::path::PathBuf,
+        /// `fast` (sessions end, a checkpoint is written) or `immediate`.
+        #[arg(long, default_value = "fast")]
+        mode: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -163,6 +193,7 @@ fn main() -> ExitCode {
         }
         Command::Apikey { db_uri, action } => runtime.block_on(apikey(db_uri, action)),
         Command::Cache { db_uri, action } => runtime.block_on(cache(db_uri, action)),
+        Command::Cluster { action } => cluster(action),
         Command::Ceiling { body_file, content_type, server_port } => {
             runtime.block_on(ceiling(body_file, content_type, server_port))
         }
@@ -201,6 +232,30 @@ async fn admin_client(db_uri: Option<String>) -> Result<tokio_postgres::Client, 
         eprintln!("rowgate: cannot connect: {e}");
         ExitCode::FAILURE
     })
+}
+
+fn cluster(action: ClusterAction) -> ExitCode {
+    use rowgate::cluster::TempCluster;
+    let done = match action {
+        ClusterAction::Start { dir, settings } => TempCluster::start_in(&dir, &settings).map(|c| {
+            let started = serde_json::json!({
+                "port": c.port(),
+                "uri": c.uri("postgres", "postgres"),
+                "bin": c.bin_dir(),
+                "data": c.dir().join("data"),
+                "pid": c.pid(),
+            });
+            println!("{started}");
+        }),
+        ClusterAction::Stop { dir, mode } => TempCluster::stop_in(&dir, &mode),
+    };
+    match done {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("rowgate cluster: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 async fn ceiling(body_file: std::path::PathBuf, content_type: String, port: u16) -> ExitCode {
