@@ -70,22 +70,7 @@ impl Plan {
                 reject_embed_paths(request)?;
                 return Ok(Plan::Mutate(mutate::plan(request, schema, config, relation, schema_name, body)?));
             }
-            Method::Options => {
-                let w = relation.writable;
-                let table = matches!(relation.kind, RelationKind::Table | RelationKind::PartitionedTable);
-                return Ok(Plan::Options(
-                    match (table || (w.insert && w.update && w.delete), w.insert, w.update, w.delete) {
-                        (true, ..) => "OPTIONS,GET,HEAD,POST,PUT,PATCH,DELETE",
-                        (false, true, true, false) => "OPTIONS,GET,HEAD,POST,PUT,PATCH",
-                        (false, true, false, true) => "OPTIONS,GET,HEAD,POST,DELETE",
-                        (false, true, false, false) => "OPTIONS,GET,HEAD,POST",
-                        (false, false, true, true) => "OPTIONS,GET,HEAD,PATCH,DELETE",
-                        (false, false, true, false) => "OPTIONS,GET,HEAD,PATCH",
-                        (false, false, false, true) => "OPTIONS,GET,HEAD,DELETE",
-                        _ => "OPTIONS,GET,HEAD",
-                    },
-                ));
-            }
+            Method::Options => return Ok(Plan::Options(allowed_methods(&relation))),
         };
         let (media, explain) =
             media::negotiate(&request.accept, config.db_plan_enabled, schema.postgis.is_some())?;
@@ -133,6 +118,23 @@ fn select_schema<'c>(request: &ApiRequest, config: &'c Config) -> Result<&'c str
                 format!("The schema must be one of the following: {}", config.db_schemas.join(", ")),
             )
         }),
+    }
+}
+
+/// The `Allow` header of a table or view: every method on a table (or a view PostgreSQL can
+/// insert into, update and delete from), else GET and HEAD and what the view takes.
+fn allowed_methods(relation: &crate::schema::Relation) -> &'static str {
+    let w = relation.writable;
+    let table = matches!(relation.kind, RelationKind::Table | RelationKind::PartitionedTable);
+    match (table || (w.insert && w.update && w.delete), w.insert, w.update, w.delete) {
+        (true, ..) => "OPTIONS,GET,HEAD,POST,PUT,PATCH,DELETE",
+        (false, true, true, false) => "OPTIONS,GET,HEAD,POST,PUT,PATCH",
+        (false, true, false, true) => "OPTIONS,GET,HEAD,POST,DELETE",
+        (false, true, false, false) => "OPTIONS,GET,HEAD,POST",
+        (false, false, true, true) => "OPTIONS,GET,HEAD,PATCH,DELETE",
+        (false, false, true, false) => "OPTIONS,GET,HEAD,PATCH",
+        (false, false, false, true) => "OPTIONS,GET,HEAD,DELETE",
+        _ => "OPTIONS,GET,HEAD",
     }
 }
 
