@@ -103,6 +103,9 @@ pub mod code {
     pub const BODY_TOO_LARGE: Code = Code::new("RG002", 413);
     /// The body could not be read (the client broke off, or sent a malformed chunked body).
     pub const BODY_UNREADABLE: Code = Code::new("RG003", 400);
+    /// A request beyond one of rowgate's bounds on the work one request may ask for (distinct
+    /// keys of a body, nesting depth of a JSON value, items of a select list).
+    pub const TOO_COMPLEX: Code = Code::new("RG004", 400);
     /// No API key where `api-key-required`.
     pub const API_KEY_MISSING: Code = Code::new("RG010", 401);
     /// An unknown, revoked or expired API key.

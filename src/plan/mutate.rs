@@ -284,7 +284,7 @@ pub(super) fn plan(
     let output_conditions = super::inner_joins(&output);
 
     let read_body = |columns_given: bool| -> Result<Payload, Error> {
-        payload::parse(request.content_type.as_deref(), body, columns_given)
+        payload::parse(request.content_type.as_deref(), body, columns_given, payload::MAX_KEYS)
     };
     let missing_default = prefs.missing == Some(PreferMissing::Default);
     let mut resolution_applied = false;
@@ -502,6 +502,7 @@ fn nested_children(
             child.foreign_keys.iter().filter(|fk| fk.target == relation.name).collect();
         let [fk] = fks.as_slice() else { continue };
         let mut keys: Vec<String> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         let objects: Vec<std::collections::HashMap<String, &serde_json::value::RawValue>> =
             serde_json::from_str(&payload.json).map_err(|_| invalid_nested(&key))?;
         for object in &objects {
@@ -510,7 +511,10 @@ fn nested_children(
                 serde_json::from_str(raw.get()).map_err(|_| invalid_nested(&key))?;
             for c in children.iter().flatten() {
                 for k in c.keys() {
-                    if !keys.contains(k) && !fk.columns.contains(k) {
+                    if !fk.columns.contains(k) && seen.insert(k.clone()) {
+                        if keys.len() == payload::MAX_KEYS {
+                            return Err(invalid_nested(&key));
+                        }
                         keys.push(k.clone());
                     }
                 }

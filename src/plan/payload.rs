@@ -5,12 +5,18 @@
 //! PostgreSQL with every digit they were sent with. CSV and form bodies become JSON strings
 //! (and `NULL` in CSV a JSON null), which PostgreSQL then reads by each column's type.
 
+use std::collections::HashSet;
 use std::fmt;
 
 use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
-use crate::error::Error;
+use crate::error::{code, Error};
+
+/// Distinct keys a write's body may have, across all its objects: more columns than any table
+/// has (PostgreSQL allows 1,600). A function's body has no such bound (a single json argument
+/// takes any object); its keys are scanned in linear time all the same.
+pub const MAX_KEYS: usize = 2_000;
 
 /// A write's rows, as one JSON array of objects.
 #[derive(Debug, Clone)]
@@ -28,12 +34,18 @@ pub struct Payload {
     pub textual: bool,
 }
 
-/// Reads a body of `content_type` (JSON when absent). Unless the request names its columns
-/// (`columns=`), every object of an array must have the same keys, as in PostgREST.
-pub fn parse(content_type: Option<&str>, body: &[u8], columns_given: bool) -> Result<Payload, Error> {
+/// Reads a body of `content_type` (JSON when absent) with at most `max_keys` distinct keys.
+/// Unless the request names its columns (`columns=`), every object of an array must have the
+/// same keys, as in PostgREST.
+pub fn parse(
+    content_type: Option<&str>,
+    body: &[u8],
+    columns_given: bool,
+    max_keys: usize,
+) -> Result<Payload, Error> {
     match content_type.unwrap_or("application/json") {
         "application/json" | "application/vnd.pgrst.object+json" | "application/vnd.pgrst.array+json" => {
-            json(body, columns_given)
+            json(body, columns_given, max_keys)
         }
         "text/csv" => csv(body),
         "application/x-www-form-urlencoded" => Ok(form(body)),
@@ -56,11 +68,12 @@ pub fn first_only(p: Payload) -> Result<Payload, Error> {
     })
 }
 
-fn json(body: &[u8], columns_given: bool) -> Result<Payload, Error> {
+fn json(body: &[u8], columns_given: bool, max_keys: usize) -> Result<Payload, Error> {
+    check_depth(body)?;
     let text = std::str::from_utf8(body).map_err(|_| invalid_json())?;
     let trimmed = text.trim_start();
     if trimmed.starts_with('{') {
-        let keys = object_keys(text)?;
+        let keys = object_keys(text, max_keys)?;
         return Ok(Payload {
             json: format!("[{text}]"),
             all_keys: keys.clone(),
@@ -74,16 +87,22 @@ fn json(body: &[u8], columns_given: bool) -> Result<Payload, Error> {
     }
     let items: Vec<&RawValue> = serde_json::from_str(text).map_err(|_| invalid_json())?;
     let mut keys = Vec::new();
+    let mut first: HashSet<String> = HashSet::new();
     let mut all_keys: Vec<String> = Vec::new();
+    let mut seen: HashSet<String> = HashSet::new();
     for (i, item) in items.iter().enumerate() {
-        let these = object_keys(item.get())?;
+        let these = object_keys(item.get(), max_keys)?;
         if i == 0 {
+            first = these.iter().cloned().collect();
             keys = these.clone();
-        } else if !columns_given && !same_keys(&keys, &these) {
+        } else if !columns_given && !same_keys(&first, &these) {
             return Err(mismatch());
         }
         for k in these {
-            if !all_keys.contains(&k) {
+            if seen.insert(k.clone()) {
+                if seen.len() > max_keys {
+                    return Err(too_many_keys(max_keys));
+                }
                 all_keys.push(k);
             }
         }
@@ -99,12 +118,13 @@ pub fn mismatch() -> Error {
 /// Whether every object of a JSON array has the same keys, `ignore`d ones aside.
 pub fn keys_match(json: &str, ignore: &[String]) -> Result<bool, Error> {
     let items: Vec<&RawValue> = serde_json::from_str(json).map_err(|_| invalid_json())?;
-    let mut first: Option<Vec<String>> = None;
+    let ignore: HashSet<&String> = ignore.iter().collect();
+    let mut first: Option<HashSet<String>> = None;
     for item in items {
-        let mut these = object_keys(item.get())?;
+        let mut these = object_keys(item.get(), usize::MAX)?;
         these.retain(|k| !ignore.contains(k));
         match &first {
-            None => first = Some(these),
+            None => first = Some(these.into_iter().collect()),
             Some(f) if !same_keys(f, &these) => return Ok(false),
             Some(_) => {}
         }
@@ -112,31 +132,46 @@ pub fn keys_match(json: &str, ignore: &[String]) -> Result<bool, Error> {
     Ok(true)
 }
 
-fn same_keys(a: &[String], b: &[String]) -> bool {
+/// Whether `b` (distinct keys) has exactly the keys of `a`.
+fn same_keys(a: &HashSet<String>, b: &[String]) -> bool {
     a.len() == b.len() && b.iter().all(|k| a.contains(k))
 }
 
-/// The keys of one JSON object, in order, without decoding its values.
-fn object_keys(text: &str) -> Result<Vec<String>, Error> {
-    struct Keys;
-    impl<'de> Visitor<'de> for Keys {
+/// The keys of one JSON object, in order and once each, without decoding its values; at most
+/// `max` of them.
+fn object_keys(text: &str, max: usize) -> Result<Vec<String>, Error> {
+    /// The scan: its bound, and whether it stopped there.
+    struct Keys<'a>(usize, &'a std::cell::Cell<bool>);
+    impl<'de> Visitor<'de> for Keys<'_> {
         type Value = Vec<String>;
         fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
             f.write_str("a JSON object")
         }
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Vec<String>, A::Error> {
             let mut keys: Vec<String> = Vec::new();
+            let mut seen: HashSet<String> = HashSet::new();
             while let Some(k) = map.next_key::<String>()? {
                 map.next_value::<IgnoredAny>()?;
-                if !keys.contains(&k) {
+                if seen.insert(k.clone()) {
+                    if keys.len() == self.0 {
+                        self.1.set(true);
+                        return Err(serde::de::Error::custom("too many keys"));
+                    }
                     keys.push(k);
                 }
             }
             Ok(keys)
         }
     }
+    let too_many = std::cell::Cell::new(false);
     let mut de = serde_json::Deserializer::from_str(text);
-    let keys = (&mut de).deserialize_map(Keys).map_err(|_: serde_json::Error| invalid_json())?;
+    let keys = (&mut de).deserialize_map(Keys(max, &too_many)).map_err(|_: serde_json::Error| {
+        if too_many.get() {
+            too_many_keys(max)
+        } else {
+            invalid_json()
+        }
+    })?;
     de.end().map_err(|_| invalid_json())?;
     Ok(keys)
 }
@@ -188,6 +223,42 @@ fn form(body: &[u8]) -> Payload {
     }
 }
 
+/// RG004 for a body with more than `max` distinct keys.
+fn too_many_keys(max: usize) -> Error {
+    Error::api(code::TOO_COMPLEX, format!("The body has more than {max} distinct keys"))
+}
+
+/// How deep a JSON value may nest (arrays and objects): deeper than any document needs, far
+/// shallower than what exhausts PostgreSQL's stack (its 54001, a 500).
+pub const MAX_DEPTH: usize = 512;
+
+/// RG004 when the JSON text `text` nests deeper than [`MAX_DEPTH`]; counted in one pass,
+/// outside strings, before anything parses it.
+pub fn check_depth(text: &[u8]) -> Result<(), Error> {
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for &b in text {
+        match (in_string, b) {
+            (true, _) if escaped => escaped = false,
+            (true, b'\\') => escaped = true,
+            (true, b'"') => in_string = false,
+            (true, _) => {}
+            (false, b'"') => in_string = true,
+            (false, b'[' | b'{') => {
+                depth += 1;
+                if depth > MAX_DEPTH {
+                    return Err(Error::api(
+                        code::TOO_COMPLEX,
+                        format!("The JSON value nests deeper than {MAX_DEPTH} levels"),
+                    ));
+                }
+            }
+            (false, b']' | b'}') => depth = depth.saturating_sub(1),
+            (false, _) => {}
+        }
+    }
+    Ok(())
+}
+
 fn invalid_json() -> Error {
     invalid_body("Empty or invalid json".into())
 }
@@ -200,26 +271,34 @@ fn invalid_body(message: String) -> Error {
 mod tests {
     use super::*;
 
+    fn parse_json(body: &[u8], columns_given: bool) -> Result<Payload, Error> {
+        parse(None, body, columns_given, MAX_KEYS)
+    }
+
+    fn parse_as(content_type: Option<&str>, body: &[u8], columns_given: bool) -> Result<Payload, Error> {
+        parse(content_type, body, columns_given, MAX_KEYS)
+    }
+
     #[test]
     fn objects_and_arrays() {
-        let p = parse(None, br#"{"a": 1.000000000000000000001, "b": "x"}"#, false).unwrap();
+        let p = parse_json(br#"{"a": 1.000000000000000000001, "b": "x"}"#, false).unwrap();
         assert_eq!(p.json, r#"[{"a": 1.000000000000000000001, "b": "x"}]"#);
         assert_eq!((p.keys, p.rows), (vec!["a".to_string(), "b".to_string()], 1));
-        let p = parse(None, br#"[{"a":1,"b":2},{"b":3,"a":4}]"#, false).unwrap();
+        let p = parse_json(br#"[{"a":1,"b":2},{"b":3,"a":4}]"#, false).unwrap();
         assert_eq!(p.rows, 2);
-        assert!(parse(None, br#"[{"a":1},{"b":3}]"#, false).is_err());
-        assert!(parse(None, br#"[{"a":1},{"b":3}]"#, true).is_ok());
+        assert!(parse_json(br#"[{"a":1},{"b":3}]"#, false).is_err());
+        assert!(parse_json(br#"[{"a":1},{"b":3}]"#, true).is_ok());
         for bad in [&b""[..], b"{", b"5", b"[1]", b"{} x", b"\xff"] {
-            assert!(parse(None, bad, false).is_err(), "{bad:?}");
+            assert!(parse_json(bad, false).is_err(), "{bad:?}");
         }
     }
 
     #[test]
     fn csv_and_form() {
-        let p = parse(Some("text/csv"), b"id,name,tags\n1,,NULL\n2,\"a,b\",\"{x}\"", false).unwrap();
+        let p = parse_as(Some("text/csv"), b"id,name,tags\n1,,NULL\n2,\"a,b\",\"{x}\"", false).unwrap();
         assert_eq!(p.json, r#"[{"id":"1","name":"","tags":null},{"id":"2","name":"a,b","tags":"{x}"}]"#);
-        let p = parse(Some("application/x-www-form-urlencoded"), b"a=1&b=x+y%21", false).unwrap();
+        let p = parse_as(Some("application/x-www-form-urlencoded"), b"a=1&b=x+y%21", false).unwrap();
         assert_eq!(p.json, r#"[{"a":"1","b":"x y!"}]"#);
-        assert!(parse(Some("application/xml"), b"<a/>", false).is_err());
+        assert!(parse_as(Some("application/xml"), b"<a/>", false).is_err());
     }
 }

@@ -48,6 +48,7 @@ pub(super) fn plan(
     let (given, source) = if post {
         if json_body && array {
             // A JSON array goes whole to a single unnamed json parameter, if there is one.
+            payload::check_depth(body)?;
             serde_json::from_slice::<serde::de::IgnoredAny>(body).map_err(|_| {
                 Error::Request(rowgate_request::RequestError::InvalidBody("Empty or invalid json".into()))
             })?;
@@ -55,17 +56,14 @@ pub(super) fn plan(
         } else {
             // No body means no arguments (for JSON; an empty form is already no arguments).
             let text = if empty && json_body { &b"{}"[..] } else { body };
-            let p = payload::parse(request.content_type.as_deref(), text, false)?;
+            let p = payload::parse(request.content_type.as_deref(), text, false, usize::MAX)?;
             let raw = String::from_utf8_lossy(text).into_owned();
             (p.keys.clone(), if json_body { Source::Json(p, raw) } else { Source::Form(p) })
         }
     } else {
-        let mut names: Vec<String> = Vec::new();
-        for (k, _) in &request.query.rpc_params {
-            if !names.contains(k) {
-                names.push(k.clone());
-            }
-        }
+        let mut seen = std::collections::HashSet::new();
+        let names: Vec<String> =
+            request.query.rpc_params.iter().filter(|(k, _)| seen.insert(k)).map(|(k, _)| k.clone()).collect();
         (names, Source::Query)
     };
 

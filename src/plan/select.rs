@@ -8,6 +8,10 @@ use crate::config::Config;
 use crate::error::{code, sqlstate, Error};
 use crate::schema::{Column, Relation, SchemaCache, ValueKind};
 
+/// Items one level's select list may have: PostgreSQL's own bound on a table's columns (its
+/// target lists take 1,664 entries, a 500 beyond, and rowgate adds a few of its own).
+const MAX_SELECT: usize = 1_600;
+
 /// Resolves names of one relation.
 pub(super) struct Planner<'a> {
     pub(super) relation: &'a Relation,
@@ -173,6 +177,12 @@ impl<'a> Planner<'a> {
                 }
                 SelectItem::Embed(embed) if embed.spread => out.extend(spread(self.embed(embed)?)),
                 SelectItem::Embed(embed) => out.push(self.embed(embed)?),
+            }
+            if out.len() > MAX_SELECT {
+                return Err(Error::api(
+                    code::TOO_COMPLEX,
+                    format!("The select list has more than {MAX_SELECT} items at one level"),
+                ));
             }
         }
         Ok(out)

@@ -10,6 +10,7 @@ mod cors;
 mod embed;
 mod errors;
 mod geo;
+mod limits;
 mod operations;
 mod oracle;
 mod postgrest_js;

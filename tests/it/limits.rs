@@ -1,0 +1,88 @@
+//! Bounded work per request (issue #20): what a stranger can send — wide and deep bodies,
+//! long select lists — gets a 4xx from rowgate, quickly, and the server goes on serving.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::support::{request, write};
+
+/// `{"k0": 0, "k1": 1, ...}` with `n` distinct keys.
+fn wide_object(n: usize) -> String {
+    let mut body = String::with_capacity(n * 12);
+    body.push('{');
+    for i in 0..n {
+        if i > 0 {
+            body.push(',');
+        }
+        body.push_str(&format!("\"k{i}\":{i}"));
+    }
+    body.push('}');
+    body
+}
+
+/// The start of a long body, for a failure's message.
+fn short(body: &str) -> &str {
+    &body[..body.len().min(300)]
+}
+
+/// A JSON value nested `depth` arrays deep.
+fn deep_array(depth: usize) -> String {
+    format!("{}{}", "[".repeat(depth), "]".repeat(depth))
+}
+
+#[test]
+fn a_body_of_200000_distinct_keys_is_refused_in_well_under_a_second() {
+    // The key scan was quadratic, and ran before the table or function was looked up: a
+    // 10 MiB object of unique keys held a worker for minutes.
+    let body = wide_object(200_000);
+    let started = Instant::now();
+    let r = write("POST", "/tasks", &[], &body);
+    assert_eq!(
+        (r.status, r.json()),
+        (
+            400,
+            json!({"code": "RG004", "details": null, "hint": null, "message": "The body has more than 2000 distinct keys"})
+        )
+    );
+    let r = write("POST", "/rpc/no_such_function", &[], &body);
+    assert_eq!((r.status, r.json()["code"].as_str()), (404, Some("PGRST202")), "{}", short(&r.body));
+    // A function of one json argument takes any object: scanned once, and answered.
+    let r = write("POST", "/rpc/echo", &[], &body);
+    assert_eq!(r.status, 200, "{}", short(&r.body));
+    // (The quadratic scan took minutes for one of these.)
+    assert!(started.elapsed() < Duration::from_secs(10), "took {:?}", started.elapsed());
+}
+
+#[test]
+fn a_deeply_nested_value_is_a_4xx_from_rowgate() {
+    // PostgreSQL's parser ran out of stack on these: a 500 (54001).
+    let deep = deep_array(100_000);
+    let too_deep = json!({"code": "RG004", "details": null, "hint": null, "message": "The JSON value nests deeper than 512 levels"});
+    let r = write("POST", "/rpc/echo", &[], &deep);
+    assert_eq!((r.status, r.json()), (400, too_deep.clone()), "rpc");
+    let r = write("POST", "/tasks", &[], &format!("{{\"title\": \"x\", \"meta\": {deep}}}"));
+    assert_eq!((r.status, r.json()), (400, too_deep.clone()), "insert");
+    // A filter's value is bounded by server-max-url-length, within what PostgreSQL parses.
+    let r = request("GET", &format!("/tasks?meta=cs.{}", deep_array(8_150)), &[]);
+    assert_eq!((r.status, r.body.as_str()), (200, "[]"));
+    // As deep as a document goes, and deeper, is fine.
+    let r = write("POST", "/rpc/echo", &[], &deep_array(500));
+    assert_eq!(r.status, 200, "{}", short(&r.body));
+}
+
+#[test]
+fn a_select_list_longer_than_postgresql_takes_is_400() {
+    // PostgreSQL refused it with a 500 (54011: target lists can have at most 1664 entries).
+    let select = vec!["id"; 2_000].join(",");
+    let r = request("GET", &format!("/tasks?select={select}"), &[]);
+    assert_eq!(
+        (r.status, r.json()),
+        (
+            400,
+            json!({"code": "RG004", "details": null, "hint": null, "message": "The select list has more than 1600 items at one level"})
+        )
+    );
+    let r = request("GET", &format!("/tasks?select={}", vec!["*"; 400].join(",")), &[]);
+    assert_eq!(r.status, 400, "{}", short(&r.body));
+}
