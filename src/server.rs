@@ -40,7 +40,9 @@ pub fn start_state(config: Arc<Config>) -> Result<Arc<AppState>, String> {
     let auth = Arc::new(crate::auth::Authenticator::new(&config));
     crate::auth::spawn_jwks_refresh(auth.clone(), config.jwt_jwks_url.clone(), config.jwt_jwks_refresh);
     let accounts = accounts(&config, &backend);
+    let static_files = crate::http::StaticFiles::new(&config);
     Ok(Arc::new(AppState {
+        static_files,
         keys,
         backend,
         auth,

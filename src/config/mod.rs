@@ -380,6 +380,8 @@ pub struct Config {
     pub cache_key_claims: Option<Vec<String>>,
     /// `cache-control`: (route or `*`, header value).
     pub cache_control: Vec<(String, http::HeaderValue)>,
+    /// The TOML file the configuration was read from, if any (never served as a static file).
+    pub config_file: Option<PathBuf>,
 }
 
 impl Config {
@@ -551,6 +553,7 @@ impl Config {
             api_prefix,
             cache_key_claims: a.cache_key_claims.or(file.cache_key_claims).map(|l| list(&l)),
             cache_control,
+            config_file: args.config.clone(),
         })
     }
 }

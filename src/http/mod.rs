@@ -10,6 +10,7 @@ mod identify;
 mod static_files;
 
 pub use cors::Cors;
+pub use static_files::StaticFiles;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -52,6 +53,8 @@ pub struct AppState {
     pub cache: Option<Arc<crate::cache::ResponseCache>>,
     /// The built-in accounts (`accounts-enabled`).
     pub accounts: Option<Arc<crate::accounts::Accounts>>,
+    /// The files of `static-dir`.
+    pub static_files: Option<StaticFiles>,
 }
 
 /// Serves `listener` until `shutdown` completes, then lets in-flight requests finish (for at
@@ -243,8 +246,8 @@ async fn endpoint(state: &AppState, req: Request<Incoming>) -> Response<Body> {
                     Err(e) => error_response(&e),
                 };
             }
-            match (&config.static_dir, under(path, &config.static_prefix)) {
-                (Some(dir), Some(rest)) => static_files::serve(dir, rest, req.method(), req.headers()).await,
+            match (&state.static_files, under(path, &config.static_prefix)) {
+                (Some(files), Some(rest)) => files.serve(rest, req.method(), req.headers()).await,
                 _ => plain(StatusCode::NOT_FOUND),
             }
         }

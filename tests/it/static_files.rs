@@ -95,3 +95,55 @@ fn a_file_changed_on_disk_is_served_as_changed_within_a_second() {
     std::thread::sleep(std::time::Duration::from_millis(1100));
     assert_eq!(request_to(base, "GET", "/news.txt", &[]).body, "newer");
 }
+
+#[test]
+fn the_directory_never_serves_the_database_its_rules_its_config_dotfiles_or_what_links_lead_out_to() {
+    // `--static-dir .` beside the database: each of these was served before.
+    let dir = tempfile::tempdir().expect("temp dir").keep();
+    let outside = tempfile::tempdir().expect("temp dir").keep();
+    std::fs::write(outside.join("secret.txt"), "outside").unwrap();
+    std::fs::write(dir.join("index.html"), "home").unwrap();
+    std::fs::write(dir.join(".env"), "SECRET=1").unwrap();
+    std::fs::create_dir_all(dir.join(".well-known")).unwrap();
+    std::fs::write(dir.join(".well-known/security.txt"), "Contact: x").unwrap();
+    std::fs::write(dir.join("rules.toml"), "[notes]\nselect = { anon = \"true\" }\n").unwrap();
+    std::fs::write(dir.join("rowgate.toml"), "log-level = \"error\"\n").unwrap();
+    std::os::unix::fs::symlink(outside.join("secret.txt"), dir.join("link.txt")).unwrap();
+    std::os::unix::fs::symlink(dir.join("index.html"), dir.join("home.html")).unwrap();
+    rusqlite::Connection::open(dir.join("app.db"))
+        .unwrap()
+        .execute_batch("CREATE TABLE notes (id INTEGER PRIMARY KEY)")
+        .unwrap();
+    let base = start_server(rowgate::config::ServeArgs {
+        config: Some(dir.join("rowgate.toml")),
+        db_uri: Some(format!("sqlite:{}", dir.join("app.db").display())),
+        db_anon_role: Some("anon".into()),
+        db_rules: Some(dir.join("rules.toml")),
+        static_dir: Some(dir.clone()),
+        server_host: Some("127.0.0.1".into()),
+        ..Default::default()
+    });
+    // The database is open in WAL mode: its log and shared memory files exist now.
+    assert_eq!(request_to(&base, "GET", "/api/notes", &[]).body, "[]");
+    assert!(dir.join("app.db-wal").exists());
+    for path in [
+        "/app.db",
+        "/app.db-wal",
+        "/app.db-shm",
+        "/app.db-journal",
+        "/rules.toml",
+        "/rowgate.toml",
+        "/.env",
+        "/%2eenv",
+        "//.env",
+        "/link.txt",
+    ] {
+        assert_eq!(request_to(&base, "GET", path, &[]).status, 404, "{path}");
+    }
+    assert_eq!(request_to(&base, "GET", "/.well-known/security.txt", &[]).body, "Contact: x");
+    // A link that stays inside the directory is served.
+    assert_eq!(request_to(&base, "GET", "/home.html", &[]).body, "home");
+    for same in ["/index.html", "//index.html", "///index.html", "/%69ndex.html"] {
+        assert_eq!(request_to(&base, "GET", same, &[]).body, "home", "{same}");
+    }
+}
