@@ -106,7 +106,7 @@ pub async fn run(config: Arc<Config>, listener: TcpListener) -> Result<(), Strin
             Ok(admin) => {
                 tracing::info!(port, "admin server listening (/live, /ready, /metrics)");
                 let state = state.clone();
-                let handler = move |req| {
+                let handler = move |req, _client| {
                     let state = state.clone();
                     async move { crate::http::admin(&state, req).await }
                 };

@@ -10,17 +10,19 @@
 //!   gives the same successor again, as GoTrue's reuse interval; after it, revokes all of the user's);
 //! - `GET /auth/v1/user` (bearer) → the user; `POST /auth/v1/logout` (bearer) → 204.
 //!
-//! Passwords are hashed with Argon2id and never logged or returned. Login failures are limited
-//! per email address (5 in 15 minutes, then 429 until the window passes). Errors have GoTrue's
+//! Passwords are hashed with Argon2id and never logged or returned. Wrong passwords are limited
+//! per client and address, per client and per address (`limits`: 429 until the window passes,
+//! and a stranger can lock out no one but itself). Errors have GoTrue's
 //! shape: `{"code": 400, "error_code": "invalid_credentials", "msg": "..."}`.
 
-use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use argon2::password_hash::{PasswordHash, SaltString};
 use argon2::Argon2;
 use bytes::Bytes;
+use http::request::Parts;
 use http::{header, HeaderValue, Method, Response, StatusCode};
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -32,15 +34,12 @@ use crate::response::Body;
 const TOKEN_LIFETIME: Duration = Duration::from_secs(3600);
 /// Refresh tokens live this long.
 const REFRESH_LIFETIME: Duration = Duration::from_secs(30 * 24 * 3600);
-/// Login failures allowed per email address and window.
-const MAX_FAILURES: u32 = 5;
-/// Logins of one address checked at once at most: with the failures, it bounds the guesses
-/// parallel requests can make before the limit sees them.
-const MAX_IN_FLIGHT: u32 = 16;
-const FAILURE_WINDOW: Duration = Duration::from_secs(15 * 60);
+/// The longest an e-mail address can be (RFC 5321's path limit, less its brackets).
+const MAX_EMAIL: usize = 254;
 /// GoTrue's default minimum password length.
 const MIN_PASSWORD: usize = 6;
 
+mod limits;
 pub mod store;
 
 /// What a login for an unknown address is checked against: it costs a full verification too,
@@ -59,8 +58,8 @@ pub struct Accounts {
     secret: Vec<u8>,
     key: jsonwebtoken::EncodingKey,
     audience: String,
-    /// Per address: failures in the window, when it began, logins being checked now.
-    failures: Mutex<HashMap<String, Attempts>>,
+    /// How many wrong passwords logins may still try.
+    limits: limits::LoginLimits,
     hashing: Arc<Hashing>,
 }
 
@@ -160,26 +159,6 @@ fn verify_password(password: &[u8], phc: &str, memory: &mut Vec<argon2::Block>) 
         && argon2::password_hash::Output::new(&out).is_ok_and(|o| o == expected)
 }
 
-/// Login attempts of one address.
-struct Attempts {
-    failures: u32,
-    since: Instant,
-    in_flight: u32,
-}
-
-/// A login being checked; when dropped it reports its outcome to the limit.
-struct Attempt<'a> {
-    accounts: &'a Accounts,
-    who: String,
-    outcome: Option<bool>,
-}
-
-impl Drop for Attempt<'_> {
-    fn drop(&mut self) {
-        self.accounts.attempted(&self.who, self.outcome);
-    }
-}
-
 impl Accounts {
     /// The service on `store`, signing with the HMAC `secret`, letting a refresh token be used
     /// again for `reuse_interval` seconds.
@@ -195,7 +174,7 @@ impl Accounts {
             key: jsonwebtoken::EncodingKey::from_secret(secret),
             secret: secret.to_vec(),
             audience: audience.unwrap_or_else(|| "authenticated".into()),
-            failures: Mutex::new(HashMap::new()),
+            limits: limits::LoginLimits::default(),
             hashing: Arc::new(Hashing {
                 turns: tokio::sync::Semaphore::new(
                     std::thread::available_parallelism().map_or(2, |n| n.get()),
@@ -205,24 +184,27 @@ impl Accounts {
         })
     }
 
-    /// Answers a request to `/auth/v1/...`; `verify` checks a bearer token as the API does.
+    /// Answers a request to `/auth/v1/...` from `client`; `verify` checks a bearer token as the
+    /// API does.
     pub async fn handle(
         &self,
-        method: &Method,
-        path: &str,
-        query: Option<&str>,
-        authorization: Option<&str>,
+        request: &Parts,
+        client: IpAddr,
         body: Bytes,
         verify: impl Fn(Option<&str>) -> Option<String>,
     ) -> Response<Body> {
-        let grant = query
+        let (method, path) = (&request.method, request.uri.path());
+        let authorization = request.headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+        let grant = request
+            .uri
+            .query()
             .and_then(|q| {
                 form_urlencoded::parse(q.as_bytes()).find(|(k, _)| k == "grant_type").map(|(_, v)| v)
             })
             .unwrap_or_default();
         let result = match (method, path, grant.as_ref()) {
             (&Method::POST, "/auth/v1/signup", _) => self.signup(&body).await,
-            (&Method::POST, "/auth/v1/token", "password") => self.login(&body).await,
+            (&Method::POST, "/auth/v1/token", "password") => self.login(&body, client).await,
             (&Method::POST, "/auth/v1/token", "refresh_token") => self.refresh(&body).await,
             (&Method::POST, "/auth/v1/token", _) => {
                 Err(fail(StatusCode::BAD_REQUEST, "unsupported_grant_type", "Unsupported grant type"))
@@ -257,7 +239,7 @@ impl Accounts {
 
     async fn signup(&self, body: &[u8]) -> Result<Answer, Answer> {
         let (email, password) = credentials(body)?;
-        if !email.contains('@') || email.len() > 254 {
+        if !email.contains('@') || email.len() > MAX_EMAIL {
             return Err(fail(
                 StatusCode::BAD_REQUEST,
                 "validation_failed",
@@ -286,16 +268,19 @@ impl Accounts {
         self.session(&user, refresh, now).map(|s| (StatusCode::OK, Some(s)))
     }
 
-    async fn login(&self, body: &[u8]) -> Result<Answer, Answer> {
+    async fn login(&self, body: &[u8], client: IpAddr) -> Result<Answer, Answer> {
         let (email, password) = credentials(body)?;
+        if email.len() > MAX_EMAIL {
+            return Err(fail(StatusCode::BAD_REQUEST, "invalid_credentials", "Invalid login credentials"));
+        }
         let who = email.to_lowercase();
         // Counted while its password is checked: parallel guesses cannot all pass the limit
         // before their failures are recorded.
-        let Some(mut attempt) = self.attempt(&who) else {
+        let Some(mut attempt) = self.limits.attempt(client, &who) else {
             return Err(fail(
                 StatusCode::TOO_MANY_REQUESTS,
                 "over_request_rate_limit",
-                "Too many failed logins for this email address: try again later",
+                "Too many failed logins: try again later",
             ));
         };
         let found = self.store.by_email(email).await.map_err(|_| internal())?;
@@ -373,47 +358,6 @@ impl Accounts {
             refresh_token: &refresh,
             user: UserJson::of(user),
         }))
-    }
-
-    /// Whether a login for `who` may be checked now (then it counts as in flight until
-    /// [`Accounts::attempted`]): not after [`MAX_FAILURES`] failures in the window, nor beyond
-    /// [`MAX_IN_FLIGHT`] at once.
-    fn attempt(&self, who: &str) -> Option<Attempt<'_>> {
-        let mut all = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        if all.len() > 100_000 {
-            all.retain(|_, a| a.in_flight > 0 || a.since.elapsed() < FAILURE_WINDOW);
-        }
-        let a = all.entry(who.to_owned()).or_insert(Attempts {
-            failures: 0,
-            since: Instant::now(),
-            in_flight: 0,
-        });
-        if a.since.elapsed() >= FAILURE_WINDOW {
-            (a.failures, a.since) = (0, Instant::now());
-        }
-        if a.failures >= MAX_FAILURES || a.in_flight >= MAX_IN_FLIGHT {
-            return None;
-        }
-        a.in_flight += 1;
-        Some(Attempt { accounts: self, who: who.to_owned(), outcome: None })
-    }
-
-    /// A login let in by [`Accounts::attempt`] is over (its [`Attempt`] dropped, whichever
-    /// way the request ended): a wrong password (`Some(false)`) counts, a right one clears the
-    /// failures, `None` (not checked: an error, the client gone) neither.
-    fn attempted(&self, who: &str, ok: Option<bool>) {
-        let mut all = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(a) = all.get_mut(who) {
-            a.in_flight = a.in_flight.saturating_sub(1);
-            match ok {
-                Some(true) => a.failures = 0,
-                Some(false) => a.failures += 1,
-                None => {}
-            }
-            if a.failures == 0 && a.in_flight == 0 {
-                all.remove(who);
-            }
-        }
     }
 }
 

@@ -14,7 +14,7 @@ pub use static_files::StaticFiles;
 
 use std::convert::Infallible;
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
@@ -66,18 +66,19 @@ pub async fn serve(
     grace: Duration,
 ) {
     let max_header_size = state.config.server_max_header_size;
-    let handler = move |req| {
+    let handler = move |req, client| {
         let state = state.clone();
         // The request's future holds the state of every route (about 12 KB): boxed once here,
         // it moves as a pointer; by value it was copied whole into hyper's service wrapper and
         // its dispatcher.
-        Box::pin(async move { handle(&state, req).await })
+        Box::pin(async move { handle(&state, req, client).await })
     };
     serve_with(listener, max_header_size, handler, shutdown, grace).await
 }
 
-/// The HTTP/1.1 server loop: every connection of `listener` answered by `handler`, with
-/// rowgate's limits, until `shutdown`.
+/// The HTTP/1.1 server loop: every connection of `listener` answered by `handler` (given each
+/// request and the address of the client that sent it), with rowgate's limits, until
+/// `shutdown`.
 pub async fn serve_with<H, F>(
     listener: TcpListener,
     max_header_size: usize,
@@ -85,7 +86,7 @@ pub async fn serve_with<H, F>(
     shutdown: impl Future<Output = ()>,
     grace: Duration,
 ) where
-    H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
+    H: Fn(Request<Incoming>, IpAddr) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Response<Body>> + Send + 'static,
 {
     let graceful = GracefulShutdown::new();
@@ -96,7 +97,7 @@ pub async fn serve_with<H, F>(
     loop {
         tokio::select! {
             accepted = listener.accept() => {
-                let (stream, _) = match accepted {
+                let (stream, peer) = match accepted {
                     Ok(a) => a,
                     Err(e) => {
                         // Out of file descriptors and similar: back off instead of spinning.
@@ -107,8 +108,9 @@ pub async fn serve_with<H, F>(
                 };
                 let _ = stream.set_nodelay(true);
                 let handler = handler.clone();
+                let client = peer.ip();
                 let service = service_fn(move |req| {
-                    let response = handler(req);
+                    let response = handler(req, client);
                     async move { Ok::<_, Infallible>(response.await) }
                 });
                 let conn = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
@@ -135,7 +137,7 @@ pub async fn serve_static(
 ) {
     let etag =
         HeaderValue::from_str(&format!("\"{:x}\"", body.len())).unwrap_or(HeaderValue::from_static("\"0\""));
-    let handler = move |_req| {
+    let handler = move |_req, _client| {
         let (body, content_type, etag) = (body.clone(), content_type.clone(), etag.clone());
         async move {
             let mut r = Response::new(Body::from(body));
@@ -169,8 +171,8 @@ pub fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
 }
 
 /// Answers one request; a panic inside becomes a 500 instead of taking the server down.
-pub async fn handle(state: &AppState, req: Request<Incoming>) -> Response<Body> {
-    match AssertUnwindSafe(route(state, req)).catch_unwind().await {
+pub async fn handle(state: &AppState, req: Request<Incoming>, client: IpAddr) -> Response<Body> {
+    match AssertUnwindSafe(route(state, req, client)).catch_unwind().await {
         Ok(response) => response,
         Err(_) => {
             tracing::error!("request handler panicked");
@@ -179,28 +181,28 @@ pub async fn handle(state: &AppState, req: Request<Incoming>) -> Response<Body> 
     }
 }
 
-async fn route(state: &AppState, req: Request<Incoming>) -> Response<Body> {
+async fn route(state: &AppState, req: Request<Incoming>, client: IpAddr) -> Response<Body> {
     if tracing::enabled!(tracing::Level::INFO) {
         let started = std::time::Instant::now();
         let (method, uri) = (req.method().clone(), req.uri().clone());
-        let response = dispatch(state, req).await;
+        let response = dispatch(state, req, client).await;
         tracing::info!(%method, %uri, status = response.status().as_u16(), elapsed = ?started.elapsed(), "request");
         return response;
     }
-    dispatch(state, req).await
+    dispatch(state, req, client).await
 }
 
-async fn dispatch(state: &AppState, req: Request<Incoming>) -> Response<Body> {
+async fn dispatch(state: &AppState, req: Request<Incoming>, client: IpAddr) -> Response<Body> {
     if let Some(preflight) = state.cors.preflight(&req) {
         return preflight;
     }
     let origin = req.headers().get(header::ORIGIN).cloned();
-    let mut response = endpoint(state, req).await;
+    let mut response = endpoint(state, req, client).await;
     state.cors.decorate(origin.as_ref(), &mut response);
     response
 }
 
-async fn endpoint(state: &AppState, req: Request<Incoming>) -> Response<Body> {
+async fn endpoint(state: &AppState, req: Request<Incoming>, client: IpAddr) -> Response<Body> {
     let uri = req.uri().clone();
     match uri.path() {
         "/live" => plain(StatusCode::OK),
@@ -218,13 +220,12 @@ async fn endpoint(state: &AppState, req: Request<Incoming>) -> Response<Body> {
                 Ok(b) => b,
                 Err(e) => return error_response(&e),
             };
-            let authorization = parts.headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
             let verify = |authorization: Option<&str>| {
                 let principal = state.auth.authenticate(authorization).ok().filter(|p| !p.anonymous)?;
                 let claims: serde_json::Value = serde_json::from_str(&principal.claims).ok()?;
                 claims.get("sub").and_then(|s| s.as_str()).map(str::to_owned)
             };
-            accounts.handle(&parts.method, path, uri.query(), authorization, body, verify).await
+            accounts.handle(&parts, client, body, verify).await
         }
         path => {
             let config = &state.config;

@@ -67,6 +67,22 @@ fn auth(base: &str, path: &str, body: Value) -> (u16, Value) {
     (r.status, v)
 }
 
+/// [`auth`] from another client: a connection from the loopback address `from`.
+fn auth_from(from: [u8; 4], base: &str, path: &str, body: Value) -> (u16, Value) {
+    let client = reqwest::blocking::Client::builder()
+        .local_address(std::net::IpAddr::from(from))
+        .build()
+        .expect("a client");
+    let r = client
+        .post(format!("{base}{path}"))
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .expect("a response");
+    let status = r.status().as_u16();
+    (status, serde_json::from_str(&r.text().unwrap_or_default()).unwrap_or(Value::Null))
+}
+
 /// A test on each backend.
 macro_rules! on_both {
     ($name:ident) => {
@@ -264,6 +280,20 @@ fn repeated_login_failures_are_limited(base: &str) {
         json!({"email": "dee@example.com", "password": "secret-dee"}),
     );
     assert_eq!((status, e["error_code"].as_str()), (429, Some("over_request_rate_limit")));
+    // Counted for that client alone: a stranger's guesses lock out no one but itself, and dee
+    // logs in from her own address.
+    let (status, _) = auth_from(
+        [127, 0, 0, 2],
+        base,
+        "/auth/v1/token?grant_type=password",
+        json!({"email": "dee@example.com", "password": "secret-dee"}),
+    );
+    assert_eq!(status, 200);
+    // An address longer than an e-mail address can be is refused before anything is counted.
+    let long = format!("{}@example.com", "x".repeat(60_000));
+    let (status, e) =
+        auth(base, "/auth/v1/token?grant_type=password", json!({"email": long, "password": "x"}));
+    assert_eq!((status, e["error_code"].as_str()), (400, Some("invalid_credentials")));
 }
 
 #[test]

@@ -1,0 +1,212 @@
+//! How many wrong passwords logins may try, in 15-minute windows: 5 for one address from one
+//! client, 50 from one client whatever the address (one client trying many accounts), 100 for
+//! one address whatever the client (guesses spread over many clients). A stranger can so lock
+//! out no one but itself: a user's own client keeps its own count. A right password clears its
+//! client's count for the address. At most 16 logins of one address are checked at once.
+//!
+//! The windows are bounded in memory: addresses longer than an e-mail address can be are
+//! refused before they get here, and each table keeps at most [`MAX_ENTRIES`] windows, the
+//! oldest giving way.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::net::IpAddr;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Wrong passwords for one address from one client, per window.
+const PAIR_FAILURES: u32 = 5;
+/// Wrong passwords from one client, whatever the address, per window.
+const CLIENT_FAILURES: u32 = 50;
+/// Wrong passwords for one address, whatever the client, per window.
+const ADDRESS_FAILURES: u32 = 100;
+/// How long failures count.
+const WINDOW: Duration = Duration::from_secs(15 * 60);
+/// Logins of one address checked at once at most: with the failures, it bounds the guesses
+/// parallel requests can make before the limit sees them.
+const MAX_IN_FLIGHT: u32 = 16;
+/// Windows each table keeps at most.
+pub const MAX_ENTRIES: usize = 20_000;
+
+/// Failures since a window began.
+#[derive(Clone, Copy)]
+struct Window {
+    failures: u32,
+    since: Instant,
+}
+
+impl Window {
+    fn failures(&self) -> u32 {
+        if self.since.elapsed() < WINDOW {
+            self.failures
+        } else {
+            0
+        }
+    }
+}
+
+/// A table of windows with at most [`MAX_ENTRIES`] of them.
+struct Windows<K>(HashMap<K, Window>);
+
+impl<K> Default for Windows<K> {
+    fn default() -> Self {
+        Windows(HashMap::new())
+    }
+}
+
+impl<K: Hash + Eq + Clone> Windows<K> {
+    fn failures(&self, key: &K) -> u32 {
+        self.0.get(key).map_or(0, Window::failures)
+    }
+
+    fn failed(&mut self, key: &K) {
+        if self.0.len() >= MAX_ENTRIES && !self.0.contains_key(key) {
+            self.0.retain(|_, w| w.since.elapsed() < WINDOW);
+            if self.0.len() >= MAX_ENTRIES {
+                let oldest = self.0.iter().min_by_key(|(_, w)| w.since).map(|(k, _)| k.clone());
+                if let Some(oldest) = oldest {
+                    self.0.remove(&oldest);
+                }
+            }
+        }
+        let w = self.0.entry(key.clone()).or_insert(Window { failures: 0, since: Instant::now() });
+        if w.since.elapsed() >= WINDOW {
+            *w = Window { failures: 0, since: Instant::now() };
+        }
+        w.failures += 1;
+    }
+
+    fn clear(&mut self, key: &K) {
+        self.0.remove(key);
+    }
+}
+
+#[derive(Default)]
+struct Tables {
+    pairs: Windows<(IpAddr, String)>,
+    clients: Windows<IpAddr>,
+    addresses: Windows<String>,
+    in_flight: HashMap<String, u32>,
+}
+
+/// The login limits of a server.
+#[derive(Default)]
+pub struct LoginLimits {
+    tables: Mutex<Tables>,
+}
+
+/// A login being checked; when dropped it reports its outcome to the limits.
+pub struct Attempt<'a> {
+    limits: &'a LoginLimits,
+    client: IpAddr,
+    address: String,
+    /// `Some(true)` for a right password, `Some(false)` for a wrong one, `None` when the
+    /// password was not checked (an error, the client gone).
+    pub outcome: Option<bool>,
+}
+
+impl Drop for Attempt<'_> {
+    fn drop(&mut self) {
+        self.limits.attempted(self.client, &self.address, self.outcome);
+    }
+}
+
+impl LoginLimits {
+    /// Whether `client` may try a password for `address` (lower-cased) now; while it is
+    /// checked it counts as in flight.
+    pub fn attempt(&self, client: IpAddr, address: &str) -> Option<Attempt<'_>> {
+        let mut t = self.tables.lock().unwrap_or_else(|e| e.into_inner());
+        let pair = (client, address.to_owned());
+        let limited = t.pairs.failures(&pair) >= PAIR_FAILURES
+            || t.clients.failures(&client) >= CLIENT_FAILURES
+            || t.addresses.failures(&pair.1) >= ADDRESS_FAILURES;
+        let in_flight = t.in_flight.get(address).copied().unwrap_or(0);
+        if limited || in_flight >= MAX_IN_FLIGHT {
+            return None;
+        }
+        t.in_flight.insert(pair.1, in_flight + 1);
+        Some(Attempt { limits: self, client, address: address.to_owned(), outcome: None })
+    }
+
+    /// A login let in by [`LoginLimits::attempt`] is over.
+    fn attempted(&self, client: IpAddr, address: &str, outcome: Option<bool>) {
+        let mut t = self.tables.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = t.in_flight.get_mut(address) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                t.in_flight.remove(address);
+            }
+        }
+        let pair = (client, address.to_owned());
+        match outcome {
+            Some(true) => t.pairs.clear(&pair),
+            Some(false) => {
+                t.pairs.failed(&pair);
+                t.clients.failed(&client);
+                t.addresses.failed(&pair.1);
+            }
+            None => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client(n: u8) -> IpAddr {
+        IpAddr::from([127, 0, 0, n])
+    }
+
+    fn fail(limits: &LoginLimits, c: IpAddr, address: &str) {
+        limits.attempt(c, address).expect("let in").outcome = Some(false);
+    }
+
+    #[test]
+    fn a_stranger_locks_out_only_itself() {
+        let limits = LoginLimits::default();
+        for _ in 0..PAIR_FAILURES {
+            fail(&limits, client(2), "alice@example.com");
+        }
+        assert!(limits.attempt(client(2), "alice@example.com").is_none(), "the guesser");
+        assert!(limits.attempt(client(3), "alice@example.com").is_some(), "alice, elsewhere");
+        assert!(limits.attempt(client(2), "bob@example.com").is_some(), "the guesser, another address");
+    }
+
+    #[test]
+    fn one_client_trying_many_addresses_and_many_clients_one_address_are_limited() {
+        let limits = LoginLimits::default();
+        for i in 0..CLIENT_FAILURES {
+            fail(&limits, client(2), &format!("user{i}@example.com"));
+        }
+        assert!(limits.attempt(client(2), "fresh@example.com").is_none());
+        for i in 0..ADDRESS_FAILURES {
+            fail(&limits, IpAddr::from([10, 0, (i / 256) as u8, (i % 256) as u8]), "carol@example.com");
+        }
+        assert!(limits.attempt(client(9), "carol@example.com").is_none());
+    }
+
+    #[test]
+    fn a_right_password_clears_its_clients_count() {
+        let limits = LoginLimits::default();
+        for _ in 0..PAIR_FAILURES - 1 {
+            fail(&limits, client(2), "dave@example.com");
+        }
+        limits.attempt(client(2), "dave@example.com").unwrap().outcome = Some(true);
+        fail(&limits, client(2), "dave@example.com");
+        assert!(limits.attempt(client(2), "dave@example.com").is_some());
+    }
+
+    #[test]
+    fn the_tables_stay_bounded() {
+        let limits = LoginLimits::default();
+        for i in 0..MAX_ENTRIES + 10 {
+            let c = IpAddr::from([10, (i / 65_536) as u8, ((i / 256) % 256) as u8, (i % 256) as u8]);
+            fail(&limits, c, &format!("u{i}@example.com"));
+        }
+        let t = limits.tables.lock().unwrap();
+        assert!(t.pairs.0.len() <= MAX_ENTRIES);
+        assert!(t.clients.0.len() <= MAX_ENTRIES && t.addresses.0.len() <= MAX_ENTRIES);
+        assert!(t.in_flight.is_empty());
+    }
+}
