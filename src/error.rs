@@ -106,6 +106,10 @@ pub mod code {
     /// A request beyond one of rowgate's bounds on the work one request may ask for (distinct
     /// keys of a body, nesting depth of a JSON value, items of a select list).
     pub const TOO_COMPLEX: Code = Code::new("RG004", 400);
+    /// The client took longer than `server-read-timeout` to send its request's body.
+    pub const READ_TIMEOUT: Code = Code::new("RG005", 408);
+    /// More connections open than `server-max-connections`.
+    pub const TOO_MANY_CONNECTIONS: Code = Code::new("RG006", 503);
     /// No API key where `api-key-required`.
     pub const API_KEY_MISSING: Code = Code::new("RG010", 401);
     /// An unknown, revoked or expired API key.

@@ -112,7 +112,7 @@ pub async fn run(config: Arc<Config>, listener: TcpListener) -> Result<(), Strin
                 };
                 tokio::spawn(crate::http::serve_with(
                     admin,
-                    8192,
+                    crate::http::Limits::internal(),
                     handler,
                     std::future::pending(),
                     SHUTDOWN_GRACE,

@@ -192,6 +192,14 @@ pub struct ServeArgs {
     /// Largest accepted request head (request line and headers), in bytes [default: 32768].
     #[arg(long = "server-max-header-size", env = "ROWGATE_SERVER_MAX_HEADER_SIZE", value_name = "BYTES")]
     pub server_max_header_size: Option<usize>,
+    /// Open client connections at most; beyond it a connection is answered 503 and closed
+    /// [default: 10000].
+    #[arg(long = "server-max-connections", env = "ROWGATE_SERVER_MAX_CONNECTIONS", value_name = "N")]
+    pub server_max_connections: Option<usize>,
+    /// Seconds a client has to send a request's head, and then its body, before it is answered
+    /// 408 and closed [default: 30].
+    #[arg(long = "server-read-timeout", env = "ROWGATE_SERVER_READ_TIMEOUT", value_name = "SECONDS")]
+    pub server_read_timeout: Option<u64>,
     /// crit, error, warn, info or debug [default: error].
     #[arg(long = "log-level", env = "ROWGATE_LOG_LEVEL", value_name = "LEVEL")]
     pub log_level: Option<LogLevel>,
@@ -328,6 +336,10 @@ pub struct Config {
     pub server_max_body_size: usize,
     /// `server-max-header-size`.
     pub server_max_header_size: usize,
+    /// `server-max-connections`.
+    pub server_max_connections: usize,
+    /// `server-read-timeout`.
+    pub server_read_timeout: Duration,
     /// `log-level`.
     pub log_level: LogLevel,
     /// `jwt-secret`, read from its file if given as `@file` (checked to parse as keys).
@@ -500,6 +512,14 @@ impl Config {
                 .server_max_body_size
                 .or(file.server_max_body_size)
                 .unwrap_or(10 * 1024 * 1024),
+            server_max_connections: a
+                .server_max_connections
+                .or(file.server_max_connections)
+                .unwrap_or(10_000)
+                .max(1),
+            server_read_timeout: Duration::from_secs(
+                a.server_read_timeout.or(file.server_read_timeout).unwrap_or(30).max(1),
+            ),
             server_max_header_size: a
                 .server_max_header_size
                 .or(file.server_max_header_size)

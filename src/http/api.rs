@@ -31,7 +31,7 @@ pub async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Bo
     let request = ctx.parse()?;
     let body = match request.method {
         Method::Post | Method::Patch | Method::Put => {
-            read_body(incoming, config.server_max_body_size).await?
+            read_body(incoming, config.server_max_body_size, config.server_read_timeout).await?
         }
         _ => Bytes::new(),
     };
@@ -87,10 +87,24 @@ fn within_limits(config: &Config, req: &Request<Incoming>) -> Result<(), Error> 
     Ok(())
 }
 
-/// Reads a request body of at most `limit` bytes (413 beyond it).
-pub async fn read_body(incoming: Incoming, limit: usize) -> Result<Bytes, Error> {
+/// Reads a request body of at most `limit` bytes (413 beyond it) within `timeout` (408).
+pub async fn read_body(
+    incoming: Incoming,
+    limit: usize,
+    timeout: std::time::Duration,
+) -> Result<Bytes, Error> {
     use http_body_util::{BodyExt, LengthLimitError, Limited};
-    match Limited::new(incoming, limit).collect().await {
+    let read =
+        tokio::time::timeout(timeout, Limited::new(incoming, limit).collect()).await.map_err(|_| {
+            Error::api(
+                code::READ_TIMEOUT,
+                format!(
+                    "The request body did not arrive within server-read-timeout ({} s)",
+                    timeout.as_secs()
+                ),
+            )
+        })?;
+    match read {
         Ok(collected) => Ok(collected.to_bytes()),
         Err(e) if e.is::<LengthLimitError>() => Err(body_too_large(limit)),
         Err(e) => Err(Error::api(code::BODY_UNREADABLE, format!("The request body could not be read: {e}"))),

@@ -16,6 +16,7 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -65,7 +66,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
     grace: Duration,
 ) {
-    let max_header_size = state.config.server_max_header_size;
+    let limits = Limits::of(&state.config);
     let handler = move |req, client| {
         let state = state.clone();
         // The request's future holds the state of every route (about 12 KB): boxed once here,
@@ -73,7 +74,34 @@ pub async fn serve(
         // its dispatcher.
         Box::pin(async move { handle(&state, req, client).await })
     };
-    serve_with(listener, max_header_size, handler, shutdown, grace).await
+    serve_with(listener, limits, handler, shutdown, grace).await
+}
+
+/// What the server loop bounds for every connection.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// `server-max-header-size`.
+    pub max_header_size: usize,
+    /// `server-max-connections`.
+    pub max_connections: usize,
+    /// `server-read-timeout`, for a request's head.
+    pub read_timeout: Duration,
+}
+
+impl Limits {
+    /// The limits `config` sets.
+    pub fn of(config: &Config) -> Limits {
+        Limits {
+            max_header_size: config.server_max_header_size,
+            max_connections: config.server_max_connections,
+            read_timeout: config.server_read_timeout,
+        }
+    }
+
+    /// Limits for a server of rowgate's own (the admin port, the static ceiling).
+    pub fn internal() -> Limits {
+        Limits { max_header_size: 32 * 1024, max_connections: 10_000, read_timeout: Duration::from_secs(30) }
+    }
 }
 
 /// The HTTP/1.1 server loop: every connection of `listener` answered by `handler` (given each
@@ -81,7 +109,7 @@ pub async fn serve(
 /// `shutdown`.
 pub async fn serve_with<H, F>(
     listener: TcpListener,
-    max_header_size: usize,
+    limits: Limits,
     handler: H,
     shutdown: impl Future<Output = ()>,
     grace: Duration,
@@ -91,8 +119,9 @@ pub async fn serve_with<H, F>(
 {
     let graceful = GracefulShutdown::new();
     let mut http = hyper::server::conn::http1::Builder::new();
-    http.max_header_size(max_header_size).timer(hyper_util::rt::TokioTimer::new());
-    http.header_read_timeout(Duration::from_secs(30));
+    http.max_header_size(limits.max_header_size).timer(hyper_util::rt::TokioTimer::new());
+    http.header_read_timeout(limits.read_timeout);
+    let open = Arc::new(AtomicUsize::new(0));
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
@@ -107,6 +136,11 @@ pub async fn serve_with<H, F>(
                     }
                 };
                 let _ = stream.set_nodelay(true);
+                if open.load(Ordering::Relaxed) >= limits.max_connections {
+                    tokio::spawn(refuse(stream));
+                    continue;
+                }
+                let counted = OpenConnection::new(&open);
                 let handler = handler.clone();
                 let client = peer.ip();
                 let service = service_fn(move |req| {
@@ -116,6 +150,7 @@ pub async fn serve_with<H, F>(
                 let conn = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
                 tokio::spawn(async move {
                     let _ = conn.await;
+                    drop(counted);
                 });
             }
             () = &mut shutdown => break,
@@ -125,6 +160,42 @@ pub async fn serve_with<H, F>(
     if tokio::time::timeout(grace, graceful.shutdown()).await.is_err() {
         tracing::warn!("shutdown grace period ended with requests still in flight");
     }
+}
+
+/// A connection counted among the open ones until it is dropped.
+struct OpenConnection(Arc<AtomicUsize>);
+
+impl OpenConnection {
+    fn new(open: &Arc<AtomicUsize>) -> OpenConnection {
+        open.fetch_add(1, Ordering::Relaxed);
+        OpenConnection(open.clone())
+    }
+}
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Answers a connection beyond `server-max-connections` with 503 RG006 and closes it (a
+/// refusal the client can read, where a full accept queue would only stall it).
+async fn refuse(mut stream: tokio::net::TcpStream) {
+    use tokio::io::AsyncWriteExt;
+    let e = Error::api(code::TOO_MANY_CONNECTIONS, "Too many open connections: retry later").to_response();
+    let head = format!(
+        "HTTP/1.1 {} {}\r\ncontent-type: application/json; charset=utf-8\r\nretry-after: 1\r\n\
+         connection: close\r\ncontent-length: {}\r\n\r\n",
+        e.status.as_u16(),
+        e.status.canonical_reason().unwrap_or_default(),
+        e.body.len()
+    );
+    let answer = [head.as_bytes(), e.body.as_bytes()].concat();
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        let _ = stream.write_all(&answer).await;
+        let _ = stream.shutdown().await;
+    })
+    .await;
 }
 
 /// Serves one fixed answer (`body` with `content_type`, and an ETag) to every request with the
@@ -146,7 +217,7 @@ pub async fn serve_static(
             r
         }
     };
-    serve_with(listener, 32 * 1024, handler, shutdown, Duration::from_secs(1)).await
+    serve_with(listener, Limits::internal(), handler, shutdown, Duration::from_secs(1)).await
 }
 
 /// Binds the configured address.
@@ -216,7 +287,7 @@ async fn endpoint(state: &AppState, req: Request<Incoming>, client: IpAddr) -> R
         path if path.starts_with("/auth/v1/") && state.accounts.is_some() => {
             let accounts = state.accounts.as_ref().expect("checked");
             let (parts, incoming) = req.into_parts();
-            let body = match api::read_body(incoming, 64 * 1024).await {
+            let body = match api::read_body(incoming, 64 * 1024, state.config.server_read_timeout).await {
                 Ok(b) => b,
                 Err(e) => return error_response(&e),
             };

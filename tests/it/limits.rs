@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::support::{request, write};
+use crate::support::{request, request_to, write};
 
 /// `{"k0": 0, "k1": 1, ...}` with `n` distinct keys.
 fn wide_object(n: usize) -> String {
@@ -85,4 +85,63 @@ fn a_select_list_longer_than_postgresql_takes_is_400() {
     );
     let r = request("GET", &format!("/tasks?select={}", vec!["*"; 400].join(",")), &[]);
     assert_eq!(r.status, 400, "{}", short(&r.body));
+}
+
+/// A server of its own, on the default database, with `tweak` applied to its arguments.
+fn server_with(tweak: impl FnOnce(&mut rowgate::config::ServeArgs)) -> String {
+    let mut args = crate::support::default_args(&crate::support::harness().superuser_uri);
+    tweak(&mut args);
+    crate::support::start_server(args)
+}
+
+/// Everything the server sends on `stream` until it closes it (or `within` passes).
+fn read_all(stream: &mut std::net::TcpStream, within: Duration) -> String {
+    use std::io::Read;
+    stream.set_read_timeout(Some(within)).unwrap();
+    let mut out = Vec::new();
+    let _ = stream.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[test]
+fn a_body_that_does_not_arrive_in_time_is_408_and_a_head_that_does_not_is_closed() {
+    use std::io::Write;
+    let base = server_with(|a| a.server_read_timeout = Some(1));
+    let addr = base.trim_start_matches("http://");
+    // Half a body, then silence: the worker must not wait for it for ever.
+    let mut slow = std::net::TcpStream::connect(addr).unwrap();
+    let head =
+        "POST /tasks HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n";
+    slow.write_all(format!("{head}{{\"title\":").as_bytes()).unwrap();
+    let started = Instant::now();
+    let answer = read_all(&mut slow, Duration::from_secs(5));
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("\"code\":\"RG005\""), "{answer}");
+    assert!(started.elapsed() < Duration::from_secs(4), "{:?}", started.elapsed());
+    // Half a head: the connection is closed.
+    let mut slow = std::net::TcpStream::connect(addr).unwrap();
+    slow.write_all(b"GET /tasks HTTP/1.1\r\nhost: x\r\n").unwrap();
+    let started = Instant::now();
+    read_all(&mut slow, Duration::from_secs(5));
+    assert!(started.elapsed() < Duration::from_secs(4), "{:?}", started.elapsed());
+    assert_eq!(request_to(&base, "GET", "/tasks?select=id&id=eq.1", &[]).body, r#"[{"id":1}]"#);
+}
+
+#[test]
+fn connections_beyond_the_cap_are_answered_503_and_closed() {
+    let base = server_with(|a| a.server_max_connections = Some(2));
+    let addr = base.trim_start_matches("http://");
+    let idle: Vec<std::net::TcpStream> =
+        (0..2).map(|_| std::net::TcpStream::connect(addr).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let mut third = std::net::TcpStream::connect(addr).unwrap();
+    let answer = read_all(&mut third, Duration::from_secs(5));
+    assert!(answer.starts_with("HTTP/1.1 503 Service Unavailable\r\n"), "{answer}");
+    assert!(answer.contains("retry-after: 1"), "{answer}");
+    assert!(answer.ends_with(
+        r#"{"code":"RG006","details":null,"hint":null,"message":"Too many open connections: retry later"}"#
+    ));
+    drop(idle);
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(request_to(&base, "GET", "/tasks?select=id&id=eq.1", &[]).status, 200);
 }
