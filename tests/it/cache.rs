@@ -38,6 +38,9 @@ CREATE TABLE private.labels (item int PRIMARY KEY, label text);
 INSERT INTO private.labels VALUES (1, 'one');
 CREATE VIEW api.labelled AS SELECT i.id, i.n, l.label FROM api.items i LEFT JOIN private.labels l ON l.item = i.id;
 CREATE VIEW api.recent AS SELECT id, now() AS seen FROM api.items;
+CREATE VIEW api.tenant_items AS SELECT id, n, current_setting('Request.Headers', true)::json ->> 'x-tenant' AS tenant
+  FROM api.items;
+GRANT SELECT ON api.tenant_items TO web_anon;
 GRANT SELECT, INSERT, UPDATE, DELETE ON api.items TO web_anon, web_user;
 GRANT SELECT ON api.labelled, api.recent TO web_anon;
 CREATE TABLE api.notes (id serial PRIMARY KEY, owner text NOT NULL
@@ -426,6 +429,33 @@ fn users_never_see_each_others_cached_rows() {
         s.get("/notes?select=owner,body&order=id", &[("authorization", &alice)]).header("x-cache"),
         Some("hit")
     );
+}
+
+#[test]
+fn reads_that_depend_on_what_the_key_leaves_out_are_never_cached() {
+    // The header setting's name in another case once slipped through: two tenants shared an
+    // answer.
+    let s = Server::start(&db().cluster, &[]);
+    for tenant in ["a", "b", "a"] {
+        let r = s.get("/tenant_items?id=eq.1&select=tenant", &[("x-tenant", tenant)]);
+        assert_eq!((r.json(), r.header("x-cache")), (json!([{"tenant": tenant}]), Some("bypass")));
+    }
+    // A policy that reads `sub`, with a cache key of `role` alone: callers who differ in `sub`
+    // would share an answer, so it is not cached; with `sub` in the key it is.
+    let alice = format!("Bearer {}", token("alice"));
+    let narrow = Server::start(&db().cluster, &["--cache-key-claims", "role"]);
+    for _ in 0..2 {
+        let r = narrow.get("/notes?select=owner", &[("authorization", &alice)]);
+        assert_eq!((r.json(), r.header("x-cache")), (json!([{"owner": "alice"}]), Some("bypass")));
+    }
+    let keyed = Server::start(&db().cluster, &["--cache-key-claims", "role, sub"]);
+    assert_eq!(
+        keyed.get("/notes?select=owner", &[("authorization", &alice)]).header("x-cache"),
+        Some("miss")
+    );
+    assert!((0..50)
+        .any(|_| keyed.get("/notes?select=owner", &[("authorization", &alice)]).header("x-cache")
+            == Some("hit")));
 }
 
 #[test]

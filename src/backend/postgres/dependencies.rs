@@ -64,26 +64,72 @@ UNION ALL
 -- ancestors as well.
 SELECT i.inhrelid, true, i.inhparent, NULL FROM pg_inherits i";
 
-/// Functions: the given built-ins and every user function, with volatility and whether the
-/// body mentions `request.header`/`request.cookie` (`prosrc`, or for SQL-standard bodies the
-/// node text, whose string constants are byte lists).
+/// Functions: the given built-ins and every user function, with volatility and its body
+/// (`prosrc`, or for SQL-standard bodies the node text, whose string constants are byte lists).
 fn functions_query() -> String {
     format!(
         "SELECT p.oid, p.provolatile::text,
                 n.nspname IN ('pg_catalog', 'information_schema') OR p.prolang IN (12, 13),
                 p.proname::text,
-                p.prosrc ~* 'request\\.(header|cookie)' OR strpos(coalesce(to_jsonb(p) ->> 'prosqlbody', ''), '{h}') > 0
-                  OR strpos(coalesce(to_jsonb(p) ->> 'prosqlbody', ''), '{c}') > 0
+                coalesce(p.prosrc, '') || ' ' || coalesce(to_jsonb(p) ->> 'prosqlbody', '')
          FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
-         WHERE p.oid = ANY($1) OR {SYSTEM_SCHEMAS}",
-        h = byte_list("request.header"),
-        c = byte_list("request.cookie"),
+         WHERE p.oid = ANY($1) OR {SYSTEM_SCHEMAS}"
     )
 }
 
-/// How a string constant appears in node text: its bytes in decimal, space-separated.
-fn byte_list(s: &str) -> String {
-    s.bytes().map(|b| b.to_string()).collect::<Vec<_>>().join(" ")
+/// The string constants of a text: node text's byte lists (`:constvalue N [ 76 0 0 0 114 ... ]`,
+/// their length header included) and SQL's single-quoted literals, lower-cased.
+fn constants(text: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for (at, m) in text.match_indices(":constvalue ") {
+        let rest = &text[at + m.len()..];
+        let Some(open) = rest.find('[') else { continue };
+        let Some(close) = rest[open..].find(']') else { continue };
+        let bytes: Vec<u8> =
+            rest[open + 1..open + close].split_whitespace().filter_map(|b| b.parse().ok()).collect();
+        // A text constant's varlena header (4 bytes) comes first; the characters follow. What
+        // is no text (a number's bytes) is no name.
+        let chars = bytes.get(4..).unwrap_or_default();
+        if let Ok(text) = std::str::from_utf8(chars) {
+            let text = text.trim_end_matches('\0');
+            if !text.chars().any(char::is_control) {
+                found.push(text.to_ascii_lowercase());
+            }
+        }
+    }
+    let mut parts = text.split('\'');
+    parts.next();
+    for (i, part) in parts.enumerate() {
+        if i % 2 == 0 {
+            found.push(part.to_ascii_lowercase());
+        }
+    }
+    found
+}
+
+/// Whether a text (node text or a function's body) reads `request.header(s)` or
+/// `request.cookie(s)`, which the cache key leaves out — however the name is cased, since
+/// PostgreSQL's settings are not.
+fn reads_request_settings(text: &str) -> bool {
+    let lower = text.to_ascii_lowercase();
+    let named = |s: &str| s.contains("request.header") || s.contains("request.cookie");
+    named(&lower) || constants(text).iter().any(|c| named(c))
+}
+
+/// Whether a text reads the caller's claims (`request.jwt.claims`) and may read one that
+/// `keyed` (`cache-key-claims`) leaves out of the cache key: every string constant beside the
+/// setting's name counts as a claim it might read (callers that differ in it would share an
+/// answer otherwise).
+fn reads_unkeyed_claims(text: &str, keyed: Option<&[String]>) -> bool {
+    let Some(keyed) = keyed else { return false };
+    let constants = constants(text);
+    let reads_claims = text.to_ascii_lowercase().contains("request.jwt.claim")
+        || constants.iter().any(|c| c.contains("request.jwt.claim"));
+    reads_claims
+        && constants
+            .iter()
+            .filter(|c| !c.contains("request.jwt.claim") && !c.is_empty())
+            .any(|c| !keyed.iter().any(|k| k.eq_ignore_ascii_case(c)))
 }
 
 /// Built-in functions whose result changes with the clock although they are not volatile.
@@ -104,8 +150,13 @@ struct Node {
     opaque: bool,
 }
 
-/// Computes the dependencies of the relations in `exposed` (OIDs).
-pub async fn load(tx: &Transaction<'_>, exposed: &[u32]) -> Result<Dependencies, tokio_postgres::Error> {
+/// Computes the dependencies of the relations in `exposed` (OIDs); `keyed` is
+/// `cache-key-claims` (`None`: every claim is in the cache key).
+pub async fn load(
+    tx: &Transaction<'_>,
+    exposed: &[u32],
+    keyed: Option<&[String]>,
+) -> Result<Dependencies, tokio_postgres::Error> {
     let mut nodes: HashMap<u32, Node> = HashMap::new();
     for row in tx.query(&relations_query(), &[]).await? {
         let kind = row.get::<_, &str>(1).chars().next().unwrap_or('?');
@@ -115,7 +166,7 @@ pub async fn load(tx: &Transaction<'_>, exposed: &[u32]) -> Result<Dependencies,
     for row in tx.query(EDGES, &[]).await? {
         let Some(node) = nodes.get_mut(&row.get::<_, u32>(0)) else { continue };
         if let Some(text) = row.get::<_, Option<&str>>(3) {
-            let scan = scan_node_text(text);
+            let scan = scan_node_text(text, keyed);
             node.opaque |= scan.opaque;
             builtins.extend(&scan.functions);
             node.functions.extend(scan.functions);
@@ -127,14 +178,13 @@ pub async fn load(tx: &Transaction<'_>, exposed: &[u32]) -> Result<Dependencies,
     }
     builtins.sort_unstable();
     builtins.dedup();
-    // oid -> (volatile or clock-reading, user function, reads headers)
+    // oid -> (volatile or clock-reading, user function, reads what the cache key leaves out)
     let mut functions: HashMap<u32, (bool, bool, bool)> = HashMap::new();
     for row in tx.query(&functions_query(), &[&builtins]).await? {
         let volatile = row.get::<_, &str>(1) == "v" || CLOCK_FUNCTIONS.contains(&row.get::<_, &str>(3));
-        functions.insert(
-            row.get(0),
-            (volatile, !row.get::<_, bool>(2), row.get::<_, Option<bool>>(4) == Some(true)),
-        );
+        let body: &str = row.get(4);
+        let unkeyed = reads_request_settings(body) || reads_unkeyed_claims(body, keyed);
+        functions.insert(row.get(0), (volatile, !row.get::<_, bool>(2), unkeyed));
     }
     let ddl_watched: bool = tx.query_one(EVENT_TRIGGER, &[]).await?.get(0);
     let all_tables_watched = nodes.values().all(|n| !matches!(n.kind, 'r' | 'p') || n.watched);
@@ -215,9 +265,9 @@ struct Scan {
 }
 
 /// The functions a node tree calls (`:funcid`, `:opfuncid`), and whether it reads the clock
-/// (`CURRENT_DATE` and friends are `SQLVALUEFUNCTION` ops 0–9) or a `request.header`/`cookie`
-/// setting (string constants appear as byte lists).
-fn scan_node_text(text: &str) -> Scan {
+/// (`CURRENT_DATE` and friends are `SQLVALUEFUNCTION` ops 0–9), a `request.header`/`cookie`
+/// setting, or claims `keyed` leaves out.
+fn scan_node_text(text: &str, keyed: Option<&[String]>) -> Scan {
     let mut functions = Vec::new();
     for marker in [":funcid ", ":opfuncid "] {
         for (at, _) in text.match_indices(marker) {
@@ -234,22 +284,45 @@ fn scan_node_text(text: &str) -> Scan {
         let digits: String = text[at + m.len()..].chars().take_while(|c| c.is_ascii_digit()).collect();
         digits.parse::<u32>().is_ok_and(|op| op <= 9)
     });
-    let settings = text.contains(&byte_list("request.header")) || text.contains(&byte_list("request.cookie"));
-    Scan { functions, opaque: clock || settings }
+    let unkeyed = reads_request_settings(text) || reads_unkeyed_claims(text, keyed);
+    Scan { functions, opaque: clock || unkeyed }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// How a text constant appears in node text: a varlena header, then its bytes.
+    fn constant(s: &str) -> String {
+        let bytes: Vec<String> = s.bytes().map(|b| b.to_string()).collect();
+        format!(":constvalue {} [ {} 0 0 0 {} ]", s.len() + 4, (s.len() + 4) * 4, bytes.join(" "))
+    }
+
     #[test]
     fn node_text_scan_finds_functions_clock_and_header_settings() {
-        let s = scan_node_text("{FUNCEXPR :funcid 1299 :args <>} {OPEXPR :opno 96 :opfuncid 65 :args}");
+        let s = scan_node_text("{FUNCEXPR :funcid 1299 :args <>} {OPEXPR :opno 96 :opfuncid 65 :args}", None);
         assert_eq!(s.functions, vec![1299, 65]);
         assert!(!s.opaque);
-        assert!(scan_node_text("{SQLVALUEFUNCTION :op 3 :type 1184}").opaque);
-        assert!(!scan_node_text("{SQLVALUEFUNCTION :op 11 :type 19}").opaque);
-        let header = format!(":constvalue 19 [ 76 0 0 0 {} ]", byte_list("request.headers"));
-        assert!(scan_node_text(&header).opaque);
+        assert!(scan_node_text("{SQLVALUEFUNCTION :op 3 :type 1184}", None).opaque);
+        assert!(!scan_node_text("{SQLVALUEFUNCTION :op 11 :type 19}", None).opaque);
+        assert!(scan_node_text(&constant("request.headers"), None).opaque);
+        // PostgreSQL's setting names ignore case: so does the scan.
+        assert!(scan_node_text(&constant("Request.Headers"), None).opaque);
+        assert!(scan_node_text(&constant("REQUEST.COOKIES"), None).opaque);
+        assert!(reads_request_settings("select current_setting('Request.Headers', true)::json->>'x'"));
+    }
+
+    #[test]
+    fn claims_outside_the_cache_key_make_a_read_opaque() {
+        let policy = format!("{} {}", constant("request.jwt.claims"), constant("tenant"));
+        let keyed = ["sub".to_owned(), "role".to_owned()];
+        assert!(scan_node_text(&policy, Some(&keyed)).opaque, "tenant is not in the key");
+        assert!(!scan_node_text(&policy, None).opaque, "every claim is in the key");
+        let keyed = ["tenant".to_owned()];
+        assert!(!scan_node_text(&policy, Some(&keyed)).opaque);
+        let body = "select nullif(current_setting('request.jwt.claims', true), '')::json ->> 'org'";
+        assert!(reads_unkeyed_claims(body, Some(&["sub".to_owned()])));
+        assert!(!reads_unkeyed_claims(body, Some(&["org".to_owned()])));
+        assert!(!reads_unkeyed_claims("select 'org'", Some(&["sub".to_owned()])), "no claims read");
     }
 }

@@ -358,7 +358,11 @@ fn rule_origins(action: &str) -> Vec<Option<(u32, i16)>> {
 }
 
 /// Loads the schema cache for `schemas` (with `extra` schemas' types usable in casts).
-pub async fn load(client: &mut Client, schemas: &[String]) -> Result<SchemaCache, tokio_postgres::Error> {
+pub async fn load(
+    client: &mut Client,
+    schemas: &[String],
+    keyed_claims: Option<&[String]>,
+) -> Result<SchemaCache, tokio_postgres::Error> {
     let tx = client.build_transaction().read_only(true).start().await?;
     let mut found: Vec<(u32, QualifiedName, RelationKind, Option<String>, i32, u32)> = Vec::new();
     for row in tx.query(RELATIONS, &[&schemas]).await? {
@@ -522,7 +526,7 @@ pub async fn load(client: &mut Client, schemas: &[String]) -> Result<SchemaCache
         timezones.insert(row.get(0));
     }
     let exposed: Vec<u32> = by_oid.keys().copied().collect();
-    let dependencies = super::dependencies::load(&tx, &exposed).await?;
+    let dependencies = super::dependencies::load(&tx, &exposed, keyed_claims).await?;
     tx.commit().await?;
 
     let relations = by_oid.into_values().map(|r| (r.name.clone(), Arc::new(r))).collect();

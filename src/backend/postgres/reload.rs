@@ -81,7 +81,8 @@ impl Reloader {
         let ticket = self.cache.as_ref().map(|c| c.reload_ticket());
         let pg: tokio_postgres::Config = self.config.db_uri.parse()?;
         let mut client = crate::backend::postgres::connect(&pg).await?;
-        let cache = super::introspect::load(&mut client, &self.config.db_schemas).await?;
+        let keyed = self.config.cache_key_claims.as_deref();
+        let cache = super::introspect::load(&mut client, &self.config.db_schemas, keyed).await?;
         let relations = cache.relations.len();
         let functions = cache.functions.values().map(Vec::len).sum::<usize>();
         self.schema.store(cache);
