@@ -31,6 +31,8 @@ def cell(text):
 def _extra(figures):
     out = []
     for k, v in (figures.get("extra") or {}).items():
+        if v is None or v == [] or v == {}:
+            continue
         if isinstance(v, float):
             v = f"{v:,.3g}" if abs(v) < 100 else f"{v:,.0f}"
         out.append(f"{k} {v}")

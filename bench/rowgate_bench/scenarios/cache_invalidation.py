@@ -28,11 +28,11 @@ WRITE_BODY = '{"dname":"Dname - written"}'
 def metrics(server):
     """rowgate's /rowgate/metrics as {name: value}; {} when it does not answer."""
     try:
-        _, _, body = http(server.url("/rowgate/metrics"))
+        status, _, body = http(server.url("/rowgate/metrics"))
     except OSError:
         return {}
-    pairs = (line.partition(" ") for line in body.decode().splitlines() if line and not line.startswith("#"))
-    return {k: float(v) for k, _, v in pairs}
+    pairs = [line.split(" ") for line in body.decode().splitlines() if line and not line.startswith("#")]
+    return {p[0]: float(p[1]) for p in pairs if status == 200 and len(p) == 2}
 
 
 def hit_ratio(before, after):
