@@ -68,6 +68,20 @@ class Cluster:
     def cpu_seconds(self):
         return pg_cpu_seconds(self.pid)
 
+    def ensure_roles(self, *roles):
+        """The NOLOGIN roles requests run as, and `authenticator`, the login role the servers
+        connect as (NOINHERIT), granted them; those that exist are kept."""
+        create = "".join(f"  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{r}') THEN CREATE ROLE {r} NOLOGIN; "
+                         "END IF;\n" for r in roles)
+        self.psql(f"""DO $$
+BEGIN
+{create}  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'authenticator') THEN
+    CREATE ROLE authenticator LOGIN NOINHERIT;
+  END IF;
+END $$;
+ALTER ROLE authenticator LOGIN NOINHERIT;
+GRANT {', '.join(roles)} TO authenticator;""")
+
     def ensure_dataset(self, dataset_id, generate):
         """Calls generate(self) unless the marker table names dataset_id, then records it;
         returns whether it generated. Bump a scenario's id when its data set changes."""

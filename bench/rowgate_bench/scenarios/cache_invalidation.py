@@ -116,7 +116,8 @@ def mix(ctx, server, pg, rate, pct, mode):
         w = summarize(json.load(f), ok=("204",)) if writer.returncode == 0 else {"req_s": 0, "statuses": {}}
     stale = checker.stale + checker.sql_stale
     reads["extra"] = {"writes/s": w["req_s"], "write share %": 100 * (w["req_s"] or 0) / (reads["req_s"] or 1),
-                      "writes asked/s": rate, "write statuses": w["statuses"], "hit ratio": hit_ratio(m0, metrics(server)),
+                      "writes asked/s": rate, "write statuses": w["statuses"],
+                      "hit ratio": hit_ratio(m0, metrics(server)),
                       "stale reads": stale, "checks through rowgate": checker.checks,
                       "checks through SQL": checker.sql_checks, "checker errors": checker.errors[:5]}
     ctx.log(f"  writes {w['req_s'] or 0:,.0f}/s, {reads['extra']['write share %']:.1f} % of reads, "

@@ -42,14 +42,6 @@ CREATE TABLE prtable (
   created_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP, flag BOOLEAN,
   measurement NUMERIC(12,4), description TEXT);
 CREATE VIEW ptable AS SELECT id, random_int, random_text, created_at, flag, measurement, description FROM prtable;
-DO $$
-BEGIN
-  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'anonymous') THEN CREATE ROLE anonymous NOLOGIN; END IF;
-  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'webuser') THEN CREATE ROLE webuser NOLOGIN; END IF;
-  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'authenticator') THEN CREATE ROLE authenticator LOGIN NOINHERIT; END IF;
-END $$;
-ALTER ROLE authenticator LOGIN NOINHERIT;
-GRANT anonymous, webuser TO authenticator;
 GRANT SELECT ON ptable TO anonymous, webuser;
 """
 
@@ -74,7 +66,8 @@ POSTGREST_TX = (
 PLAIN_SELECT = ("SELECT * FROM ptable LIMIT 10", "SELECT * FROM ptable LIMIT 10;\n")
 CEILINGS = [PLAIN_SELECT,
             ("rowgate's statement (column list, LIMIT 10)", ROWGATE_SQL),
-            ("PostgREST's main query alone (json_agg, LIMIT $1 OFFSET $2)", "\\set lim 10\n\\set off 0\n" + POSTGREST_MAIN),
+            ("PostgREST's main query alone (json_agg, LIMIT $1 OFFSET $2)",
+             "\\set lim 10\n\\set off 0\n" + POSTGREST_MAIN),
             ("PostgREST's whole transaction: BEGIN; set_config(...); main query; COMMIT", POSTGREST_TX)]
 
 
@@ -83,8 +76,9 @@ def arguments(ap):
     ap.add_argument("--duration", type=int, help="seconds per load and per pgbench run (default 20; 10 with --quick)")
     ap.add_argument("--warmup", type=int, help="warm-up seconds per server (default 5; 3 with --quick)")
     ap.add_argument("--connections", type=int, default=100, help="oha -c and pgbench -c (default 100)")
-    ap.add_argument("--peers", type=comma_list({"rowgate", "postgrest", "rowgate-anon"}), help="comma list from rowgate,postgrest (default both) and, with --jwt, rowgate-anon "
-                                    "(rowgate without a JWT; default with --jwt: all three)")
+    ap.add_argument("--peers", type=comma_list({"rowgate", "postgrest", "rowgate-anon"}),
+                    help="comma list from rowgate,postgrest (default both) and, with --jwt, rowgate-anon "
+                         "(rowgate without a JWT; default with --jwt: all three)")
     ap.add_argument("--jwt", action="store_true", help="the workload's HS256 JWT (role webuser) on every request")
     ap.add_argument("--db-pool", type=int, default=10, help="rowgate --db-pool (default 10, PostgREST's default)")
     ap.add_argument("--no-ceilings", action="store_true", help="skip the pgbench ceilings")
@@ -115,6 +109,7 @@ def random_text(lo, hi):
 def generate(pg):
     """prtable with the workload's distributions, set-based, in chunks; created_at is one value
     for every row, as the original's single INSERT gave."""
+    pg.ensure_roles("anonymous", "webuser")
     pg.psql(SCHEMA_SQL)
     created_at = pg.psql("SELECT localtimestamp")
     bar = Progress(f"data set {DATASET}: prtable", ROWS)

@@ -32,15 +32,6 @@ CASES = [("live", PATH_LIVE, None, 200, False), ("valid", PATH_KEY, "valid", 200
 LOOKUP_SQL = "SELECT key_hash, name, role, claims, expires_at, revoked FROM rowgate.lookup_api_key(:h::text::bytea);\n"
 CALLS_SQL = ("SELECT coalesce(sum(calls), 0) FROM pg_stat_user_functions "
              "WHERE schemaname = 'rowgate' AND funcname = 'lookup_api_key'")
-ROLES_SQL = """
-DO $$
-BEGIN
-  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'anonymous') THEN CREATE ROLE anonymous NOLOGIN; END IF;
-  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'authenticator') THEN CREATE ROLE authenticator LOGIN NOINHERIT; END IF;
-END $$;
-ALTER ROLE authenticator LOGIN NOINHERIT;
-GRANT anonymous TO authenticator;
-"""
 # The same check the PostgREST way: a pre-request function that looks the `apikey` header's
 # SHA-256 up in rowgate's key store and raises PostgREST's custom 401/403 statuses.
 POSTGREST_SQL = """
@@ -59,7 +50,8 @@ BEGIN
     RAISE SQLSTATE 'PT403' USING MESSAGE = 'Invalid API key';
   END IF;
 END $$;
-CREATE OR REPLACE FUNCTION s001_postgrest.apikey() RETURNS json LANGUAGE sql IMMUTABLE AS $$ SELECT '{"valid": true}'::json $$;
+CREATE OR REPLACE FUNCTION s001_postgrest.apikey() RETURNS json LANGUAGE sql IMMUTABLE
+  AS $$ SELECT '{"valid": true}'::json $$;
 GRANT USAGE ON SCHEMA s001_postgrest TO anonymous;
 GRANT EXECUTE ON FUNCTION s001_postgrest.check_api_key(), s001_postgrest.apikey() TO anonymous;
 """
@@ -83,12 +75,13 @@ def arguments(ap):
 
 def make_keys(ctx, pg):
     """Exactly one valid key (`bench`) and one expired; returns {"valid", "expired", "unknown"}."""
-    pg.psql(ROLES_SQL)
+    pg.ensure_roles("anonymous")
     if pg.psql("SELECT to_regclass('rowgate.api_keys') IS NOT NULL") == "t":
         pg.psql("DELETE FROM rowgate.api_keys")  # keys of earlier runs
 
     def apikey(*args):
-        return run_cmd([ctx.rowgate, "apikey", *args], timeout=60, env=dict(os.environ, ROWGATE_DB_URI=pg.uri())).stdout.strip()
+        env = dict(os.environ, ROWGATE_DB_URI=pg.uri())
+        return run_cmd([ctx.rowgate, "apikey", *args], timeout=60, env=env).stdout.strip()
 
     keys = {"valid": apikey("create", "--role", "anonymous", "--name", "bench"),
             "expired": apikey("create", "--role", "anonymous", "--name", "bench-expired", "--expires", "1s"),

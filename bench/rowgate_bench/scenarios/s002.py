@@ -36,12 +36,6 @@ TWO_SELECTS = (f"\\set id random({FIRST_DEPT}, {FIRST_DEPT + DEPTS - 1})\n"
                "SELECT deptno, dname, loc FROM dept WHERE deptno = :id;\n"
                "SELECT empno, ename, job, mgr, hiredate, sal, comm, deptno FROM emp WHERE deptno = :id;\n")
 SCHEMA_SQL = """
-DO $$
-BEGIN
-  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'anonymous') THEN CREATE ROLE anonymous NOLOGIN; END IF;
-  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'authenticator') THEN CREATE ROLE authenticator LOGIN NOINHERIT; END IF;
-END $$;
-GRANT anonymous TO authenticator;
 DROP TABLE IF EXISTS emp, dept, dept_log CASCADE;
 CREATE TABLE dept (deptno integer PRIMARY KEY, dname text, loc text);
 CREATE TABLE emp (
@@ -71,6 +65,7 @@ def arguments(ap):
 
 def generate(pg):
     """dept and emp with the seed's fixed strings, 10 emps per dept, in chunks of depts."""
+    pg.ensure_roles("anonymous")
     pg.psql(SCHEMA_SQL)
     bar = Progress(f"data set {DATASET}: dept", DEPTS, "depts")
     for first in range(0, DEPTS, CHUNK):

@@ -27,12 +27,6 @@ PATH = "/customers?select=id,firstname,lastname,email,phone,priority&owner_id=eq
 CEILING_SQL = "SELECT id, firstname, lastname, email, phone, priority FROM customers WHERE owner_id = 1;\n"
 CASE = "one user's 500 customers, c16"
 PG_SCHEMA = """
-DO $$
-BEGIN
-  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'anonymous') THEN CREATE ROLE anonymous NOLOGIN; END IF;
-  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'authenticator') THEN CREATE ROLE authenticator LOGIN NOINHERIT; END IF;
-END $$;
-GRANT anonymous TO authenticator;
 DROP TABLE IF EXISTS customers, users;
 CREATE TABLE users (id serial PRIMARY KEY, name varchar(100), email varchar(255), password varchar,
   created_at timestamptz DEFAULT now(), role varchar DEFAULT 'user');
@@ -76,7 +70,7 @@ def measure(ctx, name, argv, port, pg=None):
         url = server.url(PATH)
         body = http(url)[2]
         ctx.oha.run(ctx.oha.argv(url, 16, requests=500))  # the warm-up
-        figures = ctx.load(server, url, 16, cluster=pg, requests=ctx.args.requests, label=f"{ctx.args.requests} requests")
+        figures = ctx.load(server, url, 16, cluster=pg, requests=ctx.args.requests, label="load")
     cpu = (figures.get("server_cpu_s") or 0) + (figures.get("db_cpu_s") or 0)
     figures["extra"] = {"rows": len(json.loads(body)), "bytes": len(body),
                         "req/s per CPU-second": ctx.args.requests / cpu if cpu else None}
@@ -86,15 +80,16 @@ def measure(ctx, name, argv, port, pg=None):
 def run(ctx):
     a = ctx.args
     ctx.result["config"].update(requests=a.requests, connections=16)
-    ctx.result["about"] = (f"`GET {PATH}`: `oha -n {a.requests} -c 16` after 500 warm-up requests, one server at a time. "
-                           "req/s per CPU-second = requests ÷ (server + PostgreSQL CPU seconds), comparable with the "
-                           "seed's req/s per vCPU.")
+    ctx.result["about"] = (f"`GET {PATH}`: `oha -n {a.requests} -c 16` after 500 warm-up requests, one server at "
+                           "a time. req/s per CPU-second = requests ÷ (server + PostgreSQL CPU seconds), comparable "
+                           "with the seed's req/s per vCPU.")
     postgrest = None
     if a.no_postgrest:
         schema.not_run(ctx.result, "postgrest", "left out with --no-postgrest")
     else:
         postgrest = ctx.postgrest()
     pg = ctx.cluster()
+    pg.ensure_roles("anonymous")
     pg.psql(PG_SCHEMA)
     uri = pg.uri("authenticator")
     for cache in ("false", "true"):

@@ -43,8 +43,8 @@ def run(ctx):
         with ctx.server("rowgate", argv, port) as static:
             for name, size, ctype in FILES:
                 case = f"{name} ({size} B)"
-                schema.add(ctx.result, case, "rowgate", ctx.load(static, static.url(f"/{name}"), a.connections,
-                                                                  a.duration, label=name))
+                figures = ctx.load(static, static.url(f"/{name}"), a.connections, a.duration, label=name)
+                schema.add(ctx.result, case, "rowgate", figures)
                 port = free_port()
                 argv = [ctx.rowgate, "ceiling", "--body-file", os.path.join(public, name), "--content-type", ctype,
                         "--server-port", str(port)]

@@ -136,7 +136,8 @@ def run(ctx):
             for t in POSTS:
                 bench.measure(f"{posts[t]} list page 20, c=1", 1000 // scale, 1,
                               lambda w, k, r, t=t: req.list(w, t, True, 1000 // scale))
-                bench.measure(f"{posts[t]} list page 20, c=1000", 1000, 1000, lambda w, k, r, t=t: req.list(w, t, True, 1000))
+                bench.measure(f"{posts[t]} list page 20, c=1000", 1000, 1000,
+                              lambda w, k, r, t=t: req.list(w, t, True, 1000))
                 bench.measure(f"{posts[t]} list, no total, c=1000", 1000, 1000,
                               lambda w, k, r, t=t: req.list(w, t, False, 1000))
         if "getone" in a.only:
@@ -150,7 +151,8 @@ def run(ctx):
                 c.close()
             time.sleep(1.5)  # rowgate reloads its schema cache within 0.5 s of DDL
             bench.measure(f"{big} filter author, index, c=10", 100, 10, lambda w, k, r: req.filter(w, True, 100))
-            bench.measure(f"{big} filter author, index, no total, c=10", 100, 10, lambda w, k, r: req.filter(w, False, 100))
+            bench.measure(f"{big} filter author, index, no total, c=10", 100, 10,
+                          lambda w, k, r: req.filter(w, False, 100))
         if "create" in a.only:
             bench.measure("create post, c=500", 5000 // scale, 500, lambda w, k, r: req.create(w, 5000 // scale))
         if "delete" in a.only:
