@@ -115,7 +115,10 @@ def summarize(raw, ok=("200",)):
     s, pct = raw.get("summary", {}), raw.get("latencyPercentiles", {})
     statuses = {str(k): v for k, v in (raw.get("statusCodeDistribution") or {}).items()}
     errors = raw.get("errorDistribution") or {}
-    ms = lambda v: None if v is None else v * 1000.0  # noqa: E731
+
+    def ms(seconds):
+        return None if seconds is None else seconds * 1000.0
+
     failed = sum(v for k, v in errors.items() if "deadline" not in k)
     failed += sum(v for k, v in statuses.items() if k not in ok)
     return schema.load(req_s=s.get("requestsPerSec"), mib_s=(s.get("sizePerSec") or 0) / 2**20,

@@ -13,14 +13,16 @@ define DATA (its directory under bench/.data, default NAME), USES_OHA (default T
 USES_LOADGEN, FAIL_ON_FAILED, `result_name(args)` and `result_stem(args)`.
 
 Binaries: --rowgate-bin PATH, else $ROWGATE_BENCH_BIN_DIR/rowgate, else target/release/rowgate
-(built first unless --no-build). examples/loadgen likewise: --loadgen-bin, the directory of
-ROWGATE_BENCH_BIN_DIR, beside the rowgate binary, else target/release/examples/loadgen.
+(built first unless --no-build). examples/loadgen likewise: --loadgen-bin, else
+$ROWGATE_BENCH_BIN_DIR/loadgen, else beside the rowgate binary, else
+target/release/examples/loadgen.
 """
 
 import argparse
 import datetime
 import os
 import shlex
+import subprocess
 import sys
 import traceback
 
@@ -61,6 +63,7 @@ class Binaries:
         if self.build is not None:
             procs.log("waiting for the release build")
             code = self.build.wait(timeout=3600)
+            procs.stop(self.build)
             self.build = None
             if code != 0:
                 with open(self.log, errors="replace") as f:
@@ -137,11 +140,16 @@ class Context:
     def load(self, server, url, connections, duration=None, cluster=None, warmup=0, ok=("200",), redact=(),
              label="", **oha_options):
         """One oha load of url on server (after `warmup` seconds of the same load): a LOAD with
-        the CPU and RSS figures, and an error when the server died meanwhile."""
-        if warmup:
-            self.oha.warm(url, warmup, connections, **oha_options)
+        the CPU and RSS figures, and an error when the server died meanwhile or oha failed (the
+        run goes on with the next load)."""
         argv = self.oha.argv(url, connections, duration=duration, **oha_options)
-        figures = self.measure(lambda: self.oha.run(argv, ok, redact), server, cluster)
+        try:
+            if warmup:
+                self.oha.warm(url, warmup, connections, **oha_options)
+            figures = self.measure(lambda: self.oha.run(argv, ok, redact), server, cluster)
+        except (RuntimeError, ValueError, subprocess.TimeoutExpired) as e:
+            self.log(f"{server.name} {label or url}: {e}")
+            return schema.load(error=f"{type(e).__name__}: {e}", command=" ".join(argv))
         if not server.alive():
             figures["error"] = f"{server.name} exited during the load: {server.log_tail()}"
         self.log(f"{server.name} {label or url}: {figures['req_s']:,.0f} req/s, p99 {figures['p99_ms'] or 0:.1f} ms, "

@@ -115,7 +115,7 @@ def mix(ctx, server, pg, rate, pct, mode):
     with open(out) as f:
         w = summarize(json.load(f), ok=("204",)) if writer.returncode == 0 else {"req_s": 0, "statuses": {}}
     stale = checker.stale + checker.sql_stale
-    reads["extra"] = {"writes/s": w["req_s"], "write share %": 100 * (w["req_s"] or 0) / (reads["req_s"] or 1),
+    reads["extra"] = {"writes/s": w["req_s"], "write share %": 100 * (w["req_s"] or 0) / (reads.get("req_s") or 1),
                       "writes asked/s": rate, "write statuses": w["statuses"],
                       "hit ratio": hit_ratio(m0, metrics(server)),
                       "stale reads": stale, "checks through rowgate": checker.checks,
@@ -135,7 +135,7 @@ def mixes(ctx, server, pg, mode, read_rate):
             if abs(share - pct) <= 0.2 * pct:
                 break
             # Damped: the geometric mean of this rate and the share of these reads.
-            rate = max(1, int((min(rate, writes * 1.1 + 1) * (reads["req_s"] or 1) * pct / 100) ** 0.5))
+            rate = max(1, int((min(rate, writes * 1.1 + 1) * (reads.get("req_s") or 1) * pct / 100) ** 0.5))
         reads["extra"]["runs"] = runs
         schema.add(ctx.result, f"s002-invalidation, {pct} % writes", f"rowgate-{mode}", reads)
 
@@ -149,7 +149,7 @@ def ratios(result):
             cs, us = cached["extra"]["write share %"], uncached["extra"]["write share %"]
             before = len(result["ratios"])
             schema.compare(result, f"{case}: cached reads / uncached reads (writes at {cs:.1f} % / {us:.1f} % of "
-                                   "reads)", cached["req_s"], uncached["req_s"], 3 if pct == 10 else None)
+                                   "reads)", cached.get("req_s"), uncached.get("req_s"), 3 if pct == 10 else None)
             # The ratio means something only if both mixes carried (about) the asked write share.
             if len(result["ratios"]) > before and result["ratios"][-1]["verdict"] == "met" and min(cs, us) < 0.9 * pct:
                 result["ratios"][-1]["verdict"] = f"NOT met (a mix fell short of {pct} % writes)"

@@ -92,12 +92,14 @@ def result_name(args):
 
 def mint_jwt(now=None, lifetime=3600):
     """The workload's HS256 token: claims sub 1, role webuser, valid for an hour."""
+    def b64(data):
+        return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
     now = int(time.time()) if now is None else now
-    enc = lambda d: base64.urlsafe_b64encode(json.dumps(d, separators=(",", ":")).encode()).rstrip(b"=").decode()  # noqa: E731
-    signing_input = enc({"alg": "HS256", "typ": "JWT"}) + "." + enc({"sub": "1", "role": "webuser", "iat": now,
-                                                                     "exp": now + lifetime})
-    sig = hmac.new(JWT_SECRET.encode(), signing_input.encode(), hashlib.sha256).digest()
-    return signing_input + "." + base64.urlsafe_b64encode(sig).rstrip(b"=").decode()
+    header = {"alg": "HS256", "typ": "JWT"}
+    claims = {"sub": "1", "role": "webuser", "iat": now, "exp": now + lifetime}
+    signing_input = ".".join(b64(json.dumps(part, separators=(",", ":")).encode()) for part in (header, claims))
+    return signing_input + "." + b64(hmac.new(JWT_SECRET.encode(), signing_input.encode(), hashlib.sha256).digest())
 
 
 def random_text(lo, hi):

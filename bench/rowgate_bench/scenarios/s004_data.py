@@ -48,7 +48,10 @@ CREATE TABLE posts_create ({POST});
 
 def make_data(quick):
     rnd = random.Random(4)
-    new_id = lambda: "".join(rnd.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(15))  # noqa: E731
+
+    def new_id():
+        return "".join(rnd.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(15))
+
     orgs = [(new_id(), f"organizations{i}") for i in range(100)]
     perms = [(new_id(), f"permissions{i}", i % 2 == 0) for i in range(50)]
     users = [(new_id(), f"users{i}@example.com", f"users{i}", rnd.choice(orgs)[0],
@@ -134,9 +137,9 @@ def setup_pocketbase(pb, pbdir, data):
     c.commit()
     c.close()
     rnd = random.Random(5)
-    token_key = lambda: "".join(rnd.choice("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")  # noqa: E731
-                                for _ in range(50))
-    fill(db, data, "PocketBase", ", password, tokenKey", lambda k: (hashed, token_key()))
+    alnum = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+    fill(db, data, "PocketBase", ", password, tokenKey",
+         lambda k: (hashed, "".join(rnd.choice(alnum) for _ in range(50))))
     return db
 
 

@@ -43,7 +43,7 @@ def run(ctx):
         with ctx.server(label, argv, port, ready="/live") as server:
             figures = ctx.load(server, server.url(WRITE_PATH), a.connections, a.duration, pg, ok=("204",), rand=True,
                                method="PATCH", content_type="application/json", body=WRITE_BODY, label=label)
-        writes = max(figures["requests"], 1)
-        figures["extra"] = {"rowgate CPU µs/write": 1e6 * (figures["server_cpu_s"] or 0) / writes,
-                            "PostgreSQL CPU µs/write": 1e6 * (figures["db_cpu_s"] or 0) / writes}
+        writes = max(figures.get("requests") or 0, 1)
+        figures["extra"] = {"rowgate CPU µs/write": 1e6 * (figures.get("server_cpu_s") or 0) / writes,
+                            "PostgreSQL CPU µs/write": 1e6 * (figures.get("db_cpu_s") or 0) / writes}
         schema.add(ctx.result, CASE, label, figures)
