@@ -4,8 +4,9 @@
 <log_name>.log) and returns once it answers 200 on PATH (or, without `ready`, accepts
 connections); it raises ServerError with the log's last lines when it does not. Its pid is
 what the CPU and RSS of a load are read from; `stop()` (or leaving a `with` block) ends it.
-`rowgate_serve` and `ceiling` build rowgate's command lines; `http` sends one request and
-returns (status, headers, body) whatever the status.
+`rowgate_serve` and `ceiling` build rowgate's command lines; `metrics` and `wait_cache_live`
+read rowgate's metrics; `http` sends one request and returns (status, headers, body) whatever
+the status.
 """
 
 import json
@@ -103,6 +104,27 @@ def call(base, method, path, body=None, headers=None):
     if status >= 300:
         raise RuntimeError(f"{method} {path}: {status} {raw[:400]!r}")
     return json.loads(raw) if raw else None
+
+
+def metrics(server):
+    """rowgate's /rowgate/metrics as {name: value}; {} when it does not answer them."""
+    try:
+        status, _, body = http(server.url("/rowgate/metrics"))
+    except OSError:
+        return {}
+    pairs = [line.split(" ") for line in body.decode().splitlines() if line and not line.startswith("#")]
+    return {p[0]: float(p[1]) for p in pairs if status == 200 and len(p) == 2}
+
+
+def wait_cache_live(server, timeout=30):
+    """Waits until rowgate's response cache follows the database's changes (before that it
+    answers uncached); stops the server and raises ServerError when it does not."""
+    deadline = time.time() + timeout
+    while metrics(server).get("rowgate_cache_live") != 1.0:
+        if time.time() > deadline:
+            server.stop()
+            raise ServerError(f"{server.name}: the response cache never became live (see {server.logfile})")
+        time.sleep(0.1)
 
 
 def rowgate_serve(binary, port, db_uri, *extra, pool=None, schemas="public", anon_role="anonymous"):

@@ -20,9 +20,9 @@ from .. import pgbench, schema
 from ..peers import POSTGREST_VERSION, postgrest_argv
 from ..procs import free_port, raise_fd_limit, run as run_cmd
 from ..runner import comma_list
-from ..servers import ServerError, ceiling, http, rowgate_serve
+from ..servers import ServerError, ceiling, http, metrics, rowgate_serve, wait_cache_live
 from . import cache_invalidation, s000, s002
-from .cache_invalidation import hit_ratio, metrics
+from .cache_invalidation import hit_ratio
 
 NAME = "cache"
 TITLE = "Response cache: s000-cached, s002-cached, s002-invalidation"
@@ -70,12 +70,8 @@ def start(ctx, name, pg, kind, ready, body=None):
         cache = ["--cache-enabled", "true", "--cache-max-bytes", str(1 << 30)] if kind == "cached" else []
         argv = rowgate_serve(ctx.rowgate, port, uri, *cache, pool=ctx.args.db_pool)
     server = ctx.server(name, argv, port, ready=ready)
-    deadline = time.time() + 30
-    while kind == "cached" and metrics(server).get("rowgate_cache_live") != 1.0:
-        if time.time() > deadline:
-            server.stop()
-            raise ServerError(f"{name}: the cache never became live")
-        time.sleep(0.1)
+    if kind == "cached":
+        wait_cache_live(server)
     return server
 
 

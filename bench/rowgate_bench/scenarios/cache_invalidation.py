@@ -18,21 +18,11 @@ from http.client import HTTPConnection
 
 from .. import procs, schema
 from ..loadgen import summarize
-from ..servers import http
+from ..servers import metrics
 from . import s002
 
 WRITE_PATH = r"/dept\?deptno=eq[.]10[0-9]{5}"
 WRITE_BODY = '{"dname":"Dname - written"}'
-
-
-def metrics(server):
-    """rowgate's /rowgate/metrics as {name: value}; {} when it does not answer."""
-    try:
-        status, _, body = http(server.url("/rowgate/metrics"))
-    except OSError:
-        return {}
-    pairs = [line.split(" ") for line in body.decode().splitlines() if line and not line.startswith("#")]
-    return {p[0]: float(p[1]) for p in pairs if status == 200 and len(p) == 2}
 
 
 def hit_ratio(before, after):

@@ -17,7 +17,7 @@ import tempfile
 from .. import pgbench, schema
 from ..peers import postgrest_argv
 from ..procs import free_port, run as run_cmd
-from ..servers import ServerError, http, rowgate_serve
+from ..servers import ServerError, http, rowgate_serve, wait_cache_live
 
 NAME = "s003-customers"
 DATA = "s003"
@@ -59,10 +59,13 @@ def arguments(ap):
     ap.add_argument("--no-postgrest", action="store_true", help="leave PostgREST out")
 
 
-def measure(ctx, name, argv, port, pg=None):
-    """One server: its answer, the warm-up (with the cache on, the first store) and the load."""
+def measure(ctx, name, argv, port, pg=None, cache_feed=False):
+    """One server: its answer, the warm-up (with the cache on, the first store) and the load.
+    cache_feed: wait for the cache to follow PostgreSQL's changes first."""
     try:
         server = ctx.server(name, argv(port), port, ready=PATH)
+        if cache_feed:
+            wait_cache_live(server)
     except ServerError as e:
         schema.add(ctx.result, CASE, name, schema.load(error=str(e)))
         return
@@ -93,10 +96,14 @@ def run(ctx):
     pg.psql(PG_SCHEMA)
     uri = pg.uri("authenticator")
     for cache in ("false", "true"):
-        if cache == "true":  # the cache's change feed, installed by rowgate itself
+        if cache == "true":
+            # The cache's change feed, installed by rowgate: logical decoding (the cluster runs with
+            # wal_level=logical), which the serving role reads over a replication connection.
+            pg.psql("ALTER ROLE authenticator REPLICATION")
             run_cmd([ctx.rowgate, "cache", "install", "--db-uri", pg.uri()], timeout=300)
         measure(ctx, "rowgate-pg" + ("-cached" if cache == "true" else ""),
-                lambda port: rowgate_serve(ctx.rowgate, port, uri, "--cache-enabled", cache), free_port(), pg)
+                lambda port: rowgate_serve(ctx.rowgate, port, uri, "--cache-enabled", cache), free_port(), pg,
+                cache_feed=cache == "true")
     if postgrest:
         measure(ctx, "postgrest", lambda port: postgrest_argv(postgrest, f"{ctx.logs}/postgrest.conf", port, uri),
                 free_port(), pg)
