@@ -3,8 +3,9 @@
   bench/suite [SCENARIO ...] [--quick | --full] [--no-build] [--rowgate-bin PATH] [--peers P,...]
               [--out DIR] [--timeout S] [--list] [--report-only]
 
-It builds rowgate and examples/loadgen once (unless --no-build or --rowgate-bin), runs each
-runner as its own process (bench/<scenario>/run with the mode's options and --no-build; output in
+It builds rowgate and examples/loadgen once (unless --no-build, --rowgate-bin or
+ROWGATE_BENCH_BIN_DIR, which the runners then use), runs each runner as its own process
+(bench/<scenario>/run with the mode's options and --no-build; output in
 bench/.data/suite/<scenario>.log; a runner that fails or times out is named in the report with
 its reason, and the suite goes on, exiting 1 at the end), and reads each runner's result — only
 results of the schema in schema.py. The report, <date>-suite[-quick].{json,md}, has the ratios
@@ -268,7 +269,7 @@ def main(argv=None):
     found, failures = {}, {}
     if not args.report_only:
         oha = OhaInstall()  # on a fresh machine, oha compiles beside rowgate's build
-        if not (args.no_build or args.rowgate_bin):
+        if not (args.no_build or args.rowgate_bin or os.environ.get("ROWGATE_BENCH_BIN_DIR")):
             build()
         try:
             oha.wait()
