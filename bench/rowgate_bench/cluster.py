@@ -15,7 +15,6 @@ import os
 import time
 
 from . import procs
-from .sampling import pg_cpu_seconds
 
 
 class Cluster:
@@ -64,9 +63,6 @@ class Cluster:
 
     def version(self):
         return self.psql("SHOW server_version")
-
-    def cpu_seconds(self):
-        return pg_cpu_seconds(self.pid)
 
     def ensure_roles(self, *roles):
         """The NOLOGIN roles requests run as, and `authenticator`, the login role the servers
