@@ -1,7 +1,7 @@
 //! Sends a list of HTTP requests, each exactly once, at a fixed concurrency, and reports the wall
-//! time to complete them all — the way PocketBase's benchmark runner measures (`../shared/seeds/`
-//! 004). oha picks requests at random from a list, which cannot express "delete these 100 rows" or
-//! "spend these 1,000 refresh tokens"; this can.
+//! time to complete them all — the way PocketBase's benchmark runner measures
+//! (`bench/WORKLOADS.md`, s004). oha picks requests at random from a list, which cannot express
+//! "delete these 100 rows" or "spend these 1,000 refresh tokens"; this can.
 //!
 //! ```text
 //! loadgen --addr 127.0.0.1:8080 --requests reqs.jsonl --concurrency 500 [--keep-alive]
