@@ -69,8 +69,9 @@ fn accounts(config: &Config, backend: &Backend) -> Option<Arc<crate::accounts::A
     };
     let secret = config.jwt_secret.clone().unwrap_or_default();
     let key = if config.jwt_secret_is_base64 {
-        use base64::Engine;
-        base64::engine::general_purpose::STANDARD.decode(secret.trim()).unwrap_or_default()
+        // Validated when the configuration was loaded; a URL-safe secret once decoded to an
+        // empty key here.
+        crate::config::jwt_secret::decode_base64(&secret).unwrap_or_default()
     } else {
         secret.into_bytes()
     };

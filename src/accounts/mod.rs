@@ -345,6 +345,7 @@ impl Accounts {
             aud: &self.audience,
             role: "authenticated",
             email: &user.email,
+            email_verified: false,
             iat: now,
             exp,
         };
@@ -386,6 +387,9 @@ struct Claims<'a> {
     aud: &'a str,
     role: &'a str,
     email: &'a str,
+    /// OpenID Connect's claim: no address is confirmed yet (there is no confirmation flow), so
+    /// `email` says what the user typed, not what it owns.
+    email_verified: bool,
     iat: i64,
     exp: i64,
 }
@@ -408,7 +412,8 @@ struct UserJson<'a> {
     aud: &'a str,
     role: &'a str,
     email: &'a str,
-    email_confirmed_at: &'a str,
+    /// When the address was confirmed: never, so far (GoTrue's `null`).
+    email_confirmed_at: Option<&'a str>,
     created_at: &'a str,
     updated_at: &'a str,
     app_metadata: AppMetadata,
@@ -434,7 +439,7 @@ impl<'a> UserJson<'a> {
             aud: "authenticated",
             role: "authenticated",
             email: &u.email,
-            email_confirmed_at: &u.created_at,
+            email_confirmed_at: None,
             created_at: &u.created_at,
             updated_at: &u.created_at,
             app_metadata: AppMetadata { provider: "email", providers: ["email"] },

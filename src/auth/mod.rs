@@ -194,6 +194,11 @@ impl Authenticator {
             }
         }
         let role: Arc<str> = match self.role_path.lookup(&claims) {
+            // PostgreSQL takes the role `none` as RESET ROLE: the request would run as the
+            // authenticator itself.
+            Some(role) if role.eq_ignore_ascii_case("none") => {
+                return Err(Error::Jwt(format!("JWT role claim {role:?} is not a role requests may run as")))
+            }
             Some(role) => Arc::from(role),
             None => self.anon_role.clone().ok_or_else(anonymous_disabled)?,
         };

@@ -235,3 +235,13 @@ fn no_secret_is_pgrst300() {
     let r = auth.authenticate_at(Some(&bearer(&hs256(json!({"role": "x"})))), NOW);
     assert!(matches!(&r, Err(e) if e.code() == "PGRST300"), "{r:?}");
 }
+
+#[test]
+fn a_role_postgresql_takes_for_reset_role_is_refused() {
+    // `SET role = 'none'` is RESET ROLE: the request would run as the authenticator.
+    let auth = authenticator(SECRET, |_| {});
+    for role in ["none", "NONE", "None"] {
+        let e = jwt_error(auth.authenticate_at(Some(&bearer(&hs256(json!({"role": role})))), NOW));
+        assert!(e.contains("is not a role requests may run as"), "{role}: {e}");
+    }
+}

@@ -70,10 +70,12 @@ impl ResponseCache {
         out.push_str(&format!(
             "# HELP rowgate_cache_entries Entries in the response cache.\n# TYPE rowgate_cache_entries gauge\nrowgate_cache_entries {}\n\
              # HELP rowgate_cache_bytes Weighted size of the response cache.\n# TYPE rowgate_cache_bytes gauge\nrowgate_cache_bytes {}\n\
-             # HELP rowgate_cache_live Whether the change listener is current (1) or the cache is bypassed (0).\n# TYPE rowgate_cache_live gauge\nrowgate_cache_live {}\n",
+             # HELP rowgate_cache_live Whether the change listener is current (1) or the cache is bypassed (0).\n# TYPE rowgate_cache_live gauge\nrowgate_cache_live {}\n\
+             # HELP rowgate_cache_feed_installed Whether the database reports changes to the exposed relations (0: run `rowgate cache install`).\n# TYPE rowgate_cache_feed_installed gauge\nrowgate_cache_feed_installed {}\n",
             self.entries.len(),
             self.entries.weight(),
             u8::from(self.changes.live()),
+            u8::from(self.feed.load(Ordering::Relaxed)),
         ));
     }
 }

@@ -101,9 +101,13 @@ pub struct ResponseCache {
     reloads: (AtomicU64, AtomicU64),
     /// This instance's name in marker and heartbeat messages.
     pub instance: String,
-    /// Whether changes and instance messages travel by logical decoding (see [`decoder`])
-    /// rather than by NOTIFY; set by the listener from the database's set-up.
+    /// Whether changes and instance messages travel by logical decoding
+    /// (`backend::postgres::changes::decoder`) rather than by NOTIFY; set by the listener from
+    /// the database's set-up.
     pub logical: std::sync::atomic::AtomicBool,
+    /// Whether the database reports changes to the exposed relations at all (on PostgreSQL,
+    /// `rowgate cache install` has run); without, every answer bypasses the cache.
+    feed: std::sync::atomic::AtomicBool,
     routes: Option<HashSet<String>>,
     key_claims: Option<Vec<String>>,
     outbox: tokio::sync::mpsc::UnboundedSender<Message>,
@@ -138,6 +142,7 @@ impl ResponseCache {
             reloads: (AtomicU64::new(0), AtomicU64::new(0)),
             instance: crate::hex(&id),
             logical: std::sync::atomic::AtomicBool::new(false),
+            feed: std::sync::atomic::AtomicBool::new(true),
             routes: config.cache_routes.as_ref().map(|r| r.iter().cloned().collect()),
             key_claims: config.cache_key_claims.clone(),
             outbox,
@@ -275,6 +280,12 @@ impl ResponseCache {
 
     fn reload_pending(&self) -> bool {
         self.reloads.0.load(Ordering::SeqCst) > self.reloads.1.load(Ordering::SeqCst)
+    }
+
+    /// Whether the database's change feed reports changes to the exposed relations (the
+    /// schema cache found some of them cacheable); for `/rowgate/metrics`.
+    pub fn feed_installed(&self, installed: bool) {
+        self.feed.store(installed, Ordering::Relaxed);
     }
 
     /// Current for good, without a listener: on SQLite every change is reported by the

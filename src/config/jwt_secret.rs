@@ -52,18 +52,22 @@ pub fn parse(secret: &str, is_base64: bool) -> Result<Vec<VerificationKey>, Stri
         };
         return Ok(vec![VerificationKey { kid: None, key, algorithms }]);
     }
-    let bytes = if is_base64 {
-        base64::engine::general_purpose::STANDARD
-            .decode(trimmed)
-            .or_else(|_| base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(trimmed))
-            .map_err(|e| format!("not valid base64: {e}"))?
-    } else {
-        secret.as_bytes().to_vec()
-    };
+    let bytes = if is_base64 { decode_base64(trimmed)? } else { secret.as_bytes().to_vec() };
     if bytes.len() < 32 {
         return Err("an HMAC secret must be at least 32 characters long".into());
     }
     Ok(vec![VerificationKey { kid: None, key: DecodingKey::from_secret(&bytes), algorithms: HMAC.to_vec() }])
+}
+
+/// The bytes of a base64 HMAC secret, standard or URL-safe (`jwt-secret-is-base64`): one
+/// decoding for verifying tokens and for signing the accounts' own.
+pub fn decode_base64(secret: &str) -> Result<Vec<u8>, String> {
+    let trimmed = secret.trim();
+    base64::engine::general_purpose::STANDARD
+        .decode(trimmed)
+        .or_else(|_| base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(trimmed))
+        .or_else(|_| base64::engine::general_purpose::URL_SAFE.decode(trimmed))
+        .map_err(|e| format!("not valid base64: {e}"))
 }
 
 fn from_jwk(jwk: &Jwk) -> Result<VerificationKey, String> {

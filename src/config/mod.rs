@@ -219,6 +219,10 @@ pub struct ServeArgs {
     /// URL of a JWKS (an identity provider's keys), fetched at start-up and refreshed.
     #[arg(long = "jwt-jwks-url", env = "ROWGATE_JWT_JWKS_URL", value_name = "URL")]
     pub jwt_jwks_url: Option<String>,
+    /// Fetch `jwt-jwks-url` over plain http from another machine, where anyone on the way could
+    /// swap the keys [default: false; https, or http to this machine, always works].
+    #[arg(long = "jwt-jwks-allow-http", env = "ROWGATE_JWT_JWKS_ALLOW_HTTP", value_name = "BOOL")]
+    pub jwt_jwks_allow_http: Option<bool>,
     /// Seconds between JWKS refreshes [default: 300].
     #[arg(long = "jwt-jwks-refresh", env = "ROWGATE_JWT_JWKS_REFRESH", value_name = "SECONDS")]
     pub jwt_jwks_refresh: Option<u64>,
@@ -228,6 +232,11 @@ pub struct ServeArgs {
     /// Comma-separated request headers that carry an API key [default: apikey, x-api-key].
     #[arg(long = "api-key-headers", env = "ROWGATE_API_KEY_HEADERS", value_name = "LIST")]
     pub api_key_headers: Option<String>,
+    /// Comma-separated roles a JWT sent as the API key (Supabase's anon and service keys) may
+    /// carry; `*` for any [default: any but `authenticated`, a user's session, which is no
+    /// application's key].
+    #[arg(long = "api-key-jwt-roles", env = "ROWGATE_API_KEY_JWT_ROLES", value_name = "LIST")]
+    pub api_key_jwt_roles: Option<String>,
     /// Refuse requests without an API key (401) [default: false].
     #[arg(long = "api-key-required", env = "ROWGATE_API_KEY_REQUIRED", value_name = "BOOL")]
     pub api_key_required: Option<bool>,
@@ -362,6 +371,8 @@ pub struct Config {
     pub api_key_headers: Vec<http::HeaderName>,
     /// `api-key-required`.
     pub api_key_required: bool,
+    /// `api-key-jwt-roles`: `None` for any role but `authenticated`, `Some(["*"])` for any.
+    pub api_key_jwt_roles: Option<Vec<String>>,
     /// `api-key-cache-max-entries`.
     pub api_key_cache_max_entries: u64,
     /// `admin-server-port`.
@@ -397,6 +408,14 @@ pub struct Config {
 }
 
 impl Config {
+    /// Whether a JWT sent as the API key may carry `role` (`api-key-jwt-roles`).
+    pub fn api_key_jwt_role(&self, role: &str) -> bool {
+        match &self.api_key_jwt_roles {
+            None => role != "authenticated",
+            Some(roles) => roles.iter().any(|r| r == "*" || r == role),
+        }
+    }
+
     /// Resolves the configuration: flags and environment (already merged by clap, flags
     /// first), then the TOML file, then defaults; then validates every value.
     pub fn load(args: &ServeArgs) -> Result<Config, ConfigError> {
@@ -433,6 +452,11 @@ impl Config {
             invalid("server-host", format!("{host:?} is not an IP address, !4, *4, !6 or *6"))
         })?;
         let anon = a.db_anon_role.or(file.db_anon_role).filter(|r| !r.is_empty());
+        if anon.as_deref().is_some_and(|r| r.eq_ignore_ascii_case("none")) {
+            // PostgreSQL takes the role `none` as RESET ROLE: requests would run as the
+            // authenticator.
+            return Err(invalid("db-anon-role", "\"none\" is not a role requests may run as".into()));
+        }
         let jwt_secret_is_base64 = a.jwt_secret_is_base64.or(file.jwt_secret_is_base64).unwrap_or(false);
         let jwt_secret = match a.jwt_secret.or(file.jwt_secret).filter(|s| !s.is_empty()) {
             Some(value) => {
@@ -532,8 +556,9 @@ impl Config {
             jwt_role_claim_key,
             jwt_cache_max_entries: a.jwt_cache_max_entries.or(file.jwt_cache_max_entries).unwrap_or(1000),
             jwt_jwks_url: match a.jwt_jwks_url.or(file.jwt_jwks_url).filter(|u| !u.is_empty()) {
-                Some(u) if u.starts_with("https://") || u.starts_with("http://") => Some(u),
-                Some(u) => return Err(invalid("jwt-jwks-url", format!("{u:?} is not an http(s) URL"))),
+                Some(u) => {
+                    Some(jwks_url(u, a.jwt_jwks_allow_http.or(file.jwt_jwks_allow_http).unwrap_or(false))?)
+                }
                 None => None,
             },
             jwt_jwks_refresh: Duration::from_secs(
@@ -546,6 +571,7 @@ impl Config {
                 .filter(|l| !l.is_empty()),
             api_key_headers,
             api_key_required: a.api_key_required.or(file.api_key_required).unwrap_or(false),
+            api_key_jwt_roles: a.api_key_jwt_roles.or(file.api_key_jwt_roles).map(|l| list(&l)),
             api_key_cache_max_entries: a
                 .api_key_cache_max_entries
                 .or(file.api_key_cache_max_entries)
@@ -642,6 +668,25 @@ fn invalid(key: &'static str, reason: String) -> ConfigError {
     ConfigError::Invalid { key, reason: reason.replace('\n', " ") }
 }
 
+/// `jwt-jwks-url`, checked: an https URL, or plain http to this machine (or anywhere with
+/// `jwt-jwks-allow-http`) — keys fetched in the clear could be anyone's.
+fn jwks_url(url: String, allow_http: bool) -> Result<String, ConfigError> {
+    let uri: http::Uri = url.parse().map_err(|_| invalid("jwt-jwks-url", format!("{url:?} is not a URL")))?;
+    let loopback = matches!(uri.host(), Some("localhost" | "[::1]"))
+        || uri.host().and_then(|h| h.parse::<IpAddr>().ok()).is_some_and(|ip| ip.is_loopback());
+    match uri.scheme_str() {
+        Some("https") => Ok(url),
+        Some("http") if loopback || allow_http => Ok(url),
+        Some("http") => Err(invalid(
+            "jwt-jwks-url",
+            format!(
+                "{url:?} is plain http: use https, or set jwt-jwks-allow-http to fetch keys in the clear"
+            ),
+        )),
+        _ => Err(invalid("jwt-jwks-url", format!("{url:?} is not an http(s) URL"))),
+    }
+}
+
 /// Splits a PostgREST-style comma-separated list, trimming blanks.
 fn list(value: &str) -> Vec<String> {
     value.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect()
@@ -720,6 +765,29 @@ mod tests {
         let e = Config::load(&a).unwrap_err().to_string();
         assert!(e.contains("unknown field `db-pools`"), "{e}");
         assert!(!e.contains('\n'));
+    }
+
+    #[test]
+    fn keys_are_fetched_over_https_or_from_this_machine() {
+        let mut a = args(Some("postgres://u@localhost/db"));
+        for ok in ["https://idp.example.com/jwks.json", "http://127.0.0.1:8080/jwks", "http://localhost/jwks"]
+        {
+            a.jwt_jwks_url = Some(ok.into());
+            assert_eq!(Config::load(&a).unwrap().jwt_jwks_url.as_deref(), Some(ok));
+        }
+        a.jwt_jwks_url = Some("http://idp.example.com/jwks.json".into());
+        assert!(Config::load(&a).unwrap_err().to_string().contains("plain http"));
+        a.jwt_jwks_allow_http = Some(true);
+        assert!(Config::load(&a).is_ok());
+        a.jwt_jwks_url = Some("ftp://idp.example.com/jwks.json".into());
+        assert!(Config::load(&a).is_err());
+    }
+
+    #[test]
+    fn the_role_none_is_no_anonymous_role() {
+        let mut a = args(Some("postgres://u@localhost/db"));
+        a.db_anon_role = Some("none".into());
+        assert!(Config::load(&a).unwrap_err().to_string().starts_with("invalid db-anon-role"));
     }
 
     #[test]

@@ -27,7 +27,12 @@ pub async fn identify(state: &AppState, headers: &HeaderMap) -> Result<Principal
     let authorization = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
     let key_principal = match api_key(state, headers) {
         Some(key) if key.split('.').count() == 3 && !key.starts_with("rg_") => {
-            Some(state.auth.authenticate(Some(&format!("Bearer {key}")))?)
+            let p = state.auth.authenticate(Some(&format!("Bearer {key}")))?;
+            // A user's own session token is no application's key (`api-key-jwt-roles`).
+            if !state.config.api_key_jwt_role(&p.role) {
+                return Err(crate::apikey::forbidden("A token of this role is not an API key"));
+            }
+            Some(p)
         }
         Some(key) => Some(state.keys.verify(key, &*state.backend).await?.principal),
         None if state.config.api_key_required => return Err(crate::apikey::missing()),

@@ -153,6 +153,18 @@ fn sign_up_log_in_and_use_the_token_on_the_api(base: &str) {
     assert_eq!((r.status, r.json()), (200, json!([{"body": "mine"}])), "{}", r.body);
     let r = request_to(base, "GET", "/auth/v1/user", &[("authorization", &bearer)]);
     assert_eq!((r.status, r.json()["id"].as_str()), (200, Some(id.as_str())), "{}", r.body);
+    // No address is confirmed yet: the user says so, and so does the token.
+    assert_eq!(r.json()["email_confirmed_at"], serde_json::Value::Null, "{}", r.body);
+    let token = login["access_token"].as_str().unwrap();
+    let payload = token.split('.').nth(1).unwrap();
+    use base64::Engine;
+    let claims: serde_json::Value =
+        serde_json::from_slice(&base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(payload).unwrap())
+            .unwrap();
+    assert_eq!(
+        (claims["email"].as_str(), &claims["email_verified"]),
+        (Some("ann@example.com"), &json!(false))
+    );
     // The accounts' own tables are not part of the API.
     for path in ["/_rowgate_users", "/users", "/refresh_tokens"] {
         assert_eq!(request_to(base, "GET", path, &[("authorization", &bearer)]).status, 404, "{path}");

@@ -176,3 +176,55 @@ fn keys_work_on_sqlite_too() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+#[test]
+fn the_key_store_and_the_accounts_pin_their_functions_search_path() {
+    create("web_user", "pinned", &[]);
+    let uri = harness().superuser_uri.clone();
+    let unpinned: Vec<String> = crate::support::block_on(async move {
+        let config: tokio_postgres::Config = uri.parse().unwrap();
+        let client = rowgate::backend::postgres::connect(&config).await.unwrap();
+        rowgate::backend::postgres::accounts::install(&client, "Authenticator").await.unwrap();
+        client
+            .query(
+                "SELECT proname::text FROM pg_proc WHERE pronamespace = 'rowgate'::regnamespace \
+                 AND (proname LIKE 'account%' OR proname LIKE '%api_key%') \
+                 AND NOT coalesce('search_path=pg_catalog, pg_temp' = ANY (proconfig), false) ORDER BY 1",
+                &[],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect()
+    });
+    assert_eq!(unpinned, Vec::<String>::new());
+}
+
+#[test]
+fn a_users_session_token_is_no_api_key() {
+    // With api-key-required, any signed-up user's token passed as the key.
+    let mut args = default_args(&harness().superuser_uri);
+    args.api_key_required = Some(true);
+    let base = start_server(args);
+    let token = |role: &str| {
+        encode(
+            &Header::new(Algorithm::HS256),
+            &json!({"role": role}),
+            &EncodingKey::from_secret(JWT_SECRET.as_bytes()),
+        )
+        .unwrap()
+    };
+    let r = request_to(&base, "GET", "/items?limit=1", &[("apikey", &token("authenticated"))]);
+    assert_eq!((r.status, r.json()["code"].clone()), (403, json!("RG011")), "{}", r.body);
+    // Supabase's anon key is one.
+    assert_eq!(request_to(&base, "GET", "/items?limit=1", &[("apikey", &token("web_anon"))]).status, 200);
+    // And with api-key-jwt-roles = *, any role's is.
+    let mut args = default_args(&harness().superuser_uri);
+    args.api_key_required = Some(true);
+    args.api_key_jwt_roles = Some("*".into());
+    let base = start_server(args);
+    let r = request_to(&base, "GET", "/items?limit=1", &[("apikey", &token("authenticated"))]);
+    // (Whatever PostgreSQL then says of that role.)
+    assert_ne!(r.json()["code"], json!("RG011"), "{}", r.body);
+}

@@ -609,3 +609,43 @@ fn stress(db: &'static Db) {
     assert!(writes > 20, "too few writes to mean anything");
     assert!(hits > 0.0, "the stress run never hit the cache ({reads} reads)");
 }
+
+#[test]
+fn every_function_the_install_makes_pins_its_search_path() {
+    // `rowgate.cache_notify()` ran with the caller's search path: an object in `public` could
+    // shadow a built-in it calls.
+    let uri = db().cluster.uri("postgres", "postgres");
+    let unpinned: Vec<String> = block_on(async move {
+        let config: tokio_postgres::Config = uri.parse().unwrap();
+        let client = rowgate::backend::postgres::connect(&config).await.unwrap();
+        client
+            .query(
+                "SELECT proname::text FROM pg_proc WHERE pronamespace = 'rowgate'::regnamespace \
+                 AND NOT coalesce('search_path=pg_catalog, pg_temp' = ANY (proconfig), false) ORDER BY 1",
+                &[],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect()
+    });
+    assert_eq!(unpinned, Vec::<String>::new());
+}
+
+#[test]
+fn a_cache_without_its_change_feed_says_so() {
+    // `--cache-enabled` on a database where `rowgate cache install` never ran answered
+    // `X-Cache: bypass` for ever, silently.
+    let mut args = crate::support::default_args(&crate::support::harness().superuser_uri);
+    args.cache_enabled = Some(true);
+    let base = crate::support::start_server(args);
+    let metrics = (0..100)
+        .map(|_| {
+            std::thread::sleep(Duration::from_millis(20));
+            request_to(&base, "GET", "/rowgate/metrics", &[]).body
+        })
+        .find(|m| m.contains("rowgate_cache_feed_installed 0"));
+    assert!(metrics.is_some(), "no rowgate_cache_feed_installed 0 in /rowgate/metrics");
+    assert_eq!(request_to(&base, "GET", "/items?id=eq.1", &[]).header("x-cache"), Some("bypass"));
+}

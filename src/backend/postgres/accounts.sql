@@ -42,7 +42,7 @@ REVOKE ALL ON rowgate.users, rowgate.refresh_tokens FROM PUBLIC;
 -- (whatever its case).
 CREATE OR REPLACE FUNCTION rowgate.account_create(p_id text, p_email text, p_hash text, p_token text, p_expires bigint)
   RETURNS TABLE (id text, email text, created_at text)
-  LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog
+  LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
   AS $$
     WITH u AS (
       INSERT INTO rowgate.users AS u (id, email, password_hash) VALUES (p_id, p_email, p_hash)
@@ -55,17 +55,17 @@ CREATE OR REPLACE FUNCTION rowgate.account_create(p_id text, p_email text, p_has
 
 CREATE OR REPLACE FUNCTION rowgate.account_by_email(p_email text)
   RETURNS TABLE (id text, email text, created_at text, password_hash text)
-  LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog
+  LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
   AS $$ SELECT u.id, u.email, u.created_at, u.password_hash FROM rowgate.users u WHERE lower(u.email) = lower(p_email) $$;
 
 CREATE OR REPLACE FUNCTION rowgate.account_by_id(p_id text)
   RETURNS TABLE (id text, email text, created_at text)
-  LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog
+  LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
   AS $$ SELECT u.id, u.email, u.created_at FROM rowgate.users u WHERE u.id = p_id $$;
 
 CREATE OR REPLACE FUNCTION rowgate.account_store_refresh(p_user text, p_hash text, p_expires bigint)
   RETURNS void
-  LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog
+  LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
   AS $$ INSERT INTO rowgate.refresh_tokens (token_hash, user_id, expires_at) VALUES (p_hash, p_user, p_expires) $$;
 
 -- Rotation in one step: the presented token is used up and its successor stored. One used
@@ -74,7 +74,7 @@ CREATE OR REPLACE FUNCTION rowgate.account_store_refresh(p_user text, p_hash tex
 DROP FUNCTION IF EXISTS rowgate.account_rotate(text, text, bigint, bigint);
 CREATE OR REPLACE FUNCTION rowgate.account_rotate(p_old text, p_new text, p_now bigint, p_expires bigint, p_reuse bigint)
   RETURNS TABLE (id text, email text, created_at text)
-  LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog
+  LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
   AS $$
   DECLARE t rowgate.refresh_tokens;
   BEGIN
@@ -96,7 +96,7 @@ CREATE OR REPLACE FUNCTION rowgate.account_rotate(p_old text, p_new text, p_now 
 
 CREATE OR REPLACE FUNCTION rowgate.account_logout(p_user text)
   RETURNS void
-  LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog
+  LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
   AS $$ UPDATE rowgate.refresh_tokens SET revoked = true, revoked_at = NULL WHERE user_id = p_user $$;
 
 REVOKE ALL ON FUNCTION rowgate.account_create(text, text, text, text, bigint), rowgate.account_by_email(text),

@@ -17,7 +17,7 @@ REVOKE ALL ON rowgate.api_keys FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION rowgate.lookup_api_key(hash bytea)
   RETURNS TABLE (key_hash bytea, name text, role text, claims text, expires_at float8, revoked boolean)
-  LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog
+  LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
   AS $$
     SELECT k.key_hash, k.name, k.role, k.claims::text, extract(epoch FROM k.expires_at)::float8,
            k.revoked_at IS NOT NULL
@@ -28,7 +28,7 @@ REVOKE ALL ON FUNCTION rowgate.lookup_api_key(bytea) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION rowgate.lookup_api_key(bytea) TO PUBLIC;
 
 CREATE OR REPLACE FUNCTION rowgate.api_keys_changed() RETURNS trigger
-  LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_notify('rowgate_api_keys', ''); RETURN NULL; END $$;
+  LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$ BEGIN PERFORM pg_notify('rowgate_api_keys', ''); RETURN NULL; END $$;
 DROP TRIGGER IF EXISTS api_keys_changed ON rowgate.api_keys;
 CREATE TRIGGER api_keys_changed AFTER UPDATE OR DELETE OR TRUNCATE ON rowgate.api_keys
   FOR EACH STATEMENT EXECUTE FUNCTION rowgate.api_keys_changed();

@@ -15,6 +15,11 @@ use crate::error::Error;
 /// clients send many different query shapes.
 const MAX_PREPARED: usize = 2000;
 
+/// The SQL text those statements may hold per connection before the cache is cleared: a
+/// statement's text grows with its URL (up to `server-max-url-length`), so a count alone would
+/// let long ones hold tens of MB per connection, in rowgate and in PostgreSQL's backend.
+const MAX_PREPARED_BYTES: usize = 4 * 1024 * 1024;
+
 /// Opens one connection and drives it on a background task.
 pub async fn connect(config: &tokio_postgres::Config) -> Result<Client, tokio_postgres::Error> {
     let (client, connection) = config.connect(NoTls).await?;
@@ -32,6 +37,8 @@ pub struct PgConn {
     /// ([`PgConn::write_committed`]).
     pub client: Arc<Client>,
     statements: HashMap<String, Statement>,
+    /// The length of their SQL texts.
+    statement_bytes: usize,
     /// `SELECT set_config(...), ...` statements by number of settings: session-level, and
     /// transaction-local (`is_local`).
     settings_statements: [Vec<Option<Statement>>; 2],
@@ -48,6 +55,7 @@ impl PgConn {
     /// Forgets every prepared statement (PostgreSQL deallocates them as their handles drop).
     pub fn forget_statements(&mut self) {
         self.statements.clear();
+        self.statement_bytes = 0;
     }
 
     /// Whether `sql` is prepared on this connection.
@@ -61,9 +69,11 @@ impl PgConn {
             return Ok(s.clone());
         }
         let stmt = self.client.prepare(sql).await?;
-        if self.statements.len() >= MAX_PREPARED {
+        if self.statements.len() >= MAX_PREPARED || self.statement_bytes + sql.len() > MAX_PREPARED_BYTES {
             self.statements.clear();
+            self.statement_bytes = 0;
         }
+        self.statement_bytes += sql.len();
         self.statements.insert(sql.to_owned(), stmt.clone());
         Ok(stmt)
     }
@@ -132,6 +142,7 @@ impl managed::Manager for Manager {
         Ok(PgConn {
             client: Arc::new(client),
             statements: HashMap::new(),
+            statement_bytes: 0,
             settings_statements: [Vec::new(), Vec::new()],
             settings: SessionSettings::default(),
             defaults,

@@ -90,14 +90,17 @@ impl Reloader {
         if let Some(c) = &self.cache {
             c.flush();
             c.reload_done(ticket.unwrap_or_default());
-            if relations > 0
+            let nothing_cacheable = relations > 0
                 && self.schema.load().is_some_and(|s| {
                     s.dependencies.relations.values().all(|r| matches!(r, crate::schema::Reads::Unbounded))
-                })
-            {
-                tracing::warn!(
-                    "cache-enabled, but no exposed table or view can be cached: \
-                     have the tables' change triggers been installed (rowgate cache install)?"
+                });
+            c.feed_installed(!nothing_cacheable);
+            if nothing_cacheable {
+                // An error, so that the default log level shows it: every answer says
+                // `X-Cache: bypass` until this is fixed.
+                tracing::error!(
+                    "cache-enabled, but no exposed table or view can be cached: is the change feed \
+                     installed? Run `rowgate cache install --db-uri <a superuser's or the tables' owner's URI>`"
                 );
             }
         }

@@ -11,8 +11,10 @@ CREATE SCHEMA IF NOT EXISTS rowgate;
 -- {"t": oid, "k": {"col": ["value", ...]}} of the old and new rows' values as text, so that a
 -- cached answer that read only rows with other key values stays valid. A TRUNCATE, a change of
 -- more than 200 rows or a payload too large for NOTIFY reports the whole table (the OID alone).
+-- Its search path is pinned, as every function rowgate installs: nothing in `public` (or a
+-- temporary schema) can shadow a built-in it calls.
 CREATE OR REPLACE FUNCTION rowgate.cache_notify() RETURNS trigger
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   changed jsonb[];
   keys jsonb;
@@ -60,7 +62,7 @@ END $$;
 -- The key columns a table's notifications carry: primary key, unique and foreign key columns of
 -- the types whose text form is canonical (integers, uuid, text, varchar).
 CREATE OR REPLACE FUNCTION rowgate.cache_keys(rel regclass) RETURNS text[]
-LANGUAGE sql STABLE SET search_path = pg_catalog AS $$
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
   SELECT coalesce(array_agg(DISTINCT a.attname::text ORDER BY a.attname::text), '{}')
   FROM pg_constraint con
   CROSS JOIN LATERAL unnest(con.conkey) k(attnum)
@@ -74,7 +76,7 @@ $$;
 -- TRUNCATE and one per INSERT/UPDATE/DELETE with transition tables (which report the rows);
 -- where PostgreSQL refuses those, one trigger for every event that reports the table.
 CREATE OR REPLACE FUNCTION rowgate.cache_watch(rel regclass) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   keys text[] := rowgate.cache_keys(rel);
   args text;

@@ -2,7 +2,7 @@
 -- materialized view refresh flushes every rowgate's cache, a new table is watched at once, and an altered table's
 -- key columns are renewed.
 CREATE OR REPLACE FUNCTION rowgate.cache_ddl() RETURNS event_trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE r record;
 BEGIN
   IF tg_event = 'ddl_command_end' THEN
