@@ -153,6 +153,8 @@ pub mod sqlstate {
     pub const UNDEFINED_OBJECT: &str = "42704";
     /// `invalid_column_reference`: an `on_conflict` target that is no unique key.
     pub const INVALID_COLUMN_REFERENCE: &str = "42P10";
+    /// `query_canceled`: a statement stopped at `db-statement-timeout`.
+    pub const QUERY_CANCELED: &str = "57014";
 }
 
 /// Everything that can go wrong while answering a request.

@@ -145,3 +145,90 @@ fn connections_beyond_the_cap_are_answered_503_and_closed() {
     std::thread::sleep(Duration::from_millis(200));
     assert_eq!(request_to(&base, "GET", "/tasks?select=id&id=eq.1", &[]).status, 200);
 }
+
+/// How many statements of the test database are running `test.nap` now.
+fn napping() -> i64 {
+    let uri = crate::support::harness().superuser_uri.clone();
+    crate::support::block_on(async move {
+        let config: tokio_postgres::Config = uri.parse().unwrap();
+        let client = rowgate::backend::postgres::connect(&config).await.unwrap();
+        client
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND query LIKE '%\"nap\"%' \
+                 AND pid <> pg_backend_pid()",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0)
+    })
+}
+
+#[test]
+fn a_read_whose_client_goes_away_is_cancelled() {
+    use std::io::Write;
+    let base = server_with(|a| a.db_pool = Some(1));
+    let addr = base.trim_start_matches("http://");
+    let mut client = std::net::TcpStream::connect(addr).unwrap();
+    client.write_all(b"GET /rpc/nap?seconds=60 HTTP/1.1\r\nhost: x\r\n\r\n").unwrap();
+    let started = Instant::now();
+    while napping() == 0 {
+        assert!(started.elapsed() < Duration::from_secs(5), "the statement never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(client);
+    // The statement was left running for its minute, holding the pool's one connection.
+    let gone = Instant::now();
+    while napping() > 0 {
+        assert!(gone.elapsed() < Duration::from_secs(5), "still running after its client left");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let r = request_to(&base, "GET", "/tasks?select=id&id=eq.1", &[]);
+    assert_eq!((r.status, r.body.as_str()), (200, r#"[{"id":1}]"#));
+}
+
+/// An SQLite view whose every read runs for minutes.
+const ENDLESS: &str = "CREATE TABLE t (id INTEGER PRIMARY KEY);
+CREATE VIEW endless AS WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n LIMIT 100000000000)
+  SELECT count(*) AS n FROM n;
+INSERT INTO t VALUES (1);";
+
+const ENDLESS_RULES: &str = "[endless]\nselect = { anon = \"true\" }\n[t]\nselect = { anon = \"true\" }\n";
+
+#[test]
+fn sqlite_reads_stop_at_the_statement_timeout() {
+    let path = tempfile::tempdir().unwrap().keep().join("slow.db");
+    let args = rowgate::config::ServeArgs { db_statement_timeout: Some(200), ..Default::default() };
+    let base = crate::sqlite::serve_sqlite(&path, ENDLESS, ENDLESS_RULES, args);
+    let started = Instant::now();
+    let r = request_to(&base, "GET", "/endless", &[]);
+    assert!(started.elapsed() < Duration::from_secs(3), "took {:?}", started.elapsed());
+    assert_eq!(r.status, 500, "{}", r.body);
+    assert_eq!(
+        r.json(),
+        json!({"code": "57014", "message": "canceling statement due to statement timeout",
+               "details": null, "hint": null})
+    );
+}
+
+#[test]
+fn sqlite_reads_whose_clients_go_away_stop() {
+    use std::io::Write;
+    let path = tempfile::tempdir().unwrap().keep().join("abandoned.db");
+    let base = crate::sqlite::serve_sqlite(&path, ENDLESS, ENDLESS_RULES, Default::default());
+    let addr = base.trim_start_matches("http://");
+    // More than the readers there are: each held one until its read ended, minutes later.
+    let clients: Vec<_> = (0..32)
+        .map(|_| {
+            let mut c = std::net::TcpStream::connect(addr).unwrap();
+            c.write_all(b"GET /endless HTTP/1.1\r\nhost: x\r\n\r\n").unwrap();
+            c
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    drop(clients);
+    let started = Instant::now();
+    let r = request_to(&base, "GET", "/t", &[]);
+    assert_eq!((r.status, r.body.as_str()), (200, r#"[{"id":1}]"#));
+    assert!(started.elapsed() < Duration::from_secs(3), "took {:?}", started.elapsed());
+}

@@ -27,7 +27,7 @@ pub mod sql;
 mod value;
 
 pub use conn::{db_error, Pipelined, ReadResult, WriteResult};
-pub use pool::{connect, Db, PgConn};
+pub use pool::{connect, Db, PgConn, Running};
 pub use settings::{SessionSettings, Setting};
 pub use value::{RawValue, TextParam};
 mod transaction;
@@ -37,7 +37,7 @@ use std::sync::Arc;
 use http::Response;
 
 use crate::backend::Caller;
-use crate::cache::ResponseCache;
+use crate::cache::{Marker, ResponseCache};
 use crate::config::Config;
 use crate::error::{code, Error};
 use crate::plan::{MutatePlan, ReadPlan};
@@ -73,57 +73,72 @@ impl PgBackend {
     /// runs in a transaction rowgate ends once it has seen the result).
     pub async fn read(&self, plan: &ReadPlan, caller: &Caller<'_>) -> Result<Response<Body>, Error> {
         let config = &*self.config;
-        let anonymous = caller.principal.anonymous;
-        let statements = sql::render_read(plan, config.db_max_rows);
         let mut settings =
             SessionSettings::of_request(config, caller, &plan.schema, plan.timezone.as_deref());
-        let profile = crate::response::profile(config, &plan.schema);
         if plan.transaction.is_some_and(|t| t.read_only) {
             settings.set(Setting::ReadOnly, "on".into());
         }
-        let mut conn = self.db.get().await?;
+        // Watched while its statements run: a client that goes away cancels them.
+        let mut conn = Running::new(self.db.get().await?);
+        let ran = self.run_read(&mut conn, plan, &settings, caller.principal.anonymous).await;
+        let mut conn = conn.done();
+        if plan.call.as_ref().is_some_and(|c| c.volatile) {
+            // A volatile function may have changed session settings behind the record's back.
+            conn.settings.forget();
+        }
+        drop(conn);
+        let (response, marker) = ran?;
+        if let Some(marker) = marker {
+            marker.wait().await;
+        }
+        response
+    }
+
+    /// The statements of a read on `conn`, and the response; for POST /rpc the marker its
+    /// COMMIT carried.
+    async fn run_read(
+        &self,
+        conn: &mut PgConn,
+        plan: &ReadPlan,
+        settings: &SessionSettings,
+        anonymous: bool,
+    ) -> Result<(Result<Response<Body>, Error>, Option<Marker>), Error> {
+        let config = &*self.config;
+        let statements = sql::render_read(plan, config.db_max_rows);
+        let profile = crate::response::profile(config, &plan.schema);
         if let Some(explain) = &plan.explain {
             let stmt = sql::explain(&statements.main, explain);
             if plan.transaction.is_some_and(|t| !t.read_only) {
                 // EXPLAIN ANALYZE runs the call: whatever it writes is rolled back.
-                let result = conn.write(&settings, &stmt, true, anonymous).await?;
+                let result = conn.write(settings, &stmt, true, anonymous).await?;
                 conn.finish(false, anonymous).await?;
-                return Ok(render::plan(explain, &result.rows));
+                return Ok((Ok(render::plan(explain, &result.rows)), None));
             }
-            let result = conn.read(&settings, &stmt, None, anonymous).await?;
-            return Ok(render::plan(explain, &result.rows));
+            let result = conn.read(settings, &stmt, None, anonymous).await?;
+            return Ok((Ok(render::plan(explain, &result.rows)), None));
         }
-        let volatile = plan.call.as_ref().is_some_and(|c| c.volatile);
-        let mut marker = None;
-        let response = match plan.transaction {
+        match plan.transaction {
             None => {
-                if volatile {
+                if plan.call.as_ref().is_some_and(|c| c.volatile) {
                     // It may change session settings: if the request is dropped midway, the
                     // record must not claim to know them.
                     conn.settings.forget();
                 }
                 let result =
-                    conn.read(&settings, &statements.main, statements.explain.as_ref(), anonymous).await?;
-                render::read(plan, &statements, result, config.db_max_rows, profile.as_deref())
+                    conn.read(settings, &statements.main, statements.explain.as_ref(), anonymous).await?;
+                let response =
+                    render::read(plan, &statements, result, config.db_max_rows, profile.as_deref());
+                Ok((response, None))
             }
             Some(tx) => {
-                let result = conn.write(&settings, &statements.main, true, anonymous).await?;
+                let result = conn.write(settings, &statements.main, true, anonymous).await?;
                 let read = ReadResult { rows: result.rows, explain: None };
                 let response = render::read(plan, &statements, read, config.db_max_rows, profile.as_deref());
                 let commit = response.is_ok() && !tx.rollback;
-                marker = transaction::end_write(&mut conn, commit, self.cache.as_ref(), anonymous).await?;
-                response
+                let marker = transaction::end_write(conn, commit, self.cache.as_ref(), anonymous).await?;
+                Ok((response, marker))
             }
-        };
-        if volatile {
-            // A volatile function may have changed session settings behind the cache's back.
-            conn.settings.forget();
         }
-        drop(conn);
-        if let Some(marker) = marker {
-            marker.wait().await;
-        }
-        response
     }
 
     /// A write: on a task of its own unless its whole transaction is queued at once.

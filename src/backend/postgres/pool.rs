@@ -125,6 +125,55 @@ impl PgConn {
     }
 }
 
+/// A pooled connection while a request's statement runs on it. If the request is dropped
+/// before [`Running::done`] (its client went away), the statement is cancelled (a cancel
+/// request beside the connection) and the connection comes back to the pool only once a
+/// statement after it has answered, so the cancel can only ever reach the abandoned one.
+pub struct Running {
+    conn: Option<Object<Manager>>,
+}
+
+impl Running {
+    /// Watches `conn` until [`Running::done`].
+    pub fn new(conn: Object<Manager>) -> Running {
+        Running { conn: Some(conn) }
+    }
+
+    /// The statements are over (whatever they answered): the connection goes back to the pool
+    /// as usual when dropped.
+    pub fn done(mut self) -> Object<Manager> {
+        self.conn.take().expect("a connection until finished")
+    }
+}
+
+impl std::ops::Deref for Running {
+    type Target = PgConn;
+    fn deref(&self) -> &PgConn {
+        self.conn.as_ref().expect("a connection until finished")
+    }
+}
+
+impl std::ops::DerefMut for Running {
+    fn deref_mut(&mut self) -> &mut PgConn {
+        self.conn.as_mut().expect("a connection until finished")
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let Some(mut conn) = self.conn.take() else { return };
+        // Whatever the abandoned request set may be half-applied.
+        conn.settings.forget();
+        tokio::spawn(async move {
+            let _ = conn.client.cancel_token().cancel_query(NoTls).await;
+            // Statements run in order: once this answers, the abandoned one is over (finished
+            // or cancelled) and a late cancel signal finds the connection idle, which ignores it.
+            let _ = conn.client.simple_query("SELECT 1").await;
+            drop(conn);
+        });
+    }
+}
+
 /// Creates and checks pooled connections.
 pub struct Manager {
     pg: tokio_postgres::Config,

@@ -71,8 +71,44 @@ pub struct SqliteDb {
     /// Told what each commit changed, and when the schema was reloaded (the response cache).
     listener: Arc<std::sync::OnceLock<Listener>>,
     readers: Mutex<Vec<Connection>>,
-    /// One per reader connection: a read waits here (not on a blocking thread) for its turn.
-    reader_turns: tokio::sync::Semaphore,
+    /// One per reader connection: a read waits here (not on a blocking thread) for its turn,
+    /// which it holds until its statements have stopped, even if its request was dropped.
+    reader_turns: Arc<tokio::sync::Semaphore>,
+    /// `db-statement-timeout`: how long a read may run.
+    statement_timeout: Option<Duration>,
+}
+
+/// SQLite instructions between two looks at a read's [`Watch`] on a blocking thread.
+const WATCH_STEPS: std::ffi::c_int = 1_000;
+
+/// What stops a read on a blocking thread: its deadline, or its request being dropped (the
+/// client went away), which [`Abandoned`] reports. SQLite looks every [`WATCH_STEPS`]
+/// instructions, through a progress handler set on the read's connection for the read alone,
+/// so a late signal never reaches another read.
+#[derive(Clone)]
+struct Watch {
+    deadline: Option<std::time::Instant>,
+    abandoned: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Watch {
+    fn stop(&self) -> bool {
+        self.abandoned.load(std::sync::atomic::Ordering::Relaxed)
+            || self.deadline.is_some_and(|d| std::time::Instant::now() >= d)
+    }
+
+    fn timed_out(&self) -> bool {
+        self.deadline.is_some_and(|d| std::time::Instant::now() >= d)
+    }
+}
+
+/// Marks a [`Watch`] abandoned when dropped: held by the request's future while the read runs.
+struct Abandoned(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for Abandoned {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// `x REGEXP pattern` (the `match` and `imatch` filters): SQLite has the operator but no
@@ -138,7 +174,12 @@ fn reader_limit() -> usize {
 impl SqliteDb {
     /// Opens (creating the file if missing), switches a file to WAL mode and starts the writer
     /// thread, which commits with the `synchronous` pragma given (`FULL` or `NORMAL`).
-    pub fn open(target: SqliteTarget, synchronous: &str) -> rusqlite::Result<Arc<SqliteDb>> {
+    /// A read running past `statement_timeout` is stopped (PostgreSQL's error 57014).
+    pub fn open(
+        target: SqliteTarget,
+        synchronous: &str,
+        statement_timeout: Option<Duration>,
+    ) -> rusqlite::Result<Arc<SqliteDb>> {
         let writer = connect(&target, false)?;
         writer.pragma_update(None, "synchronous", synchronous)?;
         if matches!(target, SqliteTarget::File(_)) {
@@ -173,7 +214,8 @@ impl SqliteDb {
             seen_version: std::sync::atomic::AtomicI64::new(version),
             listener,
             readers: Mutex::new(Vec::new()),
-            reader_turns: tokio::sync::Semaphore::new(reader_limit()),
+            reader_turns: Arc::new(tokio::sync::Semaphore::new(reader_limit())),
+            statement_timeout,
         }))
     }
 
@@ -310,7 +352,8 @@ impl SqliteDb {
         inline: bool,
         f: impl Fn(&Connection) -> rusqlite::Result<T> + Send + 'static,
     ) -> Result<T, Error> {
-        let _turn = self.reader_turns.acquire().await.map_err(|_| internal("the SQLite readers closed"))?;
+        let turn = (self.reader_turns.clone().acquire_owned().await)
+            .map_err(|_| internal("the SQLite readers closed"))?;
         let pooled = if inline { self.readers.lock().unwrap_or_else(|e| e.into_inner()).pop() } else { None };
         if let Some(conn) = pooled {
             // Setting and clearing a handler cannot fail (rusqlite's Result is for symmetry).
@@ -325,20 +368,39 @@ impl SqliteDb {
             }
             self.readers.lock().unwrap_or_else(|e| e.into_inner()).push(conn);
         }
+        let watch = Watch {
+            deadline: self.statement_timeout.map(|t| std::time::Instant::now() + t),
+            abandoned: Arc::default(),
+        };
+        let _abandoned = Abandoned(watch.abandoned.clone());
         let db = self.clone();
         tokio::task::spawn_blocking(move || {
+            let _turn = turn;
             let pooled = db.readers.lock().unwrap_or_else(|e| e.into_inner()).pop();
             let conn = match pooled {
                 Some(c) => c,
-                None => connect(&db.target, true)?,
+                None => connect(&db.target, true).map_err(sqlite_error)?,
             };
+            let stop = watch.clone();
+            let _ = conn.progress_handler(WATCH_STEPS, Some(move || stop.stop()));
             let result = f(&conn);
+            let _ = conn.progress_handler(0, None::<fn() -> bool>);
+            if !conn.is_autocommit() {
+                // A read stopped between its BEGIN and COMMIT.
+                let _ = conn.execute_batch("ROLLBACK");
+            }
             db.readers.lock().unwrap_or_else(|e| e.into_inner()).push(conn);
-            result
+            result.map_err(|e| match e.sqlite_error_code() {
+                Some(rusqlite::ErrorCode::OperationInterrupted) if watch.timed_out() => Error::sql(
+                    sqlstate::QUERY_CANCELED,
+                    "canceling statement due to statement timeout".to_owned(),
+                    false,
+                ),
+                _ => sqlite_error(e),
+            })
         })
         .await
         .map_err(|_| internal("the SQLite task failed"))?
-        .map_err(sqlite_error)
     }
 
     /// Runs a read statement whose rows are JSON objects, joined here into the body's array,

@@ -68,7 +68,7 @@ impl SqliteBackend {
                 "the access rules read claims that cache-key-claims leaves out of the cache key: {missing}"
             ));
         }
-        let db = SqliteDb::open(target, config.db_sqlite_synchronous)
+        let db = SqliteDb::open(target, config.db_sqlite_synchronous, config.db_statement_timeout)
             .map_err(|e| format!("opening the SQLite database failed: {e}"))?;
         let (schema, version) =
             db.load_schema(&exposed).map_err(|e| format!("reading the SQLite schema failed: {e}"))?;
