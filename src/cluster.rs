@@ -145,7 +145,7 @@ impl TempCluster {
     /// Runs SQL (several statements allowed) as the superuser.
     pub async fn run_sql(&self, database: &str, sql: &str) -> Result<(), tokio_postgres::Error> {
         let config: tokio_postgres::Config = self.uri("postgres", database).parse()?;
-        let client = crate::backend::postgres::connect(&config).await?;
+        let client = crate::backend::postgres::connect_without_tls(&config).await?;
         client.batch_execute(sql).await
     }
 

@@ -110,6 +110,8 @@ pub mod code {
     pub const READ_TIMEOUT: Code = Code::new("RG005", 408);
     /// More connections open than `server-max-connections`.
     pub const TOO_MANY_CONNECTIONS: Code = Code::new("RG006", 503);
+    /// A client address, API key or role beyond its rate limit (`rate-limit-*`).
+    pub const RATE_LIMITED: Code = Code::new("RG007", 429);
     /// No API key where `api-key-required`.
     pub const API_KEY_MISSING: Code = Code::new("RG010", 401);
     /// An unknown, revoked or expired API key.
@@ -190,6 +192,14 @@ pub enum Error {
     /// No pooled connection became free within `db-pool-acquisition-timeout`.
     #[error("timed out acquiring a connection from the pool")]
     PoolTimeout,
+    /// Beyond a rate limit: which one, and the seconds until a request would be admitted.
+    #[error("rate limit of the {limit} reached")]
+    RateLimited {
+        /// `client address`, `API key` or `role`.
+        limit: &'static str,
+        /// Seconds to wait.
+        retry_after: u64,
+    },
 }
 
 /// An error with a SQLSTATE: PostgreSQL's own, or one rowgate raises in its place.
@@ -226,7 +236,7 @@ pub struct ErrorResponse {
     pub status: StatusCode,
     /// JSON body.
     pub body: String,
-    /// `Retry-After` seconds, for 503s.
+    /// `Retry-After` seconds, for 503s and 429s.
     pub retry_after: Option<u32>,
     /// `WWW-Authenticate` value, for 401s.
     pub www_authenticate: Option<String>,
@@ -286,6 +296,9 @@ impl Error {
             },
             Error::Database(db) => Error::Database(db.clone()),
             Error::PoolTimeout => Error::PoolTimeout,
+            Error::RateLimited { limit, retry_after } => {
+                Error::RateLimited { limit, retry_after: *retry_after }
+            }
             other => Error::Unavailable(other.to_string()),
         }
     }
@@ -306,6 +319,7 @@ impl Error {
             Error::SchemaChanged => code::SCHEMA_CACHE_NOT_READY.name(),
             Error::Jwt(_) => code::JWT_INVALID.name(),
             Error::PoolTimeout => code::POOL_TIMEOUT.name(),
+            Error::RateLimited { .. } => code::RATE_LIMITED.name(),
         }
     }
 
@@ -313,6 +327,7 @@ impl Error {
     pub fn to_response(&self) -> ErrorResponse {
         let mut retry_after = None;
         let mut www_authenticate = None;
+        let owned_message: String;
         let (status, code, message, details, hint): (StatusCode, &str, &str, Option<&str>, Option<&str>) =
             match self {
                 Error::Request(e) => {
@@ -362,6 +377,12 @@ impl Error {
                 Error::PoolTimeout => {
                     let c = code::POOL_TIMEOUT;
                     (c.status(), c.name(), "Timed out acquiring connection from connection pool.", None, None)
+                }
+                Error::RateLimited { limit, retry_after: wait } => {
+                    retry_after = Some(u32::try_from(*wait).unwrap_or(u32::MAX));
+                    let c = code::RATE_LIMITED;
+                    owned_message = format!("Too many requests from this {limit}: retry in {wait} s");
+                    (c.status(), c.name(), owned_message.as_str(), None, None)
                 }
             };
         let body = ErrorBody { code, details, hint, message };

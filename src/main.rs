@@ -224,11 +224,11 @@ async fn admin_client(db_uri: Option<String>) -> Result<tokio_postgres::Client, 
         eprintln!("rowgate: missing db-uri: set --db-uri or ROWGATE_DB_URI");
         return Err(ExitCode::from(2));
     };
-    let config: tokio_postgres::Config = uri.parse().map_err(|e| {
-        eprintln!("rowgate: invalid db-uri: {e}");
+    let target = rowgate::backend::postgres::PgTarget::parse(&uri).map_err(|e| {
+        eprintln!("rowgate: {e}");
         ExitCode::from(2)
     })?;
-    rowgate::backend::postgres::connect(&config).await.map_err(|e| {
+    rowgate::backend::postgres::connect(&target).await.map_err(|e| {
         eprintln!("rowgate: cannot connect: {e}");
         ExitCode::FAILURE
     })

@@ -47,6 +47,7 @@ pub fn start_state(config: Arc<Config>) -> Result<Arc<AppState>, String> {
         backend,
         auth,
         cors: crate::http::Cors::new(config.server_cors_allowed_origins.clone()),
+        rate_limits: crate::http::RateLimiter::new(&config.rate_limits),
         config,
         schema,
         cache,

@@ -228,13 +228,7 @@ impl Accounts {
             _ => Err(fail(StatusCode::NOT_FOUND, "not_found", "Not found")),
         };
         let (status, body) = result.unwrap_or_else(|e| e);
-        let has_body = body.is_some();
-        let mut r = Response::new(body.map_or_else(Body::default, Body::from));
-        *r.status_mut() = status;
-        if has_body {
-            r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        }
-        r
+        respond(status, body)
     }
 
     async fn signup(&self, body: &[u8]) -> Result<Answer, Answer> {
@@ -452,6 +446,27 @@ impl<'a> UserJson<'a> {
 /// The JSON text of one of the structs above (plain fields and string keys: cannot fail).
 fn to_json(v: &impl Serialize) -> String {
     serde_json::to_string(v).expect("plain structs serialize")
+}
+
+/// GoTrue's answer to a request beyond a rate limit (`rate-limit-client`): 429
+/// `over_request_rate_limit`, with `Retry-After`.
+pub fn rate_limited(e: &crate::error::Error) -> Response<Body> {
+    let (status, body) = fail(StatusCode::TOO_MANY_REQUESTS, "over_request_rate_limit", &e.to_string());
+    let mut r = respond(status, body);
+    if let Some(secs) = e.to_response().retry_after {
+        r.headers_mut().insert(header::RETRY_AFTER, secs.into());
+    }
+    r
+}
+
+fn respond(status: StatusCode, body: Option<String>) -> Response<Body> {
+    let has_body = body.is_some();
+    let mut r = Response::new(body.map_or_else(Body::default, Body::from));
+    *r.status_mut() = status;
+    if has_body {
+        r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    }
+    r
 }
 
 /// A GoTrue error.

@@ -74,7 +74,7 @@ impl Backend {
             Some(target) => {
                 Backend::Sqlite(sqlite::SqliteBackend::open(config, target, schema, cache, keys_changed)?)
             }
-            None => Backend::Postgres(postgres::PgBackend::start(config, schema, cache, keys_changed)),
+            None => Backend::Postgres(postgres::PgBackend::start(config, schema, cache, keys_changed)?),
         })
     }
 
@@ -135,8 +135,8 @@ impl Backend {
                 Revoke { which } => sqlite::apikey::revoke(&c, &which).map(|n| vec![n.to_string()]),
             };
         }
-        let config: tokio_postgres::Config = uri.parse().map_err(|e| format!("invalid db-uri: {e}"))?;
-        let c = postgres::connect(&config).await.map_err(|e| format!("cannot connect: {e}"))?;
+        let target = postgres::PgTarget::parse(uri)?;
+        let c = postgres::connect(&target).await.map_err(|e| format!("cannot connect: {e}"))?;
         match command {
             Install => postgres::apikey::install(&c).await.map(|()| Vec::new()),
             Create { role, name, expires, claims } => {

@@ -5,16 +5,21 @@
 //! Loading never panics: every wrong or missing value is a [`ConfigError`] with a one-line
 //! explanation, which `main` prints before exiting with status 2.
 
+mod args;
+mod db_uri;
 pub mod jwt_secret;
+mod rate_limit;
 mod role_path;
 
+pub use args::ServeArgs;
+pub use db_uri::{PgUri, RootCerts, SslMode, TlsOptions};
+pub use rate_limit::{Rate, RateLimits};
 pub use role_path::RolePath;
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use clap::Args;
 use serde::Deserialize;
 
 /// Why the configuration cannot be used.
@@ -87,192 +92,6 @@ pub enum TxEnd {
     Rollback,
     /// Roll back unless the request asks `Prefer: tx=commit`.
     RollbackAllowOverride,
-}
-
-/// Options of `rowgate serve`, each a CLI flag with an environment variable and, with the
-/// same kebab-case name, a key of the TOML file (unknown keys are an error). Every field is
-/// optional here; defaults are applied in [`Config::load`].
-#[derive(Debug, Clone, Default, Args, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct ServeArgs {
-    /// TOML config file; CLI flags and ROWGATE_* variables override its keys.
-    #[arg(long, env = "ROWGATE_CONFIG", value_name = "FILE")]
-    #[serde(skip)]
-    pub config: Option<PathBuf>,
-    /// PostgreSQL connection URI of the authenticator role (PostgREST `db-uri`), or
-    /// `sqlite:PATH` [default: sqlite:rowgate.db].
-    #[arg(long = "db-uri", env = "ROWGATE_DB_URI", value_name = "URI")]
-    pub db_uri: Option<String>,
-    /// Access rules for an SQLite database (TOML; see docs/sqlite.md); without it no caller
-    /// may read any table.
-    #[arg(long = "db-rules", env = "ROWGATE_DB_RULES", value_name = "FILE")]
-    pub db_rules: Option<PathBuf>,
-    /// SQLite commit durability: `full` (each commit on disk before it is acknowledged) or
-    /// `normal` (WAL's usual: an OS crash or power loss may undo the last commits; PocketBase's
-    /// setting) [default: full].
-    #[arg(long = "db-sqlite-synchronous", env = "ROWGATE_DB_SQLITE_SYNCHRONOUS", value_name = "MODE")]
-    pub db_sqlite_synchronous: Option<String>,
-    /// Built-in user accounts at /auth/v1 (Supabase Auth's endpoints; needs an HMAC jwt-secret;
-    /// on PostgreSQL, `rowgate accounts install` first) [default: false].
-    #[arg(long = "accounts-enabled", env = "ROWGATE_ACCOUNTS_ENABLED", value_name = "BOOL")]
-    pub accounts_enabled: Option<bool>,
-    /// Seconds during which a refresh token just used may be used again (a retry, another tab)
-    /// and gets the same successor again, as GoTrue's reuse interval; after that, reuse revokes all
-    /// of the user's refresh tokens [default: 10].
-    #[arg(
-        long = "accounts-refresh-reuse-interval",
-        env = "ROWGATE_ACCOUNTS_REFRESH_REUSE_INTERVAL",
-        value_name = "SECONDS"
-    )]
-    pub accounts_refresh_reuse_interval: Option<u64>,
-    /// Serve the files of this directory (PocketBase's `pb_public`) under `static-prefix`.
-    #[arg(long = "static-dir", env = "ROWGATE_STATIC_DIR", value_name = "DIR")]
-    pub static_dir: Option<PathBuf>,
-    /// Where the static files are served [default: /].
-    #[arg(long = "static-prefix", env = "ROWGATE_STATIC_PREFIX", value_name = "PATH")]
-    pub static_prefix: Option<String>,
-    /// Where the API is served [default: /, or /api with static-dir].
-    #[arg(long = "api-prefix", env = "ROWGATE_API_PREFIX", value_name = "PATH")]
-    pub api_prefix: Option<String>,
-    /// Comma-separated schemas to expose; the first is the default [default: public].
-    #[arg(long = "db-schemas", env = "ROWGATE_DB_SCHEMAS", value_name = "LIST")]
-    pub db_schemas: Option<String>,
-    /// Role for requests without credentials; unset means such requests get 401.
-    #[arg(long = "db-anon-role", env = "ROWGATE_DB_ANON_ROLE", value_name = "ROLE")]
-    pub db_anon_role: Option<String>,
-    /// Maximum number of pooled connections [default: 10].
-    #[arg(long = "db-pool", env = "ROWGATE_DB_POOL", value_name = "N")]
-    pub db_pool: Option<u32>,
-    /// Seconds to wait for a pooled connection before answering 504 PGRST003 [default: 10].
-    #[arg(
-        long = "db-pool-acquisition-timeout",
-        env = "ROWGATE_DB_POOL_ACQUISITION_TIMEOUT",
-        value_name = "SECONDS"
-    )]
-    pub db_pool_acquisition_timeout: Option<u64>,
-    /// Hard cap on the rows a read returns [default: unlimited].
-    #[arg(long = "db-max-rows", env = "ROWGATE_DB_MAX_ROWS", value_name = "N")]
-    pub db_max_rows: Option<u64>,
-    /// Comma-separated schemas added to search_path after the requested one [default: public].
-    #[arg(long = "db-extra-search-path", env = "ROWGATE_DB_EXTRA_SEARCH_PATH", value_name = "LIST")]
-    pub db_extra_search_path: Option<String>,
-    /// NOTIFY channel for schema reloads [default: rowgate].
-    #[arg(long = "db-channel", env = "ROWGATE_DB_CHANNEL", value_name = "NAME")]
-    pub db_channel: Option<String>,
-    /// Listen on db-channel for `NOTIFY rowgate, 'reload schema'` [default: true].
-    #[arg(long = "db-channel-enabled", env = "ROWGATE_DB_CHANNEL_ENABLED", value_name = "BOOL")]
-    pub db_channel_enabled: Option<bool>,
-    /// Allow aggregate functions in `select` (count(), sum(), avg(), min(), max()) [default: false].
-    #[arg(long = "db-aggregates-enabled", env = "ROWGATE_DB_AGGREGATES_ENABLED", value_name = "BOOL")]
-    pub db_aggregates_enabled: Option<bool>,
-    /// Answer `Accept: application/vnd.pgrst.plan` with the statement's EXPLAIN [default: false].
-    #[arg(long = "db-plan-enabled", env = "ROWGATE_DB_PLAN_ENABLED", value_name = "BOOL")]
-    pub db_plan_enabled: Option<bool>,
-    /// commit, commit-allow-override, rollback or rollback-allow-override [default: commit].
-    #[arg(long = "db-tx-end", env = "ROWGATE_DB_TX_END", value_name = "MODE")]
-    pub db_tx_end: Option<TxEnd>,
-    /// Refuse PATCH and DELETE without any filter (400 RG020) [default: false].
-    #[arg(long = "db-safe-updates", env = "ROWGATE_DB_SAFE_UPDATES", value_name = "BOOL")]
-    pub db_safe_updates: Option<bool>,
-    /// statement_timeout for request statements, in milliseconds; 0 disables it [default: 0].
-    #[arg(long = "db-statement-timeout", env = "ROWGATE_DB_STATEMENT_TIMEOUT", value_name = "MS")]
-    pub db_statement_timeout: Option<u64>,
-    /// Address to listen on [default: 0.0.0.0; PostgREST's `!4` and `*4` mean the same].
-    #[arg(long = "server-host", env = "ROWGATE_SERVER_HOST", value_name = "ADDR")]
-    pub server_host: Option<String>,
-    /// Port to listen on [default: 3000].
-    #[arg(long = "server-port", env = "ROWGATE_SERVER_PORT", value_name = "PORT")]
-    pub server_port: Option<u16>,
-    /// Longest accepted request target (path and query), in bytes [default: 16384].
-    #[arg(long = "server-max-url-length", env = "ROWGATE_SERVER_MAX_URL_LENGTH", value_name = "BYTES")]
-    pub server_max_url_length: Option<usize>,
-    /// Largest accepted request body, in bytes [default: 10485760].
-    #[arg(long = "server-max-body-size", env = "ROWGATE_SERVER_MAX_BODY_SIZE", value_name = "BYTES")]
-    pub server_max_body_size: Option<usize>,
-    /// Largest accepted request head (request line and headers), in bytes [default: 32768].
-    #[arg(long = "server-max-header-size", env = "ROWGATE_SERVER_MAX_HEADER_SIZE", value_name = "BYTES")]
-    pub server_max_header_size: Option<usize>,
-    /// Open client connections at most; beyond it a connection is answered 503 and closed
-    /// [default: 10000].
-    #[arg(long = "server-max-connections", env = "ROWGATE_SERVER_MAX_CONNECTIONS", value_name = "N")]
-    pub server_max_connections: Option<usize>,
-    /// Seconds a client has to send a request's head, and then its body, before it is answered
-    /// 408 and closed [default: 30].
-    #[arg(long = "server-read-timeout", env = "ROWGATE_SERVER_READ_TIMEOUT", value_name = "SECONDS")]
-    pub server_read_timeout: Option<u64>,
-    /// crit, error, warn, info or debug [default: error].
-    #[arg(long = "log-level", env = "ROWGATE_LOG_LEVEL", value_name = "LEVEL")]
-    pub log_level: Option<LogLevel>,
-    /// Key(s) tokens are verified with: an HMAC secret (32+ characters), a PEM public key, a JWK
-    /// or a JWKS; `@FILE` reads it from a file.
-    #[arg(long = "jwt-secret", env = "ROWGATE_JWT_SECRET", value_name = "SECRET")]
-    pub jwt_secret: Option<String>,
-    /// The HMAC secret is base64-encoded [default: false].
-    #[arg(long = "jwt-secret-is-base64", env = "ROWGATE_JWT_SECRET_IS_BASE64", value_name = "BOOL")]
-    pub jwt_secret_is_base64: Option<bool>,
-    /// Required audience: a token whose `aud` does not include it is refused.
-    #[arg(long = "jwt-aud", env = "ROWGATE_JWT_AUD", value_name = "AUD")]
-    pub jwt_aud: Option<String>,
-    /// Where the role is in the claims, PostgREST's path syntax [default: .role].
-    #[arg(long = "jwt-role-claim-key", env = "ROWGATE_JWT_ROLE_CLAIM_KEY", value_name = "PATH")]
-    pub jwt_role_claim_key: Option<String>,
-    /// URL of a JWKS (an identity provider's keys), fetched at start-up and refreshed.
-    #[arg(long = "jwt-jwks-url", env = "ROWGATE_JWT_JWKS_URL", value_name = "URL")]
-    pub jwt_jwks_url: Option<String>,
-    /// Fetch `jwt-jwks-url` over plain http from another machine, where anyone on the way could
-    /// swap the keys [default: false; https, or http to this machine, always works].
-    #[arg(long = "jwt-jwks-allow-http", env = "ROWGATE_JWT_JWKS_ALLOW_HTTP", value_name = "BOOL")]
-    pub jwt_jwks_allow_http: Option<bool>,
-    /// Seconds between JWKS refreshes [default: 300].
-    #[arg(long = "jwt-jwks-refresh", env = "ROWGATE_JWT_JWKS_REFRESH", value_name = "SECONDS")]
-    pub jwt_jwks_refresh: Option<u64>,
-    /// Verified tokens kept in memory; 0 turns the cache off [default: 1000].
-    #[arg(long = "jwt-cache-max-entries", env = "ROWGATE_JWT_CACHE_MAX_ENTRIES", value_name = "N")]
-    pub jwt_cache_max_entries: Option<u64>,
-    /// Comma-separated request headers that carry an API key [default: apikey, x-api-key].
-    #[arg(long = "api-key-headers", env = "ROWGATE_API_KEY_HEADERS", value_name = "LIST")]
-    pub api_key_headers: Option<String>,
-    /// Comma-separated roles a JWT sent as the API key (Supabase's anon and service keys) may
-    /// carry; `*` for any [default: any but `authenticated`, a user's session, which is no
-    /// application's key].
-    #[arg(long = "api-key-jwt-roles", env = "ROWGATE_API_KEY_JWT_ROLES", value_name = "LIST")]
-    pub api_key_jwt_roles: Option<String>,
-    /// Refuse requests without an API key (401) [default: false].
-    #[arg(long = "api-key-required", env = "ROWGATE_API_KEY_REQUIRED", value_name = "BOOL")]
-    pub api_key_required: Option<bool>,
-    /// Verified API keys kept in memory; 0 turns the cache off [default: 10000].
-    #[arg(long = "api-key-cache-max-entries", env = "ROWGATE_API_KEY_CACHE_MAX_ENTRIES", value_name = "N")]
-    pub api_key_cache_max_entries: Option<u64>,
-    /// Comma-separated origins CORS allows [default: any origin].
-    #[arg(
-        long = "server-cors-allowed-origins",
-        env = "ROWGATE_SERVER_CORS_ALLOWED_ORIGINS",
-        value_name = "LIST"
-    )]
-    pub server_cors_allowed_origins: Option<String>,
-    /// Port of the admin server (`/live`, `/ready`, `/metrics`) on server-host [default: none].
-    #[arg(long = "admin-server-port", env = "ROWGATE_ADMIN_SERVER_PORT", value_name = "PORT")]
-    pub admin_server_port: Option<u16>,
-    /// Serve GET/HEAD answers from memory, kept current by the database's change notifications
-    /// (needs `rowgate cache install`) [default: false].
-    #[arg(long = "cache-enabled", env = "ROWGATE_CACHE_ENABLED", value_name = "BOOL")]
-    pub cache_enabled: Option<bool>,
-    /// Memory bound of the response cache, in bytes [default: 67108864].
-    #[arg(long = "cache-max-bytes", env = "ROWGATE_CACHE_MAX_BYTES", value_name = "BYTES")]
-    pub cache_max_bytes: Option<u64>,
-    /// Seconds a cached answer may live at most, as a safety net; 0 for no limit [default: 0].
-    #[arg(long = "cache-ttl", env = "ROWGATE_CACHE_TTL", value_name = "SECONDS")]
-    pub cache_ttl: Option<u64>,
-    /// Comma-separated routes to cache, e.g. `films, rpc/search` [default: every cacheable one].
-    #[arg(long = "cache-routes", env = "ROWGATE_CACHE_ROUTES", value_name = "LIST")]
-    pub cache_routes: Option<String>,
-    /// Comma-separated JWT claims that enter the cache key [default: all claims].
-    #[arg(long = "cache-key-claims", env = "ROWGATE_CACHE_KEY_CLAIMS", value_name = "LIST")]
-    pub cache_key_claims: Option<String>,
-    /// `Cache-Control` of successful GET/HEAD answers by route: `route: value; ...`, `*` for
-    /// every route, e.g. `films: public, max-age=60; *: no-cache`.
-    #[arg(long = "cache-control", env = "ROWGATE_CACHE_CONTROL", value_name = "RULES")]
-    pub cache_control: Option<String>,
 }
 
 /// Where the data lives, from `db-uri` (`sqlite:PATH`, `sqlite::memory:`).
@@ -349,6 +168,10 @@ pub struct Config {
     pub server_max_connections: usize,
     /// `server-read-timeout`.
     pub server_read_timeout: Duration,
+    /// `server-trusted-proxies`.
+    pub server_trusted_proxies: Vec<ipnet::IpNet>,
+    /// `rate-limit-client`, `rate-limit-api-key` and `rate-limit-roles`.
+    pub rate_limits: RateLimits,
     /// `log-level`.
     pub log_level: LogLevel,
     /// `jwt-secret`, read from its file if given as `@file` (checked to parse as keys).
@@ -428,7 +251,7 @@ impl Config {
         let db_uri = a.db_uri.or(file.db_uri).unwrap_or_else(|| DEFAULT_DB_URI.to_owned());
         let sqlite = SqliteTarget::from_uri(&db_uri);
         if sqlite.is_none() {
-            db_uri.parse::<tokio_postgres::Config>().map_err(|e| invalid("db-uri", e.to_string()))?;
+            PgUri::parse(&db_uri).map_err(|e| invalid("db-uri", e))?;
         }
         let (static_dir, static_prefix, api_prefix) = paths(
             a.static_dir.clone().or(file.static_dir.clone()),
@@ -544,6 +367,24 @@ impl Config {
             server_read_timeout: Duration::from_secs(
                 a.server_read_timeout.or(file.server_read_timeout).unwrap_or(30).max(1),
             ),
+            server_trusted_proxies: rate_limit::parse_proxies(
+                a.server_trusted_proxies.or(file.server_trusted_proxies).as_deref().unwrap_or(""),
+            )
+            .map_err(|e| invalid("server-trusted-proxies", e))?,
+            rate_limits: RateLimits {
+                client: (a.rate_limit_client.or(file.rate_limit_client).as_deref())
+                    .map(Rate::parse)
+                    .transpose()
+                    .map_err(|e| invalid("rate-limit-client", e))?,
+                api_key: (a.rate_limit_api_key.or(file.rate_limit_api_key).as_deref())
+                    .map(Rate::parse)
+                    .transpose()
+                    .map_err(|e| invalid("rate-limit-api-key", e))?,
+                roles: rate_limit::parse_roles(
+                    a.rate_limit_roles.or(file.rate_limit_roles).as_deref().unwrap_or(""),
+                )
+                .map_err(|e| invalid("rate-limit-roles", e))?,
+            },
             server_max_header_size: a
                 .server_max_header_size
                 .or(file.server_max_header_size)

@@ -1,6 +1,6 @@
-//! The API pipeline, on one screen: the caller (token or key) → the response cache →
-//! `ApiRequest` → `Plan` → the backend → the response. Every step's error converts into
-//! [`Error`], which becomes a response in one place (`response::error_response`).
+//! The API pipeline, on one screen: the caller (token or key) and its rate limits → the
+//! response cache → `ApiRequest` → `Plan` → the backend → the response. Every step's error
+//! converts into [`Error`], which becomes a response in one place (`response::error_response`).
 
 use bytes::Bytes;
 use http::{header, HeaderValue, Request, Response};
@@ -22,6 +22,7 @@ pub async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Bo
     within_limits(config, &req)?;
     let (parts, incoming) = req.into_parts();
     let principal = super::identify::identify(state, &parts.headers).await?;
+    state.rate_limits.admit_caller(&principal, super::identify::api_key(state, &parts.headers))?;
     let missed = match cached::lookup(state, &parts, &principal).await {
         Lookup::Hit(answer) => return Ok(not_modified(&parts.headers, answer)),
         Lookup::Miss(missed) => Some(missed),

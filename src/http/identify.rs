@@ -9,7 +9,7 @@ use crate::error::Error;
 use crate::response::Body;
 
 /// The API key a request carries in one of the `api-key-headers`, if any.
-fn api_key<'h>(state: &AppState, headers: &'h HeaderMap) -> Option<&'h str> {
+pub fn api_key<'h>(state: &AppState, headers: &'h HeaderMap) -> Option<&'h str> {
     state
         .config
         .api_key_headers

@@ -7,9 +7,11 @@ mod cached;
 mod context;
 mod cors;
 mod identify;
+mod rate_limit;
 mod static_files;
 
 pub use cors::Cors;
+pub use rate_limit::RateLimiter;
 pub use static_files::StaticFiles;
 
 use std::convert::Infallible;
@@ -56,6 +58,8 @@ pub struct AppState {
     pub accounts: Option<Arc<crate::accounts::Accounts>>,
     /// The files of `static-dir`.
     pub static_files: Option<StaticFiles>,
+    /// `rate-limit-*`.
+    pub rate_limits: RateLimiter,
 }
 
 /// Serves `listener` until `shutdown` completes, then lets in-flight requests finish (for at
@@ -273,11 +277,22 @@ async fn dispatch(state: &AppState, req: Request<Incoming>, client: IpAddr) -> R
     response
 }
 
-async fn endpoint(state: &AppState, req: Request<Incoming>, client: IpAddr) -> Response<Body> {
+async fn endpoint(state: &AppState, req: Request<Incoming>, peer: IpAddr) -> Response<Body> {
     let uri = req.uri().clone();
+    let client = client_address(&state.config.server_trusted_proxies, peer, req.headers());
     match uri.path() {
-        "/live" => plain(StatusCode::OK),
-        "/ready" => ready(state).await,
+        "/live" => return plain(StatusCode::OK),
+        "/ready" => return ready(state).await,
+        path => {
+            if let Err(e) = state.rate_limits.admit_client(client) {
+                return match path.starts_with("/auth/v1/") && state.accounts.is_some() {
+                    true => crate::accounts::rate_limited(&e),
+                    false => error_response(&e),
+                };
+            }
+        }
+    }
+    match uri.path() {
         "/rowgate/metrics" if matches!(*req.method(), http::Method::GET | http::Method::HEAD) => {
             metrics(state)
         }
@@ -326,6 +341,27 @@ async fn endpoint(state: &AppState, req: Request<Incoming>, client: IpAddr) -> R
     }
 }
 
+/// The client a request comes from: the peer, or, when the peer is one of
+/// `server-trusted-proxies`, the address its `X-Forwarded-For` names before any trusted proxy
+/// (the last hop's list is read from its end: what a client writes at the start is not trusted).
+fn client_address(trusted: &[ipnet::IpNet], peer: IpAddr, headers: &http::HeaderMap) -> IpAddr {
+    let is_trusted = |ip: &IpAddr| trusted.iter().any(|net| net.contains(ip));
+    if trusted.is_empty() || !is_trusted(&peer) {
+        return peer;
+    }
+    let hops = headers.get_all("x-forwarded-for").iter().filter_map(|v| v.to_str().ok());
+    let mut nearest_first: Vec<&str> = hops.flat_map(|v| v.split(',')).collect();
+    nearest_first.reverse();
+    for hop in nearest_first {
+        match hop.trim().parse::<IpAddr>() {
+            Ok(ip) if is_trusted(&ip) => continue,
+            Ok(ip) => return ip,
+            Err(_) => break,
+        }
+    }
+    peer
+}
+
 /// The rest of `path` below `prefix` (`/` for the prefix itself), if it is below it.
 fn under<'p>(path: &'p str, prefix: &str) -> Option<&'p str> {
     if prefix == "/" {
@@ -362,6 +398,7 @@ fn metrics(state: &AppState) -> Response<Body> {
     if let Some(cache) = &state.cache {
         cache.render_metrics(&mut out);
     }
+    state.rate_limits.metrics(&mut out);
     let mut r = Response::new(Body::from(out));
     r.headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));

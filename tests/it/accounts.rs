@@ -43,8 +43,9 @@ fn postgres() -> &'static str {
         "#);
         let uri = harness().superuser_uri.clone();
         block_on(async move {
-            let client =
-                rowgate::backend::postgres::connect(&uri.parse().expect("uri")).await.expect("connect");
+            let client = rowgate::backend::postgres::connect_without_tls(&uri.parse().expect("uri"))
+                .await
+                .expect("connect");
             rowgate::backend::postgres::accounts::install(&client, "Authenticator")
                 .await
                 .expect("accounts install");
@@ -317,7 +318,7 @@ fn install_refuses_accounts_tables_someone_else_made_first() {
     let mut cfg: tokio_postgres::Config = uri.parse().expect("uri");
     cfg.dbname("accounts_squatted");
     let error = block_on(async move {
-        let client = rowgate::backend::postgres::connect(&cfg).await.expect("connect");
+        let client = rowgate::backend::postgres::connect_without_tls(&cfg).await.expect("connect");
         client
             .batch_execute(
                 "DO $$ BEGIN CREATE ROLE squatter NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;

@@ -183,7 +183,7 @@ fn the_key_store_and_the_accounts_pin_their_functions_search_path() {
     let uri = harness().superuser_uri.clone();
     let unpinned: Vec<String> = crate::support::block_on(async move {
         let config: tokio_postgres::Config = uri.parse().unwrap();
-        let client = rowgate::backend::postgres::connect(&config).await.unwrap();
+        let client = rowgate::backend::postgres::connect_without_tls(&config).await.unwrap();
         rowgate::backend::postgres::accounts::install(&client, "Authenticator").await.unwrap();
         client
             .query(

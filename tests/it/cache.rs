@@ -549,7 +549,8 @@ fn stress(db: &'static Db) {
         let uri = db.cluster.uri("postgres", "postgres");
         threads.push(std::thread::spawn(move || {
             block_on(async {
-                let client = rowgate::backend::postgres::connect(&uri.parse().unwrap()).await.unwrap();
+                let client =
+                    rowgate::backend::postgres::connect_without_tls(&uri.parse().unwrap()).await.unwrap();
                 let mut i = 0i64;
                 while !stop.load(Ordering::SeqCst) {
                     i += 1;
@@ -617,7 +618,7 @@ fn every_function_the_install_makes_pins_its_search_path() {
     let uri = db().cluster.uri("postgres", "postgres");
     let unpinned: Vec<String> = block_on(async move {
         let config: tokio_postgres::Config = uri.parse().unwrap();
-        let client = rowgate::backend::postgres::connect(&config).await.unwrap();
+        let client = rowgate::backend::postgres::connect_without_tls(&config).await.unwrap();
         client
             .query(
                 "SELECT proname::text FROM pg_proc WHERE pronamespace = 'rowgate'::regnamespace \

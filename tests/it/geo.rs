@@ -11,7 +11,7 @@ fn places() {
     let uri = harness().superuser_uri.clone();
     let created = crate::support::block_on(async move {
         let cfg: tokio_postgres::Config = uri.parse().expect("uri");
-        let client = rowgate::backend::postgres::connect(&cfg).await.expect("connect");
+        let client = rowgate::backend::postgres::connect_without_tls(&cfg).await.expect("connect");
         client.batch_execute("CREATE EXTENSION IF NOT EXISTS postgis").await
     });
     if let Err(e) = created {

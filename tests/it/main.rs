@@ -20,4 +20,5 @@ mod rpc;
 mod sqlite;
 mod static_files;
 mod support;
+mod tls;
 mod writes;

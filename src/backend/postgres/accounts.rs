@@ -34,15 +34,15 @@ pub async fn install(client: &Client, role: &str) -> Result<(), String> {
 
 /// A PostgreSQL connection as the authenticator, opened on first use and again after a drop.
 pub struct PgAccounts {
-    config: tokio_postgres::Config,
+    target: super::PgTarget,
     client: tokio::sync::Mutex<Option<Arc<Client>>>,
 }
 
 impl PgAccounts {
-    /// A store on the database `config` connects to.
-    pub fn new(mut config: tokio_postgres::Config) -> PgAccounts {
-        config.application_name("rowgate accounts");
-        PgAccounts { config, client: tokio::sync::Mutex::new(None) }
+    /// A store on the database `target` names.
+    pub fn new(mut target: super::PgTarget) -> PgAccounts {
+        target.config.application_name("rowgate accounts");
+        PgAccounts { target, client: tokio::sync::Mutex::new(None) }
     }
 
     async fn client(&self) -> Result<Arc<Client>, Error> {
@@ -50,7 +50,7 @@ impl PgAccounts {
         if let Some(c) = held.as_ref().filter(|c| !c.is_closed()) {
             return Ok(c.clone());
         }
-        let client = Arc::new(super::connect(&self.config).await.map_err(pg_error)?);
+        let client = Arc::new(super::connect(&self.target).await.map_err(pg_error)?);
         *held = Some(client.clone());
         Ok(client)
     }

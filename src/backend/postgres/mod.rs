@@ -24,11 +24,13 @@ pub mod reload;
 mod render;
 mod settings;
 pub mod sql;
+mod tls;
 mod value;
 
 pub use conn::{db_error, Pipelined, ReadResult, WriteResult};
-pub use pool::{connect, Db, PgConn, Running};
+pub use pool::{connect, connect_without_tls, Db, PgConn, Running};
 pub use settings::{SessionSettings, Setting};
+pub use tls::PgTarget;
 pub use value::{RawValue, TextParam};
 mod transaction;
 
@@ -48,6 +50,8 @@ use crate::schema::SharedSchema;
 /// markers a write's COMMIT carries.
 pub struct PgBackend {
     config: Arc<Config>,
+    /// `db-uri`, read once: every connection is made from it.
+    target: Arc<PgTarget>,
     db: Db,
     cache: Option<Arc<ResponseCache>>,
     reloader: reload::Reloader,
@@ -62,11 +66,13 @@ impl PgBackend {
         schema: Arc<SharedSchema>,
         cache: Option<Arc<ResponseCache>>,
         keys_changed: reload::KeysChanged,
-    ) -> PgBackend {
-        let reloader = reload::Reloader::start(config.clone(), schema, cache.clone());
+    ) -> Result<PgBackend, String> {
+        // An unreadable certificate stops the start, with the file's name.
+        let target = Arc::new(PgTarget::parse(&config.db_uri)?);
+        let reloader = reload::Reloader::start(config.clone(), target.clone(), schema, cache.clone());
         reload::spawn_sigusr1(reloader.clone());
         reload::spawn_listener(config.clone(), reloader.clone(), keys_changed);
-        PgBackend { db: Db::new(&config), config, cache, reloader }
+        Ok(PgBackend { db: Db::new(&config, &target), target, config, cache, reloader })
     }
 
     /// A read, in one round trip with its settings: a GET, HEAD or a function call (POST /rpc
@@ -79,7 +85,7 @@ impl PgBackend {
             settings.set(Setting::ReadOnly, "on".into());
         }
         // Watched while its statements run: a client that goes away cancels them.
-        let mut conn = Running::new(self.db.get().await?);
+        let mut conn = Running::new(self.db.get().await?, self.db.tls());
         let ran = self.run_read(&mut conn, plan, &settings, caller.principal.anonymous).await;
         let mut conn = conn.done();
         if plan.call.as_ref().is_some_and(|c| c.volatile) {
@@ -187,8 +193,6 @@ impl PgBackend {
 
     /// The built-in accounts' store, on a connection of its own as the authenticator.
     pub fn account_store(&self) -> accounts::PgAccounts {
-        let pg: tokio_postgres::Config =
-            self.config.db_uri.parse().expect("db-uri was validated by Config::load");
-        accounts::PgAccounts::new(pg)
+        accounts::PgAccounts::new((*self.target).clone())
     }
 }

@@ -6,8 +6,10 @@ use std::time::Duration;
 
 use deadpool::managed::{self, Metrics, Object, Pool, PoolError, RecycleError, RecycleResult, Timeouts};
 use tokio_postgres::{Client, NoTls, Statement};
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::settings::{SessionSettings, Setting};
+use super::tls::PgTarget;
 use crate::config::Config;
 use crate::error::Error;
 
@@ -20,8 +22,21 @@ const MAX_PREPARED: usize = 2000;
 /// let long ones hold tens of MB per connection, in rowgate and in PostgreSQL's backend.
 const MAX_PREPARED_BYTES: usize = 4 * 1024 * 1024;
 
-/// Opens one connection and drives it on a background task.
-pub async fn connect(config: &tokio_postgres::Config) -> Result<Client, tokio_postgres::Error> {
+/// Opens one connection to `target` (with the TLS it asks for) and drives it on a background
+/// task.
+pub async fn connect(target: &PgTarget) -> Result<Client, tokio_postgres::Error> {
+    let (client, connection) = target.config.connect(target.connector()).await?;
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::debug!(error = %e, "database connection closed");
+        }
+    });
+    Ok(client)
+}
+
+/// Opens one connection without TLS, whatever `config` says: for the PostgreSQL rowgate starts
+/// itself (`rowgate cluster`, the tests), which listens on the loopback address only.
+pub async fn connect_without_tls(config: &tokio_postgres::Config) -> Result<Client, tokio_postgres::Error> {
     let (client, connection) = config.connect(NoTls).await?;
     tokio::spawn(async move {
         if let Err(e) = connection.await {
@@ -131,12 +146,14 @@ impl PgConn {
 /// statement after it has answered, so the cancel can only ever reach the abandoned one.
 pub struct Running {
     conn: Option<Object<Manager>>,
+    /// The TLS the cancel request is sent with.
+    tls: MakeRustlsConnect,
 }
 
 impl Running {
     /// Watches `conn` until [`Running::done`].
-    pub fn new(conn: Object<Manager>) -> Running {
-        Running { conn: Some(conn) }
+    pub fn new(conn: Object<Manager>, tls: MakeRustlsConnect) -> Running {
+        Running { conn: Some(conn), tls }
     }
 
     /// The statements are over (whatever they answered): the connection goes back to the pool
@@ -164,8 +181,9 @@ impl Drop for Running {
         let Some(mut conn) = self.conn.take() else { return };
         // Whatever the abandoned request set may be half-applied.
         conn.settings.forget();
+        let tls = self.tls.clone();
         tokio::spawn(async move {
-            let _ = conn.client.cancel_token().cancel_query(NoTls).await;
+            let _ = conn.client.cancel_token().cancel_query(tls).await;
             // Statements run in order: once this answers, the abandoned one is over (finished
             // or cancelled) and a late cancel signal finds the connection idle, which ignores it.
             let _ = conn.client.simple_query("SELECT 1").await;
@@ -176,7 +194,7 @@ impl Drop for Running {
 
 /// Creates and checks pooled connections.
 pub struct Manager {
-    pg: tokio_postgres::Config,
+    target: PgTarget,
 }
 
 impl managed::Manager for Manager {
@@ -184,7 +202,7 @@ impl managed::Manager for Manager {
     type Error = tokio_postgres::Error;
 
     async fn create(&self) -> Result<PgConn, tokio_postgres::Error> {
-        let client = connect(&self.pg).await?;
+        let client = connect(&self.target).await?;
         let mut defaults = SessionSettings::default();
         let tz = client.query_one("SELECT current_setting('timezone')", &[]).await?;
         defaults.set(Setting::TimeZone, tz.get(0));
@@ -224,6 +242,8 @@ pub struct Db {
     /// ([`PgConn::write_committed`]): bounded, so that reads never find long queues ahead.
     pipelined: Arc<tokio::sync::Semaphore>,
     acquisition_timeout: Duration,
+    /// What connections are made from (and cancel requests sent with).
+    tls: MakeRustlsConnect,
 }
 
 /// A connection for a write, holding one of the write slots until it is dropped.
@@ -243,19 +263,17 @@ impl WriteConn {
 }
 
 impl Db {
-    /// Builds the pool; no connection is opened until one is needed.
-    pub fn new(config: &Config) -> Db {
-        // (With SQLite the pool is never used; it gets an empty configuration.)
-        let mut pg: tokio_postgres::Config = match config.sqlite {
-            Some(_) => tokio_postgres::Config::new(),
-            None => config.db_uri.parse().expect("db-uri was validated by Config::load"),
-        };
+    /// Builds the pool of connections to `target`; none is opened until one is needed.
+    pub fn new(config: &Config, target: &PgTarget) -> Db {
+        let mut target = target.clone();
+        let pg = &mut target.config;
         pg.application_name("rowgate");
         if let Some(t) = config.db_statement_timeout {
             pg.options(format!("-c statement_timeout={}", t.as_millis()));
         }
         pg.connect_timeout(Duration::from_secs(5));
-        let pool = Pool::builder(Manager { pg })
+        let tls = target.connector();
+        let pool = Pool::builder(Manager { target })
             .max_size(config.db_pool)
             .timeouts(Timeouts {
                 wait: Some(config.db_pool_acquisition_timeout),
@@ -272,7 +290,13 @@ impl Db {
             writers: Arc::new(tokio::sync::Semaphore::new(writers)),
             pipelined: Arc::new(tokio::sync::Semaphore::new(config.db_pool.saturating_mul(4).max(1))),
             acquisition_timeout: config.db_pool_acquisition_timeout,
+            tls,
         }
+    }
+
+    /// The TLS connections are made with, for a [`Running`] statement's cancel request.
+    pub fn tls(&self) -> MakeRustlsConnect {
+        self.tls.clone()
     }
 
     /// A connection for a write (see [`Db`]'s write slots).

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use futures_util::future::poll_fn;
 use tokio::sync::Notify;
-use tokio_postgres::{AsyncMessage, NoTls};
+use tokio_postgres::AsyncMessage;
 
 use crate::config::Config;
 use crate::schema::SharedSchema;
@@ -17,6 +17,7 @@ use crate::schema::SharedSchema;
 #[derive(Clone)]
 pub struct Reloader {
     config: Arc<Config>,
+    target: Arc<super::PgTarget>,
     schema: Arc<SharedSchema>,
     wake: Arc<Notify>,
     cache: Option<Arc<crate::cache::ResponseCache>>,
@@ -27,10 +28,11 @@ impl Reloader {
     /// load flushes the response `cache`, if any.
     pub fn start(
         config: Arc<Config>,
+        target: Arc<super::PgTarget>,
         schema: Arc<SharedSchema>,
         cache: Option<Arc<crate::cache::ResponseCache>>,
     ) -> Reloader {
-        let reloader = Reloader::idle(config, schema, cache);
+        let reloader = Reloader { config, target, schema, wake: Arc::new(Notify::new()), cache };
         let task = reloader.clone();
         tokio::spawn(async move {
             let mut attempt = 0u32;
@@ -58,16 +60,6 @@ impl Reloader {
         reloader
     }
 
-    /// A reloader with no task: requests go nowhere (the SQLite backend loads its schema
-    /// itself).
-    pub fn idle(
-        config: Arc<Config>,
-        schema: Arc<SharedSchema>,
-        cache: Option<Arc<crate::cache::ResponseCache>>,
-    ) -> Reloader {
-        Reloader { config, schema, wake: Arc::new(Notify::new()), cache }
-    }
-
     /// Asks for a reload.
     pub fn request(&self) {
         if let Some(c) = &self.cache {
@@ -79,8 +71,7 @@ impl Reloader {
     async fn load_once(&self) -> Result<(), tokio_postgres::Error> {
         let started = std::time::Instant::now();
         let ticket = self.cache.as_ref().map(|c| c.reload_ticket());
-        let pg: tokio_postgres::Config = self.config.db_uri.parse()?;
-        let mut client = crate::backend::postgres::connect(&pg).await?;
+        let mut client = crate::backend::postgres::connect(&self.target).await?;
         let keyed = self.config.cache_key_claims.as_deref();
         let cache = super::introspect::load(&mut client, &self.config.db_schemas, keyed).await?;
         let relations = cache.relations.len();
@@ -160,8 +151,8 @@ async fn listen(
     keys_changed: &KeysChanged,
     connected_before: &mut bool,
 ) -> Result<(), tokio_postgres::Error> {
-    let pg: tokio_postgres::Config = config.db_uri.parse()?;
-    let (client, mut connection) = pg.connect(NoTls).await?;
+    let pg = &reloader.target;
+    let (client, mut connection) = pg.config.connect(pg.connector()).await?;
     let client = Arc::new(client);
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let cache = reloader.cache.clone();
@@ -213,6 +204,7 @@ async fn listen(
         .map(|cache| crate::backend::postgres::changes::listener::start(client.clone(), cache));
     let mut talker = AbortOnDrop(talker);
     let feed = reloader.cache.clone().filter(|_| logical).map(|cache| {
+        let pg = pg.clone();
         tokio::spawn(async move {
             if let Err(e) = crate::backend::postgres::changes::decoder::run(&pg, cache).await {
                 tracing::warn!(error = %e, "the cache's change feed stopped");

@@ -45,7 +45,8 @@ pub fn harness() -> &'static Harness {
         };
         block_on(async {
             let cfg: tokio_postgres::Config = superuser_uri.parse().expect("superuser URI");
-            let client = rowgate::backend::postgres::connect(&cfg).await.expect("connect as superuser");
+            let client =
+                rowgate::backend::postgres::connect_without_tls(&cfg).await.expect("connect as superuser");
             client.batch_execute(FIXTURE).await.expect("load tests/fixtures/schema.sql");
         });
         let base = start_server(default_args(&superuser_uri));
@@ -132,7 +133,7 @@ pub fn sql(statements: &str) {
     let uri = harness().superuser_uri.clone();
     block_on(async move {
         let cfg: tokio_postgres::Config = uri.parse().expect("uri");
-        let client = rowgate::backend::postgres::connect(&cfg).await.expect("connect");
+        let client = rowgate::backend::postgres::connect_without_tls(&cfg).await.expect("connect");
         client.batch_execute(statements).await.expect("sql");
     });
 }

@@ -70,8 +70,9 @@ pub fn base() -> &'static str {
         sqlite.execute_batch(SCHEMA).expect("twin schema");
         let uri = super::harness().superuser_uri.clone();
         let rows: Vec<(String, String)> = super::block_on(async move {
-            let client =
-                rowgate::backend::postgres::connect(&uri.parse().expect("uri")).await.expect("connect");
+            let client = rowgate::backend::postgres::connect_without_tls(&uri.parse().expect("uri"))
+                .await
+                .expect("connect");
             let mut rows = Vec::new();
             for table in TABLES {
                 let sql = format!("SELECT coalesce(json_agg(t), '[]')::text FROM test.{table} t");

@@ -17,8 +17,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use postgres_protocol::authentication::sasl::{ChannelBinding, ScramSha256, SCRAM_SHA_256};
 use postgres_protocol::message::frontend;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use crate::backend::postgres::tls::{PgTarget, Stream};
 use crate::cache::{ResponseCache, CHANNEL};
 
 /// The publication `rowgate cache install` creates for the feed (all tables).
@@ -49,9 +50,6 @@ pub enum FeedError {
     Query(#[from] tokio_postgres::Error),
 }
 
-trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
-impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
-
 /// One backend message: its tag and body.
 struct Frame {
     tag: u8,
@@ -65,14 +63,15 @@ struct Connection {
 }
 
 impl Connection {
-    async fn open(config: &tokio_postgres::Config) -> Result<Connection, FeedError> {
+    async fn open(target: &PgTarget) -> Result<Connection, FeedError> {
         use tokio_postgres::config::Host;
+        let config = &target.config;
         let port = config.get_ports().first().copied().unwrap_or(5432);
         let stream: Box<dyn Stream> = match config.get_hosts().first() {
             Some(Host::Tcp(host)) => {
                 let s = tokio::net::TcpStream::connect((host.as_str(), port)).await?;
                 s.set_nodelay(true)?;
-                Box::new(s)
+                target.negotiate(s, host).await?
             }
             #[cfg(unix)]
             Some(Host::Unix(dir)) => {
@@ -249,10 +248,10 @@ fn keyed_type(oid: u32) -> bool {
 /// Streams changes into `cache` until the connection fails. The cache is flushed once the slot
 /// exists (changes committed before it are never reported), and counts as current only when
 /// the instance's own heartbeats come back through this stream.
-pub async fn run(config: &tokio_postgres::Config, cache: Arc<ResponseCache>) -> Result<(), FeedError> {
+pub async fn run(target: &PgTarget, cache: Arc<ResponseCache>) -> Result<(), FeedError> {
     // For the visibility checks (see `settle`).
-    let helper = crate::backend::postgres::connect(config).await?;
-    let mut conn = Connection::open(config).await?;
+    let helper = crate::backend::postgres::connect(target).await?;
+    let mut conn = Connection::open(target).await?;
     // Numbered: the previous connection's slot may linger until the server notices it gone.
     static CONNECTIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = CONNECTIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -1,0 +1,256 @@
+//! Writes: one thread owns the read-write connection and commits the writes waiting for it
+//! together, checkpointing the write-ahead log in the pauses.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rusqlite::{Connection, OptionalExtension};
+
+use super::{exec, internal, sqlite_error, transaction_failed, Changed, Listener, SqliteDb};
+use crate::backend::postgres::sql::Statement;
+use crate::error::{sqlstate, Error};
+
+/// What the writer thread hands a job once its transaction has ended: the COMMIT's error, if
+/// it failed.
+type Delivery = Box<dyn FnOnce(Option<&rusqlite::Error>) + Send>;
+
+/// Work for the writer thread, run inside the batch's transaction (or told why there is none).
+pub(super) type Job = Box<dyn FnOnce(Result<&Connection, &rusqlite::Error>) -> Delivery + Send>;
+
+/// Writes committed together at most.
+const MAX_BATCH: usize = 128;
+
+impl SqliteDb {
+    /// Runs `f` on the read-write connection, inside the writer's next transaction; its result
+    /// arrives once that has committed.
+    pub async fn with_writer<T: Send + 'static>(
+        self: &Arc<Self>,
+        f: impl FnOnce(&Connection) -> Result<T, Error> + Send + 'static,
+    ) -> Result<T, Error> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let job: Job = Box::new(move |conn| {
+            let result = match conn {
+                Ok(conn) => f(conn),
+                Err(e) => Err(transaction_failed(e)),
+            };
+            Box::new(move |commit: Option<&rusqlite::Error>| {
+                let _ = tx.send(match commit {
+                    Some(e) => Err(transaction_failed(e)),
+                    None => result,
+                });
+            })
+        });
+        self.writer.send(job).map_err(|_| internal("the SQLite writer stopped"))?;
+        rx.await.map_err(|_| internal("the SQLite writer stopped"))?
+    }
+}
+
+/// What a write did, as far as the response needs it.
+#[derive(Debug, Default)]
+pub struct WriteOutput {
+    /// Rows written.
+    pub affected: u64,
+    /// The representation's body and rows, when asked for.
+    pub representation: Option<(String, u64)>,
+    /// The first inserted row's primary key values, for `Location`.
+    pub location: Option<Vec<Option<String>>>,
+    /// Of the rows an upsert wrote, how many it inserted.
+    pub inserted: Option<u64>,
+}
+
+impl SqliteDb {
+    /// Runs a write in one transaction on the read-write connection (SQLite has one writer
+    /// at a time; `BEGIN IMMEDIATE` takes the lock up front rather than failing midway).
+    /// `respond` turns what it did into the response, before the transaction ends: it commits
+    /// only if that succeeded and `rollback` is not set.
+    pub async fn write<R: Send + 'static>(
+        self: &Arc<Self>,
+        statements: crate::backend::sqlite::sql::SqliteWrite,
+        table: String,
+        rollback: bool,
+        respond: impl FnOnce(WriteOutput) -> Result<R, Error> + Send + 'static,
+    ) -> Result<R, Error> {
+        self.with_writer(move |conn| {
+            // A savepoint per write: one that fails or rolls back leaves the batch's others.
+            exec(conn, "SAVEPOINT rowgate_write").map_err(sqlite_error)?;
+            let result = run_write(conn, statements, &table).and_then(respond);
+            if result.is_err() || rollback {
+                exec(conn, "ROLLBACK TO rowgate_write").map_err(sqlite_error)?;
+            }
+            exec(conn, "RELEASE rowgate_write").map_err(sqlite_error)?;
+            result
+        })
+        .await
+    }
+}
+
+/// The write-ahead log's length at which a commit checkpoints it (copies its pages into the
+/// database file, with an fsync) before the writer goes on: SQLite's default. Tried at 4,096
+/// pages: no more throughput under writes that never pause, and a third more p99 (each
+/// checkpoint a longer stall).
+const CHECKPOINT_PAGES: i32 = 1000;
+
+/// How long the writer waits for more work before it checkpoints the log in the pause, once
+/// the log holds [`QUIET_CHECKPOINT_PAGES`]: a burst of writes is not held up by checkpoints
+/// of its own making (on s004's token refresh, in-line checkpoints cost a fifth of the time).
+const QUIET: Duration = Duration::from_millis(5);
+
+/// The log's length from which a pause is used for a checkpoint: a few writes now and then
+/// leave theirs to a later one instead of an fsync each.
+const QUIET_CHECKPOINT_PAGES: i32 = 256;
+
+thread_local! {
+    /// The write-ahead log's length after the last commit on this thread (the writer's).
+    static WAL_PAGES: std::cell::Cell<i32> = const { std::cell::Cell::new(0) };
+}
+
+/// Told of every commit on the writer's connection with the log's length in pages (SQLite's
+/// own automatic checkpoint is this hook, so it stands in for it at [`CHECKPOINT_PAGES`]).
+pub(super) fn wal_committed(wal: &rusqlite::hooks::Wal, pages: std::ffi::c_int) -> rusqlite::Result<()> {
+    WAL_PAGES.set(pages);
+    if pages >= CHECKPOINT_PAGES {
+        // As SQLite's own: a checkpoint that cannot finish (readers on older pages) is tried
+        // again at the next commit, and never fails the commit that is done.
+        let _ = wal.checkpoint();
+    }
+    Ok(())
+}
+
+/// The writer thread: takes the jobs waiting (up to [`MAX_BATCH`]), runs them in one
+/// transaction and commits once — concurrent writers share a commit (and its fsync) instead
+/// of queueing for one each, and none fails with `SQLITE_BUSY`. Checkpoints the log when no
+/// work has come for [`QUIET`]. Ends when the database is dropped.
+pub(super) fn group_commits(
+    conn: &tokio::sync::Mutex<Connection>,
+    queue: std::sync::mpsc::Receiver<Job>,
+    touched: &Mutex<HashSet<String>>,
+    listener: &std::sync::OnceLock<Listener>,
+) {
+    use std::sync::mpsc::RecvTimeoutError;
+    loop {
+        let waited = if WAL_PAGES.get() >= QUIET_CHECKPOINT_PAGES {
+            queue.recv_timeout(QUIET)
+        } else {
+            queue.recv().map_err(|_| RecvTimeoutError::Disconnected)
+        };
+        let first = match waited {
+            Ok(job) => job,
+            Err(RecvTimeoutError::Timeout) => {
+                let conn = conn.blocking_lock();
+                let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+                // Until the next commit says how long the log is again.
+                WAL_PAGES.set(0);
+                continue;
+            }
+            Err(RecvTimeoutError::Disconnected) => return,
+        };
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match queue.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        let conn = conn.blocking_lock();
+        let deliveries: Vec<Delivery> = match exec(&conn, "BEGIN IMMEDIATE") {
+            Ok(()) => batch.into_iter().map(|job| job(Ok(&conn))).collect(),
+            Err(e) => {
+                batch.into_iter().map(|job| job(Err(&e))).for_each(|deliver| deliver(None));
+                continue;
+            }
+        };
+        let committed = exec(&conn, "COMMIT");
+        if committed.is_err() {
+            let _ = exec(&conn, "ROLLBACK");
+        }
+        drop(conn);
+        // Before any writer hears back: a client that saw its write acknowledged never reads
+        // an answer cached from before it.
+        let changed = std::mem::take(&mut *touched.lock().unwrap_or_else(|e| e.into_inner()));
+        if let (Ok(()), Some(listener)) = (&committed, listener.get()) {
+            if !changed.is_empty() {
+                listener(Changed::Tables(&changed));
+            }
+        }
+        match committed {
+            Ok(()) => deliveries.into_iter().for_each(|deliver| deliver(None)),
+            Err(e) => deliveries.into_iter().for_each(|deliver| deliver(Some(&e))),
+        }
+    }
+}
+
+fn run_write(
+    conn: &Connection,
+    s: crate::backend::sqlite::sql::SqliteWrite,
+    table: &str,
+) -> Result<WriteOutput, Error> {
+    // `rowids`, when given, is the statement's first parameter (`?1`).
+    let body = |stmt: &Statement, rowids: Option<&str>| -> Result<(String, u64), Error> {
+        let mut params = stmt.params.clone();
+        if let (Some(first), Some(ids)) = (params.first_mut(), rowids) {
+            *first = ids.to_owned();
+        }
+        let (text, n): (String, i64) = conn
+            .prepare_cached(&stmt.text)
+            .and_then(|mut q| {
+                q.query_row(rusqlite::params_from_iter(&params), |r| Ok((r.get(0)?, r.get(1)?)))
+            })
+            .map_err(sqlite_error)?;
+        Ok((text, n.max(0) as u64))
+    };
+    let before = match &s.before {
+        Some(stmt) => Some(body(stmt, None)?),
+        None => None,
+    };
+    let inserted = match &s.inserted {
+        Some(stmt) => Some(
+            conn.prepare_cached(&stmt.text)
+                .and_then(|mut q| {
+                    q.query_row(rusqlite::params_from_iter(&stmt.params), |r| r.get::<_, i64>(0))
+                })
+                .map_err(sqlite_error)?
+                .max(0) as u64,
+        ),
+        None => None,
+    };
+    let rowids: Vec<i64> = {
+        let mut q = conn.prepare_cached(&s.write.text).map_err(sqlite_error)?;
+        let rows =
+            q.query_map(rusqlite::params_from_iter(&s.write.params), |r| r.get(0)).map_err(sqlite_error)?;
+        rows.collect::<Result<_, _>>().map_err(sqlite_error)?
+    };
+    let ids = serde_json::to_string(&rowids).unwrap_or_else(|_| "[]".into());
+    if let Some(check) = &s.check {
+        let mut params = check.params.clone();
+        params[0] = ids.clone();
+        let violations: i64 = conn
+            .prepare_cached(&check.text)
+            .and_then(|mut q| q.query_row(rusqlite::params_from_iter(&params), |r| r.get(0)))
+            .map_err(sqlite_error)?;
+        if violations > 0 {
+            // (403 for every caller, where PostgREST gives the anonymous one a 401.)
+            let message = format!("new row violates row-level security policy for table \"{table}\"");
+            return Err(Error::sql(sqlstate::INSUFFICIENT_PRIVILEGE, message, false));
+        }
+    }
+    let representation = match (&s.representation, before) {
+        (_, Some(b)) => Some(b),
+        (Some(stmt), None) => Some(body(stmt, Some(&ids))?),
+        (None, None) => None,
+    };
+    let location = match &s.location {
+        Some(stmt) if !rowids.is_empty() => {
+            let mut params = stmt.params.clone();
+            params[0] = ids.clone();
+            // (No row: the caller may not read the one written, so it is not named.)
+            let text: Option<String> = conn
+                .prepare_cached(&stmt.text)
+                .and_then(|mut q| q.query_row(rusqlite::params_from_iter(&params), |r| r.get(0)).optional())
+                .map_err(sqlite_error)?;
+            text.and_then(|t| serde_json::from_str::<Vec<Option<String>>>(&t).ok())
+        }
+        _ => None,
+    };
+    Ok(WriteOutput { affected: rowids.len() as u64, representation, location, inserted })
+}
