@@ -137,6 +137,8 @@ pub mod code {
 pub mod sqlstate {
     /// `invalid_regular_expression`: a `match` pattern that does not compile.
     pub const INVALID_REGULAR_EXPRESSION: &str = "2201B";
+    /// `numeric_value_out_of_range`: a row count beyond a 64-bit integer.
+    pub const NUMERIC_VALUE_OUT_OF_RANGE: &str = "22003";
     /// `invalid_text_representation`: a value not of its column's type.
     pub const INVALID_TEXT_REPRESENTATION: &str = "22P02";
     /// `not_null_violation`.

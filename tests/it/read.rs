@@ -191,7 +191,19 @@ fn etag_and_if_none_match_give_304_while_the_answer_is_the_same() {
     assert_ne!(r.header("etag"), Some(etag.as_str()));
 }
 
+fn row_counts_beyond_bigint_are_400() {
+    for path in ["/items?offset=99999999999999999999999", "/items?limit=99999999999999999999"] {
+        let r = request("GET", path, &[]);
+        assert_eq!(
+            (r.status, r.json()),
+            (400, json!({"code": "22003", "message": "bigint out of range", "details": null, "hint": null})),
+            "{path}"
+        );
+    }
+}
+
 crate::on_both!(
+    row_counts_beyond_bigint_are_400,
     json_paths_name_the_last_key,
     filters_combine_with_and_and_or,
     order_and_pagination,

@@ -318,7 +318,17 @@ fn missing_default_uses_identity_and_domain_defaults() {
     assert_eq!(r.json(), json!([{"id": 1, "title": "a", "level": 1}, {"id": 100, "title": "b", "level": 3}]));
 }
 
+fn a_key_that_is_no_integer_is_400() {
+    // A form body's undecodable escape stays as written: "%zz" is no integer. (The messages
+    // differ: PostgreSQL names the type and the value, SQLite says "datatype mismatch".)
+    let form = [("content-type", "application/x-www-form-urlencoded")];
+    let base = crate::support::twin::target(&harness().base);
+    let r = send_to(base, "POST", "/notes", &form, Some("id=%zz&body=x"));
+    assert_eq!((r.status, r.json()["code"].as_str()), (400, Some("22P02")), "{}", r.body);
+}
+
 crate::on_both!(
+    a_key_that_is_no_integer_is_400,
     insert_then_read_it_back,
     bulk_insert_whose_1000th_row_fails_writes_nothing,
     upsert_inserts_then_merges,

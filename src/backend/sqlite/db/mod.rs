@@ -304,8 +304,10 @@ fn sqlite_error(e: rusqlite::Error) -> Error {
             ffi::SQLITE_CONSTRAINT_FOREIGNKEY => Some(sqlstate::FOREIGN_KEY_VIOLATION),
             ffi::SQLITE_CONSTRAINT_NOTNULL => Some(sqlstate::NOT_NULL_VIOLATION),
             ffi::SQLITE_CONSTRAINT_CHECK => Some(sqlstate::CHECK_VIOLATION),
-            // A value of the wrong type in a STRICT table.
-            ffi::SQLITE_CONSTRAINT_DATATYPE => Some(sqlstate::INVALID_TEXT_REPRESENTATION),
+            // A value of the wrong type in a STRICT table, or a rowid that is no integer.
+            ffi::SQLITE_CONSTRAINT_DATATYPE | ffi::SQLITE_MISMATCH => {
+                Some(sqlstate::INVALID_TEXT_REPRESENTATION)
+            }
             _ => None,
         };
         if let Some(sqlstate) = sqlstate {

@@ -6,7 +6,7 @@ use rowgate_request::{Direction, JsonKey, NullsOrder};
 use super::filter::{condition, where_clause};
 use super::{unsupported, Ctx, Rendered, RowRules};
 use crate::backend::{push_ident, Statement};
-use crate::error::Error;
+use crate::error::{sqlstate, Error};
 use crate::plan::{EmbedPlan, Expr, Media, OrderBy, OutputColumn, ReadPlan, RowWindow};
 use crate::schema::ValueKind;
 
@@ -41,7 +41,7 @@ pub fn render_read(plan: &ReadPlan, rules: &RowRules) -> Result<SqliteRead, Erro
     source(&plan.relation.name.name, 0, &mut sql);
     where_clause(&plan.relation.name.name, &plan.conditions, &mut sql, &mut params)?;
     order_by(&plan.order, &mut sql, &mut params)?;
-    window(plan.window, &mut sql);
+    window(plan.window, &mut sql)?;
     let count = match plan.count {
         // SQLite has no planner estimate: every count is exact.
         Some(_) => {
@@ -217,7 +217,7 @@ pub(super) fn expr(e: &Expr, sql: &mut String, params: &mut Ctx<'_>) -> Rendered
             sql.push_str(" AS v");
             related_rows(embed, sql, params)?;
             order_by(&embed.order, sql, params)?;
-            window(embed.window, sql);
+            window(embed.window, sql)?;
             sql.push_str(") AS pgrst_s)");
         }
         Expr::Computed { .. } => return Err(unsupported("A computed field")),
@@ -237,7 +237,7 @@ fn embedded(embed: &EmbedPlan, sql: &mut String, params: &mut Ctx<'_>) -> Render
         sql.push_str(" AS pgrst_row");
         related_rows(embed, sql, params)?;
         order_by(&embed.order, sql, params)?;
-        window(embed.window, sql);
+        window(embed.window, sql)?;
         sql.push_str("))");
     } else {
         sql.push_str("(SELECT ");
@@ -317,18 +317,23 @@ fn order_by(order: &[OrderBy], sql: &mut String, params: &mut Ctx<'_>) -> Render
     Ok(())
 }
 
-/// `LIMIT` / `OFFSET` (SQLite needs a LIMIT for an OFFSET: -1 is none).
-fn window(w: RowWindow, sql: &mut String) {
+/// `LIMIT` / `OFFSET` (SQLite needs a LIMIT for an OFFSET: -1 is none). A count beyond a
+/// 64-bit integer is PostgreSQL's 22003, as on PostgreSQL (SQLite would read it as a float).
+fn window(w: RowWindow, sql: &mut String) -> Rendered {
+    if w.limit.unwrap_or(0) > i64::MAX as u64 || w.offset > i64::MAX as u64 {
+        return Err(Error::sql(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, "bigint out of range", false));
+    }
     match (w.limit, w.offset) {
         (Some(limit), _) => {
             sql.push_str(" LIMIT ");
             sql.push_str(itoa::Buffer::new().format(limit));
         }
-        (None, 0) => return,
+        (None, 0) => return Ok(()),
         (None, _) => sql.push_str(" LIMIT -1"),
     }
     if w.offset > 0 {
         sql.push_str(" OFFSET ");
         sql.push_str(itoa::Buffer::new().format(w.offset));
     }
+    Ok(())
 }
