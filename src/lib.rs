@@ -1,9 +1,10 @@
-//! rowgate: a PostgREST-compatible REST API for PostgreSQL.
+//! rowgate: a PostgREST-compatible REST API for PostgreSQL and SQLite, with Supabase's auth
+//! and storage endpoints beside it.
 //!
-//! A request flows through one stage per module: `http` (server, routing, errors to HTTP) →
-//! `rowgate_request` (parsing, a crate of its own) → `plan` (names resolved against the
-//! `schema` cache) → `sql` (statements) → `db` (pool, settings, execution) → `response`.
-//! See ARCHITECTURE.md for the invariants each stage keeps.
+//! A request flows through one stage per module: `http` (server, routing) → `rowgate_request`
+//! (parsing, a crate of its own) → `plan` (names resolved against the `schema` cache) →
+//! `backend` (statements in the database's dialect, run) → `response`. See ARCHITECTURE.md for
+//! the invariants each stage keeps.
 
 pub mod accounts;
 pub mod apikey;
@@ -18,6 +19,7 @@ pub mod plan;
 pub mod response;
 pub mod schema;
 pub mod server;
+pub mod storage;
 
 /// Lower-case hex digits of `bytes` (key and token hashes, random ids): one allocation, where
 /// `format!("{b:02x}")` per byte made one per byte.
@@ -29,6 +31,22 @@ pub fn hex(bytes: &[u8]) -> String {
         out.push(DIGITS[usize::from(b & 0x0f)] as char);
     }
     out
+}
+
+/// `N` bytes from the system's random source.
+pub fn random_bytes<const N: usize>() -> [u8; N] {
+    let mut b = [0u8; N];
+    getrandom::fill(&mut b).expect("the system's random source");
+    b
+}
+
+/// A random (version 4) UUID.
+pub fn uuid_v4() -> String {
+    let mut b = random_bytes::<16>();
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h = hex(&b);
+    format!("{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
 }
 
 #[cfg(test)]

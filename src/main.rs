@@ -29,6 +29,14 @@ enum Command {
         #[command(subcommand)]
         action: AccountsAction,
     },
+    /// Set up Supabase Storage's tables (`storage-enabled`) in a PostgreSQL database.
+    Storage {
+        /// Connection URI of a role that may create the `storage` schema or owns it.
+        #[arg(long = "db-uri", env = "ROWGATE_DB_URI", global = true, value_name = "URI")]
+        db_uri: Option<String>,
+        #[command(subcommand)]
+        action: StorageAction,
+    },
     /// Manage API keys (stored hashed in the `rowgate` schema of the database).
     Apikey {
         /// Connection URI of a role that may create the `rowgate` schema or owns it.
@@ -125,6 +133,18 @@ enum AccountsAction {
 }
 
 #[derive(Subcommand)]
+enum StorageAction {
+    /// Create `storage.buckets` and `storage.objects` (Supabase's columns, row-level security
+    /// on), their helper functions, `auth.uid()` and its kin where missing, and let `--role`
+    /// (the role rowgate serves as) and the roles it may become use them. Safe to run again.
+    Install {
+        /// The role rowgate connects as.
+        #[arg(long)]
+        role: String,
+    },
+}
+
+#[derive(Subcommand)]
 enum ApikeyAction {
     /// Create the key store (also done by the other commands).
     Install,
@@ -190,6 +210,9 @@ fn main() -> ExitCode {
         Command::Demo { server_port, postgres } => runtime.block_on(demo(server_port, postgres)),
         Command::Accounts { db_uri, action: AccountsAction::Install { role } } => {
             runtime.block_on(accounts_install(db_uri, role))
+        }
+        Command::Storage { db_uri, action: StorageAction::Install { role } } => {
+            runtime.block_on(storage_install(db_uri, role))
         }
         Command::Apikey { db_uri, action } => runtime.block_on(apikey(db_uri, action)),
         Command::Cache { db_uri, action } => runtime.block_on(cache(db_uri, action)),
@@ -312,6 +335,26 @@ async fn accounts_install(db_uri: Option<String>, role: String) -> ExitCode {
     match rowgate::backend::postgres::accounts::install(&client, &role).await {
         Ok(()) => {
             println!("rowgate: accounts installed in schema rowgate; role {role} may use them");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("rowgate: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn storage_install(db_uri: Option<String>, role: String) -> ExitCode {
+    let client = match admin_client(db_uri).await {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    match rowgate::backend::postgres::storage::install(&client, &role).await {
+        Ok(()) => {
+            println!(
+                "rowgate: storage installed in schema storage (row-level security on, no policies yet); \
+                 role {role} and the roles it may become may use it"
+            );
             ExitCode::SUCCESS
         }
         Err(e) => {

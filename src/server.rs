@@ -41,7 +41,9 @@ pub fn start_state(config: Arc<Config>) -> Result<Arc<AppState>, String> {
     crate::auth::spawn_jwks_refresh(auth.clone(), config.jwt_jwks_url.clone(), config.jwt_jwks_refresh);
     let accounts = accounts(&config, &backend);
     let static_files = crate::http::StaticFiles::new(&config);
+    let storage = storage(&config, &backend)?;
     Ok(Arc::new(AppState {
+        storage,
         static_files,
         keys,
         backend,
@@ -68,14 +70,7 @@ fn accounts(config: &Config, backend: &Backend) -> Option<Arc<crate::accounts::A
             return None;
         }
     };
-    let secret = config.jwt_secret.clone().unwrap_or_default();
-    let key = if config.jwt_secret_is_base64 {
-        // Validated when the configuration was loaded; a URL-safe secret once decoded to an
-        // empty key here.
-        crate::config::jwt_secret::decode_base64(&secret).unwrap_or_default()
-    } else {
-        secret.into_bytes()
-    };
+    let key = config.hmac_secret().unwrap_or_default();
     match crate::accounts::Accounts::new(
         store,
         &key,
@@ -88,6 +83,27 @@ fn accounts(config: &Config, backend: &Backend) -> Option<Arc<crate::accounts::A
             None
         }
     }
+}
+
+/// Storage, when `storage-enabled`: its rows in `backend`'s database, its bytes under
+/// `storage-dir`. A storage that cannot be set up stops the start.
+fn storage(config: &Config, backend: &Backend) -> Result<Option<Arc<crate::storage::Storage>>, String> {
+    if !config.storage_enabled {
+        return Ok(None);
+    }
+    let store = backend.storage_store()?;
+    let files = crate::storage::files::Files::open(&config.storage_dir)
+        .map_err(|e| format!("storage-dir {}: {e}", config.storage_dir.display()))?;
+    let secret = config.hmac_secret().ok_or("storage-enabled needs an HMAC jwt-secret")?;
+    let storage = Arc::new(crate::storage::Storage::new(
+        store,
+        files,
+        &secret,
+        config.storage_file_size_limit,
+        config.server_read_timeout,
+    ));
+    storage.spawn_sweeper();
+    Ok(Some(storage))
 }
 
 /// Serves on `listener` (and the admin server, if configured) until SIGTERM or SIGINT, then

@@ -248,7 +248,7 @@ impl Accounts {
             ));
         }
         let hash = self.hashing.hash(password).await.ok_or_else(internal)?;
-        let id = uuid_v4();
+        let id = crate::uuid_v4();
         let now = unix_now();
         // The account and its first session commit together.
         let created = self.store.create(id, email, hash, now).await.map_err(|_| internal())?;
@@ -480,21 +480,6 @@ fn internal() -> Answer {
 
 fn unix_now() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
-}
-
-fn random_bytes<const N: usize>() -> [u8; N] {
-    let mut b = [0u8; N];
-    getrandom::fill(&mut b).expect("the system's random source");
-    b
-}
-
-/// A random (version 4) UUID.
-fn uuid_v4() -> String {
-    let mut b = random_bytes::<16>();
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let h = crate::hex(&b);
-    format!("{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
 }
 
 #[cfg(test)]

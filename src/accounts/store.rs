@@ -60,7 +60,7 @@ pub trait AccountStore: Send + Sync {
 /// A new refresh token's secret: 32 random bytes, base64url.
 pub fn random_token() -> String {
     use base64::Engine;
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(super::random_bytes::<32>())
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(crate::random_bytes::<32>())
 }
 
 /// How a token is stored: its SHA-256, in hex.

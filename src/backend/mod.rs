@@ -154,6 +154,16 @@ impl Backend {
             Backend::Sqlite(lite) => Arc::new(sqlite::accounts::SqliteAccounts::open(lite.db.clone())?),
         })
     }
+
+    /// Where storage's buckets and objects live.
+    pub fn storage_store(&self) -> Result<Arc<dyn crate::storage::store::StorageStore>, String> {
+        match self {
+            Backend::Postgres(pg) => Ok(Arc::new(pg.storage_store())),
+            Backend::Sqlite(_) => {
+                Err("storage is not available on SQLite yet (issue #21); use PostgreSQL".into())
+            }
+        }
+    }
 }
 
 /// SQL text with its parameters, all sent as text (as PostgREST binds them), so that the

@@ -44,6 +44,16 @@ pub struct ServeArgs {
         value_name = "SECONDS"
     )]
     pub accounts_refresh_reuse_interval: Option<u64>,
+    /// Supabase Storage's API at /storage/v1 (needs an HMAC jwt-secret; on PostgreSQL,
+    /// `rowgate storage install` first) [default: false].
+    #[arg(long = "storage-enabled", env = "ROWGATE_STORAGE_ENABLED", value_name = "BOOL")]
+    pub storage_enabled: Option<bool>,
+    /// Where stored objects' bytes are kept [default: ./storage].
+    #[arg(long = "storage-dir", env = "ROWGATE_STORAGE_DIR", value_name = "DIR")]
+    pub storage_dir: Option<PathBuf>,
+    /// The largest object any bucket takes, in bytes [default: 52428800].
+    #[arg(long = "storage-file-size-limit", env = "ROWGATE_STORAGE_FILE_SIZE_LIMIT", value_name = "BYTES")]
+    pub storage_file_size_limit: Option<u64>,
     /// Serve the files of this directory (PocketBase's `pb_public`) under `static-prefix`.
     #[arg(long = "static-dir", env = "ROWGATE_STATIC_DIR", value_name = "DIR")]
     pub static_dir: Option<PathBuf>,

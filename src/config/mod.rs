@@ -216,6 +216,12 @@ pub struct Config {
     pub accounts_enabled: bool,
     /// `accounts-refresh-reuse-interval`, in seconds.
     pub accounts_refresh_reuse_interval: u64,
+    /// `storage-enabled`.
+    pub storage_enabled: bool,
+    /// `storage-dir`.
+    pub storage_dir: PathBuf,
+    /// `storage-file-size-limit`.
+    pub storage_file_size_limit: u64,
     /// `static-dir`, if files are served.
     pub static_dir: Option<PathBuf>,
     /// `static-prefix`: `/` or `/path` (no trailing slash).
@@ -290,9 +296,16 @@ impl Config {
             None => None,
         };
         let accounts_enabled = a.accounts_enabled.or(file.accounts_enabled).unwrap_or(false);
+        let storage_enabled = a.storage_enabled.or(file.storage_enabled).unwrap_or(false);
+        if storage_enabled && !jwt_secret.as_deref().is_some_and(is_hmac) {
+            return Err(invalid(
+                "storage-enabled",
+                "signed URLs are signed with jwt-secret, which must be an HMAC secret".into(),
+            ));
+        }
         if accounts_enabled {
             match &jwt_secret {
-                Some(s) if !s.trim_start().starts_with('{') && !s.contains("-----BEGIN") => {}
+                Some(s) if is_hmac(s) => {}
                 _ => {
                     return Err(invalid(
                         "accounts-enabled",
@@ -435,6 +448,12 @@ impl Config {
                 .accounts_refresh_reuse_interval
                 .or(file.accounts_refresh_reuse_interval)
                 .unwrap_or(10),
+            storage_enabled,
+            storage_dir: a.storage_dir.or(file.storage_dir).unwrap_or_else(|| PathBuf::from("storage")),
+            storage_file_size_limit: a
+                .storage_file_size_limit
+                .or(file.storage_file_size_limit)
+                .unwrap_or(50 * 1024 * 1024),
             static_dir,
             static_prefix,
             api_prefix,
@@ -525,6 +544,24 @@ fn jwks_url(url: String, allow_http: bool) -> Result<String, ConfigError> {
             ),
         )),
         _ => Err(invalid("jwt-jwks-url", format!("{url:?} is not an http(s) URL"))),
+    }
+}
+
+/// Whether a `jwt-secret` is an HMAC secret (not a JWK, JWKS or PEM key).
+fn is_hmac(secret: &str) -> bool {
+    !secret.trim_start().starts_with('{') && !secret.contains("-----BEGIN")
+}
+
+impl Config {
+    /// The HMAC key of `jwt-secret` (rowgate signs accounts' tokens and storage's signed URLs
+    /// with it), if it is one.
+    pub fn hmac_secret(&self) -> Option<Vec<u8>> {
+        let secret = self.jwt_secret.as_deref().filter(|s| is_hmac(s))?;
+        Some(match self.jwt_secret_is_base64 {
+            // Validated when the configuration was loaded.
+            true => jwt_secret::decode_base64(secret).unwrap_or_default(),
+            false => secret.as_bytes().to_vec(),
+        })
     }
 }
 

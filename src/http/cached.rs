@@ -89,11 +89,7 @@ pub fn remember(
     }
     match cacheable {
         Some(Cacheable { missed: Missed { cache, key, start }, deps }) if success => {
-            let body = r.body().clone();
-            let bytes = futures_util::FutureExt::now_or_never(http_body_util::BodyExt::collect(body))
-                .and_then(Result::ok)
-                .map(|c| c.to_bytes())
-                .unwrap_or_default();
+            let bytes = r.body().bytes().cloned().unwrap_or_default();
             // Stored as a hit will be answered, so a hit costs one header map clone.
             let mut headers = r.headers().clone();
             headers.insert(X_CACHE, HeaderValue::from_static("hit"));

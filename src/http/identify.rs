@@ -45,6 +45,28 @@ pub async fn identify(state: &AppState, headers: &HeaderMap) -> Result<Principal
     }
 }
 
+/// Who a storage request runs as: as for the API; without credentials the anonymous role, and
+/// without one of those, Supabase's complaint. A token that does not verify is refused with
+/// Supabase Storage's messages.
+pub async fn storage_caller(state: &AppState, headers: &HeaderMap) -> crate::storage::Caller {
+    use crate::storage::error::StorageError;
+    let principal = identify(state, headers).await.map_err(|e| match e {
+        Error::Jwt(message) => StorageError::access_denied(match message.as_str() {
+            m if m.contains("xpired") => "\"exp\" claim timestamp check failed",
+            m if m.contains("ignature") => "signature verification failed",
+            _ => "Invalid Compact JWS",
+        }),
+        Error::Api { code, .. } if code == crate::error::code::NO_ANON_ROLE => {
+            StorageError::invalid_request("headers must have required property 'authorization'")
+        }
+        other => crate::storage::error::from_api(&other),
+    })?;
+    let sub = serde_json::from_str::<serde_json::Value>(&principal.claims)
+        .ok()
+        .and_then(|c| c.get("sub").and_then(|s| s.as_str()).map(str::to_owned));
+    Ok(crate::storage::store::Who { role: principal.role, claims: principal.claims, sub })
+}
+
 /// `GET /rowgate/apikey`: describes the request's API key (401 without one, 403 if invalid).
 pub async fn describe_api_key(state: &AppState, headers: &HeaderMap) -> Result<Response<Body>, Error> {
     let key = api_key(state, headers).ok_or_else(crate::apikey::missing)?;

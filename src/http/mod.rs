@@ -60,6 +60,8 @@ pub struct AppState {
     pub static_files: Option<StaticFiles>,
     /// `rate-limit-*`.
     pub rate_limits: RateLimiter,
+    /// Storage at `/storage/v1`, when `storage-enabled`.
+    pub storage: Option<Arc<crate::storage::Storage>>,
 }
 
 /// Serves `listener` until `shutdown` completes, then lets in-flight requests finish (for at
@@ -298,6 +300,13 @@ async fn endpoint(state: &AppState, req: Request<Incoming>, peer: IpAddr) -> Res
         }
         "/rowgate/apikey" if matches!(*req.method(), http::Method::GET | http::Method::HEAD) => {
             identify::describe_api_key(state, req.headers()).await.unwrap_or_else(|e| error_response(&e))
+        }
+        path if path.starts_with("/storage/v1/") && state.storage.is_some() => {
+            let storage = state.storage.as_ref().expect("checked");
+            let (parts, body) = req.into_parts();
+            let caller = identify::storage_caller(state, &parts.headers).await;
+            let rest = &path["/storage/v1".len()..];
+            storage.handle(parts, body, rest, caller).await
         }
         path if path.starts_with("/auth/v1/") && state.accounts.is_some() => {
             let accounts = state.accounts.as_ref().expect("checked");

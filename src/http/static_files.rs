@@ -191,7 +191,7 @@ async fn respond(file: &File, method: &Method, headers: &HeaderMap) -> Response<
         .filter(|_| *method == Method::GET)
         .filter(|_| headers.get(header::IF_RANGE).is_none_or(|v| v.to_str().is_ok_and(|t| t == etag)))
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| byte_range(v, len));
+        .and_then(|v| crate::response::byte_range(v, len));
     let body = if *method == Method::HEAD {
         None
     } else {
@@ -262,31 +262,6 @@ fn absolute(path: &Path) -> Option<PathBuf> {
     Some(std::fs::canonicalize(parent).ok()?.join(name))
 }
 
-/// A single byte range of a `len`-byte file: `None` when the header is not one (the whole
-/// file is sent), `Some(None)` when it is unsatisfiable.
-fn byte_range(header: &str, len: u64) -> Option<Option<(u64, u64)>> {
-    let spec = header.trim().strip_prefix("bytes=")?;
-    if spec.contains(',') {
-        return None; // several ranges: the whole file is a valid answer
-    }
-    let (start, end) = spec.split_once('-')?;
-    let (start, end) = (start.trim(), end.trim());
-    let range = match (start.is_empty(), end.is_empty()) {
-        (true, true) => return None,
-        // The last n bytes.
-        (true, false) => {
-            let n: u64 = end.parse().ok()?;
-            (n > 0 && len > 0).then(|| (len.saturating_sub(n), len - 1))
-        }
-        (false, _) => {
-            let first: u64 = start.parse().ok()?;
-            let last: u64 = if end.is_empty() { u64::MAX } else { end.parse().ok()? };
-            (first < len && first <= last).then(|| (first, last.min(len - 1)))
-        }
-    };
-    Some(range)
-}
-
 fn status(code: StatusCode) -> Response<Body> {
     let mut r = Response::new(Body::default());
     *r.status_mut() = code;
@@ -326,17 +301,6 @@ fn content_type(path: &Path) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn byte_ranges() {
-        assert_eq!(byte_range("bytes=0-3", 10), Some(Some((0, 3))));
-        assert_eq!(byte_range("bytes=5-", 10), Some(Some((5, 9))));
-        assert_eq!(byte_range("bytes=-4", 10), Some(Some((6, 9))));
-        assert_eq!(byte_range("bytes=8-20", 10), Some(Some((8, 9))));
-        assert_eq!(byte_range("bytes=10-", 10), Some(None));
-        assert_eq!(byte_range("bytes=0-1,3-4", 10), None);
-        assert_eq!(byte_range("items=0-1", 10), None);
-    }
 
     #[test]
     fn paths_are_named_one_way_and_never_leave_the_directory() {

@@ -3,16 +3,16 @@
 //! the singular, range and max-affected errors — around a body the backend renders. And the
 //! one place an [`Error`] becomes a response.
 
+mod body;
 pub mod csv;
 pub mod datetime;
+
+pub use body::Body;
 
 use http::{header, HeaderValue, Response, StatusCode};
 
 use crate::error::{code, Error};
 use crate::plan::{Media, MutatePlan, Mutation, ReadPlan, ResultShape, Returning};
-
-/// The response body type.
-pub type Body = http_body_util::Full<bytes::Bytes>;
 
 /// The one place where an [`Error`] becomes an HTTP response (its status and body come from
 /// [`Error::to_response`]).
@@ -280,6 +280,47 @@ pub fn utc_timestamp(secs: f64) -> String {
     format!("{}+00:00", text.trim_matches('"'))
 }
 
+/// A single byte range of a `len`-byte file: `None` when the header is not one (the whole
+/// file is sent), `Some(None)` when it is unsatisfiable.
+pub fn byte_range(header: &str, len: u64) -> Option<Option<(u64, u64)>> {
+    let spec = header.trim().strip_prefix("bytes=")?;
+    if spec.contains(',') {
+        return None; // several ranges: the whole file is a valid answer
+    }
+    let (start, end) = spec.split_once('-')?;
+    let (start, end) = (start.trim(), end.trim());
+    let range = match (start.is_empty(), end.is_empty()) {
+        (true, true) => return None,
+        // The last n bytes.
+        (true, false) => {
+            let n: u64 = end.parse().ok()?;
+            (n > 0 && len > 0).then(|| (len.saturating_sub(n), len - 1))
+        }
+        (false, _) => {
+            let first: u64 = start.parse().ok()?;
+            let last: u64 = if end.is_empty() { u64::MAX } else { end.parse().ok()? };
+            (first < len && first <= last).then(|| (first, last.min(len - 1)))
+        }
+    };
+    Some(range)
+}
+
 fn total_text(total: Option<u64>) -> String {
     total.map_or_else(|| "*".to_owned(), |t| t.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_ranges() {
+        assert_eq!(byte_range("bytes=0-3", 10), Some(Some((0, 3))));
+        assert_eq!(byte_range("bytes=5-", 10), Some(Some((5, 9))));
+        assert_eq!(byte_range("bytes=-4", 10), Some(Some((6, 9))));
+        assert_eq!(byte_range("bytes=8-20", 10), Some(Some((8, 9))));
+        assert_eq!(byte_range("bytes=10-", 10), Some(None));
+        assert_eq!(byte_range("bytes=0-1,3-4", 10), None);
+        assert_eq!(byte_range("items=0-1", 10), None);
+    }
 }

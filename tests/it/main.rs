@@ -19,6 +19,7 @@ mod rls;
 mod rpc;
 mod sqlite;
 mod static_files;
+mod storage;
 mod support;
 mod tls;
 mod writes;

@@ -24,6 +24,7 @@ pub mod reload;
 mod render;
 mod settings;
 pub mod sql;
+pub mod storage;
 mod tls;
 mod value;
 
@@ -189,6 +190,11 @@ impl PgBackend {
     /// Asks for a schema cache reload.
     pub fn reload_schema(&self) {
         self.reloader.request();
+    }
+
+    /// Storage's rows, on the pool's connections.
+    pub fn storage_store(&self) -> storage::PgStorage {
+        storage::PgStorage::new(self.db.clone())
     }
 
     /// The built-in accounts' store, on a connection of its own as the authenticator.

@@ -1,0 +1,197 @@
+//! Supabase Storage's errors, as its server sends them: mostly HTTP 400, with the status meant
+//! in the body as a string (`{"statusCode":"404","error":"Bucket not found","message":...,
+//! "code":"NoSuchBucket"}`); storage-js reads `statusCode` and `message`. Each kind has one
+//! shape, built here.
+
+use http::{header, HeaderValue, Response, StatusCode};
+
+use crate::response::Body;
+
+/// A storage error, ready to send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StorageError {
+    /// The HTTP status (400 unless the kind says otherwise).
+    pub http: StatusCode,
+    /// `statusCode`: the status meant.
+    pub status_code: &'static str,
+    /// `error`.
+    pub error: &'static str,
+    /// `code`.
+    pub code: &'static str,
+    /// `message`.
+    pub message: String,
+}
+
+impl StorageError {
+    fn new(
+        status_code: &'static str,
+        error: &'static str,
+        code: &'static str,
+        message: impl Into<String>,
+    ) -> Self {
+        StorageError { http: StatusCode::BAD_REQUEST, status_code, error, code, message: message.into() }
+    }
+
+    /// The same error sent with `http` instead of 400.
+    fn with_http(mut self, http: StatusCode) -> Self {
+        self.http = http;
+        self
+    }
+
+    /// No such bucket, or one the caller may not see (or not public, on a public route).
+    pub fn no_such_bucket() -> Self {
+        Self::new("404", "Bucket not found", "NoSuchBucket", "Bucket not found")
+    }
+
+    /// No such object, or one the caller may not see.
+    pub fn no_such_key() -> Self {
+        Self::new("404", "not_found", "NoSuchKey", "Object not found")
+    }
+
+    /// The row is there but its bytes are not.
+    pub fn bytes_missing() -> Self {
+        Self::new("404", "Not found", "NoSuchKey", "The resource was not found")
+    }
+
+    /// An object that exists already (an upload without upsert).
+    pub fn key_exists() -> Self {
+        Self::new("409", "Duplicate", "KeyAlreadyExists", "The resource already exists")
+    }
+
+    /// Another unique key taken (a move's or copy's destination).
+    pub fn resource_exists() -> Self {
+        Self::new("409", "Duplicate", "ResourceAlreadyExists", "The resource already exists")
+    }
+
+    /// A bucket whose id or name is taken.
+    pub fn bucket_exists() -> Self {
+        Self::new("409", "Duplicate", "BucketAlreadyExists", "The resource already exists")
+    }
+
+    /// A bucket deleted while it holds objects.
+    pub fn bucket_not_empty() -> Self {
+        Self::new(
+            "409",
+            "ResourceNotEmpty",
+            "ResourceNotEmpty",
+            "The bucket you tried to delete is not empty",
+        )
+    }
+
+    /// An object name outside Supabase's characters, or with `.`/`..` segments.
+    pub fn invalid_key(key: &str) -> Self {
+        Self::new("400", "InvalidKey", "InvalidKey", format!("Invalid key: {key}"))
+    }
+
+    /// A bucket name outside Supabase's characters or lengths.
+    pub fn invalid_bucket_name() -> Self {
+        Self::new("400", "Invalid Input", "InvalidBucketName", "Bucket name invalid")
+    }
+
+    /// Larger than the bucket's or the server's limit.
+    pub fn too_large() -> Self {
+        Self::new(
+            "413",
+            "Payload too large",
+            "EntityTooLarge",
+            "The object exceeded the maximum allowed size",
+        )
+    }
+
+    /// A media type the bucket does not allow, or one that is malformed.
+    pub fn mime_not_allowed(mime: &str) -> Self {
+        Self::new("415", "invalid_mime_type", "InvalidMimeType", format!("mime type {mime} is not supported"))
+    }
+
+    /// Refused by row-level security or the access rules, or by a table grant.
+    pub fn access_denied(message: impl Into<String>) -> Self {
+        Self::new("403", "Unauthorized", "AccessDenied", message)
+    }
+
+    /// A request the route cannot take: a missing field, a malformed body.
+    pub fn invalid_request(message: impl Into<String>) -> Self {
+        Self::new("400", "Error", "InvalidRequest", message)
+    }
+
+    /// A parameter out of its range.
+    pub fn invalid_parameter(name: &str) -> Self {
+        Self::new("400", "InvalidParameter", "InvalidParameter", format!("Invalid Parameter {name}"))
+    }
+
+    /// A signed URL's token that does not verify or has expired.
+    pub fn invalid_jwt(message: impl Into<String>) -> Self {
+        Self::new("400", "InvalidJWT", "InvalidJWT", message)
+    }
+
+    /// A signed URL's token for another object, or of another kind.
+    pub fn invalid_signature(message: impl Into<String>) -> Self {
+        Self::new("400", "InvalidSignature", "InvalidSignature", message)
+    }
+
+    /// A `Range` that cannot be satisfied (HTTP 416).
+    pub fn invalid_range() -> Self {
+        Self::new("416", "invalid_range", "InvalidRange", "invalid range provided")
+            .with_http(StatusCode::RANGE_NOT_SATISFIABLE)
+    }
+
+    /// An unknown route (HTTP 404).
+    pub fn no_route(method: &http::Method, path: &str) -> Self {
+        Self::new("404", "Not Found", "InvalidRequest", format!("Route {method}:{path} not found"))
+            .with_http(StatusCode::NOT_FOUND)
+    }
+
+    /// The database took too long (HTTP 544, as Supabase's).
+    pub fn database_timeout() -> Self {
+        Self::new("544", "DatabaseTimeout", "DatabaseTimeout", "The connection to the database timed out")
+            .with_http(StatusCode::from_u16(544).unwrap_or(StatusCode::GATEWAY_TIMEOUT))
+    }
+
+    /// The database cannot be reached (HTTP 503).
+    pub fn unavailable() -> Self {
+        Self::new("503", "DatabaseUnavailable", "DatabaseError", "The database is not available")
+            .with_http(StatusCode::SERVICE_UNAVAILABLE)
+    }
+
+    /// A failure on rowgate's side (HTTP 500).
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new("500", "internal", "InternalError", message).with_http(StatusCode::INTERNAL_SERVER_ERROR)
+    }
+
+    /// The response.
+    pub fn to_response(&self) -> Response<Body> {
+        let body = serde_json::json!({
+            "statusCode": self.status_code,
+            "code": self.code,
+            "error": self.error,
+            "message": self.message,
+        });
+        let mut r = Response::new(Body::from(body.to_string()));
+        *r.status_mut() = self.http;
+        r.headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json; charset=utf-8"));
+        r
+    }
+}
+
+/// What a database error means to a storage client: a refusal by row-level security (or a
+/// grant) is 403 AccessDenied; a statement timeout 544; the database gone 503; anything else is
+/// rowgate's failure.
+pub fn from_api(e: &crate::error::Error) -> StorageError {
+    use crate::error::Error;
+    match e {
+        Error::Database(db) if db.code == "42501" => {
+            let message = match db.message.contains("row-level security") {
+                true => "new row violates row-level security policy".to_owned(),
+                false => db.message.clone(),
+            };
+            StorageError::access_denied(message)
+        }
+        Error::Database(db) if db.code == "57014" => StorageError::database_timeout(),
+        Error::Database(db) if db.code == "23505" => StorageError::resource_exists(),
+        Error::Unavailable(_) | Error::PoolTimeout => StorageError::unavailable(),
+        other => {
+            tracing::error!(error = %other, "a storage statement failed");
+            StorageError::internal(format!("database error: {other}"))
+        }
+    }
+}

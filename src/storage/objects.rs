@@ -1,0 +1,611 @@
+//! `/object` routes: upload, download (authenticated, public, signed), info, list, move, copy,
+//! delete, and signed URLs for download and upload.
+
+use http::request::Parts;
+use http::{header, HeaderMap, HeaderValue, Response, StatusCode};
+use hyper::body::Incoming;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::error::StorageError;
+use super::signed::{now, Claims};
+use super::store::{ListQuery, ObjectRow, PutObject, Who};
+use super::upload::{self, mime_allowed, Upload};
+use super::{answer, message, valid_bucket, valid_key, Caller, Storage};
+use crate::response::Body;
+
+/// `POST /object/list/:bucket`'s body.
+#[derive(Debug, Deserialize)]
+pub struct ListBody {
+    prefix: Option<String>,
+    #[serde(default)]
+    limit: Option<i64>,
+    #[serde(default)]
+    offset: Option<i64>,
+    #[serde(default, rename = "sortBy")]
+    sort_by: Option<SortBy>,
+    #[serde(default)]
+    search: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct SortBy {
+    column: Option<String>,
+    order: Option<String>,
+}
+
+/// `POST /object/move` and `/object/copy`'s body.
+#[derive(Debug, Deserialize)]
+pub struct MoveBody {
+    #[serde(rename = "bucketId")]
+    bucket_id: Option<String>,
+    #[serde(rename = "sourceKey")]
+    source_key: Option<String>,
+    #[serde(rename = "destinationKey")]
+    destination_key: Option<String>,
+    #[serde(default, rename = "destinationBucket")]
+    destination_bucket: Option<String>,
+}
+
+/// `DELETE /object/:bucket`'s body.
+#[derive(Debug, Deserialize)]
+pub struct DeleteBody {
+    prefixes: Option<Vec<String>>,
+}
+
+/// `POST /object/sign/...`'s body.
+#[derive(Debug, Deserialize)]
+pub struct SignBody {
+    #[serde(rename = "expiresIn")]
+    expires_in: Option<Value>,
+    #[serde(default)]
+    paths: Option<Vec<String>>,
+}
+
+/// A bucket and a key.
+type Place = (String, String);
+
+/// An object's JSON, as delete and copy answer with it.
+fn object_json(o: &ObjectRow) -> Value {
+    json!({
+        "name": o.name,
+        "bucket_id": o.bucket_id,
+        "owner": o.owner.clone().unwrap_or_default(),
+        "owner_id": o.owner_id,
+        "version": o.version,
+        "id": o.id,
+        "updated_at": o.updated_at,
+        "created_at": o.created_at,
+        "last_accessed_at": o.last_accessed_at,
+        "metadata": o.metadata.as_deref().and_then(|m| serde_json::from_str::<Value>(m).ok()),
+        "user_metadata": o.user_metadata.as_deref().and_then(|m| serde_json::from_str::<Value>(m).ok()),
+    })
+}
+
+fn meta(o: &ObjectRow) -> Value {
+    o.metadata.as_deref().and_then(|m| serde_json::from_str(m).ok()).unwrap_or(Value::Null)
+}
+
+/// `expiresIn`: whole seconds, at least 1.
+fn expires_in(v: Option<&Value>) -> Result<u64, StorageError> {
+    v.and_then(Value::as_u64).filter(|n| *n >= 1 && *n < 10_u64.pow(10)).ok_or_else(|| match v {
+        None => StorageError::invalid_request("body must have required property 'expiresIn'"),
+        Some(_) => StorageError::invalid_parameter("expiresIn"),
+    })
+}
+
+impl Storage {
+    /// The bucket as the server sees it: its limits apply to every upload.
+    async fn bucket_settings(&self, bucket: &str) -> Result<super::store::Bucket, StorageError> {
+        self.store.bucket(None, bucket.to_owned()).await?.ok_or_else(StorageError::no_such_bucket)
+    }
+
+    /// Receives an upload for `bucket` within its limits.
+    async fn receive(
+        &self,
+        bucket: &super::store::Bucket,
+        headers: &HeaderMap,
+        body: Incoming,
+    ) -> Result<Upload, StorageError> {
+        let limit = bucket
+            .file_size_limit
+            .map_or(self.file_size_limit, |l| (l.max(0) as u64).min(self.file_size_limit));
+        let allowed = bucket.allowed_mime_types.clone();
+        let chunks = upload::chunks(body, self.idle);
+        upload::receive(&self.files, headers, chunks, limit, move |m| mime_allowed(allowed.as_deref(), m))
+            .await
+    }
+
+    /// Keeps an upload's bytes as a new version and writes its row (as `who`, or as the server);
+    /// the bytes it replaced go once the row is committed, the new ones if it is not.
+    async fn store_upload(
+        &self,
+        who: Option<Who>,
+        owner_id: Option<String>,
+        bucket: &str,
+        key: &str,
+        upload: Upload,
+        upsert: bool,
+    ) -> Result<String, StorageError> {
+        let version = crate::uuid_v4();
+        let size = upload.received.size;
+        let metadata = json!({
+            "eTag": format!("\"{}\"", version.replace('-', "")),
+            "size": size,
+            "mimetype": upload.mime,
+            "cacheControl": upload.cache_control,
+            "lastModified": super::time::iso(std::time::SystemTime::now()),
+            "contentLength": size,
+            "httpStatusCode": 200,
+        });
+        self.files.keep(upload.received, &version).await.map_err(|e| {
+            tracing::error!(error = %e, "an upload could not be kept in storage-dir");
+            StorageError::internal("The upload could not be stored")
+        })?;
+        let put = PutObject {
+            id: crate::uuid_v4(),
+            bucket_id: bucket.to_owned(),
+            name: key.to_owned(),
+            owner_id,
+            metadata: metadata.to_string(),
+            user_metadata: upload.user_metadata,
+            version: version.clone(),
+            upsert,
+        };
+        match self.store.put_object(who, put).await {
+            Ok(put) => {
+                self.files.remove(put.replaced).await;
+                Ok(put.id)
+            }
+            Err(e) => {
+                self.files.remove([version]).await;
+                Err(e)
+            }
+        }
+    }
+
+    pub(super) async fn upload(
+        &self,
+        who: Who,
+        headers: &HeaderMap,
+        body: Incoming,
+        bucket: &str,
+        key: &str,
+        upsert: bool,
+    ) -> Result<Response<Body>, StorageError> {
+        let settings = self.bucket_settings(bucket).await?;
+        let upload = self.receive(&settings, headers, body).await?;
+        let owner = who.sub.clone();
+        let id = self.store_upload(Some(who), owner, bucket, key, upload, upsert).await?;
+        Ok(answer(StatusCode::OK, &json!({ "Id": id, "Key": format!("{bucket}/{key}") })))
+    }
+
+    /// The object a download or info request names: as the caller for an authenticated
+    /// route of a private bucket; as the server for a public bucket.
+    async fn readable(
+        &self,
+        caller: Caller,
+        public: bool,
+        bucket: &str,
+        key: &str,
+    ) -> Result<ObjectRow, StorageError> {
+        let settings = self.store.bucket(None, bucket.to_owned()).await?;
+        let found = match settings {
+            Some(b) if b.public && (public || caller.is_err()) => {
+                self.store.object(None, bucket.to_owned(), key.to_owned()).await?
+            }
+            _ if public => return Err(StorageError::no_such_bucket()),
+            None => return Err(StorageError::no_such_bucket()),
+            Some(_) => self.store.object(Some(caller?), bucket.to_owned(), key.to_owned()).await?,
+        };
+        found.ok_or_else(StorageError::no_such_key)
+    }
+
+    pub(super) async fn download(
+        &self,
+        parts: &Parts,
+        caller: Caller,
+        public: bool,
+        bucket: &str,
+        key: &str,
+    ) -> Result<Response<Body>, StorageError> {
+        let object = self.readable(caller, public, bucket, key).await?;
+        self.send(parts, &object, None).await
+    }
+
+    /// An object's bytes with its headers: 304 for a current copy, 206 for a range.
+    async fn send(
+        &self,
+        parts: &Parts,
+        object: &ObjectRow,
+        expires: Option<u64>,
+    ) -> Result<Response<Body>, StorageError> {
+        let m = meta(object);
+        let version = object.version.as_deref().ok_or_else(StorageError::bytes_missing)?;
+        let len = self.files.size(version).await.ok_or_else(StorageError::bytes_missing)?;
+        let etag = m["eTag"].as_str().unwrap_or_default().to_owned();
+        let mut r = Response::new(Body::default());
+        let h = r.headers_mut();
+        let mime = m["mimetype"].as_str().unwrap_or("application/octet-stream");
+        // A stored page must not run as this origin's script.
+        let mime = if mime.to_ascii_lowercase().starts_with("text/html") { "text/plain" } else { mime };
+        h.insert(header::CONTENT_TYPE, value(mime));
+        h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+        h.insert("x-robots-tag", HeaderValue::from_static("none"));
+        if !etag.is_empty() {
+            h.insert(header::ETAG, value(&etag));
+        }
+        if let Some(at) = m["lastModified"].as_str().and_then(super::time::parse_iso) {
+            h.insert(header::LAST_MODIFIED, value(&httpdate::fmt_http_date(at)));
+        }
+        match expires {
+            Some(exp) => {
+                let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(exp);
+                h.insert(header::EXPIRES, value(&httpdate::fmt_http_date(at)));
+            }
+            None => {
+                if let Some(cc) = m["cacheControl"].as_str() {
+                    h.insert(header::CACHE_CONTROL, value(cc));
+                }
+            }
+        }
+        let query: Vec<(String, String)> =
+            form_urlencoded::parse(parts.uri.query().unwrap_or("").as_bytes()).into_owned().collect();
+        if let Some((_, name)) = query.iter().find(|(k, _)| k == "download") {
+            let disposition = match name.is_empty() {
+                true => "attachment;".to_owned(),
+                false => {
+                    let encoded =
+                        percent_encoding::utf8_percent_encode(name, percent_encoding::NON_ALPHANUMERIC);
+                    format!("attachment; filename={encoded}; filename*=UTF-8''{encoded}")
+                }
+            };
+            h.insert(header::CONTENT_DISPOSITION, value(&disposition));
+        }
+        let not_modified =
+            parts.headers.get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()).is_some_and(|v| {
+                v.split(',').any(|t| t.trim() == "*" || t.trim().trim_start_matches("W/") == etag)
+            });
+        if not_modified && !etag.is_empty() {
+            *r.status_mut() = StatusCode::NOT_MODIFIED;
+            return Ok(r);
+        }
+        let range = parts.headers.get(header::RANGE).and_then(|v| v.to_str().ok());
+        let (start, count) = match range.and_then(|v| crate::response::byte_range(v, len)) {
+            Some(Some((first, last))) => {
+                *r.status_mut() = StatusCode::PARTIAL_CONTENT;
+                r.headers_mut().insert(header::CONTENT_RANGE, value(&format!("bytes {first}-{last}/{len}")));
+                (first, last - first + 1)
+            }
+            Some(None) => return Err(StorageError::invalid_range()),
+            None => (0, len),
+        };
+        if parts.method == http::Method::HEAD {
+            r.headers_mut().insert(header::CONTENT_LENGTH, value(&count.to_string()));
+            return Ok(r);
+        }
+        *r.body_mut() =
+            self.files.read(version, start, count).await.map_err(|_| StorageError::bytes_missing())?;
+        Ok(r)
+    }
+
+    pub(super) async fn info(
+        &self,
+        caller: Caller,
+        public: bool,
+        bucket: &str,
+        key: &str,
+    ) -> Result<Response<Body>, StorageError> {
+        let o = self.readable(caller, public, bucket, key).await?;
+        let m = meta(&o);
+        Ok(answer(
+            StatusCode::OK,
+            &json!({
+                "id": o.id,
+                "name": o.name,
+                "version": o.version,
+                "bucket_id": o.bucket_id,
+                "size": m["size"],
+                "content_type": m["mimetype"],
+                "cache_control": m["cacheControl"],
+                "etag": m["eTag"],
+                "metadata": o.user_metadata.as_deref().and_then(|u| serde_json::from_str::<Value>(u).ok()).unwrap_or(json!({})),
+                "last_modified": o.updated_at,
+                "created_at": o.created_at,
+            }),
+        ))
+    }
+
+    pub(super) async fn list(
+        &self,
+        who: Who,
+        bucket: &str,
+        body: ListBody,
+    ) -> Result<Response<Body>, StorageError> {
+        valid_bucket(bucket)?;
+        let prefix = body
+            .prefix
+            .ok_or_else(|| StorageError::invalid_request("body must have required property 'prefix'"))?;
+        let prefix = match prefix.trim_start_matches('/') {
+            "" => String::new(),
+            p if p.ends_with('/') => p.to_owned(),
+            p => format!("{p}/"),
+        };
+        let sort = body.sort_by.unwrap_or(SortBy { column: None, order: None });
+        let column = match sort.column.as_deref().unwrap_or("name") {
+            "updated_at" => "updated_at",
+            "created_at" => "created_at",
+            "last_accessed_at" => "last_accessed_at",
+            _ => "name",
+        };
+        let query = ListQuery {
+            prefix,
+            search: body.search.unwrap_or_default(),
+            limit: body.limit.unwrap_or(100).clamp(1, 1500),
+            offset: body.offset.unwrap_or(0).max(0),
+            column,
+            descending: sort.order.as_deref().is_some_and(|o| o.eq_ignore_ascii_case("desc")),
+        };
+        let entries = self.store.list(who, bucket.to_owned(), query).await?;
+        let list: Vec<Value> = entries
+            .iter()
+            .map(|e| match &e.object {
+                Some(o) => json!({
+                    "name": e.name,
+                    "id": o.id,
+                    "updated_at": o.updated_at,
+                    "created_at": o.created_at,
+                    "last_accessed_at": o.last_accessed_at,
+                    "metadata": meta(o),
+                }),
+                None => json!({
+                    "name": e.name, "id": null, "updated_at": null, "created_at": null,
+                    "last_accessed_at": null, "metadata": null,
+                }),
+            })
+            .collect();
+        Ok(answer(StatusCode::OK, &Value::Array(list)))
+    }
+
+    /// The source and destination of a move or copy, checked.
+    fn endpoints(body: MoveBody) -> Result<(Place, Place), StorageError> {
+        let missing =
+            |f: &str| StorageError::invalid_request(format!("body must have required property '{f}'"));
+        let bucket = body.bucket_id.ok_or_else(|| missing("bucketId"))?;
+        let source = body.source_key.ok_or_else(|| missing("sourceKey"))?;
+        let destination = body.destination_key.ok_or_else(|| missing("destinationKey"))?;
+        let to_bucket = body.destination_bucket.unwrap_or_else(|| bucket.clone());
+        valid_bucket(&bucket)?;
+        valid_bucket(&to_bucket)?;
+        valid_key(&source)?;
+        valid_key(&destination)?;
+        Ok(((bucket, source), (to_bucket, destination)))
+    }
+
+    pub(super) async fn move_object(&self, who: Who, body: MoveBody) -> Result<Response<Body>, StorageError> {
+        let (from, to) = Self::endpoints(body)?;
+        if from.0 != to.0 {
+            self.bucket_settings(&to.0).await?;
+        }
+        match self.store.move_object(who, from, to).await {
+            Ok(true) => Ok(message("Successfully moved")),
+            Ok(false) => Err(StorageError::no_such_key()),
+            Err(e) if e.code == "ResourceAlreadyExists" => Err(StorageError::resource_exists()),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub(super) async fn copy_object(
+        &self,
+        who: Who,
+        headers: &HeaderMap,
+        body: MoveBody,
+    ) -> Result<Response<Body>, StorageError> {
+        let (from, to) = Self::endpoints(body)?;
+        let upsert = headers.get("x-upsert").and_then(|v| v.to_str().ok()) == Some("true");
+        let source = self.store.object(Some(who.clone()), from.0.clone(), from.1.clone()).await?;
+        let source = source.ok_or_else(StorageError::no_such_key)?;
+        let target = self.bucket_settings(&to.0).await?;
+        let m = meta(&source);
+        let mime = m["mimetype"].as_str().unwrap_or("application/octet-stream");
+        if !mime_allowed(target.allowed_mime_types.as_deref(), mime) {
+            return Err(StorageError::mime_not_allowed(mime));
+        }
+        let size = m["size"].as_u64().unwrap_or(0);
+        if target.file_size_limit.is_some_and(|l| size > l.max(0) as u64) {
+            return Err(StorageError::too_large());
+        }
+        let old_version = source.version.as_deref().ok_or_else(StorageError::bytes_missing)?;
+        let version = crate::uuid_v4();
+        self.files.duplicate(old_version, &version).await.map_err(|_| StorageError::bytes_missing())?;
+        let mut metadata = m.clone();
+        metadata["eTag"] = json!(format!("\"{}\"", version.replace('-', "")));
+        metadata["lastModified"] = json!(super::time::iso(std::time::SystemTime::now()));
+        let put = PutObject {
+            id: crate::uuid_v4(),
+            bucket_id: to.0.clone(),
+            name: to.1.clone(),
+            owner_id: who.sub.clone(),
+            metadata: metadata.to_string(),
+            user_metadata: source.user_metadata.clone(),
+            version: version.clone(),
+            upsert,
+        };
+        match self.store.put_object(Some(who), put).await {
+            Ok(put) => {
+                self.files.remove(put.replaced).await;
+                Ok(answer(StatusCode::OK, &json!({ "Id": put.id, "Key": format!("{}/{}", to.0, to.1) })))
+            }
+            Err(e) => {
+                self.files.remove([version]).await;
+                Err(e)
+            }
+        }
+    }
+
+    pub(super) async fn delete_one(
+        &self,
+        who: Who,
+        bucket: &str,
+        key: &str,
+    ) -> Result<Response<Body>, StorageError> {
+        if self.store.object(None, bucket.to_owned(), key.to_owned()).await?.is_none() {
+            return Err(StorageError::no_such_key());
+        }
+        let deleted = self.store.delete_objects(who, bucket.to_owned(), vec![key.to_owned()]).await?;
+        if deleted.is_empty() {
+            return Err(StorageError::access_denied("Access denied"));
+        }
+        self.files.remove(deleted.into_iter().filter_map(|o| o.version)).await;
+        Ok(message("Successfully deleted"))
+    }
+
+    pub(super) async fn delete_many(
+        &self,
+        who: Who,
+        bucket: &str,
+        body: DeleteBody,
+    ) -> Result<Response<Body>, StorageError> {
+        valid_bucket(bucket)?;
+        let names = body
+            .prefixes
+            .filter(|p| !p.is_empty())
+            .ok_or_else(|| StorageError::invalid_request("body/prefixes must NOT have fewer than 1 items"))?;
+        if names.len() > 1000 {
+            return Err(StorageError::invalid_request(
+                "Bulk object requests are limited to 1000 objects per request.",
+            ));
+        }
+        let deleted = self.store.delete_objects(who, bucket.to_owned(), names).await?;
+        let body = Value::Array(deleted.iter().map(object_json).collect());
+        self.files.remove(deleted.into_iter().filter_map(|o| o.version)).await;
+        Ok(answer(StatusCode::OK, &body))
+    }
+
+    pub(super) async fn sign(
+        &self,
+        who: Who,
+        bucket: &str,
+        key: &str,
+        body: SignBody,
+    ) -> Result<Response<Body>, StorageError> {
+        let expires = expires_in(body.expires_in.as_ref())?;
+        if self.store.object(Some(who), bucket.to_owned(), key.to_owned()).await?.is_none() {
+            return Err(StorageError::no_such_key());
+        }
+        Ok(answer(StatusCode::OK, &json!({ "signedURL": self.signed_url(bucket, key, expires) })))
+    }
+
+    /// A signed download URL of `bucket/key` for `expires` seconds, relative to `/storage/v1`.
+    fn signed_url(&self, bucket: &str, key: &str, expires: u64) -> String {
+        let url = format!("{bucket}/{key}");
+        let token = self.signer.sign(&Claims {
+            url: url.clone(),
+            scope: Some("download".into()),
+            owner: None,
+            upsert: None,
+            iat: now(),
+            exp: now() + expires,
+        });
+        format!("/object/sign/{url}?token={token}")
+    }
+
+    pub(super) async fn sign_many(
+        &self,
+        who: Who,
+        bucket: &str,
+        body: SignBody,
+    ) -> Result<Response<Body>, StorageError> {
+        valid_bucket(bucket)?;
+        let expires = expires_in(body.expires_in.as_ref())?;
+        let paths = body
+            .paths
+            .filter(|p| !p.is_empty() && p.len() <= 1000)
+            .ok_or_else(|| StorageError::invalid_request("body/paths must have between 1 and 1000 items"))?;
+        let visible = self.store.visible(who, bucket.to_owned(), paths.clone()).await?;
+        let answers: Vec<Value> = paths
+            .iter()
+            .map(|p| match visible.contains(p) {
+                true => json!({ "error": null, "path": p, "signedURL": self.signed_url(bucket, p, expires) }),
+                false => json!({
+                    "error": "Either the object does not exist or you do not have access to it",
+                    "path": p,
+                    "signedURL": null,
+                }),
+            })
+            .collect();
+        Ok(answer(StatusCode::OK, &Value::Array(answers)))
+    }
+
+    pub(super) async fn signed_download(
+        &self,
+        parts: &Parts,
+        bucket: &str,
+        key: &str,
+    ) -> Result<Response<Body>, StorageError> {
+        valid_bucket(bucket)?;
+        let token = token(parts)?;
+        let claims = self.signer.verify(&token, "download", &format!("{bucket}/{key}"))?;
+        let object = self.store.object(None, bucket.to_owned(), key.to_owned()).await?;
+        let object = object.ok_or_else(StorageError::no_such_key)?;
+        self.send(parts, &object, Some(claims.exp)).await
+    }
+
+    pub(super) async fn sign_upload(
+        &self,
+        who: Who,
+        headers: &HeaderMap,
+        bucket: &str,
+        key: &str,
+    ) -> Result<Response<Body>, StorageError> {
+        self.bucket_settings(bucket).await?;
+        let upsert = headers.get("x-upsert").and_then(|v| v.to_str().ok()) == Some("true");
+        if !upsert && self.store.object(None, bucket.to_owned(), key.to_owned()).await?.is_some() {
+            return Err(StorageError::key_exists());
+        }
+        let url = format!("{bucket}/{key}");
+        let token = self.signer.sign(&Claims {
+            url: url.clone(),
+            scope: Some("upload".into()),
+            owner: who.sub.clone(),
+            upsert: Some(upsert),
+            iat: now(),
+            exp: now() + 2 * 3600,
+        });
+        Ok(answer(
+            StatusCode::OK,
+            &json!({ "url": format!("/object/upload/sign/{url}?token={token}"), "token": token }),
+        ))
+    }
+
+    pub(super) async fn signed_upload(
+        &self,
+        parts: &Parts,
+        body: Incoming,
+        bucket: &str,
+        key: &str,
+    ) -> Result<Response<Body>, StorageError> {
+        let token = token(parts)?;
+        let claims = self.signer.verify(&token, "upload", &format!("{bucket}/{key}"))?;
+        let settings = self.bucket_settings(bucket).await?;
+        let upload = self.receive(&settings, &parts.headers, body).await?;
+        let upsert = claims.upsert.unwrap_or(false);
+        match self.store_upload(None, claims.owner, bucket, key, upload, upsert).await {
+            Ok(_) => Ok(answer(StatusCode::OK, &json!({ "Key": format!("{bucket}/{key}") }))),
+            Err(e) if e.code == "ResourceAlreadyExists" => Err(StorageError::key_exists()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// The `token` query parameter.
+fn token(parts: &Parts) -> Result<String, StorageError> {
+    form_urlencoded::parse(parts.uri.query().unwrap_or("").as_bytes())
+        .find(|(k, _)| k == "token")
+        .map(|(_, v)| v.into_owned())
+        .ok_or_else(|| StorageError::invalid_request("querystring must have required property 'token'"))
+}
+
+fn value(text: &str) -> HeaderValue {
+    HeaderValue::from_str(text).unwrap_or(HeaderValue::from_static(""))
+}
