@@ -159,9 +159,7 @@ impl Backend {
     pub fn storage_store(&self) -> Result<Arc<dyn crate::storage::store::StorageStore>, String> {
         match self {
             Backend::Postgres(pg) => Ok(Arc::new(pg.storage_store())),
-            Backend::Sqlite(_) => {
-                Err("storage is not available on SQLite yet (issue #21); use PostgreSQL".into())
-            }
+            Backend::Sqlite(lite) => Ok(Arc::new(lite.storage_store()?)),
         }
     }
 }

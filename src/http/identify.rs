@@ -64,7 +64,12 @@ pub async fn storage_caller(state: &AppState, headers: &HeaderMap) -> crate::sto
     let sub = serde_json::from_str::<serde_json::Value>(&principal.claims)
         .ok()
         .and_then(|c| c.get("sub").and_then(|s| s.as_str()).map(str::to_owned));
-    Ok(crate::storage::store::Who { role: principal.role, claims: principal.claims, sub })
+    Ok(crate::storage::store::Who {
+        role: principal.role,
+        claims: principal.claims,
+        sub,
+        anonymous: principal.anonymous,
+    })
 }
 
 /// `GET /rowgate/apikey`: describes the request's API key (401 without one, 403 if invalid).

@@ -18,6 +18,8 @@ pub struct Who {
     pub claims: Arc<str>,
     /// The `sub` claim, if a string.
     pub sub: Option<String>,
+    /// Whether no credentials were presented (the anonymous role).
+    pub anonymous: bool,
 }
 
 /// A bucket.
@@ -174,6 +176,18 @@ pub struct ListEntry {
     pub name: String,
     /// For an object, its row.
     pub object: Option<ObjectRow>,
+}
+
+/// Escapes `%`, `_` and `\` for a LIKE pattern with `\` as its escape.
+pub fn like_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// The storage's rows.

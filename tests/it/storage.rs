@@ -1,7 +1,8 @@
 //! Supabase Storage's API (`storage-enabled`) on PostgreSQL, installed by `rowgate storage
-//! install` and guarded by the row-level security policies a Supabase project writes: the
-//! real `@supabase/storage-js` client (tests/js/storage.test.mjs), and requests by hand for what
-//! the client does not show.
+//! install` and guarded by the row-level security policies a Supabase project writes, and on
+//! SQLite, guarded by the same rules written in the access rules file: the real
+//! `@supabase/storage-js` client (tests/js/storage.test.mjs) on both, and requests by hand for
+//! what the client does not show.
 
 use std::path::Path;
 use std::process::Command;
@@ -74,9 +75,50 @@ fn setup() {
     });
 }
 
+/// The PostgreSQL policies above, as access rules.
+const RULES: &str = r#"
+["storage.buckets"]
+select = { service_role = "true" }
+insert = { service_role = "true" }
+update = { service_role = "true" }
+delete = { service_role = "true" }
+["storage.objects"]
+select = { service_role = "true", authenticated = "folder=eq.@jwt.sub" }
+insert = { service_role = "true", authenticated = "folder=eq.@jwt.sub" }
+update = { service_role = "true", authenticated = "folder=eq.@jwt.sub" }
+delete = { service_role = "true", authenticated = "folder=eq.@jwt.sub" }
+"#;
+
+/// A storage server on a fresh SQLite file with [`RULES`].
+fn sqlite_base() -> &'static str {
+    static BASE: OnceLock<String> = OnceLock::new();
+    BASE.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap().keep();
+        let args = rowgate::config::ServeArgs {
+            storage_enabled: Some(true),
+            storage_dir: Some(dir.join("storage")),
+            ..Default::default()
+        };
+        crate::sqlite::serve_sqlite(
+            &dir.join("storage.db"),
+            "CREATE TABLE notes (id INTEGER PRIMARY KEY);",
+            RULES,
+            args,
+        )
+    })
+}
+
 #[test]
-fn storage_js_against_rowgate() {
-    let base = base();
+fn storage_js_against_rowgate_on_postgres() {
+    storage_js(base());
+}
+
+#[test]
+fn storage_js_against_rowgate_on_sqlite() {
+    storage_js(sqlite_base());
+}
+
+fn storage_js(base: &str) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/js");
     assert!(
         dir.join("node_modules/@supabase/storage-js").is_dir(),
@@ -100,18 +142,35 @@ fn storage_js_against_rowgate() {
 
 /// `(status, JSON body)` of a storage request.
 fn call(method: &str, path: &str, auth: Option<&str>, body: Option<&str>) -> (u16, Value) {
+    call_on(base(), method, path, auth, body)
+}
+
+/// [`call`] on the server at `base`.
+fn call_on(base: &str, method: &str, path: &str, auth: Option<&str>, body: Option<&str>) -> (u16, Value) {
     let bearer = auth.map(|t| format!("Bearer {t}"));
     let mut headers = vec![("content-type", "application/json")];
     if let Some(b) = &bearer {
         headers.push(("authorization", b));
     }
-    let r = send_to(base(), method, &format!("/storage/v1{path}"), &headers, body);
+    let r = send_to(base, method, &format!("/storage/v1{path}"), &headers, body);
     let v = if r.body.is_empty() { Value::Null } else { r.json() };
     (r.status, v)
 }
 
 #[test]
-fn errors_have_supabase_storage_s_shape() {
+fn errors_have_supabase_storage_s_shape_on_postgres() {
+    errors_have_supabase_storage_s_shape(base());
+}
+
+#[test]
+fn errors_have_supabase_storage_s_shape_on_sqlite() {
+    errors_have_supabase_storage_s_shape(sqlite_base());
+}
+
+fn errors_have_supabase_storage_s_shape(base: &str) {
+    let call = |method: &str, path: &str, auth: Option<&str>, body: Option<&str>| {
+        call_on(base, method, path, auth, body)
+    };
     let service = token(json!({"role": "service_role"}));
     assert_eq!(
         call("GET", "/bucket/no-such-bucket", Some(&service), None),

@@ -10,6 +10,7 @@ use tokio_postgres::{Client, Row};
 
 use super::pool::Db;
 use crate::storage::error::{from_api, StorageError};
+use crate::storage::store::like_escape;
 use crate::storage::store::{
     Bucket, BucketChange, BucketDeleted, BucketQuery, ListEntry, ListQuery, NewBucket, ObjectRow, Put,
     PutObject, StorageStore, Who,
@@ -516,16 +517,4 @@ impl StorageStore for PgStorage {
             .await
         })
     }
-}
-
-/// Escapes `%`, `_` and `\` for a LIKE pattern with `\` as its escape.
-fn like_escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if matches!(c, '%' | '_' | '\\') {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
 }

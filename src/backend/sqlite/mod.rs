@@ -11,6 +11,7 @@ pub mod db;
 pub mod introspect;
 pub mod rules;
 pub mod sql;
+pub mod storage;
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -37,7 +38,7 @@ pub struct SqliteBackend {
     /// The database.
     pub db: Arc<SqliteDb>,
     /// `db-rules`.
-    rules: Rules,
+    rules: Arc<Rules>,
     config: Arc<Config>,
 }
 
@@ -88,7 +89,12 @@ impl SqliteBackend {
                 Changed::Schema => cache.flush(),
             }));
         }
-        Ok(SqliteBackend { db, rules, config })
+        Ok(SqliteBackend { db, rules: Arc::new(rules), config })
+    }
+
+    /// Storage's rows in the file, under the rules' `storage.buckets` and `storage.objects`.
+    pub fn storage_store(&self) -> Result<storage::SqliteStorage, String> {
+        storage::SqliteStorage::open(self.db.clone(), self.rules.clone(), self.config.clone())
     }
 
     /// Flushes the response cache if another process has written the file: what it changed

@@ -61,6 +61,16 @@ impl<'r> Ctx<'r> {
 
 type Rendered = Result<(), Error>;
 
+/// A condition alone, as SQL with its parameters (`?1`, `?2`, ...): an access rule applied to
+/// a table rowgate queries itself (storage's rows).
+pub fn render_condition(c: &Condition) -> Result<(String, Vec<String>), Error> {
+    let rules = RowRules::new();
+    let mut ctx = Ctx::new(&rules);
+    let mut sql = String::new();
+    condition(c, &mut sql, &mut ctx)?;
+    Ok((sql, ctx.values))
+}
+
 fn unsupported(what: impl std::fmt::Display) -> Error {
     Error::api(code::UNSUPPORTED, format!("{what} is not supported on the SQLite backend"))
 }

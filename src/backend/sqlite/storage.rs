@@ -1,0 +1,726 @@
+//! SQLite's storage rows: tables `_rowgate_storage_buckets` and `_rowgate_storage_objects` in
+//! the SQLite file (hidden from the API by their prefix), with Supabase's columns and a
+//! generated `folder` (the first segment of an object's name). What a caller may do is what the
+//! access rules file says for `storage.buckets` and `storage.objects`, as PostgreSQL's
+//! row-level security would: reads see the rows the `select` rule keeps, an insert must satisfy
+//! the `insert` rule, an update touches the rows the `update` rule keeps and must still satisfy
+//! it, a delete removes the rows the `delete` rule keeps. What the server does on its own (a
+//! public bucket, a signed URL) reads and writes past the rules.
+
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
+use rusqlite::{Connection, OptionalExtension};
+
+use super::db::SqliteDb;
+use super::rules::{Access, Operation, Rules};
+use crate::auth::Principal;
+use crate::config::Config;
+use crate::plan::Condition;
+use crate::schema::{Column, QualifiedName, Relation, RelationKind, SchemaCache};
+use crate::storage::error::StorageError;
+use crate::storage::store::like_escape;
+use crate::storage::store::{
+    Bucket, BucketChange, BucketDeleted, BucketQuery, ListEntry, ListQuery, NewBucket, ObjectRow, Put,
+    PutObject, StorageStore, Who,
+};
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS _rowgate_storage_buckets (
+  id TEXT PRIMARY KEY,
+  name TEXT NOT NULL UNIQUE,
+  owner TEXT,
+  owner_id TEXT,
+  public BOOLEAN NOT NULL DEFAULT 0,
+  file_size_limit INTEGER,
+  allowed_mime_types JSON,
+  created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+  updated_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+);
+CREATE TABLE IF NOT EXISTS _rowgate_storage_objects (
+  id TEXT PRIMARY KEY,
+  bucket_id TEXT NOT NULL REFERENCES _rowgate_storage_buckets (id),
+  name TEXT NOT NULL,
+  owner TEXT,
+  owner_id TEXT,
+  version TEXT,
+  metadata JSON,
+  user_metadata JSON,
+  created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+  updated_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+  last_accessed_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+  folder TEXT GENERATED ALWAYS AS (CASE WHEN instr(name, '/') > 0 THEN substr(name, 1, instr(name, '/') - 1) END) VIRTUAL,
+  UNIQUE (bucket_id, name)
+);
+CREATE INDEX IF NOT EXISTS _rowgate_storage_objects_version ON _rowgate_storage_objects (version);";
+
+const BUCKETS: &str = "_rowgate_storage_buckets";
+const OBJECTS: &str = "_rowgate_storage_objects";
+const NOW: &str = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')";
+const BUCKET_COLUMNS: &str =
+    "id, name, owner, public, file_size_limit, allowed_mime_types, created_at, updated_at";
+const OBJECT_COLUMNS: &str =
+    "o.id, o.bucket_id, o.name, o.owner, o.owner_id, o.version, o.metadata, o.user_metadata, o.created_at, \
+     o.updated_at, o.last_accessed_at";
+
+/// Storage's rows in an SQLite file, under the access rules.
+pub struct SqliteStorage {
+    db: Arc<SqliteDb>,
+    rules: Arc<Rules>,
+    config: Arc<Config>,
+    /// The two tables as the rules see them: schema `storage`, `buckets` and `objects`.
+    schema: SchemaCache,
+}
+
+/// A rule as SQL: `(condition)` with its parameters, or `1` (every row).
+#[derive(Debug, Clone)]
+struct Rule {
+    sql: String,
+    values: Vec<String>,
+}
+
+impl Rule {
+    fn all() -> Rule {
+        Rule { sql: "1".into(), values: Vec::new() }
+    }
+}
+
+fn column(name: &str, declared: &str) -> Column {
+    Column {
+        name: name.to_owned(),
+        type_name: declared.to_ascii_lowercase(),
+        type_oid: 0,
+        kind: super::introspect::value_kind(declared),
+        nullable: true,
+        default: None,
+        comment: None,
+    }
+}
+
+/// The tables as relations of schema `storage`, for planning the rules' filters.
+fn rules_schema() -> SchemaCache {
+    let mut schema = SchemaCache::default();
+    let text = ["id", "name", "owner", "owner_id", "created_at", "updated_at"];
+    let mut buckets: Vec<Column> = text.iter().map(|c| column(c, "TEXT")).collect();
+    buckets.extend([
+        column("public", "BOOLEAN"),
+        column("file_size_limit", "INTEGER"),
+        column("allowed_mime_types", "JSON"),
+    ]);
+    let text = [
+        "id",
+        "bucket_id",
+        "name",
+        "owner",
+        "owner_id",
+        "version",
+        "created_at",
+        "updated_at",
+        "last_accessed_at",
+        "folder",
+    ];
+    let mut objects: Vec<Column> = text.iter().map(|c| column(c, "TEXT")).collect();
+    objects.extend([column("metadata", "JSON"), column("user_metadata", "JSON")]);
+    for (name, columns) in [("buckets", buckets), ("objects", objects)] {
+        let q = QualifiedName { schema: "storage".into(), name: name.into() };
+        let mut r = Relation::new(q.clone(), RelationKind::Table, columns);
+        r.primary_key = vec!["id".into()];
+        schema.relations.insert(q, Arc::new(r));
+    }
+    schema
+}
+
+/// The `sub` when it is a UUID (Supabase's `owner`).
+fn owner_uuid(sub: Option<&str>) -> Option<String> {
+    let s = sub?;
+    let shape = s.len() == 36
+        && s.chars().enumerate().all(|(i, c)| {
+            if [8, 13, 18, 23].contains(&i) {
+                c == '-'
+            } else {
+                c.is_ascii_hexdigit()
+            }
+        });
+    shape.then(|| s.to_owned())
+}
+
+fn failed(e: rusqlite::Error) -> StorageError {
+    match e.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::ConstraintViolation) => StorageError::resource_exists(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
+            StorageError::unavailable()
+        }
+        Some(rusqlite::ErrorCode::OperationInterrupted) => StorageError::database_timeout(),
+        _ => {
+            tracing::error!(error = %e, "a storage statement failed");
+            StorageError::internal(format!("database error: {e}"))
+        }
+    }
+}
+
+fn api_failed(e: crate::error::Error) -> StorageError {
+    crate::storage::error::from_api(&e)
+}
+
+/// What a rule refusing a write says.
+fn refused() -> StorageError {
+    StorageError::access_denied("new row violates row-level security policy")
+}
+
+fn bucket(r: &rusqlite::Row<'_>) -> rusqlite::Result<Bucket> {
+    let types: Option<String> = r.get(5)?;
+    Ok(Bucket {
+        id: r.get(0)?,
+        name: r.get(1)?,
+        owner: r.get(2)?,
+        public: r.get(3)?,
+        file_size_limit: r.get(4)?,
+        allowed_mime_types: types.and_then(|t| serde_json::from_str(&t).ok()),
+        created_at: r.get(6)?,
+        updated_at: r.get(7)?,
+    })
+}
+
+fn object(r: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<ObjectRow> {
+    Ok(ObjectRow {
+        id: r.get(first)?,
+        bucket_id: r.get(first + 1)?,
+        name: r.get(first + 2)?,
+        owner: r.get(first + 3)?,
+        owner_id: r.get(first + 4)?,
+        version: r.get(first + 5)?,
+        metadata: r.get(first + 6)?,
+        user_metadata: r.get(first + 7)?,
+        created_at: r.get(first + 8)?,
+        updated_at: r.get(first + 9)?,
+        last_accessed_at: r.get(first + 10)?,
+    })
+}
+
+/// SQL text whose parameters are the rule's first, then those pushed.
+struct Query {
+    sql: String,
+    values: Vec<String>,
+}
+
+impl Query {
+    fn new(sql: impl Into<String>) -> Query {
+        Query { sql: sql.into(), values: Vec::new() }
+    }
+
+    /// Appends `text`, then a parameter.
+    fn bind(&mut self, text: &str, value: impl Into<String>) -> &mut Query {
+        self.sql.push_str(text);
+        self.values.push(value.into());
+        self.sql.push('?');
+        self.sql.push_str(&self.values.len().to_string());
+        self
+    }
+
+    /// Appends text.
+    fn text(&mut self, text: &str) -> &mut Query {
+        self.sql.push_str(text);
+        self
+    }
+
+    /// Appends ` AND <rule>`, renumbering its parameters after those already bound.
+    fn rule(&mut self, rule: &Rule) -> &mut Query {
+        let offset = self.values.len();
+        let mut sql = rule.sql.clone();
+        // Highest first, so that ?1 does not rewrite the start of ?12.
+        for i in (1..=rule.values.len()).rev() {
+            sql = sql.replace(&format!("?{i}"), &format!("?#{}", i + offset));
+        }
+        self.sql.push_str(" AND (");
+        self.sql.push_str(&sql.replace("?#", "?"));
+        self.sql.push(')');
+        self.values.extend(rule.values.iter().cloned());
+        self
+    }
+
+    fn params(&self) -> rusqlite::ParamsFromIter<std::slice::Iter<'_, String>> {
+        rusqlite::params_from_iter(self.values.iter())
+    }
+}
+
+impl SqliteStorage {
+    /// The store in `db`, its tables created first.
+    pub fn open(db: Arc<SqliteDb>, rules: Arc<Rules>, config: Arc<Config>) -> Result<SqliteStorage, String> {
+        db.setup(SCHEMA).map_err(|e| format!("creating the storage tables: {e}"))?;
+        Ok(SqliteStorage { db, rules, config, schema: rules_schema() })
+    }
+
+    /// What `who` may touch of `table` (`buckets` or `objects`) by `op`.
+    fn rule(&self, who: &Who, table: &str, op: Operation) -> Result<Rule, StorageError> {
+        let principal =
+            Principal { role: who.role.clone(), claims: who.claims.clone(), anonymous: who.anonymous };
+        let key = format!("storage.{table}");
+        let filters = match self.rules.access(&principal, &key, op) {
+            Access::Denied => {
+                return Err(StorageError::access_denied(format!("permission denied for table {table}")))
+            }
+            Access::All => return Ok(Rule::all()),
+            Access::Rows(filters) => filters,
+        };
+        let relation = self.schema.relation("storage", table).expect("the storage tables");
+        let mut any = Vec::new();
+        for query in &filters {
+            let mut all =
+                crate::plan::row_filter(relation, &self.schema, query, &self.config).map_err(api_failed)?;
+            if super::rules::bind_claims(&mut all, &who.claims) {
+                any.push(Condition::Logic {
+                    negated: false,
+                    op: rowgate_request::LogicOp::And,
+                    children: all,
+                });
+            }
+        }
+        let c = Condition::Logic { negated: false, op: rowgate_request::LogicOp::Or, children: any };
+        let (sql, values) = super::sql::render_condition(&c).map_err(api_failed)?;
+        Ok(Rule { sql, values })
+    }
+
+    /// A read on a reader connection.
+    async fn read<T: Send + 'static>(
+        &self,
+        f: impl Fn(&Connection) -> rusqlite::Result<T> + Send + 'static,
+    ) -> Result<T, StorageError> {
+        self.db.with_reader(f).await.map_err(api_failed)
+    }
+
+    /// A write in a savepoint of the writer's transaction: all of it, or nothing.
+    async fn write<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, StorageError> + Send + 'static,
+    ) -> Result<T, StorageError> {
+        let result = self
+            .db
+            .with_writer(move |c| {
+                let inner = (|| {
+                    c.execute_batch("SAVEPOINT rowgate_storage").map_err(failed)?;
+                    let result = f(c);
+                    if result.is_err() {
+                        c.execute_batch("ROLLBACK TO rowgate_storage").map_err(failed)?;
+                    }
+                    c.execute_batch("RELEASE rowgate_storage").map_err(failed)?;
+                    result
+                })();
+                Ok(inner)
+            })
+            .await
+            .map_err(api_failed)?;
+        result
+    }
+}
+
+/// Whether the row `rowid` of `table` satisfies `rule`.
+fn holds(c: &Connection, table: &str, rowid: i64, rule: &Rule) -> Result<bool, StorageError> {
+    let mut q = Query::new(format!("SELECT EXISTS (SELECT 1 FROM {table} WHERE 1"));
+    q.bind(" AND rowid = ", rowid.to_string()).rule(rule).text(")");
+    c.query_row(&q.sql, q.params(), |r| r.get(0)).map_err(failed)
+}
+
+impl StorageStore for SqliteStorage {
+    fn list_buckets(&self, who: Who, query: BucketQuery) -> BoxFuture<'_, Result<Vec<Bucket>, StorageError>> {
+        Box::pin(async move {
+            let rule = self.rule(&who, "buckets", Operation::Select)?;
+            let mut q = Query::new(format!("SELECT {BUCKET_COLUMNS} FROM {BUCKETS} WHERE 1"));
+            q.rule(&rule);
+            if let Some(search) = &query.search {
+                q.bind(" AND name LIKE '%' || ", like_escape(search)).text(" || '%' ESCAPE '\\'");
+            }
+            let order = if query.descending { "DESC" } else { "ASC" };
+            q.text(&format!(" ORDER BY {} {order}", query.sort_column.unwrap_or("name")));
+            q.text(&format!(" LIMIT {} OFFSET {}", query.limit.unwrap_or(-1), query.offset.unwrap_or(0)));
+            self.read(move |c| c.prepare(&q.sql)?.query_map(q.params(), bucket)?.collect()).await
+        })
+    }
+
+    fn bucket(&self, who: Option<Who>, id: String) -> BoxFuture<'_, Result<Option<Bucket>, StorageError>> {
+        Box::pin(async move {
+            let rule = match &who {
+                Some(w) => self.rule(w, "buckets", Operation::Select)?,
+                None => Rule::all(),
+            };
+            let mut q = Query::new(format!("SELECT {BUCKET_COLUMNS} FROM {BUCKETS} WHERE 1"));
+            q.bind(" AND id = ", id).rule(&rule);
+            self.read(move |c| c.query_row(&q.sql, q.params(), bucket).optional()).await
+        })
+    }
+
+    fn create_bucket(&self, who: Who, b: NewBucket) -> BoxFuture<'_, Result<(), StorageError>> {
+        Box::pin(async move {
+            let rule = self.rule(&who, "buckets", Operation::Insert)?;
+            let types = b.allowed_mime_types.map(|t| serde_json::to_string(&t).unwrap_or_default());
+            self.write(move |c| {
+                let inserted = c.execute(
+                    &format!(
+                        "INSERT INTO {BUCKETS} (id, name, owner, owner_id, public, file_size_limit, allowed_mime_types) \
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
+                    ),
+                    rusqlite::params![b.id, b.name, owner_uuid(who.sub.as_deref()), who.sub, b.public, b.file_size_limit, types],
+                );
+                match inserted {
+                    Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::ConstraintViolation) => {
+                        return Err(StorageError::bucket_exists())
+                    }
+                    other => other.map_err(failed)?,
+                };
+                match holds(c, BUCKETS, c.last_insert_rowid(), &rule)? {
+                    true => Ok(()),
+                    false => Err(refused()),
+                }
+            })
+            .await
+        })
+    }
+
+    fn update_bucket(
+        &self,
+        who: Who,
+        id: String,
+        change: BucketChange,
+    ) -> BoxFuture<'_, Result<bool, StorageError>> {
+        Box::pin(async move {
+            let rule = self.rule(&who, "buckets", Operation::Update)?;
+            self.write(move |c| {
+                let mut q = Query::new(format!("SELECT rowid FROM {BUCKETS} WHERE 1"));
+                q.bind(" AND id = ", id).rule(&rule);
+                let Some(rowid) =
+                    c.query_row(&q.sql, q.params(), |r| r.get::<_, i64>(0)).optional().map_err(failed)?
+                else {
+                    return Ok(false);
+                };
+                if let Some(public) = change.public {
+                    c.execute(
+                        &format!("UPDATE {BUCKETS} SET public = ?2 WHERE rowid = ?1"),
+                        rusqlite::params![rowid, public],
+                    )
+                    .map_err(failed)?;
+                }
+                if let Some(limit) = change.file_size_limit {
+                    c.execute(
+                        &format!("UPDATE {BUCKETS} SET file_size_limit = ?2 WHERE rowid = ?1"),
+                        rusqlite::params![rowid, limit],
+                    )
+                    .map_err(failed)?;
+                }
+                if let Some(types) = change.allowed_mime_types {
+                    let types = types.map(|t| serde_json::to_string(&t).unwrap_or_default());
+                    c.execute(
+                        &format!("UPDATE {BUCKETS} SET allowed_mime_types = ?2 WHERE rowid = ?1"),
+                        rusqlite::params![rowid, types],
+                    )
+                    .map_err(failed)?;
+                }
+                c.execute(&format!("UPDATE {BUCKETS} SET updated_at = {NOW} WHERE rowid = ?1"), [rowid])
+                    .map_err(failed)?;
+                match holds(c, BUCKETS, rowid, &rule)? {
+                    true => Ok(true),
+                    false => Err(refused()),
+                }
+            })
+            .await
+        })
+    }
+
+    fn delete_bucket(&self, who: Who, id: String) -> BoxFuture<'_, Result<BucketDeleted, StorageError>> {
+        Box::pin(async move {
+            let rule = self.rule(&who, "buckets", Operation::Delete)?;
+            self.write(move |c| {
+                let used: bool = c
+                    .query_row(
+                        &format!("SELECT EXISTS (SELECT 1 FROM {OBJECTS} WHERE bucket_id = ?1)"),
+                        [&id],
+                        |r| r.get(0),
+                    )
+                    .map_err(failed)?;
+                if used {
+                    // Objects refer to their bucket, whether or not the caller may see them.
+                    let mut q = Query::new(format!("SELECT EXISTS (SELECT 1 FROM {BUCKETS} WHERE 1"));
+                    q.bind(" AND id = ", id).rule(&rule).text(")");
+                    let deletable: bool = c.query_row(&q.sql, q.params(), |r| r.get(0)).map_err(failed)?;
+                    return Ok(if deletable { BucketDeleted::NotEmpty } else { BucketDeleted::NotFound });
+                }
+                let mut q = Query::new(format!("DELETE FROM {BUCKETS} WHERE 1"));
+                q.bind(" AND id = ", id).rule(&rule);
+                match c.execute(&q.sql, q.params()).map_err(failed)? {
+                    0 => Ok(BucketDeleted::NotFound),
+                    _ => Ok(BucketDeleted::Deleted),
+                }
+            })
+            .await
+        })
+    }
+
+    fn object(
+        &self,
+        who: Option<Who>,
+        bucket: String,
+        name: String,
+    ) -> BoxFuture<'_, Result<Option<ObjectRow>, StorageError>> {
+        Box::pin(async move {
+            let rule = match &who {
+                Some(w) => self.rule(w, "objects", Operation::Select)?,
+                None => Rule::all(),
+            };
+            let mut q = Query::new(format!("SELECT {OBJECT_COLUMNS} FROM {OBJECTS} o WHERE 1"));
+            q.bind(" AND o.bucket_id = ", bucket).bind(" AND o.name = ", name).rule(&rule);
+            self.read(move |c| c.query_row(&q.sql, q.params(), |r| object(r, 0)).optional()).await
+        })
+    }
+
+    fn put_object(&self, who: Option<Who>, put: PutObject) -> BoxFuture<'_, Result<Put, StorageError>> {
+        Box::pin(async move {
+            let (insert_rule, update_rule) = match &who {
+                Some(w) => (
+                    Some(self.rule(w, "objects", Operation::Insert)),
+                    Some(self.rule(w, "objects", Operation::Update)),
+                ),
+                None => (None, None),
+            };
+            self.write(move |c| {
+                let existing: Option<(i64, Option<String>, String)> = c
+                    .query_row(
+                        &format!("SELECT rowid, version, id FROM {OBJECTS} WHERE bucket_id = ?1 AND name = ?2"),
+                        [&put.bucket_id, &put.name],
+                        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                    )
+                    .optional()
+                    .map_err(failed)?;
+                let owner = owner_uuid(put.owner_id.as_deref());
+                match existing {
+                    Some(_) if !put.upsert => Err(StorageError::key_exists()),
+                    Some((rowid, replaced, id)) => {
+                        if let Some(rule) = update_rule {
+                            let rule = rule?;
+                            if !holds(c, OBJECTS, rowid, &rule)? {
+                                return Err(refused());
+                            }
+                            replace(c, rowid, &put, owner)?;
+                            if !holds(c, OBJECTS, rowid, &rule)? {
+                                return Err(refused());
+                            }
+                        } else {
+                            replace(c, rowid, &put, owner)?;
+                        }
+                        Ok(Put { id, replaced })
+                    }
+                    None => {
+                        c.execute(
+                            &format!(
+                                "INSERT INTO {OBJECTS} (id, bucket_id, name, owner, owner_id, metadata, user_metadata, version) \
+                                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
+                            ),
+                            rusqlite::params![put.id, put.bucket_id, put.name, owner, put.owner_id, put.metadata, put.user_metadata, put.version],
+                        )
+                        .map_err(failed)?;
+                        if let Some(rule) = insert_rule {
+                            if !holds(c, OBJECTS, c.last_insert_rowid(), &rule?)? {
+                                return Err(refused());
+                            }
+                        }
+                        Ok(Put { id: put.id, replaced: None })
+                    }
+                }
+            })
+            .await
+        })
+    }
+
+    fn delete_objects(
+        &self,
+        who: Who,
+        bucket: String,
+        names: Vec<String>,
+    ) -> BoxFuture<'_, Result<Vec<ObjectRow>, StorageError>> {
+        Box::pin(async move {
+            let rule = self.rule(&who, "objects", Operation::Delete)?;
+            let names = serde_json::to_string(&names).unwrap_or_default();
+            self.write(move |c| {
+                let mut q = Query::new(format!("DELETE FROM {OBJECTS} AS o WHERE 1"));
+                q.bind(" AND o.bucket_id = ", bucket)
+                    .bind(" AND o.name IN (SELECT value FROM json_each(", names)
+                    .text("))")
+                    .rule(&rule)
+                    .text(&format!(" RETURNING {}", OBJECT_COLUMNS.replace("o.", "")));
+                let mut s = c.prepare(&q.sql).map_err(failed)?;
+                let rows = s.query_map(q.params(), |r| object(r, 0)).map_err(failed)?;
+                rows.collect::<rusqlite::Result<Vec<_>>>().map_err(failed)
+            })
+            .await
+        })
+    }
+
+    fn empty_bucket(&self, who: Who, bucket: String) -> BoxFuture<'_, Result<Vec<String>, StorageError>> {
+        Box::pin(async move {
+            let rule = self.rule(&who, "objects", Operation::Delete)?;
+            self.write(move |c| {
+                let mut q = Query::new(format!("DELETE FROM {OBJECTS} WHERE 1"));
+                q.bind(" AND bucket_id = ", bucket).rule(&rule).text(" RETURNING version");
+                let mut s = c.prepare(&q.sql).map_err(failed)?;
+                let rows = s.query_map(q.params(), |r| r.get::<_, Option<String>>(0)).map_err(failed)?;
+                Ok(rows.filter_map(|r| r.ok().flatten()).collect())
+            })
+            .await
+        })
+    }
+
+    fn move_object(
+        &self,
+        who: Who,
+        from: (String, String),
+        to: (String, String),
+    ) -> BoxFuture<'_, Result<bool, StorageError>> {
+        Box::pin(async move {
+            let rule = self.rule(&who, "objects", Operation::Update)?;
+            self.write(move |c| {
+                let mut q = Query::new(format!("SELECT rowid FROM {OBJECTS} WHERE 1"));
+                q.bind(" AND bucket_id = ", from.0).bind(" AND name = ", from.1).rule(&rule);
+                let Some(rowid) = c.query_row(&q.sql, q.params(), |r| r.get::<_, i64>(0)).optional().map_err(failed)? else {
+                    return Ok(false);
+                };
+                c.execute(
+                    &format!(
+                        "UPDATE {OBJECTS} SET bucket_id = ?2, name = ?3, owner = ?4, owner_id = ?5, updated_at = {NOW} \
+                         WHERE rowid = ?1"
+                    ),
+                    rusqlite::params![rowid, to.0, to.1, owner_uuid(who.sub.as_deref()), who.sub],
+                )
+                .map_err(failed)?;
+                match holds(c, OBJECTS, rowid, &rule)? {
+                    true => Ok(true),
+                    false => Err(refused()),
+                }
+            })
+            .await
+        })
+    }
+
+    fn list(
+        &self,
+        who: Who,
+        bucket: String,
+        query: ListQuery,
+    ) -> BoxFuture<'_, Result<Vec<ListEntry>, StorageError>> {
+        Box::pin(async move {
+            let rule = self.rule(&who, "objects", Operation::Select)?;
+            let pattern = format!("{}%", like_escape(&format!("{}{}", query.prefix, query.search)));
+            let mut q = Query::new("WITH m AS (SELECT o.rowid AS rid, o.*, substr(o.name, length(");
+            q.bind("", query.prefix.clone())
+                .text(&format!(") + 1) AS rest FROM {OBJECTS} o WHERE 1"))
+                .bind(" AND o.bucket_id = ", bucket)
+                .bind(" AND o.name LIKE ", pattern)
+                .text(" ESCAPE '\\'")
+                .rule(&rule);
+            let order = match (query.column, query.descending) {
+                ("name", d) => format!("lower(e.entry) {}", if d { "DESC" } else { "ASC" }),
+                (column, d) => format!(
+                    "(e.rid IS NULL) DESC, CASE WHEN e.rid IS NULL THEN e.entry END, o.{column} {}",
+                    if d { "DESC" } else { "ASC" }
+                ),
+            };
+            q.text(&format!(
+                "), e AS (SELECT DISTINCT substr(rest, 1, instr(rest, '/') - 1) AS entry, NULL AS rid FROM m \
+                 WHERE instr(rest, '/') > 0 UNION ALL SELECT rest, rid FROM m WHERE instr(rest, '/') = 0) \
+                 SELECT e.entry, {OBJECT_COLUMNS} FROM e LEFT JOIN {OBJECTS} o ON o.rowid = e.rid \
+                 ORDER BY {order} LIMIT {} OFFSET {}",
+                query.limit, query.offset
+            ));
+            self.read(move |c| {
+                let mut s = c.prepare(&q.sql)?;
+                let rows = s.query_map(q.params(), |r| {
+                    let id: Option<String> = r.get(1)?;
+                    Ok(ListEntry {
+                        name: r.get(0)?,
+                        object: if id.is_some() { Some(object(r, 1)?) } else { None },
+                    })
+                })?;
+                rows.collect()
+            })
+            .await
+        })
+    }
+
+    fn versions_in_use(&self, versions: Vec<String>) -> BoxFuture<'_, Result<Vec<String>, StorageError>> {
+        Box::pin(async move {
+            let list = serde_json::to_string(&versions).unwrap_or_default();
+            self.read(move |c| {
+                let mut s = c.prepare(&format!(
+                    "SELECT version FROM {OBJECTS} WHERE version IN (SELECT value FROM json_each(?1))"
+                ))?;
+                let rows = s.query_map([&list], |r| r.get(0))?;
+                rows.collect()
+            })
+            .await
+        })
+    }
+
+    fn visible(
+        &self,
+        who: Who,
+        bucket: String,
+        names: Vec<String>,
+    ) -> BoxFuture<'_, Result<Vec<String>, StorageError>> {
+        Box::pin(async move {
+            let rule = self.rule(&who, "objects", Operation::Select)?;
+            let names = serde_json::to_string(&names).unwrap_or_default();
+            let mut q = Query::new(format!("SELECT name FROM {OBJECTS} WHERE 1"));
+            q.bind(" AND bucket_id = ", bucket)
+                .bind(" AND name IN (SELECT value FROM json_each(", names)
+                .text("))")
+                .rule(&rule);
+            self.read(move |c| {
+                let mut s = c.prepare(&q.sql)?;
+                let rows = s.query_map(q.params(), |r| r.get(0))?;
+                rows.collect()
+            })
+            .await
+        })
+    }
+}
+
+/// Writes `put` over the row `rowid`.
+fn replace(c: &Connection, rowid: i64, put: &PutObject, owner: Option<String>) -> Result<(), StorageError> {
+    c.execute(
+        &format!(
+            "UPDATE {OBJECTS} SET metadata = ?2, user_metadata = ?3, version = ?4, owner = ?5, owner_id = ?6, \
+             updated_at = {NOW} WHERE rowid = ?1"
+        ),
+        rusqlite::params![rowid, put.metadata, put.user_metadata, put.version, owner, put.owner_id],
+    )
+    .map(drop)
+    .map_err(failed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rule_s_parameters_follow_those_bound_before_it() {
+        let values: Vec<String> = (1..=12).map(|i| format!("r{i}")).collect();
+        let sql = (1..=12).map(|i| format!("c{i} = ?{i}")).collect::<Vec<_>>().join(" AND ");
+        let rule = Rule { sql, values };
+        let mut q = Query::new("SELECT 1 WHERE 1");
+        q.bind(" AND a = ", "x").bind(" AND b = ", "y").rule(&rule);
+        assert!(
+            q.sql.starts_with("SELECT 1 WHERE 1 AND a = ?1 AND b = ?2 AND (c1 = ?3 AND c2 = ?4"),
+            "{}",
+            q.sql
+        );
+        assert!(q.sql.ends_with("c10 = ?12 AND c11 = ?13 AND c12 = ?14)"), "{}", q.sql);
+        assert_eq!(q.values.len(), 14);
+        assert_eq!((q.values[2].as_str(), q.values[13].as_str()), ("r1", "r12"));
+    }
+
+    #[test]
+    fn owners_are_uuids_only() {
+        assert_eq!(
+            owner_uuid(Some("6f1d6c6e-1111-4c49-9c47-5e5d3b2a1a11")).as_deref(),
+            Some("6f1d6c6e-1111-4c49-9c47-5e5d3b2a1a11")
+        );
+        assert_eq!(owner_uuid(Some("alice")), None);
+        assert_eq!(owner_uuid(None), None);
+    }
+}
