@@ -101,6 +101,7 @@ fn storage(config: &Config, backend: &Backend) -> Result<Option<Arc<crate::stora
         &secret,
         config.storage_file_size_limit,
         config.server_read_timeout,
+        config.storage_transform_cache_size,
     ));
     storage.spawn_sweeper();
     Ok(Some(storage))

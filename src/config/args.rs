@@ -54,6 +54,13 @@ pub struct ServeArgs {
     /// The largest object any bucket takes, in bytes [default: 52428800].
     #[arg(long = "storage-file-size-limit", env = "ROWGATE_STORAGE_FILE_SIZE_LIMIT", value_name = "BYTES")]
     pub storage_file_size_limit: Option<u64>,
+    /// How many bytes of transformed images are kept for reuse [default: 67108864].
+    #[arg(
+        long = "storage-transform-cache-size",
+        env = "ROWGATE_STORAGE_TRANSFORM_CACHE_SIZE",
+        value_name = "BYTES"
+    )]
+    pub storage_transform_cache_size: Option<u64>,
     /// Serve the files of this directory (PocketBase's `pb_public`) under `static-prefix`.
     #[arg(long = "static-dir", env = "ROWGATE_STATIC_DIR", value_name = "DIR")]
     pub static_dir: Option<PathBuf>,

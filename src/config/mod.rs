@@ -222,6 +222,8 @@ pub struct Config {
     pub storage_dir: PathBuf,
     /// `storage-file-size-limit`.
     pub storage_file_size_limit: u64,
+    /// `storage-transform-cache-size`, in bytes.
+    pub storage_transform_cache_size: u64,
     /// `static-dir`, if files are served.
     pub static_dir: Option<PathBuf>,
     /// `static-prefix`: `/` or `/path` (no trailing slash).
@@ -454,6 +456,10 @@ impl Config {
                 .storage_file_size_limit
                 .or(file.storage_file_size_limit)
                 .unwrap_or(50 * 1024 * 1024),
+            storage_transform_cache_size: a
+                .storage_transform_cache_size
+                .or(file.storage_transform_cache_size)
+                .unwrap_or(64 * 1024 * 1024),
             static_dir,
             static_prefix,
             api_prefix,

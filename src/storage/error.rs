@@ -152,6 +152,18 @@ impl StorageError {
             .with_http(StatusCode::SERVICE_UNAVAILABLE)
     }
 
+    /// A transform's source that is no image, or a broken one (imgproxy's 422, passed on).
+    pub fn image_invalid() -> Self {
+        Self::new("422", "ImageProcessingError", "InvalidImage", "Invalid source image")
+            .with_http(StatusCode::UNPROCESSABLE_ENTITY)
+    }
+
+    /// A transform's source past the byte or pixel budget.
+    pub fn image_too_big() -> Self {
+        Self::new("422", "ImageProcessingError", "InvalidImage", "Source image resolution is too big")
+            .with_http(StatusCode::UNPROCESSABLE_ENTITY)
+    }
+
     /// A failure on rowgate's side (HTTP 500).
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new("500", "internal", "InternalError", message).with_http(StatusCode::INTERNAL_SERVER_ERROR)

@@ -3,16 +3,20 @@
 //! [`StorageStore`] (so its row-level security, or the access rules, decide); bytes live in
 //! [`Files`] under `storage-dir`.
 //!
-//! `buckets.rs` and `objects.rs` answer the routes; `upload.rs` reads an upload's body;
-//! `signed.rs` makes and checks signed URLs' tokens.
+//! `buckets.rs`, `objects.rs`, `sign.rs` and `render.rs` answer the routes; `upload.rs` reads
+//! an upload's body; `signed.rs` makes and checks signed URLs' tokens; `transform.rs` resizes
+//! images.
 
 mod buckets;
 pub mod error;
 pub mod files;
 mod objects;
+mod render;
+mod sign;
 pub mod signed;
 pub mod store;
 pub mod time;
+pub mod transform;
 pub mod upload;
 
 use std::sync::Arc;
@@ -38,6 +42,7 @@ pub struct Storage {
     file_size_limit: u64,
     /// How long an upload's body may stall.
     idle: Duration,
+    renderer: transform::Renderer,
 }
 
 /// A request's caller: who it runs as, or why it cannot run as anyone.
@@ -51,8 +56,10 @@ impl Storage {
         secret: &[u8],
         file_size_limit: u64,
         idle: Duration,
+        transform_cache: u64,
     ) -> Storage {
-        Storage { store, files, signer: Signer::new(secret), file_size_limit, idle }
+        let renderer = transform::Renderer::new(transform_cache);
+        Storage { store, files, signer: Signer::new(secret), file_size_limit, idle, renderer }
     }
 
     /// Sweeps, every hour, stored files no row names (an upload a crash cut short) once they are
@@ -167,9 +174,9 @@ impl Storage {
                 let (bucket, key) = bucket_and_key(&segments[1..].join("/"))?;
                 self.delete_one(caller?, &bucket, &key).await
             }
-            (_, ["render", ..]) => Err(StorageError::invalid_request(
-                "Image transformations are not supported by this server yet",
-            )),
+            (&Method::GET | &Method::HEAD, ["render", "image", scope, rest]) => {
+                self.render(parts, caller, scope, rest).await
+            }
             _ => Err(no_route()),
         }
     }

@@ -1,5 +1,5 @@
-//! `/object` routes: upload, download (authenticated, public, signed), info, list, move, copy,
-//! delete, and signed URLs for download and upload.
+//! `/object` routes: upload, download (authenticated and public), info, list, move, copy,
+//! delete; and the headers an object is sent with.
 
 use http::request::Parts;
 use http::{header, HeaderMap, HeaderValue, Response, StatusCode};
@@ -8,7 +8,6 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::error::StorageError;
-use super::signed::{now, Claims};
 use super::store::{ListQuery, ObjectRow, PutObject, Who};
 use super::upload::{self, mime_allowed, Upload};
 use super::{answer, message, valid_bucket, valid_key, Caller, Storage};
@@ -53,15 +52,6 @@ pub struct DeleteBody {
     prefixes: Option<Vec<String>>,
 }
 
-/// `POST /object/sign/...`'s body.
-#[derive(Debug, Deserialize)]
-pub struct SignBody {
-    #[serde(rename = "expiresIn")]
-    expires_in: Option<Value>,
-    #[serde(default)]
-    paths: Option<Vec<String>>,
-}
-
 /// A bucket and a key.
 type Place = (String, String);
 
@@ -82,26 +72,18 @@ fn object_json(o: &ObjectRow) -> Value {
     })
 }
 
-fn meta(o: &ObjectRow) -> Value {
+pub(super) fn meta(o: &ObjectRow) -> Value {
     o.metadata.as_deref().and_then(|m| serde_json::from_str(m).ok()).unwrap_or(Value::Null)
-}
-
-/// `expiresIn`: whole seconds, at least 1.
-fn expires_in(v: Option<&Value>) -> Result<u64, StorageError> {
-    v.and_then(Value::as_u64).filter(|n| *n >= 1 && *n < 10_u64.pow(10)).ok_or_else(|| match v {
-        None => StorageError::invalid_request("body must have required property 'expiresIn'"),
-        Some(_) => StorageError::invalid_parameter("expiresIn"),
-    })
 }
 
 impl Storage {
     /// The bucket as the server sees it: its limits apply to every upload.
-    async fn bucket_settings(&self, bucket: &str) -> Result<super::store::Bucket, StorageError> {
+    pub(super) async fn bucket_settings(&self, bucket: &str) -> Result<super::store::Bucket, StorageError> {
         self.store.bucket(None, bucket.to_owned()).await?.ok_or_else(StorageError::no_such_bucket)
     }
 
     /// Receives an upload for `bucket` within its limits.
-    async fn receive(
+    pub(super) async fn receive(
         &self,
         bucket: &super::store::Bucket,
         headers: &HeaderMap,
@@ -118,7 +100,7 @@ impl Storage {
 
     /// Keeps an upload's bytes as a new version and writes its row (as `who`, or as the server);
     /// the bytes it replaced go once the row is committed, the new ones if it is not.
-    async fn store_upload(
+    pub(super) async fn store_upload(
         &self,
         who: Option<Who>,
         owner_id: Option<String>,
@@ -182,7 +164,7 @@ impl Storage {
 
     /// The object a download or info request names: as the caller for an authenticated
     /// route of a private bucket; as the server for a public bucket.
-    async fn readable(
+    pub(super) async fn readable(
         &self,
         caller: Caller,
         public: bool,
@@ -214,7 +196,7 @@ impl Storage {
     }
 
     /// An object's bytes with its headers: 304 for a current copy, 206 for a range.
-    async fn send(
+    pub(super) async fn send(
         &self,
         parts: &Parts,
         object: &ObjectRow,
@@ -224,50 +206,10 @@ impl Storage {
         let version = object.version.as_deref().ok_or_else(StorageError::bytes_missing)?;
         let len = self.files.size(version).await.ok_or_else(StorageError::bytes_missing)?;
         let etag = m["eTag"].as_str().unwrap_or_default().to_owned();
-        let mut r = Response::new(Body::default());
-        let h = r.headers_mut();
         let mime = m["mimetype"].as_str().unwrap_or("application/octet-stream");
-        // A stored page must not run as this origin's script.
-        let mime = if mime.to_ascii_lowercase().starts_with("text/html") { "text/plain" } else { mime };
-        h.insert(header::CONTENT_TYPE, value(mime));
-        h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
-        h.insert("x-robots-tag", HeaderValue::from_static("none"));
-        if !etag.is_empty() {
-            h.insert(header::ETAG, value(&etag));
-        }
-        if let Some(at) = m["lastModified"].as_str().and_then(super::time::parse_iso) {
-            h.insert(header::LAST_MODIFIED, value(&httpdate::fmt_http_date(at)));
-        }
-        match expires {
-            Some(exp) => {
-                let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(exp);
-                h.insert(header::EXPIRES, value(&httpdate::fmt_http_date(at)));
-            }
-            None => {
-                if let Some(cc) = m["cacheControl"].as_str() {
-                    h.insert(header::CACHE_CONTROL, value(cc));
-                }
-            }
-        }
-        let query: Vec<(String, String)> =
-            form_urlencoded::parse(parts.uri.query().unwrap_or("").as_bytes()).into_owned().collect();
-        if let Some((_, name)) = query.iter().find(|(k, _)| k == "download") {
-            let disposition = match name.is_empty() {
-                true => "attachment;".to_owned(),
-                false => {
-                    let encoded =
-                        percent_encoding::utf8_percent_encode(name, percent_encoding::NON_ALPHANUMERIC);
-                    format!("attachment; filename={encoded}; filename*=UTF-8''{encoded}")
-                }
-            };
-            h.insert(header::CONTENT_DISPOSITION, value(&disposition));
-        }
-        let not_modified =
-            parts.headers.get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()).is_some_and(|v| {
-                v.split(',').any(|t| t.trim() == "*" || t.trim().trim_start_matches("W/") == etag)
-            });
-        if not_modified && !etag.is_empty() {
-            *r.status_mut() = StatusCode::NOT_MODIFIED;
+        let mut r = Response::new(Body::default());
+        r.headers_mut().insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+        if describe(&mut r, parts, &m, mime, &etag, expires) {
             return Ok(r);
         }
         let range = parts.headers.get(header::RANGE).and_then(|v| v.to_str().ok());
@@ -481,131 +423,64 @@ impl Storage {
         self.files.remove(deleted.into_iter().filter_map(|o| o.version)).await;
         Ok(answer(StatusCode::OK, &body))
     }
-
-    pub(super) async fn sign(
-        &self,
-        who: Who,
-        bucket: &str,
-        key: &str,
-        body: SignBody,
-    ) -> Result<Response<Body>, StorageError> {
-        let expires = expires_in(body.expires_in.as_ref())?;
-        if self.store.object(Some(who), bucket.to_owned(), key.to_owned()).await?.is_none() {
-            return Err(StorageError::no_such_key());
-        }
-        Ok(answer(StatusCode::OK, &json!({ "signedURL": self.signed_url(bucket, key, expires) })))
-    }
-
-    /// A signed download URL of `bucket/key` for `expires` seconds, relative to `/storage/v1`.
-    fn signed_url(&self, bucket: &str, key: &str, expires: u64) -> String {
-        let url = format!("{bucket}/{key}");
-        let token = self.signer.sign(&Claims {
-            url: url.clone(),
-            scope: Some("download".into()),
-            owner: None,
-            upsert: None,
-            iat: now(),
-            exp: now() + expires,
-        });
-        format!("/object/sign/{url}?token={token}")
-    }
-
-    pub(super) async fn sign_many(
-        &self,
-        who: Who,
-        bucket: &str,
-        body: SignBody,
-    ) -> Result<Response<Body>, StorageError> {
-        valid_bucket(bucket)?;
-        let expires = expires_in(body.expires_in.as_ref())?;
-        let paths = body
-            .paths
-            .filter(|p| !p.is_empty() && p.len() <= 1000)
-            .ok_or_else(|| StorageError::invalid_request("body/paths must have between 1 and 1000 items"))?;
-        let visible = self.store.visible(who, bucket.to_owned(), paths.clone()).await?;
-        let answers: Vec<Value> = paths
-            .iter()
-            .map(|p| match visible.contains(p) {
-                true => json!({ "error": null, "path": p, "signedURL": self.signed_url(bucket, p, expires) }),
-                false => json!({
-                    "error": "Either the object does not exist or you do not have access to it",
-                    "path": p,
-                    "signedURL": null,
-                }),
-            })
-            .collect();
-        Ok(answer(StatusCode::OK, &Value::Array(answers)))
-    }
-
-    pub(super) async fn signed_download(
-        &self,
-        parts: &Parts,
-        bucket: &str,
-        key: &str,
-    ) -> Result<Response<Body>, StorageError> {
-        valid_bucket(bucket)?;
-        let token = token(parts)?;
-        let claims = self.signer.verify(&token, "download", &format!("{bucket}/{key}"))?;
-        let object = self.store.object(None, bucket.to_owned(), key.to_owned()).await?;
-        let object = object.ok_or_else(StorageError::no_such_key)?;
-        self.send(parts, &object, Some(claims.exp)).await
-    }
-
-    pub(super) async fn sign_upload(
-        &self,
-        who: Who,
-        headers: &HeaderMap,
-        bucket: &str,
-        key: &str,
-    ) -> Result<Response<Body>, StorageError> {
-        self.bucket_settings(bucket).await?;
-        let upsert = headers.get("x-upsert").and_then(|v| v.to_str().ok()) == Some("true");
-        if !upsert && self.store.object(None, bucket.to_owned(), key.to_owned()).await?.is_some() {
-            return Err(StorageError::key_exists());
-        }
-        let url = format!("{bucket}/{key}");
-        let token = self.signer.sign(&Claims {
-            url: url.clone(),
-            scope: Some("upload".into()),
-            owner: who.sub.clone(),
-            upsert: Some(upsert),
-            iat: now(),
-            exp: now() + 2 * 3600,
-        });
-        Ok(answer(
-            StatusCode::OK,
-            &json!({ "url": format!("/object/upload/sign/{url}?token={token}"), "token": token }),
-        ))
-    }
-
-    pub(super) async fn signed_upload(
-        &self,
-        parts: &Parts,
-        body: Incoming,
-        bucket: &str,
-        key: &str,
-    ) -> Result<Response<Body>, StorageError> {
-        let token = token(parts)?;
-        let claims = self.signer.verify(&token, "upload", &format!("{bucket}/{key}"))?;
-        let settings = self.bucket_settings(bucket).await?;
-        let upload = self.receive(&settings, &parts.headers, body).await?;
-        let upsert = claims.upsert.unwrap_or(false);
-        match self.store_upload(None, claims.owner, bucket, key, upload, upsert).await {
-            Ok(_) => Ok(answer(StatusCode::OK, &json!({ "Key": format!("{bucket}/{key}") }))),
-            Err(e) if e.code == "ResourceAlreadyExists" => Err(StorageError::key_exists()),
-            Err(e) => Err(e),
-        }
-    }
 }
 
-/// The `token` query parameter.
-fn token(parts: &Parts) -> Result<String, StorageError> {
-    form_urlencoded::parse(parts.uri.query().unwrap_or("").as_bytes())
-        .find(|(k, _)| k == "token")
-        .map(|(_, v)| v.into_owned())
-        .ok_or_else(|| StorageError::invalid_request("querystring must have required property 'token'"))
+/// Sets the headers an object's bytes (or a rendering of them) are sent with: its type, tag,
+/// date, caching (`Expires` through a signed URL), and `Content-Disposition` for `?download=`.
+/// True when the client's copy is current: the answer is then a bodiless 304.
+pub(super) fn describe(
+    r: &mut Response<Body>,
+    parts: &Parts,
+    meta: &Value,
+    mime: &str,
+    etag: &str,
+    expires: Option<u64>,
+) -> bool {
+    let h = r.headers_mut();
+    // A stored page must not run as this origin's script.
+    let mime = if mime.to_ascii_lowercase().starts_with("text/html") { "text/plain" } else { mime };
+    h.insert(header::CONTENT_TYPE, value(mime));
+    h.insert("x-robots-tag", HeaderValue::from_static("none"));
+    if !etag.is_empty() {
+        h.insert(header::ETAG, value(etag));
+    }
+    if let Some(at) = meta["lastModified"].as_str().and_then(super::time::parse_iso) {
+        h.insert(header::LAST_MODIFIED, value(&httpdate::fmt_http_date(at)));
+    }
+    match expires {
+        Some(exp) => {
+            let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(exp);
+            h.insert(header::EXPIRES, value(&httpdate::fmt_http_date(at)));
+        }
+        None => {
+            if let Some(cc) = meta["cacheControl"].as_str() {
+                h.insert(header::CACHE_CONTROL, value(cc));
+            }
+        }
+    }
+    let query: Vec<(String, String)> =
+        form_urlencoded::parse(parts.uri.query().unwrap_or("").as_bytes()).into_owned().collect();
+    if let Some((_, name)) = query.iter().find(|(k, _)| k == "download") {
+        let disposition = match name.is_empty() {
+            true => "attachment;".to_owned(),
+            false => {
+                let encoded = percent_encoding::utf8_percent_encode(name, percent_encoding::NON_ALPHANUMERIC);
+                format!("attachment; filename={encoded}; filename*=UTF-8''{encoded}")
+            }
+        };
+        h.insert(header::CONTENT_DISPOSITION, value(&disposition));
+    }
+    let not_modified =
+        parts.headers.get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()).is_some_and(|v| {
+            v.split(',').any(|t| t.trim() == "*" || t.trim().trim_start_matches("W/") == etag)
+        });
+    if not_modified && !etag.is_empty() {
+        *r.status_mut() = StatusCode::NOT_MODIFIED;
+        return true;
+    }
+    false
 }
 
-fn value(text: &str) -> HeaderValue {
+pub(super) fn value(text: &str) -> HeaderValue {
     HeaderValue::from_str(text).unwrap_or(HeaderValue::from_static(""))
 }

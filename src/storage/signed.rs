@@ -1,5 +1,6 @@
 //! Signed URLs' tokens, as Supabase Storage makes them: HS256 JWTs signed with `jwt-secret`,
-//! `{url: "bucket/key", scope: "download", iat, exp}` for a download and `{owner, url, upsert,
+//! `{url: "bucket/key", scope: "download", iat, exp}` for a download (with `transformations`
+//! for a transformed image's) and `{owner, url, upsert,
 //! scope: "upload", iat, exp}` for an upload.
 
 use jsonwebtoken::{decode, encode, Algorithm, DecodingKey, EncodingKey, Header, Validation};
@@ -21,6 +22,9 @@ pub struct Claims {
     /// For an upload: whether it may replace an object.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upsert: Option<bool>,
+    /// For a render URL: the transform, as [`super::transform::Transform::to_claim`] writes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transformations: Option<String>,
     /// Issued at (seconds).
     pub iat: u64,
     /// Expires at (seconds).
@@ -91,6 +95,7 @@ mod tests {
             scope: Some("download".into()),
             owner: None,
             upsert: None,
+            transformations: None,
             iat: now(),
             exp: now() + 60,
         };

@@ -203,6 +203,35 @@ fn errors_have_supabase_storage_s_shape(base: &str) {
     // Anonymous callers have no policy here: they see no bucket and may create none.
     let (status, body) = call("POST", "/bucket", None, Some(r#"{"name": "anon-bucket"}"#));
     assert_eq!((status, body["statusCode"].as_str()), (400, Some("403")), "{body}");
+    // Transforms: a missing bucket, a parameter out of range, a source that is no image.
+    assert_eq!(
+        call("GET", "/render/image/public/no-such-bucket/a.png?width=10", None, None),
+        (
+            400,
+            json!({"statusCode": "404", "code": "NoSuchBucket", "error": "Bucket not found", "message": "Bucket not found"})
+        )
+    );
+    let bucket = format!("render-errors-{}", std::process::id());
+    let created =
+        call("POST", "/bucket", Some(&service), Some(&json!({"name": bucket, "public": true}).to_string()));
+    assert_eq!(created.0, 200, "{}", created.1);
+    assert_eq!(
+        call("GET", &format!("/render/image/public/{bucket}/a.png?quality=5"), None, None),
+        (
+            400,
+            json!({"statusCode": "400", "code": "InvalidRequest", "error": "Error", "message": "querystring/quality must be an integer between 20 and 100"})
+        )
+    );
+    let uploaded =
+        call("POST", &format!("/object/{bucket}/a.png"), Some(&service), Some(r#"{"not": "an image"}"#));
+    assert_eq!(uploaded.0, 200, "{}", uploaded.1);
+    assert_eq!(
+        call("GET", &format!("/render/image/public/{bucket}/a.png?width=10"), None, None),
+        (
+            422,
+            json!({"statusCode": "422", "code": "InvalidImage", "error": "ImageProcessingError", "message": "Invalid source image"})
+        )
+    );
 }
 
 /// The files under `dir`.

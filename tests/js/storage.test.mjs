@@ -1,9 +1,10 @@
 // The real @supabase/storage-js client against rowgate's /storage/v1 (tests/it/storage.rs starts
 // the server and passes its URL and tokens): buckets, uploads, row-level security between two
-// users, limits, public and signed URLs, moves, copies, listings and deletions.
+// users, limits, public and signed URLs, moves, copies, listings, deletions, image transforms.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import http from 'node:http'
+import zlib from 'node:zlib'
 import { StorageClient } from '@supabase/storage-js'
 
 const URL_ = process.env.ROWGATE_STORAGE_URL
@@ -254,4 +255,115 @@ test('keys cannot climb out: dot segments, encoded or not, are refused; a leadin
   const { data, error } = await alice.from(id).upload(`/${ALICE}/etc/passwd`, 'not the real one')
   assert.equal(error, null)
   assert.equal(data.path, `${ALICE}/etc/passwd`)
+})
+
+// A width×height RGB PNG: a gradient, so a resize has something to do.
+const crc32 = (bytes) => {
+  let c = ~0
+  for (const b of bytes) {
+    c ^= b
+    for (let k = 0; k < 8; k++) c = c & 1 ? (c >>> 1) ^ 0xedb88320 : c >>> 1
+  }
+  return ~c >>> 0
+}
+const chunk = (type, data) => {
+  const body = Buffer.concat([Buffer.from(type), data])
+  const len = Buffer.alloc(4)
+  len.writeUInt32BE(data.length)
+  const crc = Buffer.alloc(4)
+  crc.writeUInt32BE(crc32(body))
+  return Buffer.concat([len, body, crc])
+}
+const makePng = (width, height) => {
+  const ihdr = Buffer.alloc(13)
+  ihdr.writeUInt32BE(width, 0)
+  ihdr.writeUInt32BE(height, 4)
+  ihdr.set([8, 2, 0, 0, 0], 8)
+  const rows = Buffer.alloc((width * 3 + 1) * height)
+  for (let y = 0; y < height; y++) {
+    for (let x = 0; x < width; x++) rows.set([x % 256, y % 256, (x + y) % 256], y * (width * 3 + 1) + 1 + x * 3)
+  }
+  return Buffer.concat([
+    Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+    chunk('IHDR', ihdr),
+    chunk('IDAT', zlib.deflateSync(rows)),
+    chunk('IEND', Buffer.alloc(0)),
+  ])
+}
+// An image's format and size, read from its header (PNG, lossless WebP).
+const imageSize = (buf) => {
+  if (buf.subarray(1, 4).toString() === 'PNG') return ['png', buf.readUInt32BE(16), buf.readUInt32BE(20)]
+  if (buf.subarray(8, 16).toString() === 'WEBPVP8L') {
+    const bits = buf.readUInt32LE(21)
+    return ['webp', (bits & 0x3fff) + 1, ((bits >> 14) & 0x3fff) + 1]
+  }
+  return ['unknown', 0, 0]
+}
+
+test('image transforms: sizes, resize modes, formats, public and signed URLs', async () => {
+  const pub = bucket('images')
+  const priv = bucket('photos')
+  await service.createBucket(pub, { public: true })
+  await service.createBucket(priv)
+  const path = `${ALICE}/logo.png`
+  await alice.from(pub).upload(path, makePng(400, 200), { contentType: 'image/png' })
+  await alice.from(priv).upload(path, makePng(400, 200), { contentType: 'image/png' })
+  const size = async (blob) => imageSize(Buffer.from(await blob.arrayBuffer()))
+
+  // download({transform}) renders as the caller: cover fills the box, contain fits inside it,
+  // fill stretches, one side keeps the aspect ratio, and nothing is enlarged.
+  const render = async (transform) => {
+    const { data, error } = await alice.from(priv).download(path, { transform })
+    assert.equal(error, null)
+    return size(data)
+  }
+  assert.deepEqual(await render({ width: 100, height: 100 }), ['png', 100, 100])
+  assert.deepEqual(await render({ width: 100, height: 100, resize: 'contain' }), ['png', 100, 50])
+  assert.deepEqual(await render({ width: 100, height: 100, resize: 'fill' }), ['png', 100, 100])
+  assert.deepEqual(await render({ width: 80 }), ['png', 80, 40])
+  assert.deepEqual(await render({ height: 3000 }), ['png', 400, 200])
+  assert.deepEqual(await render({ width: 50, format: 'webp' }), ['webp', 50, 25])
+  const { error: hidden } = await bob.from(priv).download(path, { transform: { width: 50 } })
+  assert.equal(hidden.message, 'Object not found')
+
+  // A public URL with a transform; a client that takes WebP gets it, and caches are told so.
+  const url = alice.from(pub).getPublicUrl(path, { transform: { width: 120, height: 60, quality: 70 } }).data.publicUrl
+  assert.ok(url.includes('/render/image/public/'))
+  let r = await fetch(url)
+  assert.equal(r.status, 200)
+  assert.equal(r.headers.get('content-type'), 'image/png')
+  assert.equal(r.headers.get('x-transformations'), 'height:60,width:120,resizing_type:fill,quality:70')
+  assert.equal(r.headers.get('vary'), 'Accept')
+  assert.deepEqual(imageSize(Buffer.from(await r.arrayBuffer())), ['png', 120, 60])
+  const etag = r.headers.get('etag')
+  r = await fetch(url, { headers: { 'if-none-match': etag } })
+  assert.equal(r.status, 304)
+  r = await fetch(url, { headers: { accept: 'image/webp,*/*' } })
+  assert.equal(r.headers.get('content-type'), 'image/webp')
+  assert.notEqual(r.headers.get('etag'), etag)
+  assert.deepEqual(imageSize(Buffer.from(await r.arrayBuffer())), ['webp', 120, 60])
+
+  // A signed URL carries its transform in its token: the query cannot change it.
+  const { data: signed, error } = await alice.from(priv).createSignedUrl(path, 60, { transform: { width: 40, height: 40 } })
+  assert.equal(error, null)
+  assert.ok(signed.signedUrl.includes('/render/image/sign/'))
+  r = await fetch(`${signed.signedUrl}&width=300`)
+  assert.equal(r.status, 200)
+  assert.ok(r.headers.get('expires'))
+  assert.deepEqual(imageSize(Buffer.from(await r.arrayBuffer())), ['png', 40, 40])
+
+  // A new version of the object is rendered anew, never answered from the cache.
+  await alice.from(pub).upload(path, makePng(300, 300), { contentType: 'image/png', upsert: true })
+  r = await fetch(url)
+  assert.deepEqual(imageSize(Buffer.from(await r.arrayBuffer())), ['png', 120, 60])
+  r = await fetch(alice.from(pub).getPublicUrl(path, { transform: { width: 1000, height: 1000 } }).data.publicUrl)
+  assert.deepEqual(imageSize(Buffer.from(await r.arrayBuffer())), ['png', 300, 300])
+
+  // What is no image is refused with Supabase's 422, never a 500.
+  await alice.from(pub).upload(`${ALICE}/notes.png`, 'not an image at all', { contentType: 'image/png' })
+  r = await fetch(alice.from(pub).getPublicUrl(`${ALICE}/notes.png`, { transform: { width: 10 } }).data.publicUrl)
+  assert.equal(r.status, 422)
+  assert.deepEqual(await r.json(), {
+    statusCode: '422', code: 'InvalidImage', error: 'ImageProcessingError', message: 'Invalid source image',
+  })
 })
