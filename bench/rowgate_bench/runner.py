@@ -10,12 +10,13 @@ scenario asks for it, a failed request), 130 when interrupted.
 
 A scenario module defines NAME, TITLE and PUBLISHED, `arguments(ap)` and `run(ctx)`, and may
 define DATA (its directory under bench/.data, default NAME), USES_OHA (default True),
-USES_LOADGEN, FAIL_ON_FAILED, `result_name(args)` and `result_stem(args)`.
+USES_LOADGEN, USES_CEILING_EXAMPLE (examples/transform_ceiling), FAIL_ON_FAILED,
+`result_name(args)` and `result_stem(args)`.
 
 Binaries: --rowgate-bin PATH, else $ROWGATE_BENCH_BIN_DIR/rowgate, else target/release/rowgate
 (built first unless --no-build). examples/loadgen likewise: --loadgen-bin, else
 $ROWGATE_BENCH_BIN_DIR/loadgen, else beside the rowgate binary, else
-target/release/examples/loadgen.
+target/release/examples/loadgen; examples/transform_ceiling is looked for beside loadgen.
 """
 
 import argparse
@@ -36,7 +37,7 @@ from .servers import Server
 class Binaries:
     """rowgate's binaries, built in the background when asked."""
 
-    def __init__(self, args, loadgen):
+    def __init__(self, args, examples):
         bin_dir = os.environ.get("ROWGATE_BENCH_BIN_DIR")
         release = os.path.join(REPO, "target", "release")
         if args.rowgate_bin:
@@ -50,10 +51,12 @@ class Binaries:
                       os.path.join(near, "examples", "loadgen"), os.path.join(near, "loadgen"),
                       os.path.join(release, "examples", "loadgen")]
         self.loadgen = next((os.path.abspath(c) for c in candidates if c and os.path.exists(c)), candidates[-1])
+        self.transform_ceiling = os.path.join(os.path.dirname(self.loadgen), "transform_ceiling")
         self.build = None
         if not (args.no_build or args.rowgate_bin or bin_dir):
-            argv = ["cargo", "build", "--release", "--locked", "--bin", "rowgate"] + (
-                ["--example", "loadgen"] if loadgen else [])
+            argv = ["cargo", "build", "--release", "--locked", "--bin", "rowgate"]
+            for example in examples:
+                argv += ["--example", example]
             self.log = os.path.join(DATA, "rowgate-build.log")
             os.makedirs(DATA, exist_ok=True)
             procs.log(f"{' '.join(argv)} (in the background, log {self.log})")
@@ -81,7 +84,9 @@ class Context:
         self.data = os.path.join(DATA, getattr(module, "DATA", module.NAME))
         self.logs = os.path.join(self.data, "logs")
         os.makedirs(self.logs, exist_ok=True)
-        self.bins = Binaries(args, getattr(module, "USES_LOADGEN", False))
+        examples = (["loadgen"] if getattr(module, "USES_LOADGEN", False) else []) + (
+            ["transform_ceiling"] if getattr(module, "USES_CEILING_EXAMPLE", False) else [])
+        self.bins = Binaries(args, examples)
         self._oha_install = OhaInstall() if getattr(module, "USES_OHA", True) else None
         self._oha = None
         self._postgrest = None
@@ -102,6 +107,13 @@ class Context:
         if not os.path.exists(self.bins.loadgen):
             raise RuntimeError(f"{self.bins.loadgen} missing: build examples/loadgen, or pass --loadgen-bin")
         return self.bins.loadgen
+
+    @property
+    def transform_ceiling(self):
+        self.bins.wait()
+        if not os.path.exists(self.bins.transform_ceiling):
+            raise RuntimeError(f"{self.bins.transform_ceiling} missing: build examples/transform_ceiling")
+        return self.bins.transform_ceiling
 
     @property
     def oha(self):

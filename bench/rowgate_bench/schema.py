@@ -3,7 +3,7 @@
 A result is a JSON object, built as a plain dict by the helpers below:
 
   schema       "rowgate-bench/1"
-  scenario     the suite's name for it (s000, s000-jwt, s000-sweep, s001, s002, cache, s003-static,
+  scenario     the suite's name for it (s000, s000-jwt, s000-sweep, s001, s002, cache, s003-static, s003-image,
                s003-customers, s004; the tools write-cost and s004-cache)
   title        one line: what was measured
   about        a paragraph: how (durations, connections, pools, data), shown above the tables

@@ -3,7 +3,7 @@
   bench/suite [SCENARIO ...] [--quick | --full] [--no-build] [--rowgate-bin PATH] [--peers P,...]
               [--out DIR] [--timeout S] [--list] [--report-only]
 
-It builds rowgate and examples/loadgen once (unless --no-build, --rowgate-bin or
+It builds rowgate, examples/loadgen and examples/transform_ceiling once (unless --no-build, --rowgate-bin or
 ROWGATE_BENCH_BIN_DIR, which the runners then use), runs each runner as its own process
 (bench/<scenario>/run with the mode's options and --no-build; output in
 bench/.data/suite/<scenario>.log; a runner that fails or times out is named in the report with
@@ -58,6 +58,9 @@ SCENARIOS = {
               "full": []},
     "s003-static": {"runner": ["s003/run"], "about": "three small static files, 16 connections",
                     "quick": ["--duration", "2"], "standard": ["--duration", "5"], "full": []},
+    "s003-image": {"runner": ["s003/image"], "about": "a 1,000 px PNG resized per request, 16 connections",
+                   "quick": ["--duration", "2", "--images", "40", "--big-mib", "64"],
+                   "standard": ["--duration", "5", "--images", "1000", "--big-mib", "256"], "full": []},
     "s003-customers": {"runner": ["s003/customers"], "about": "one user's 500 customers (~54 KB), 16 connections",
                        "quick": ["--requests", "1000"], "standard": [], "full": []},
     "s004": {"runner": ["s004/run"], "about": "PocketBase's benchmark beside PocketBase (completed seconds)",
@@ -82,6 +85,7 @@ PEER_ARGS = {
     "s002": lambda p: ["--servers", ",".join(["rowgate"] + _postgrest(p))],
     "cache": lambda p: [] if "postgrest" in p else ["--no-postgrest"],
     "s003-customers": lambda p: [] if "postgrest" in p else ["--no-postgrest"],
+    "s003-image": lambda p: ["--peers", "pocketbase" if "pocketbase" in p else "none"],
     "s004": lambda p: ["--peers", "pocketbase" if "pocketbase" in p else "none"],
 }
 
@@ -219,9 +223,10 @@ def with_matplotlib():
 
 
 def build():
-    log("cargo build --release --locked --bin rowgate --example loadgen")
-    subprocess.run(["cargo", "build", "--release", "--locked", "--bin", "rowgate", "--example", "loadgen"], cwd=REPO,
-                   check=True)
+    argv = ["cargo", "build", "--release", "--locked", "--bin", "rowgate", "--example", "loadgen", "--example",
+            "transform_ceiling"]
+    log(" ".join(argv))
+    subprocess.run(argv, cwd=REPO, check=True)
 
 
 def parse(argv):

@@ -54,7 +54,8 @@ pub struct ServeArgs {
     /// The largest object any bucket takes, in bytes [default: 52428800].
     #[arg(long = "storage-file-size-limit", env = "ROWGATE_STORAGE_FILE_SIZE_LIMIT", value_name = "BYTES")]
     pub storage_file_size_limit: Option<u64>,
-    /// How many bytes of transformed images are kept for reuse [default: 67108864].
+    /// How many bytes of transformed images are kept for reuse, and as many of decoded sources
+    /// [default: 67108864].
     #[arg(
         long = "storage-transform-cache-size",
         env = "ROWGATE_STORAGE_TRANSFORM_CACHE_SIZE",

@@ -152,6 +152,17 @@ impl StorageError {
             .with_http(StatusCode::SERVICE_UNAVAILABLE)
     }
 
+    /// Too many transforms waiting already (S3's and Supabase's `SlowDown`).
+    pub fn busy() -> Self {
+        Self::new(
+            "503",
+            "Slow Down",
+            "SlowDown",
+            "Too many image transformations are waiting: try again shortly",
+        )
+        .with_http(StatusCode::SERVICE_UNAVAILABLE)
+    }
+
     /// A transform's source that is no image, or a broken one (imgproxy's 422, passed on).
     pub fn image_invalid() -> Self {
         Self::new("422", "ImageProcessingError", "InvalidImage", "Invalid source image")

@@ -139,6 +139,21 @@ impl Files {
     pub async fn read(&self, version: &str, start: u64, len: u64) -> io::Result<crate::response::Body> {
         use tokio::io::{AsyncReadExt, AsyncSeekExt};
         let path = self.path(version).ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+        if len <= 64 * 1024 {
+            // A small file in one trip to the blocking pool, rather than one per open, seek
+            // and read.
+            let bytes = tokio::task::spawn_blocking(move || {
+                use std::io::{Read, Seek};
+                let mut file = std::fs::File::open(&path)?;
+                file.seek(io::SeekFrom::Start(start))?;
+                let mut bytes = vec![0; len as usize];
+                file.read_exact(&mut bytes)?;
+                Ok::<_, io::Error>(bytes)
+            })
+            .await
+            .map_err(io::Error::other)??;
+            return Ok(crate::response::Body::from(bytes));
+        }
         let mut file = tokio::fs::File::open(&path).await?;
         if start > 0 {
             file.seek(io::SeekFrom::Start(start)).await?;

@@ -3,13 +3,15 @@
 //! [`StorageStore`] (so its row-level security, or the access rules, decide); bytes live in
 //! [`Files`] under `storage-dir`.
 //!
-//! `buckets.rs`, `objects.rs`, `sign.rs` and `render.rs` answer the routes; `upload.rs` reads
-//! an upload's body; `signed.rs` makes and checks signed URLs' tokens; `transform.rs` resizes
-//! images.
+//! `buckets.rs`, `objects.rs`, `list.rs`, `sign.rs` and `render.rs` answer the routes; `upload.rs` reads
+//! an upload's body; `signed.rs` makes and checks signed URLs' tokens; `transform.rs` reads what a
+//! transform asks for and `image.rs` does it.
 
 mod buckets;
 pub mod error;
 pub mod files;
+pub mod image;
+mod list;
 mod objects;
 mod render;
 mod sign;
@@ -42,7 +44,7 @@ pub struct Storage {
     file_size_limit: u64,
     /// How long an upload's body may stall.
     idle: Duration,
-    renderer: transform::Renderer,
+    renderer: image::Renderer,
 }
 
 /// A request's caller: who it runs as, or why it cannot run as anyone.
@@ -58,7 +60,7 @@ impl Storage {
         idle: Duration,
         transform_cache: u64,
     ) -> Storage {
-        let renderer = transform::Renderer::new(transform_cache);
+        let renderer = image::Renderer::new(transform_cache);
         Storage { store, files, signer: Signer::new(secret), file_size_limit, idle, renderer }
     }
 
@@ -126,6 +128,9 @@ impl Storage {
             (&Method::POST, ["bucket", id, "empty"]) => self.empty_bucket(caller?, id).await,
             (&Method::POST, ["object", "list", bucket]) => {
                 self.list(caller?, bucket, json(body, self.idle).await?).await
+            }
+            (&Method::POST, ["object", "list-v2", bucket]) => {
+                self.list_v2(caller?, bucket, json(body, self.idle).await?).await
             }
             (&Method::POST, ["object", "move"]) => {
                 self.move_object(caller?, json(body, self.idle).await?).await

@@ -1,4 +1,4 @@
-//! `/object` routes: upload, download (authenticated and public), info, list, move, copy,
+//! `/object` routes: upload, download (authenticated and public), info, move, copy,
 //! delete; and the headers an object is sent with.
 
 use http::request::Parts;
@@ -8,30 +8,10 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::error::StorageError;
-use super::store::{ListQuery, ObjectRow, PutObject, Who};
+use super::store::{ObjectRow, PutObject, Who};
 use super::upload::{self, mime_allowed, Upload};
 use super::{answer, message, valid_bucket, valid_key, Caller, Storage};
 use crate::response::Body;
-
-/// `POST /object/list/:bucket`'s body.
-#[derive(Debug, Deserialize)]
-pub struct ListBody {
-    prefix: Option<String>,
-    #[serde(default)]
-    limit: Option<i64>,
-    #[serde(default)]
-    offset: Option<i64>,
-    #[serde(default, rename = "sortBy")]
-    sort_by: Option<SortBy>,
-    #[serde(default)]
-    search: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-struct SortBy {
-    column: Option<String>,
-    order: Option<String>,
-}
 
 /// `POST /object/move` and `/object/copy`'s body.
 #[derive(Debug, Deserialize)]
@@ -256,57 +236,6 @@ impl Storage {
                 "created_at": o.created_at,
             }),
         ))
-    }
-
-    pub(super) async fn list(
-        &self,
-        who: Who,
-        bucket: &str,
-        body: ListBody,
-    ) -> Result<Response<Body>, StorageError> {
-        valid_bucket(bucket)?;
-        let prefix = body
-            .prefix
-            .ok_or_else(|| StorageError::invalid_request("body must have required property 'prefix'"))?;
-        let prefix = match prefix.trim_start_matches('/') {
-            "" => String::new(),
-            p if p.ends_with('/') => p.to_owned(),
-            p => format!("{p}/"),
-        };
-        let sort = body.sort_by.unwrap_or(SortBy { column: None, order: None });
-        let column = match sort.column.as_deref().unwrap_or("name") {
-            "updated_at" => "updated_at",
-            "created_at" => "created_at",
-            "last_accessed_at" => "last_accessed_at",
-            _ => "name",
-        };
-        let query = ListQuery {
-            prefix,
-            search: body.search.unwrap_or_default(),
-            limit: body.limit.unwrap_or(100).clamp(1, 1500),
-            offset: body.offset.unwrap_or(0).max(0),
-            column,
-            descending: sort.order.as_deref().is_some_and(|o| o.eq_ignore_ascii_case("desc")),
-        };
-        let entries = self.store.list(who, bucket.to_owned(), query).await?;
-        let list: Vec<Value> = entries
-            .iter()
-            .map(|e| match &e.object {
-                Some(o) => json!({
-                    "name": e.name,
-                    "id": o.id,
-                    "updated_at": o.updated_at,
-                    "created_at": o.created_at,
-                    "last_accessed_at": o.last_accessed_at,
-                    "metadata": meta(o),
-                }),
-                None => json!({
-                    "name": e.name, "id": null, "updated_at": null, "created_at": null,
-                    "last_accessed_at": null, "metadata": null,
-                }),
-            })
-            .collect();
-        Ok(answer(StatusCode::OK, &Value::Array(list)))
     }
 
     /// The source and destination of a move or copy, checked.

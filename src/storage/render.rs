@@ -1,6 +1,6 @@
 //! `/render/image/{authenticated,public,sign}/:bucket/*`: an object's image, transformed. Who
 //! may read it is decided as for a download (the caller's rights, a public bucket, or a signed
-//! URL whose token carries the transform); [`super::transform`] does the work.
+//! URL whose token carries the transform); [`super::image`] does the work.
 
 use http::request::Parts;
 use http::{header, HeaderValue, Response};

@@ -178,6 +178,26 @@ pub struct ListEntry {
     pub object: Option<ObjectRow>,
 }
 
+/// `POST /object/list-v2/:bucket`: one page of objects, in the byte order of their names (or by
+/// a timestamp, then name), after a cursor.
+#[derive(Debug, Clone, Default)]
+pub struct PageQuery {
+    /// Names starting with this (as it is: not a folder, any text).
+    pub prefix: String,
+    /// Only names after this one (before it, descending), in the page's order.
+    pub after: Option<String>,
+    /// With `after` and a timestamp order: that row's timestamp (ISO 8601, milliseconds).
+    pub after_value: Option<String>,
+    /// Only names at or past this one (ascending): what follows a folder already listed.
+    pub from: Option<String>,
+    /// `created_at` or `updated_at`, else by name.
+    pub column: Option<&'static str>,
+    /// Descending.
+    pub descending: bool,
+    /// At most this many.
+    pub limit: i64,
+}
+
 /// Escapes `%`, `_` and `\` for a LIKE pattern with `\` as its escape.
 pub fn like_escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -249,6 +269,14 @@ pub trait StorageStore: Send + Sync {
         bucket: String,
         query: ListQuery,
     ) -> BoxFuture<'_, Result<Vec<ListEntry>, StorageError>>;
+
+    /// A page of the objects `who` may see (list-v2).
+    fn page(
+        &self,
+        who: Who,
+        bucket: String,
+        query: PageQuery,
+    ) -> BoxFuture<'_, Result<Vec<ObjectRow>, StorageError>>;
 
     /// Which of `versions` rows still name (as the server).
     fn versions_in_use(&self, versions: Vec<String>) -> BoxFuture<'_, Result<Vec<String>, StorageError>>;

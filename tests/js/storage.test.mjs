@@ -367,3 +367,40 @@ test('image transforms: sizes, resize modes, formats, public and signed URLs', a
     statusCode: '422', code: 'InvalidImage', error: 'ImageProcessingError', message: 'Invalid source image',
   })
 })
+
+test('listV2: a flat listing and a folded one, paged by cursor, under row-level security', async () => {
+  const id = bucket('listing')
+  await service.createBucket(id)
+  const names = ['a.txt', 'b/1.txt', 'b/2.txt', 'c.txt', 'd/x/y.txt'].map((n) => `${ALICE}/${n}`)
+  for (const n of names) await alice.from(id).upload(n, 'x', { contentType: 'text/plain' })
+  const api = alice.from(id)
+  let { data, error } = await api.listV2({ prefix: `${ALICE}/`, limit: 2 })
+  assert.equal(error, null)
+  assert.deepEqual(data.objects.map((o) => o.name), names.slice(0, 2))
+  assert.equal(data.objects[0].metadata.size, 1)
+  assert.equal(data.hasNext, true)
+  ;({ data } = await api.listV2({ prefix: `${ALICE}/`, limit: 2, cursor: data.nextCursor }))
+  assert.deepEqual(data.objects.map((o) => o.name), names.slice(2, 4))
+  ;({ data } = await api.listV2({ prefix: `${ALICE}/`, limit: 2, cursor: data.nextCursor }))
+  assert.deepEqual([data.objects.map((o) => o.name), data.hasNext], [names.slice(4), false])
+
+  ;({ data } = await api.listV2({ prefix: `${ALICE}/`, with_delimiter: true }))
+  assert.deepEqual(data.folders.map((f) => f.name), [`${ALICE}/b/`, `${ALICE}/d/`])
+  assert.deepEqual(data.objects.map((o) => o.name), [`${ALICE}/a.txt`, `${ALICE}/c.txt`])
+  ;({ data } = await api.listV2({ prefix: `${ALICE}/`, with_delimiter: true, limit: 2 }))
+  assert.deepEqual([data.objects.map((o) => o.name), data.folders.map((f) => f.name), data.hasNext],
+    [[`${ALICE}/a.txt`], [`${ALICE}/b/`], true])
+  ;({ data } = await api.listV2({ prefix: `${ALICE}/`, with_delimiter: true, limit: 2, cursor: data.nextCursor }))
+  assert.deepEqual([data.objects.map((o) => o.name), data.folders.map((f) => f.name), data.hasNext],
+    [[`${ALICE}/c.txt`], [`${ALICE}/d/`], false])
+
+  ;({ data } = await api.listV2({ prefix: `${ALICE}/`, sortBy: { column: 'created_at', order: 'desc' }, limit: 3 }))
+  assert.deepEqual(data.objects.map((o) => o.name), names.slice(2).reverse())
+  ;({ data } = await api.listV2({ prefix: `${ALICE}/`, limit: 3, cursor: data.nextCursor }))
+  assert.deepEqual(data.objects.map((o) => o.name), names.slice(0, 2).reverse())
+
+  ;({ data } = await bob.from(id).listV2({ prefix: `${ALICE}/` }))
+  assert.deepEqual([data.objects, data.folders, data.hasNext], [[], [], false])
+  ;({ error } = await api.listV2({ cursor: 'not a cursor!' }))
+  assert.equal(error.statusCode, '400')
+})

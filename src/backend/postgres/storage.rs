@@ -12,8 +12,8 @@ use super::pool::Db;
 use crate::storage::error::{from_api, StorageError};
 use crate::storage::store::like_escape;
 use crate::storage::store::{
-    Bucket, BucketChange, BucketDeleted, BucketQuery, ListEntry, ListQuery, NewBucket, ObjectRow, Put,
-    PutObject, StorageStore, Who,
+    Bucket, BucketChange, BucketDeleted, BucketQuery, ListEntry, ListQuery, NewBucket, ObjectRow, PageQuery,
+    Put, PutObject, StorageStore, Who,
 };
 
 /// The SQL `rowgate storage install` runs.
@@ -478,6 +478,42 @@ impl StorageStore for PgStorage {
                             object: r.get::<_, Option<String>>(1).map(|_| object(r, 1)),
                         })
                         .collect())
+                })
+            })
+            .await
+        })
+    }
+
+    fn page(
+        &self,
+        who: Who,
+        bucket: String,
+        query: PageQuery,
+    ) -> BoxFuture<'_, Result<Vec<ObjectRow>, StorageError>> {
+        Box::pin(async move {
+            let (op, order) = if query.descending { ("<", "DESC") } else { (">", "ASC") };
+            // Names in byte order (`COLLATE "C"`); timestamps to the millisecond, as cursors carry them.
+            let stamp = |c: &str| format!("date_trunc('milliseconds', o.{c})");
+            let keyset = match (query.column, &query.after_value) {
+                (Some(c), Some(_)) => format!(
+                    "AND ({s} {op} $3::text::timestamptz OR ({s} = $3::text::timestamptz AND o.name COLLATE \"C\" {op} $4::text))",
+                    s = stamp(c)
+                ),
+                _ => format!("AND ($4::text IS NULL OR o.name COLLATE \"C\" {op} $4)"),
+            };
+            let by = query.column.map(|c| format!("{} {order}, ", stamp(c))).unwrap_or_default();
+            let sql = format!(
+                "SELECT {} FROM storage.objects o WHERE o.bucket_id = $1 AND starts_with(o.name, $2) \
+                 AND ($3::text IS NULL OR true) {keyset} AND ($5::text IS NULL OR o.name COLLATE \"C\" >= $5) \
+                 ORDER BY {by}o.name COLLATE \"C\" {order} LIMIT $6",
+                object_columns()
+            );
+            let (prefix, after, value, from, limit) =
+                (query.prefix, query.after, query.after_value, query.from, query.limit.max(0));
+            self.transaction(Some(&who), |c| {
+                Box::pin(async move {
+                    let found = rows(c, &sql, &[&bucket, &prefix, &value, &after, &from, &limit]).await?;
+                    Ok(found.iter().map(|r| object(r, 0)).collect())
                 })
             })
             .await

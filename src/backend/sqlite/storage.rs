@@ -21,8 +21,8 @@ use crate::schema::{Column, QualifiedName, Relation, RelationKind, SchemaCache};
 use crate::storage::error::StorageError;
 use crate::storage::store::like_escape;
 use crate::storage::store::{
-    Bucket, BucketChange, BucketDeleted, BucketQuery, ListEntry, ListQuery, NewBucket, ObjectRow, Put,
-    PutObject, StorageStore, Who,
+    Bucket, BucketChange, BucketDeleted, BucketQuery, ListEntry, ListQuery, NewBucket, ObjectRow, PageQuery,
+    Put, PutObject, StorageStore, Who,
 };
 
 const SCHEMA: &str = "
@@ -332,7 +332,7 @@ impl StorageStore for SqliteStorage {
             let order = if query.descending { "DESC" } else { "ASC" };
             q.text(&format!(" ORDER BY {} {order}", query.sort_column.unwrap_or("name")));
             q.text(&format!(" LIMIT {} OFFSET {}", query.limit.unwrap_or(-1), query.offset.unwrap_or(0)));
-            self.read(move |c| c.prepare(&q.sql)?.query_map(q.params(), bucket)?.collect()).await
+            self.read(move |c| c.prepare_cached(&q.sql)?.query_map(q.params(), bucket)?.collect()).await
         })
     }
 
@@ -344,7 +344,7 @@ impl StorageStore for SqliteStorage {
             };
             let mut q = Query::new(format!("SELECT {BUCKET_COLUMNS} FROM {BUCKETS} WHERE 1"));
             q.bind(" AND id = ", id).rule(&rule);
-            self.read(move |c| c.query_row(&q.sql, q.params(), bucket).optional()).await
+            self.read(move |c| c.prepare_cached(&q.sql)?.query_row(q.params(), bucket).optional()).await
         })
     }
 
@@ -466,7 +466,8 @@ impl StorageStore for SqliteStorage {
             };
             let mut q = Query::new(format!("SELECT {OBJECT_COLUMNS} FROM {OBJECTS} o WHERE 1"));
             q.bind(" AND o.bucket_id = ", bucket).bind(" AND o.name = ", name).rule(&rule);
-            self.read(move |c| c.query_row(&q.sql, q.params(), |r| object(r, 0)).optional()).await
+            self.read(move |c| c.prepare_cached(&q.sql)?.query_row(q.params(), |r| object(r, 0)).optional())
+                .await
         })
     }
 
@@ -639,6 +640,42 @@ impl StorageStore for SqliteStorage {
                 rows.collect()
             })
             .await
+        })
+    }
+
+    fn page(
+        &self,
+        who: Who,
+        bucket: String,
+        query: PageQuery,
+    ) -> BoxFuture<'_, Result<Vec<ObjectRow>, StorageError>> {
+        Box::pin(async move {
+            let rule = self.rule(&who, "objects", Operation::Select)?;
+            // BINARY comparisons: names in the byte order of their UTF-8, as Supabase's `COLLATE "C"`.
+            let (op, order) = if query.descending { ("<", "DESC") } else { (">", "ASC") };
+            let mut q = Query::new(format!("SELECT {OBJECT_COLUMNS} FROM {OBJECTS} o WHERE 1"));
+            q.bind(" AND o.bucket_id = ", bucket);
+            q.bind(" AND substr(o.name, 1, length(", query.prefix.clone()).bind(")) = ", query.prefix);
+            match (query.column, query.after, query.after_value) {
+                (Some(column), Some(after), Some(value)) => {
+                    q.bind(&format!(" AND (o.{column} {op} "), value.clone())
+                        .bind(&format!(" OR (o.{column} = "), value)
+                        .bind(&format!(" AND o.name {op} "), after)
+                        .text("))");
+                }
+                (_, Some(after), _) => {
+                    q.bind(&format!(" AND o.name {op} "), after);
+                }
+                _ => {}
+            }
+            if let Some(from) = query.from {
+                q.bind(" AND o.name >= ", from);
+            }
+            q.rule(&rule);
+            let by = query.column.map(|c| format!("o.{c} {order}, ")).unwrap_or_default();
+            q.text(&format!(" ORDER BY {by}o.name {order} LIMIT {}", query.limit.max(0)));
+            self.read(move |c| c.prepare_cached(&q.sql)?.query_map(q.params(), |r| object(r, 0))?.collect())
+                .await
         })
     }
 
