@@ -291,3 +291,36 @@ fn an_interrupted_or_refused_upload_leaves_no_object_and_no_file() {
     }
     assert_eq!(files_in(&dir), Vec::<std::path::PathBuf>::new());
 }
+
+#[test]
+fn public_reads_follow_every_write_on_postgres() {
+    public_reads_follow_every_write(base());
+}
+
+#[test]
+fn public_reads_follow_every_write_on_sqlite() {
+    public_reads_follow_every_write(sqlite_base());
+}
+
+/// What is served without credentials changes as soon as a write has answered: a new version,
+/// a bucket made private, a deleted object (SQLite keeps rows read as the server between writes).
+fn public_reads_follow_every_write(base: &str) {
+    let call = |method: &str, path: &str, auth: Option<&str>, body: Option<&str>| {
+        call_on(base, method, path, auth, body)
+    };
+    let service = token(json!({"role": "service_role"}));
+    let bucket = format!("follow-{}", std::process::id());
+    let public = format!("/object/public/{bucket}/doc.json");
+    call("POST", "/bucket", Some(&service), Some(&json!({"name": bucket, "public": true}).to_string()));
+    assert_eq!(call("GET", &public, None, None).1["message"], "Object not found");
+    call("POST", &format!("/object/{bucket}/doc.json"), Some(&service), Some(r#"{"v": 1}"#));
+    assert_eq!(call("GET", &public, None, None), (200, json!({"v": 1})));
+    call("PUT", &format!("/object/{bucket}/doc.json"), Some(&service), Some(r#"{"v": 2}"#));
+    assert_eq!(call("GET", &public, None, None), (200, json!({"v": 2})));
+    call("PUT", &format!("/bucket/{bucket}"), Some(&service), Some(r#"{"public": false}"#));
+    assert_eq!(call("GET", &public, None, None).1["message"], "Bucket not found");
+    call("PUT", &format!("/bucket/{bucket}"), Some(&service), Some(r#"{"public": true}"#));
+    assert_eq!(call("GET", &public, None, None), (200, json!({"v": 2})));
+    call("DELETE", &format!("/object/{bucket}/doc.json"), Some(&service), None);
+    assert_eq!(call("GET", &public, None, None).1["message"], "Object not found");
+}

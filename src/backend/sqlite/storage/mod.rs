@@ -7,61 +7,27 @@
 //! it, a delete removes the rows the `delete` rule keeps. What the server does on its own (a
 //! public bucket, a signed URL) reads and writes past the rules.
 
+mod reads;
+mod tables;
+
 use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
 use rusqlite::{Connection, OptionalExtension};
 
+use self::tables::*;
 use super::db::SqliteDb;
 use super::rules::{Access, Operation, Rules};
 use crate::auth::Principal;
 use crate::config::Config;
 use crate::plan::Condition;
-use crate::schema::{Column, QualifiedName, Relation, RelationKind, SchemaCache};
+use crate::schema::SchemaCache;
 use crate::storage::error::StorageError;
 use crate::storage::store::like_escape;
 use crate::storage::store::{
     Bucket, BucketChange, BucketDeleted, BucketQuery, ListEntry, ListQuery, NewBucket, ObjectRow, PageQuery,
     Put, PutObject, StorageStore, Who,
 };
-
-const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS _rowgate_storage_buckets (
-  id TEXT PRIMARY KEY,
-  name TEXT NOT NULL UNIQUE,
-  owner TEXT,
-  owner_id TEXT,
-  public BOOLEAN NOT NULL DEFAULT 0,
-  file_size_limit INTEGER,
-  allowed_mime_types JSON,
-  created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
-  updated_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
-);
-CREATE TABLE IF NOT EXISTS _rowgate_storage_objects (
-  id TEXT PRIMARY KEY,
-  bucket_id TEXT NOT NULL REFERENCES _rowgate_storage_buckets (id),
-  name TEXT NOT NULL,
-  owner TEXT,
-  owner_id TEXT,
-  version TEXT,
-  metadata JSON,
-  user_metadata JSON,
-  created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
-  updated_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
-  last_accessed_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
-  folder TEXT GENERATED ALWAYS AS (CASE WHEN instr(name, '/') > 0 THEN substr(name, 1, instr(name, '/') - 1) END) VIRTUAL,
-  UNIQUE (bucket_id, name)
-);
-CREATE INDEX IF NOT EXISTS _rowgate_storage_objects_version ON _rowgate_storage_objects (version);";
-
-const BUCKETS: &str = "_rowgate_storage_buckets";
-const OBJECTS: &str = "_rowgate_storage_objects";
-const NOW: &str = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')";
-const BUCKET_COLUMNS: &str =
-    "id, name, owner, public, file_size_limit, allowed_mime_types, created_at, updated_at";
-const OBJECT_COLUMNS: &str =
-    "o.id, o.bucket_id, o.name, o.owner, o.owner_id, o.version, o.metadata, o.user_metadata, o.created_at, \
-     o.updated_at, o.last_accessed_at";
 
 /// Storage's rows in an SQLite file, under the access rules.
 pub struct SqliteStorage {
@@ -70,184 +36,22 @@ pub struct SqliteStorage {
     config: Arc<Config>,
     /// The two tables as the rules see them: schema `storage`, `buckets` and `objects`.
     schema: SchemaCache,
+    /// What reads as the server found, until the next write.
+    server_reads: Arc<reads::ServerReads>,
 }
 
 /// A rule as SQL: `(condition)` with its parameters, or `1` (every row).
-#[derive(Debug, Clone)]
-struct Rule {
-    sql: String,
-    values: Vec<String>,
-}
-
-impl Rule {
-    fn all() -> Rule {
-        Rule { sql: "1".into(), values: Vec::new() }
-    }
-}
-
-fn column(name: &str, declared: &str) -> Column {
-    Column {
-        name: name.to_owned(),
-        type_name: declared.to_ascii_lowercase(),
-        type_oid: 0,
-        kind: super::introspect::value_kind(declared),
-        nullable: true,
-        default: None,
-        comment: None,
-    }
-}
-
-/// The tables as relations of schema `storage`, for planning the rules' filters.
-fn rules_schema() -> SchemaCache {
-    let mut schema = SchemaCache::default();
-    let text = ["id", "name", "owner", "owner_id", "created_at", "updated_at"];
-    let mut buckets: Vec<Column> = text.iter().map(|c| column(c, "TEXT")).collect();
-    buckets.extend([
-        column("public", "BOOLEAN"),
-        column("file_size_limit", "INTEGER"),
-        column("allowed_mime_types", "JSON"),
-    ]);
-    let text = [
-        "id",
-        "bucket_id",
-        "name",
-        "owner",
-        "owner_id",
-        "version",
-        "created_at",
-        "updated_at",
-        "last_accessed_at",
-        "folder",
-    ];
-    let mut objects: Vec<Column> = text.iter().map(|c| column(c, "TEXT")).collect();
-    objects.extend([column("metadata", "JSON"), column("user_metadata", "JSON")]);
-    for (name, columns) in [("buckets", buckets), ("objects", objects)] {
-        let q = QualifiedName { schema: "storage".into(), name: name.into() };
-        let mut r = Relation::new(q.clone(), RelationKind::Table, columns);
-        r.primary_key = vec!["id".into()];
-        schema.relations.insert(q, Arc::new(r));
-    }
-    schema
-}
-
-/// The `sub` when it is a UUID (Supabase's `owner`).
-fn owner_uuid(sub: Option<&str>) -> Option<String> {
-    let s = sub?;
-    let shape = s.len() == 36
-        && s.chars().enumerate().all(|(i, c)| {
-            if [8, 13, 18, 23].contains(&i) {
-                c == '-'
-            } else {
-                c.is_ascii_hexdigit()
-            }
-        });
-    shape.then(|| s.to_owned())
-}
-
-fn failed(e: rusqlite::Error) -> StorageError {
-    match e.sqlite_error_code() {
-        Some(rusqlite::ErrorCode::ConstraintViolation) => StorageError::resource_exists(),
-        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
-            StorageError::unavailable()
-        }
-        Some(rusqlite::ErrorCode::OperationInterrupted) => StorageError::database_timeout(),
-        _ => {
-            tracing::error!(error = %e, "a storage statement failed");
-            StorageError::internal(format!("database error: {e}"))
-        }
-    }
-}
-
-fn api_failed(e: crate::error::Error) -> StorageError {
-    crate::storage::error::from_api(&e)
-}
-
-/// What a rule refusing a write says.
-fn refused() -> StorageError {
-    StorageError::access_denied("new row violates row-level security policy")
-}
-
-fn bucket(r: &rusqlite::Row<'_>) -> rusqlite::Result<Bucket> {
-    let types: Option<String> = r.get(5)?;
-    Ok(Bucket {
-        id: r.get(0)?,
-        name: r.get(1)?,
-        owner: r.get(2)?,
-        public: r.get(3)?,
-        file_size_limit: r.get(4)?,
-        allowed_mime_types: types.and_then(|t| serde_json::from_str(&t).ok()),
-        created_at: r.get(6)?,
-        updated_at: r.get(7)?,
-    })
-}
-
-fn object(r: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<ObjectRow> {
-    Ok(ObjectRow {
-        id: r.get(first)?,
-        bucket_id: r.get(first + 1)?,
-        name: r.get(first + 2)?,
-        owner: r.get(first + 3)?,
-        owner_id: r.get(first + 4)?,
-        version: r.get(first + 5)?,
-        metadata: r.get(first + 6)?,
-        user_metadata: r.get(first + 7)?,
-        created_at: r.get(first + 8)?,
-        updated_at: r.get(first + 9)?,
-        last_accessed_at: r.get(first + 10)?,
-    })
-}
-
-/// SQL text whose parameters are the rule's first, then those pushed.
-struct Query {
-    sql: String,
-    values: Vec<String>,
-}
-
-impl Query {
-    fn new(sql: impl Into<String>) -> Query {
-        Query { sql: sql.into(), values: Vec::new() }
-    }
-
-    /// Appends `text`, then a parameter.
-    fn bind(&mut self, text: &str, value: impl Into<String>) -> &mut Query {
-        self.sql.push_str(text);
-        self.values.push(value.into());
-        self.sql.push('?');
-        self.sql.push_str(&self.values.len().to_string());
-        self
-    }
-
-    /// Appends text.
-    fn text(&mut self, text: &str) -> &mut Query {
-        self.sql.push_str(text);
-        self
-    }
-
-    /// Appends ` AND <rule>`, renumbering its parameters after those already bound.
-    fn rule(&mut self, rule: &Rule) -> &mut Query {
-        let offset = self.values.len();
-        let mut sql = rule.sql.clone();
-        // Highest first, so that ?1 does not rewrite the start of ?12.
-        for i in (1..=rule.values.len()).rev() {
-            sql = sql.replace(&format!("?{i}"), &format!("?#{}", i + offset));
-        }
-        self.sql.push_str(" AND (");
-        self.sql.push_str(&sql.replace("?#", "?"));
-        self.sql.push(')');
-        self.values.extend(rule.values.iter().cloned());
-        self
-    }
-
-    fn params(&self) -> rusqlite::ParamsFromIter<std::slice::Iter<'_, String>> {
-        rusqlite::params_from_iter(self.values.iter())
-    }
-}
-
 impl SqliteStorage {
     /// The store in `db`, its tables created first.
     pub fn open(db: Arc<SqliteDb>, rules: Arc<Rules>, config: Arc<Config>) -> Result<SqliteStorage, String> {
         db.setup(SCHEMA).map_err(|e| format!("creating the storage tables: {e}"))?;
-        Ok(SqliteStorage { db, rules, config, schema: rules_schema() })
+        Ok(SqliteStorage {
+            db,
+            rules,
+            config,
+            schema: rules_schema(),
+            server_reads: Arc::new(reads::ServerReads::new()),
+        })
     }
 
     /// What `who` may touch of `table` (`buckets` or `objects`) by `op`.
@@ -293,23 +97,29 @@ impl SqliteStorage {
         &self,
         f: impl FnOnce(&Connection) -> Result<T, StorageError> + Send + 'static,
     ) -> Result<T, StorageError> {
-        let result = self
-            .db
-            .with_writer(move |c| {
-                let inner = (|| {
-                    c.execute_batch("SAVEPOINT rowgate_storage").map_err(failed)?;
-                    let result = f(c);
-                    if result.is_err() {
-                        c.execute_batch("ROLLBACK TO rowgate_storage").map_err(failed)?;
-                    }
-                    c.execute_batch("RELEASE rowgate_storage").map_err(failed)?;
-                    result
-                })();
-                Ok(inner)
-            })
-            .await
-            .map_err(api_failed)?;
-        result
+        let (db, reads) = (Arc::clone(&self.db), Arc::clone(&self.server_reads));
+        // On a task of its own, so that the cache is emptied after the commit even when the
+        // request that asked for the write is gone.
+        let write = tokio::spawn(async move {
+            let result = db
+                .with_writer(move |c| {
+                    let inner = (|| {
+                        c.execute_batch("SAVEPOINT rowgate_storage").map_err(failed)?;
+                        let result = f(c);
+                        if result.is_err() {
+                            c.execute_batch("ROLLBACK TO rowgate_storage").map_err(failed)?;
+                        }
+                        c.execute_batch("RELEASE rowgate_storage").map_err(failed)?;
+                        result
+                    })();
+                    Ok(inner)
+                })
+                .await;
+            reads.written();
+            result
+        });
+        let result = write.await.map_err(|_| StorageError::internal("A storage write failed"))?;
+        result.map_err(api_failed)?
     }
 }
 
@@ -338,13 +148,23 @@ impl StorageStore for SqliteStorage {
 
     fn bucket(&self, who: Option<Who>, id: String) -> BoxFuture<'_, Result<Option<Bucket>, StorageError>> {
         Box::pin(async move {
+            let ticket = self.server_reads.ticket();
             let rule = match &who {
                 Some(w) => self.rule(w, "buckets", Operation::Select)?,
-                None => Rule::all(),
+                None => match self.server_reads.bucket(&id) {
+                    Some(kept) => return Ok(kept),
+                    None => Rule::all(),
+                },
             };
             let mut q = Query::new(format!("SELECT {BUCKET_COLUMNS} FROM {BUCKETS} WHERE 1"));
-            q.bind(" AND id = ", id).rule(&rule);
-            self.read(move |c| c.prepare_cached(&q.sql)?.query_row(q.params(), bucket).optional()).await
+            q.bind(" AND id = ", id.clone()).rule(&rule);
+            let found = self
+                .read(move |c| c.prepare_cached(&q.sql)?.query_row(q.params(), bucket).optional())
+                .await?;
+            if who.is_none() {
+                self.server_reads.keep_bucket(ticket, id, found.clone());
+            }
+            Ok(found)
         })
     }
 
@@ -460,14 +280,23 @@ impl StorageStore for SqliteStorage {
         name: String,
     ) -> BoxFuture<'_, Result<Option<ObjectRow>, StorageError>> {
         Box::pin(async move {
+            let ticket = self.server_reads.ticket();
             let rule = match &who {
                 Some(w) => self.rule(w, "objects", Operation::Select)?,
-                None => Rule::all(),
+                None => match self.server_reads.object(&bucket, &name) {
+                    Some(kept) => return Ok(kept),
+                    None => Rule::all(),
+                },
             };
             let mut q = Query::new(format!("SELECT {OBJECT_COLUMNS} FROM {OBJECTS} o WHERE 1"));
-            q.bind(" AND o.bucket_id = ", bucket).bind(" AND o.name = ", name).rule(&rule);
-            self.read(move |c| c.prepare_cached(&q.sql)?.query_row(q.params(), |r| object(r, 0)).optional())
-                .await
+            q.bind(" AND o.bucket_id = ", bucket.clone()).bind(" AND o.name = ", name.clone()).rule(&rule);
+            let found = self
+                .read(move |c| c.prepare_cached(&q.sql)?.query_row(q.params(), |r| object(r, 0)).optional())
+                .await?;
+            if who.is_none() {
+                self.server_reads.keep_object(ticket, bucket, name, found.clone());
+            }
+            Ok(found)
         })
     }
 
