@@ -16,6 +16,7 @@ use bytes::Bytes;
 use fast_image_resize::{FilterType, MulDiv, ResizeAlg, ResizeOptions, Resizer};
 use image::codecs::{gif::GifEncoder, jpeg::JpegEncoder, png, webp::WebPEncoder};
 use image::{DynamicImage, ImageDecoder, ImageFormat, ImageReader, Limits};
+use sha2::{Digest, Sha256};
 
 use super::error::StorageError;
 use super::transform::{Format, Resize, Transform};
@@ -32,6 +33,8 @@ const DEFAULT_QUALITY: u8 = 80;
 pub struct Rendered {
     pub bytes: Bytes,
     pub mime: &'static str,
+    /// Its `ETag`: one per rendering of a version (set by [`Renderer::render`]).
+    pub etag: Arc<str>,
 }
 
 /// Why an image could not be transformed.
@@ -125,8 +128,14 @@ impl Renderer {
             // Another request may have made it while this one waited.
             let made = match results.get(&key) {
                 Some(hit) => Ok(hit),
-                None => make(&path, &version, t, accepts_webp, &sources)
-                    .inspect(|r| results.insert(key, r.clone())),
+                None => make(&path, &version, t, accepts_webp, &sources).map(|r| {
+                    // One tag per rendering: the object's version and what was done to it.
+                    let digest = Sha256::digest(&key);
+                    let hex: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
+                    let r = Rendered { etag: Arc::from(format!("\"{hex}\"")), ..r };
+                    results.insert(key, r.clone());
+                    r
+                }),
             };
             let _ = answer.send(made);
         };
@@ -234,6 +243,7 @@ fn load(source: &[u8], t: Option<(Transform, bool)>) -> Result<Loaded, RenderErr
         let same = target(w, h, t) == (w, h) && output_format(from, t, webp) == from && t.quality.is_none();
         if same && orientation == image::metadata::Orientation::NoTransforms {
             return Ok(Loaded::Untouched(Rendered {
+                etag: Arc::from(""),
                 bytes: Bytes::copy_from_slice(source),
                 mime: from.to_mime_type(),
             }));
@@ -392,7 +402,7 @@ fn encode(image: &DynamicImage, to: ImageFormat, quality: u8) -> Result<Rendered
             "image/png"
         }
     };
-    Ok(Rendered { bytes: Bytes::from(out), mime })
+    Ok(Rendered { bytes: Bytes::from(out), mime, etag: Arc::from("") })
 }
 
 #[cfg(test)]

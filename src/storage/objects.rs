@@ -189,7 +189,7 @@ impl Storage {
         let mime = m["mimetype"].as_str().unwrap_or("application/octet-stream");
         let mut r = Response::new(Body::default());
         r.headers_mut().insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
-        if describe(&mut r, parts, &m, mime, &etag, expires) {
+        if describe(&mut r, parts, Stamp::of(object), mime, &etag, expires) {
             return Ok(r);
         }
         let range = parts.headers.get(header::RANGE).and_then(|v| v.to_str().ok());
@@ -354,26 +354,43 @@ impl Storage {
     }
 }
 
+/// What the headers of an object's answer take from its metadata.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct Stamp<'a> {
+    #[serde(rename = "lastModified", borrow, default)]
+    pub last_modified: Option<std::borrow::Cow<'a, str>>,
+    #[serde(rename = "cacheControl", borrow, default)]
+    pub cache_control: Option<std::borrow::Cow<'a, str>>,
+}
+
+impl<'a> Stamp<'a> {
+    /// The stamp in an object's metadata (none if it cannot be read).
+    pub(super) fn of(o: &'a ObjectRow) -> Stamp<'a> {
+        o.metadata.as_deref().and_then(|m| serde_json::from_str(m).ok()).unwrap_or_default()
+    }
+}
+
 /// Sets the headers an object's bytes (or a rendering of them) are sent with: its type, tag,
 /// date, caching (`Expires` through a signed URL), and `Content-Disposition` for `?download=`.
 /// True when the client's copy is current: the answer is then a bodiless 304.
 pub(super) fn describe(
     r: &mut Response<Body>,
     parts: &Parts,
-    meta: &Value,
+    stamp: Stamp<'_>,
     mime: &str,
     etag: &str,
     expires: Option<u64>,
 ) -> bool {
     let h = r.headers_mut();
     // A stored page must not run as this origin's script.
-    let mime = if mime.to_ascii_lowercase().starts_with("text/html") { "text/plain" } else { mime };
+    let html = mime.get(..9).is_some_and(|m| m.eq_ignore_ascii_case("text/html"));
+    let mime = if html { "text/plain" } else { mime };
     h.insert(header::CONTENT_TYPE, value(mime));
     h.insert("x-robots-tag", HeaderValue::from_static("none"));
     if !etag.is_empty() {
         h.insert(header::ETAG, value(etag));
     }
-    if let Some(at) = meta["lastModified"].as_str().and_then(super::time::parse_iso) {
+    if let Some(at) = stamp.last_modified.as_deref().and_then(super::time::parse_iso) {
         h.insert(header::LAST_MODIFIED, value(&httpdate::fmt_http_date(at)));
     }
     match expires {
@@ -382,7 +399,7 @@ pub(super) fn describe(
             h.insert(header::EXPIRES, value(&httpdate::fmt_http_date(at)));
         }
         None => {
-            if let Some(cc) = meta["cacheControl"].as_str() {
+            if let Some(cc) = stamp.cache_control.as_deref() {
                 h.insert(header::CACHE_CONTROL, value(cc));
             }
         }

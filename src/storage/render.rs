@@ -4,10 +4,9 @@
 
 use http::request::Parts;
 use http::{header, HeaderValue, Response};
-use sha2::{Digest, Sha256};
 
 use super::error::StorageError;
-use super::objects::{describe, meta, value};
+use super::objects::{describe, value, Stamp};
 use super::transform::{accepts_webp, Format, Transform};
 use super::{bucket_and_key, Caller, Storage};
 use crate::response::Body;
@@ -42,10 +41,6 @@ impl Storage {
         let accept = parts.headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
         let webp = transform.format == Format::Auto && accepts_webp(accept);
         let rendered = self.renderer.render(&path, version, transform, webp).await?;
-        let m = meta(&object);
-        // One tag per rendering: the object's version and what was done to it.
-        let digest = Sha256::digest(format!("{version}/{}/{webp}", transform.to_claim()));
-        let etag = format!("\"{}\"", digest[..12].iter().map(|b| format!("{b:02x}")).collect::<String>());
         let mut r = Response::new(Body::default());
         if transform.format == Format::Auto {
             r.headers_mut().insert(header::VARY, HeaderValue::from_static("Accept"));
@@ -54,7 +49,7 @@ impl Storage {
         if !header.is_empty() {
             r.headers_mut().insert("x-transformations", value(&header));
         }
-        if describe(&mut r, parts, &m, rendered.mime, &etag, expires) {
+        if describe(&mut r, parts, Stamp::of(&object), rendered.mime, &rendered.etag, expires) {
             return Ok(r);
         }
         r.headers_mut().insert(header::CONTENT_LENGTH, value(&rendered.bytes.len().to_string()));
