@@ -168,8 +168,7 @@ impl Storage {
             }
             (&Method::POST | &Method::PUT, ["object", _, _, ..]) => {
                 let (bucket, key) = bucket_and_key(&segments[1..].join("/"))?;
-                let upsert = *m == Method::PUT
-                    || parts.headers.get("x-upsert").and_then(|v| v.to_str().ok()) == Some("true");
+                let upsert = *m == Method::PUT || upsert_asked(&parts.headers);
                 self.upload(caller?, &parts.headers, body, &bucket, &key, upsert).await
             }
             (&Method::DELETE, ["object", bucket]) => {
@@ -249,6 +248,18 @@ async fn json<T: DeserializeOwned>(body: Incoming, idle: Duration) -> Result<T, 
     }
     let bytes = if bytes.iter().all(u8::is_ascii_whitespace) { b"{}".to_vec() } else { bytes };
     serde_json::from_slice(&bytes).map_err(|e| StorageError::invalid_request(format!("body {e}")))
+}
+
+/// Whether a request says `x-upsert: true`: replace an object that exists.
+fn upsert_asked(headers: &http::HeaderMap) -> bool {
+    headers.get("x-upsert").and_then(|v| v.to_str().ok()) == Some("true")
+}
+
+/// The query parameter `name` of a request, decoded, if it has one.
+fn query_param(parts: &Parts, name: &str) -> Option<String> {
+    form_urlencoded::parse(parts.uri.query().unwrap_or("").as_bytes())
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.into_owned())
 }
 
 /// A JSON answer.

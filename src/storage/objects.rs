@@ -189,7 +189,7 @@ impl Storage {
         let mime = m["mimetype"].as_str().unwrap_or("application/octet-stream");
         let mut r = Response::new(Body::default());
         r.headers_mut().insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
-        if describe(&mut r, parts, Stamp::of(object), mime, &etag, expires) {
+        if describe(&mut r, parts, Stamp::from_meta(&m), mime, &etag, expires) {
             return Ok(r);
         }
         let range = parts.headers.get(header::RANGE).and_then(|v| v.to_str().ok());
@@ -273,7 +273,7 @@ impl Storage {
         body: MoveBody,
     ) -> Result<Response<Body>, StorageError> {
         let (from, to) = Self::endpoints(body)?;
-        let upsert = headers.get("x-upsert").and_then(|v| v.to_str().ok()) == Some("true");
+        let upsert = super::upsert_asked(headers);
         let source = self.store.object(Some(who.clone()), from.0.clone(), from.1.clone()).await?;
         let source = source.ok_or_else(StorageError::no_such_key)?;
         let target = self.bucket_settings(&to.0).await?;
@@ -368,6 +368,12 @@ impl<'a> Stamp<'a> {
     pub(super) fn of(o: &'a ObjectRow) -> Stamp<'a> {
         o.metadata.as_deref().and_then(|m| serde_json::from_str(m).ok()).unwrap_or_default()
     }
+
+    /// The stamp in metadata already read (as [`meta`] gives it), not read again.
+    fn from_meta(m: &'a Value) -> Stamp<'a> {
+        let field = |k: &str| m[k].as_str().map(std::borrow::Cow::Borrowed);
+        Stamp { last_modified: field("lastModified"), cache_control: field("cacheControl") }
+    }
 }
 
 /// Sets the headers an object's bytes (or a rendering of them) are sent with: its type, tag,
@@ -404,13 +410,12 @@ pub(super) fn describe(
             }
         }
     }
-    let query: Vec<(String, String)> =
-        form_urlencoded::parse(parts.uri.query().unwrap_or("").as_bytes()).into_owned().collect();
-    if let Some((_, name)) = query.iter().find(|(k, _)| k == "download") {
+    if let Some(name) = super::query_param(parts, "download") {
         let disposition = match name.is_empty() {
             true => "attachment;".to_owned(),
             false => {
-                let encoded = percent_encoding::utf8_percent_encode(name, percent_encoding::NON_ALPHANUMERIC);
+                let encoded =
+                    percent_encoding::utf8_percent_encode(&name, percent_encoding::NON_ALPHANUMERIC);
                 format!("attachment; filename={encoded}; filename*=UTF-8''{encoded}")
             }
         };

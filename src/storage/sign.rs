@@ -119,7 +119,7 @@ impl Storage {
         key: &str,
     ) -> Result<Response<Body>, StorageError> {
         self.bucket_settings(bucket).await?;
-        let upsert = headers.get("x-upsert").and_then(|v| v.to_str().ok()) == Some("true");
+        let upsert = super::upsert_asked(headers);
         if !upsert && self.store.object(None, bucket.to_owned(), key.to_owned()).await?.is_some() {
             return Err(StorageError::key_exists());
         }
@@ -161,8 +161,6 @@ impl Storage {
 
 /// The `token` query parameter.
 pub(super) fn token(parts: &Parts) -> Result<String, StorageError> {
-    form_urlencoded::parse(parts.uri.query().unwrap_or("").as_bytes())
-        .find(|(k, _)| k == "token")
-        .map(|(_, v)| v.into_owned())
+    super::query_param(parts, "token")
         .ok_or_else(|| StorageError::invalid_request("querystring must have required property 'token'"))
 }
