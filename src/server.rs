@@ -92,8 +92,28 @@ fn storage(config: &Config, backend: &Backend) -> Result<Option<Arc<crate::stora
         return Ok(None);
     }
     let store = backend.storage_store()?;
-    let files = crate::storage::files::Files::open(&config.storage_dir)
-        .map_err(|e| format!("storage-dir {}: {e}", config.storage_dir.display()))?;
+    let files = match &config.storage_s3 {
+        Some(settings) => {
+            let bucket = crate::storage::files::s3::S3::open(settings)?;
+            let checked = bucket.clone();
+            let url = settings.url.clone();
+            // Not a reason to refuse to start (the bucket may be back in a moment), but never silent.
+            tokio::spawn(async move {
+                match checked.check().await {
+                    Ok(()) => tracing::info!(bucket = %url, "storage: objects' bytes are kept in S3"),
+                    Err(e) => {
+                        tracing::error!(bucket = %url, error = %e, "storage: the S3 bucket cannot be used")
+                    }
+                }
+            });
+            crate::storage::files::Files::new(Arc::new(bucket))
+        }
+        None => {
+            let disk = crate::storage::files::disk::Disk::open(&config.storage_dir)
+                .map_err(|e| format!("storage-dir {}: {e}", config.storage_dir.display()))?;
+            crate::storage::files::Files::new(Arc::new(disk))
+        }
+    };
     let secret = config.hmac_secret().ok_or("storage-enabled needs an HMAC jwt-secret")?;
     let storage = Arc::new(crate::storage::Storage::new(
         store,

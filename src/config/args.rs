@@ -51,6 +51,27 @@ pub struct ServeArgs {
     /// Where stored objects' bytes are kept [default: ./storage].
     #[arg(long = "storage-dir", env = "ROWGATE_STORAGE_DIR", value_name = "DIR")]
     pub storage_dir: Option<PathBuf>,
+    /// Keep stored objects' bytes in this S3-compatible bucket (`s3://bucket` or
+    /// `s3://bucket/prefix`) rather than in `storage-dir`; credentials as AWS's tools read them
+    /// (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, …).
+    #[arg(long = "storage-s3-url", env = "ROWGATE_STORAGE_S3_URL", value_name = "URL")]
+    pub storage_s3_url: Option<String>,
+    /// The S3-compatible service's URL, when it is not AWS (MinIO, R2, Ceph, …).
+    #[arg(long = "storage-s3-endpoint", env = "ROWGATE_STORAGE_S3_ENDPOINT", value_name = "URL")]
+    pub storage_s3_endpoint: Option<String>,
+    /// The access key of `storage-s3-url` [default: AWS_ACCESS_KEY_ID, or the instance's role].
+    #[arg(long = "storage-s3-access-key-id", env = "ROWGATE_STORAGE_S3_ACCESS_KEY_ID", value_name = "ID")]
+    pub storage_s3_access_key_id: Option<String>,
+    /// Its secret [default: AWS_SECRET_ACCESS_KEY].
+    #[arg(
+        long = "storage-s3-secret-access-key",
+        env = "ROWGATE_STORAGE_S3_SECRET_ACCESS_KEY",
+        value_name = "KEY"
+    )]
+    pub storage_s3_secret_access_key: Option<String>,
+    /// The bucket's region [default: AWS_REGION, or us-east-1].
+    #[arg(long = "storage-s3-region", env = "ROWGATE_STORAGE_S3_REGION", value_name = "REGION")]
+    pub storage_s3_region: Option<String>,
     /// The largest object any bucket takes, in bytes [default: 52428800].
     #[arg(long = "storage-file-size-limit", env = "ROWGATE_STORAGE_FILE_SIZE_LIMIT", value_name = "BYTES")]
     pub storage_file_size_limit: Option<u64>,

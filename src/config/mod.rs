@@ -220,6 +220,9 @@ pub struct Config {
     pub storage_enabled: bool,
     /// `storage-dir`.
     pub storage_dir: PathBuf,
+    /// `storage-s3-url`, `storage-s3-endpoint` and `storage-s3-region`: bytes in an
+    /// S3-compatible bucket rather than `storage-dir`.
+    pub storage_s3: Option<S3Settings>,
     /// `storage-file-size-limit`.
     pub storage_file_size_limit: u64,
     /// `storage-transform-cache-size`, in bytes.
@@ -236,6 +239,33 @@ pub struct Config {
     pub cache_control: Vec<(String, http::HeaderValue)>,
     /// The TOML file the configuration was read from, if any (never served as a static file).
     pub config_file: Option<PathBuf>,
+}
+
+/// Where an S3-compatible bucket keeps storage's bytes (`storage-s3-*`).
+#[derive(Clone, PartialEq, Eq)]
+pub struct S3Settings {
+    /// `s3://bucket` or `s3://bucket/prefix`.
+    pub url: String,
+    /// Another service than AWS (MinIO, R2, …): its URL.
+    pub endpoint: Option<String>,
+    /// The bucket's region.
+    pub region: Option<String>,
+    /// An access key, rather than the environment's.
+    pub access_key_id: Option<String>,
+    /// Its secret.
+    pub secret_access_key: Option<String>,
+}
+
+impl std::fmt::Debug for S3Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("S3Settings")
+            .field("url", &self.url)
+            .field("endpoint", &self.endpoint)
+            .field("region", &self.region)
+            .field("access_key_id", &self.access_key_id)
+            .field("secret_access_key", &self.secret_access_key.as_ref().map(|_| "…"))
+            .finish()
+    }
 }
 
 impl Config {
@@ -452,6 +482,13 @@ impl Config {
                 .unwrap_or(10),
             storage_enabled,
             storage_dir: a.storage_dir.or(file.storage_dir).unwrap_or_else(|| PathBuf::from("storage")),
+            storage_s3: a.storage_s3_url.or(file.storage_s3_url).map(|url| S3Settings {
+                url,
+                endpoint: a.storage_s3_endpoint.or(file.storage_s3_endpoint),
+                region: a.storage_s3_region.or(file.storage_s3_region),
+                access_key_id: a.storage_s3_access_key_id.or(file.storage_s3_access_key_id),
+                secret_access_key: a.storage_s3_secret_access_key.or(file.storage_s3_secret_access_key),
+            }),
             storage_file_size_limit: a
                 .storage_file_size_limit
                 .or(file.storage_file_size_limit)

@@ -8,8 +8,7 @@
 //! version and the parameters, so a changed object is never answered from it; decoded sources
 //! in another, by version, so an image asked for at many sizes is decoded once.
 
-use std::io::{BufReader, Cursor, Read};
-use std::path::Path;
+use std::io::Cursor;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -19,6 +18,7 @@ use image::{DynamicImage, ImageDecoder, ImageFormat, ImageReader, Limits};
 use sha2::{Digest, Sha256};
 
 use super::error::StorageError;
+use super::files::{Files, ReadAllError};
 use super::transform::{Format, Resize, Transform};
 
 /// The largest source file transformed.
@@ -68,6 +68,9 @@ pub struct Renderer {
     jobs: std::sync::mpsc::SyncSender<Job>,
     results: moka::sync::Cache<String, Rendered>,
     sources: moka::sync::Cache<String, Arc<Source>>,
+    /// Sources read but not yet rendered, at most two per thread: bounds the memory that
+    /// encoded sources waiting for a thread take.
+    fetches: Arc<tokio::sync::Semaphore>,
 }
 
 type Job = Box<dyn FnOnce() + Send>;
@@ -106,13 +109,14 @@ impl Renderer {
             .max_capacity(cache_bytes)
             .weigher(|_, s: &Arc<Source>| s.weight())
             .build();
-        Renderer { jobs, results, sources }
+        let fetches = Arc::new(tokio::sync::Semaphore::new(threads * 2));
+        Renderer { jobs, results, sources, fetches }
     }
 
-    /// `version`'s file at `path` transformed by `t`, from the cache or made now.
+    /// `version`'s image (its bytes in `files`) transformed by `t`, from the cache or made now.
     pub async fn render(
         &self,
-        path: &Path,
+        files: &Files,
         version: &str,
         t: Transform,
         accepts_webp: bool,
@@ -121,14 +125,28 @@ impl Renderer {
         if let Some(hit) = self.results.get(&key) {
             return Ok(hit);
         }
+        // The source's bytes are fetched here, off the image threads, unless it is decoded
+        // already.
+        let input = match self.sources.get(version) {
+            Some(source) => Input::Decoded(source),
+            None => {
+                let permit =
+                    Arc::clone(&self.fetches).acquire_owned().await.map_err(|_| StorageError::busy())?;
+                let bytes = files.read_all(version, MAX_SOURCE_BYTES).await.map_err(|e| match e {
+                    ReadAllError::TooLarge(len) => RenderError::TooBig(format!("{len} bytes")),
+                    ReadAllError::Io(e) => RenderError::Invalid(e.to_string()),
+                })?;
+                Input::Encoded(bytes, permit)
+            }
+        };
         let (results, sources) = (self.results.clone(), self.sources.clone());
-        let (path, version) = (path.to_owned(), version.to_owned());
+        let version = version.to_owned();
         let (answer, answered) = tokio::sync::oneshot::channel();
         let job = move || {
             // Another request may have made it while this one waited.
             let made = match results.get(&key) {
                 Some(hit) => Ok(hit),
-                None => make(&path, &version, t, accepts_webp, &sources).map(|r| {
+                None => make(input, &version, t, accepts_webp, &sources).map(|r| {
                     // One tag per rendering: the object's version and what was done to it.
                     let digest = Sha256::digest(&key);
                     let hex: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
@@ -147,19 +165,30 @@ impl Renderer {
     }
 }
 
-/// A rendering of `version` (the file at `path`) from its decoded source, decoding and keeping
-/// that first if `sources` has not got it.
+/// What a rendering starts from: a decoded source, or a stored image's bytes (holding one of
+/// the renderer's fetch permits until done with them).
+enum Input {
+    Decoded(Arc<Source>),
+    Encoded(Vec<u8>, tokio::sync::OwnedSemaphorePermit),
+}
+
+/// A rendering of `version` from its decoded source, decoding and keeping that first if
+/// neither `input` nor `sources` has it.
 fn make(
-    path: &Path,
+    input: Input,
     version: &str,
     t: Transform,
     accepts_webp: bool,
     sources: &moka::sync::Cache<String, Arc<Source>>,
 ) -> Result<Rendered, RenderError> {
+    let (bytes, _permit) = match input {
+        Input::Decoded(source) => return render_source(&source, t, accepts_webp),
+        Input::Encoded(bytes, permit) => (bytes, permit),
+    };
     if let Some(source) = sources.get(version) {
         return render_source(&source, t, accepts_webp);
     }
-    match load(&read_source(path)?, Some((t, accepts_webp)))? {
+    match load(&bytes, Some((t, accepts_webp)))? {
         Loaded::Untouched(r) => Ok(r),
         Loaded::Decoded(source) => {
             let source = Arc::new(source);
@@ -167,21 +196,6 @@ fn make(
             render_source(&source, t, accepts_webp)
         }
     }
-}
-
-/// Reads the file at `path`, within the byte budget.
-fn read_source(path: &Path) -> Result<Vec<u8>, RenderError> {
-    let file = std::fs::File::open(path).map_err(|e| RenderError::Invalid(e.to_string()))?;
-    let len = file.metadata().map_err(|e| RenderError::Invalid(e.to_string()))?.len();
-    if len > MAX_SOURCE_BYTES {
-        return Err(RenderError::TooBig(format!("{len} bytes")));
-    }
-    let mut bytes = Vec::with_capacity(len as usize);
-    BufReader::new(file)
-        .take(MAX_SOURCE_BYTES)
-        .read_to_end(&mut bytes)
-        .map_err(|e| RenderError::Invalid(e.to_string()))?;
-    Ok(bytes)
 }
 
 /// A source image, decoded and oriented, with the format it came in. An image with alpha is

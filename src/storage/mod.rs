@@ -1,7 +1,7 @@
 //! Supabase Storage's API at `/storage/v1`: buckets, objects, signed URLs — what storage-js
 //! calls, with Supabase's shapes and errors. Rows live in the database behind
 //! [`StorageStore`] (so its row-level security, or the access rules, decide); bytes live in
-//! [`Files`] under `storage-dir`.
+//! [`Files`] (under `storage-dir`, or in an S3-compatible bucket).
 //!
 //! `buckets.rs`, `objects.rs`, `list.rs`, `sign.rs` and `render.rs` answer the routes; `upload.rs` reads
 //! an upload's body; `signed.rs` makes and checks signed URLs' tokens; `transform.rs` reads what a

@@ -89,7 +89,7 @@ impl Storage {
         upload: Upload,
         upsert: bool,
     ) -> Result<String, StorageError> {
-        let version = crate::uuid_v4();
+        let version = upload.received.version.clone();
         let size = upload.received.size;
         let metadata = json!({
             "eTag": format!("\"{}\"", version.replace('-', "")),
@@ -100,8 +100,8 @@ impl Storage {
             "contentLength": size,
             "httpStatusCode": 200,
         });
-        self.files.keep(upload.received, &version).await.map_err(|e| {
-            tracing::error!(error = %e, "an upload could not be kept in storage-dir");
+        upload.received.keep().await.map_err(|e| {
+            tracing::error!(error = %e, "an upload could not be kept");
             StorageError::internal("The upload could not be stored")
         })?;
         let put = PutObject {

@@ -37,10 +37,9 @@ impl Storage {
             _ => return Err(StorageError::no_route(&parts.method, parts.uri.path())),
         };
         let version = object.version.as_deref().ok_or_else(StorageError::bytes_missing)?;
-        let path = self.files.path(version).ok_or_else(StorageError::bytes_missing)?;
         let accept = parts.headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
         let webp = transform.format == Format::Auto && accepts_webp(accept);
-        let rendered = self.renderer.render(&path, version, transform, webp).await?;
+        let rendered = self.renderer.render(&self.files, version, transform, webp).await?;
         let mut r = Response::new(Body::default());
         if transform.format == Format::Auto {
             r.headers_mut().insert(header::VARY, HeaderValue::from_static("Accept"));

@@ -1,6 +1,6 @@
 //! An upload's body, as storage-js sends it: a multipart form (`cacheControl`, `metadata`,
 //! `contentType`, and one file field) or the raw bytes (`Content-Type`, `Cache-Control`,
-//! `x-metadata` as base64 JSON), streamed into a file under `storage-dir/tmp` within the limit.
+//! `x-metadata` as base64 JSON), streamed into a new blob (see [`super::files`]) within the limit.
 
 use std::time::Duration;
 
@@ -78,7 +78,7 @@ pub async fn receive(
         Some(encoded) => Some(metadata_json(&base64_decode(encoded)?)?),
         None => None,
     };
-    let received = files.receive(body, limit).await.map_err(receive_error)?;
+    let received = files.receive(body.boxed(), limit).await.map_err(receive_error)?;
     Ok(Upload { received, mime, cache_control, user_metadata })
 }
 
@@ -117,7 +117,7 @@ async fn multipart(
                 return Err(StorageError::mime_not_allowed(&mime));
             }
             let data = field.map(|c| c.map_err(|e| e.to_string()));
-            let received = files.receive(data, limit).await.map_err(receive_error)?;
+            let received = files.receive(data.boxed(), limit).await.map_err(receive_error)?;
             upload = Some((received, mime));
             continue;
         }

@@ -20,6 +20,7 @@ mod rpc;
 mod sqlite;
 mod static_files;
 mod storage;
+mod storage_s3;
 mod support;
 mod tls;
 mod writes;

@@ -16,7 +16,7 @@ use crate::support::{block_on, default_args, harness, send_to, sql, start_server
 const ALICE: &str = "6f1d6c6e-1111-4c49-9c47-5e5d3b2a1a11";
 const BOB: &str = "7e2d6c6e-2222-4c49-9c47-5e5d3b2a1a22";
 
-fn token(claims: Value) -> String {
+pub(crate) fn token(claims: Value) -> String {
     let key = jsonwebtoken::EncodingKey::from_secret(JWT_SECRET.as_bytes());
     jsonwebtoken::encode(&jsonwebtoken::Header::default(), &claims, &key).unwrap()
 }
@@ -32,7 +32,7 @@ fn base() -> &'static str {
 }
 
 /// A storage server on the test database, its bytes in `dir`.
-fn serve(dir: &Path) -> String {
+pub(crate) fn serve(dir: &Path) -> String {
     start_server(rowgate::config::ServeArgs {
         storage_enabled: Some(true),
         storage_dir: Some(dir.to_owned()),
@@ -42,7 +42,7 @@ fn serve(dir: &Path) -> String {
 }
 
 /// Supabase's roles, `rowgate storage install` and the policies, once.
-fn setup() {
+pub(crate) fn setup() {
     static DONE: OnceLock<()> = OnceLock::new();
     DONE.get_or_init(|| {
         sql(r#"
@@ -76,7 +76,7 @@ fn setup() {
 }
 
 /// The PostgreSQL policies above, as access rules.
-const RULES: &str = r#"
+pub(crate) const RULES: &str = r#"
 ["storage.buckets"]
 select = { service_role = "true" }
 insert = { service_role = "true" }
@@ -110,21 +110,23 @@ fn sqlite_base() -> &'static str {
 
 #[test]
 fn storage_js_against_rowgate_on_postgres() {
-    storage_js(base());
+    storage_js(base(), "disk");
 }
 
 #[test]
 fn storage_js_against_rowgate_on_sqlite() {
-    storage_js(sqlite_base());
+    storage_js(sqlite_base(), "disk");
 }
 
-fn storage_js(base: &str) {
+/// Runs tests/js/storage.test.mjs against `base`; `run` tells its buckets from those of other
+/// runs on the same database.
+pub(crate) fn storage_js(base: &str, run: &str) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/js");
     assert!(
         dir.join("node_modules/@supabase/storage-js").is_dir(),
         "storage-js is not installed: run `npm ci` in tests/js (scripts/test does)"
     );
-    let run = format!("{}", std::process::id());
+    let run = format!("{}-{run}", std::process::id());
     let out = Command::new("node")
         .args(["--test", "--test-reporter=spec", "storage.test.mjs"])
         .current_dir(&dir)
@@ -146,7 +148,13 @@ fn call(method: &str, path: &str, auth: Option<&str>, body: Option<&str>) -> (u1
 }
 
 /// [`call`] on the server at `base`.
-fn call_on(base: &str, method: &str, path: &str, auth: Option<&str>, body: Option<&str>) -> (u16, Value) {
+pub(crate) fn call_on(
+    base: &str,
+    method: &str,
+    path: &str,
+    auth: Option<&str>,
+    body: Option<&str>,
+) -> (u16, Value) {
     let bearer = auth.map(|t| format!("Bearer {t}"));
     let mut headers = vec![("content-type", "application/json")];
     if let Some(b) = &bearer {

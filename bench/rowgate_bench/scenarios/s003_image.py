@@ -12,7 +12,9 @@ SQLite default with storage on. In one run, one load at a time:
   compute      examples/transform_ceiling: rowgate's resize-and-encode of the decoded logo in a
                loop on every core, no HTTP, no disk, no result cache (the compute ceiling)
   storage      s003-static's three small files from a public bucket, beside the static ceiling
-  1 GB         a 1 GiB upload and download through storage: throughput and the server's peak RSS
+  1 GB         a 1 GiB upload and download through storage: throughput and the server's peak RSS;
+               with --s3-moto, again with the bytes in an S3 bucket of moto's server (moto is
+               Python: its speed bounds the throughput; the figure that matters there is the RSS)
 
 Targets (issue #21): uncached ≥ 3× PocketBase's thumbnails per CPU-second; uncached ≥ 80 % of
 the compute ceiling; cached ≥ 80 % of the static ceiling.
@@ -63,6 +65,9 @@ def arguments(ap):
     ap.add_argument("--connections", type=int, default=16, help="connections (default 16)")
     ap.add_argument("--images", type=int, default=2000, help="renders per uncached load (default 2000)")
     ap.add_argument("--big-mib", type=int, default=1024, help="the big file's size in MiB (default 1024)")
+    ap.add_argument("--s3-moto", metavar="MOTO_SERVER",
+                    help="moto_server's path (tests/py/.venv/bin/moto_server after scripts/test): the 1 GiB "
+                         "cases again with the bytes in S3")
     ap.add_argument("--peers", choices=["pocketbase", "none"], default="pocketbase",
                     help="peers beside rowgate: pocketbase (the default) or none")
     ap.add_argument("--out", help="results file stem (default bench/results/<date>-s003-image)")
@@ -258,7 +263,8 @@ def compute_ceiling(ctx, logo):
 
 
 def big_file(ctx, work, token):
-    """A big file up and down through storage on a fresh server: MiB/s and the peak RSS."""
+    """A big file up and down through storage on a fresh server: MiB/s and the peak RSS; on
+    local disk, and with --s3-moto in an S3 bucket of moto's server."""
     a = ctx.args
     path = os.path.join(work, "big.bin")
     with open(path, "wb") as f:
@@ -266,21 +272,37 @@ def big_file(ctx, work, token):
         for _ in range(a.big_mib):
             f.write(chunk)
     size = a.big_mib * 2**20
-    with start_rowgate(ctx, work, "rowgate-big", "--storage-file-size-limit", str(size + 1)) as rg:
-        call(rg.base, "POST", "/storage/v1/bucket", {"name": "big"}, token)
-        url = rg.url("/storage/v1/object/big/big.bin")
-        auth = f"Authorization: {token['Authorization']}"
-        for case, argv in (
-                ("upload", ["curl", "-sS", "-f", "-o", "/dev/null", "-X", "POST", "-H", auth, "-H",
-                            "Content-Type: application/octet-stream", "-T", path, url]),
-                ("download", ["curl", "-sS", "-f", "-o", "/dev/null", "-H", auth, url])):
-            started = time.monotonic()
-            figures = ctx.measure(lambda: subprocess.run(argv, check=True, timeout=1800) and {}, rg)
-            took = time.monotonic() - started
-            figures.update(completed_s=took, mib_s=a.big_mib / took, requests=1, failed=0,
-                           command=" ".join(argv).replace(token["Authorization"], "Bearer <secret>"))
-            ctx.log(f"{a.big_mib} MiB {case}: {a.big_mib / took:,.0f} MiB/s, peak RSS {figures.get('peak_rss_mb')} MB")
-            schema.add(ctx.result, f"{a.big_mib} MiB {case}", "rowgate", schema.load(**figures))
+    limit = ("--storage-file-size-limit", str(size + 1))
+    with start_rowgate(ctx, work, "rowgate-big", *limit) as rg:
+        up_and_down(ctx, rg, path, token, "")
+    if not a.s3_moto:
+        return
+    port = free_port()
+    with ctx.server("moto", [a.s3_moto, "-H", "127.0.0.1", "-p", str(port)], port, ready="/"):
+        endpoint = f"http://127.0.0.1:{port}"
+        subprocess.run(["curl", "-sS", "-f", "-X", "PUT", f"{endpoint}/big"], check=True, timeout=60)
+        s3 = ("--storage-s3-url", "s3://big/rowgate", "--storage-s3-endpoint", endpoint, "--storage-s3-access-key-id",
+              "bench", "--storage-s3-secret-access-key", "bench-secret")
+        with start_rowgate(ctx, work, "rowgate-big-s3", *limit, *s3) as rg:
+            up_and_down(ctx, rg, path, token, " (S3, moto)")
+
+
+def up_and_down(ctx, rg, path, token, where):
+    a = ctx.args
+    call(rg.base, "POST", "/storage/v1/bucket", {"name": "big"}, token)
+    url = rg.url("/storage/v1/object/big/big.bin")
+    auth = f"Authorization: {token['Authorization']}"
+    for case, argv in (
+            ("upload", ["curl", "-sS", "-f", "-o", "/dev/null", "-X", "POST", "-H", auth, "-H",
+                        "Content-Type: application/octet-stream", "-T", path, url]),
+            ("download", ["curl", "-sS", "-f", "-o", "/dev/null", "-H", auth, url])):
+        started = time.monotonic()
+        figures = ctx.measure(lambda: subprocess.run(argv, check=True, timeout=1800) and {}, rg)
+        took = time.monotonic() - started
+        figures.update(completed_s=took, mib_s=a.big_mib / took, requests=1, failed=0,
+                       command=" ".join(argv).replace(token["Authorization"], "Bearer <secret>"))
+        ctx.log(f"{a.big_mib} MiB {case}{where}: {a.big_mib / took:,.0f} MiB/s, peak RSS {figures.get('peak_rss_mb')} MB")
+        schema.add(ctx.result, f"{a.big_mib} MiB {case}{where}", "rowgate", schema.load(**figures))
 
 
 def ratios(ctx):

@@ -159,6 +159,7 @@ pub fn stop_with_this_process(cluster: &TempCluster) {
         .spawn();
 }
 
+pub mod s3;
 pub mod twin;
 
 /// A response: status, headers, body.
