@@ -35,6 +35,25 @@ pub struct Rendered {
     pub mime: &'static str,
     /// Its `ETag`: one per rendering of a version (set by [`Renderer::render`]).
     pub etag: Arc<str>,
+    /// The headers it is answered with when nothing of the request changes them (no
+    /// `If-None-Match`, no `download`, not through a signed URL): everything in them is fixed
+    /// by the object's version and the transform, so they are made once per rendering.
+    pub head: Arc<std::sync::OnceLock<http::HeaderMap>>,
+}
+
+impl Rendered {
+    fn new(bytes: Bytes, mime: &'static str) -> Rendered {
+        Rendered { bytes, mime, etag: Arc::from(""), head: Arc::default() }
+    }
+}
+
+/// What a rendering is kept under: the object's version and what was done to it (with whether
+/// the client's `Accept` chose WebP, when the transform left the format to it).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct RenderKey {
+    version: String,
+    t: Transform,
+    webp: bool,
 }
 
 /// Why an image could not be transformed.
@@ -66,7 +85,7 @@ impl From<RenderError> for StorageError {
 /// decoded once).
 pub struct Renderer {
     jobs: std::sync::mpsc::SyncSender<Job>,
-    results: moka::sync::Cache<String, Rendered>,
+    results: moka::sync::Cache<RenderKey, Rendered>,
     sources: moka::sync::Cache<String, Arc<Source>>,
     /// Sources read but not yet rendered, at most two per thread: bounds the memory that
     /// encoded sources waiting for a thread take.
@@ -103,7 +122,9 @@ impl Renderer {
         }
         let results = moka::sync::Cache::builder()
             .max_capacity(cache_bytes)
-            .weigher(|k: &String, v: &Rendered| (k.len() + v.bytes.len()).try_into().unwrap_or(u32::MAX))
+            .weigher(|k: &RenderKey, v: &Rendered| {
+                (k.version.len() + v.bytes.len()).try_into().unwrap_or(u32::MAX)
+            })
             .build();
         let sources = moka::sync::Cache::builder()
             .max_capacity(cache_bytes)
@@ -121,7 +142,8 @@ impl Renderer {
         t: Transform,
         accepts_webp: bool,
     ) -> Result<Rendered, StorageError> {
-        let key = format!("{version}/{}/{}", t.to_claim(), accepts_webp && t.format == Format::Auto);
+        let key =
+            RenderKey { version: version.to_owned(), t, webp: accepts_webp && t.format == Format::Auto };
         if let Some(hit) = self.results.get(&key) {
             return Ok(hit);
         }
@@ -148,7 +170,7 @@ impl Renderer {
                 Some(hit) => Ok(hit),
                 None => make(input, &version, t, accepts_webp, &sources).map(|r| {
                     // One tag per rendering: the object's version and what was done to it.
-                    let digest = Sha256::digest(&key);
+                    let digest = Sha256::digest(format!("{}/{}/{}", key.version, t.to_claim(), key.webp));
                     let hex: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
                     let r = Rendered { etag: Arc::from(format!("\"{hex}\"")), ..r };
                     results.insert(key, r.clone());
@@ -256,11 +278,7 @@ fn load(source: &[u8], t: Option<(Transform, bool)>) -> Result<Loaded, RenderErr
     if let Some((t, webp)) = t {
         let same = target(w, h, t) == (w, h) && output_format(from, t, webp) == from && t.quality.is_none();
         if same && orientation == image::metadata::Orientation::NoTransforms {
-            return Ok(Loaded::Untouched(Rendered {
-                etag: Arc::from(""),
-                bytes: Bytes::copy_from_slice(source),
-                mime: from.to_mime_type(),
-            }));
+            return Ok(Loaded::Untouched(Rendered::new(Bytes::copy_from_slice(source), from.to_mime_type())));
         }
     }
     let mut image = DynamicImage::from_decoder(decoder).map_err(invalid)?;
@@ -416,7 +434,7 @@ fn encode(image: &DynamicImage, to: ImageFormat, quality: u8) -> Result<Rendered
             "image/png"
         }
     };
-    Ok(Rendered { bytes: Bytes::from(out), mime, etag: Arc::from("") })
+    Ok(Rendered::new(Bytes::from(out), mime))
 }
 
 #[cfg(test)]

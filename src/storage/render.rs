@@ -40,18 +40,30 @@ impl Storage {
         let accept = parts.headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
         let webp = transform.format == Format::Auto && accepts_webp(accept);
         let rendered = self.renderer.render(&self.files, version, transform, webp).await?;
+        // Nothing of this request changes the rendering's usual headers: they are made once.
+        let usual = expires.is_none()
+            && !parts.headers.contains_key(header::IF_NONE_MATCH)
+            && !query.iter().any(|(k, _)| k == "download");
         let mut r = Response::new(Body::default());
-        if transform.format == Format::Auto {
-            r.headers_mut().insert(header::VARY, HeaderValue::from_static("Accept"));
+        match rendered.head.get().filter(|_| usual) {
+            Some(head) => *r.headers_mut() = head.clone(),
+            None => {
+                if transform.format == Format::Auto {
+                    r.headers_mut().insert(header::VARY, HeaderValue::from_static("Accept"));
+                }
+                let header = transform.header();
+                if !header.is_empty() {
+                    r.headers_mut().insert("x-transformations", value(&header));
+                }
+                if describe(&mut r, parts, Stamp::of(&object), rendered.mime, &rendered.etag, expires) {
+                    return Ok(r);
+                }
+                r.headers_mut().insert(header::CONTENT_LENGTH, value(&rendered.bytes.len().to_string()));
+                if usual {
+                    let _ = rendered.head.set(r.headers().clone());
+                }
+            }
         }
-        let header = transform.header();
-        if !header.is_empty() {
-            r.headers_mut().insert("x-transformations", value(&header));
-        }
-        if describe(&mut r, parts, Stamp::of(&object), rendered.mime, &rendered.etag, expires) {
-            return Ok(r);
-        }
-        r.headers_mut().insert(header::CONTENT_LENGTH, value(&rendered.bytes.len().to_string()));
         if parts.method != http::Method::HEAD {
             *r.body_mut() = Body::from(rendered.bytes);
         }

@@ -9,7 +9,7 @@ use super::error::StorageError;
 const SIZE: (u32, u32) = (1, 2000);
 
 /// How the image is fitted to `width`×`height`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Resize {
     /// Fill the box, cropping what overflows, centred (imgproxy's `fill`).
     #[default]
@@ -21,7 +21,7 @@ pub enum Resize {
 }
 
 /// The format asked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Format {
     /// WebP when the client accepts it and the source is lossless (PNG, GIF), else the
     /// source's own: Supabase's automatic optimisation, without making a photo larger.
@@ -35,7 +35,7 @@ pub enum Format {
 }
 
 /// What a request asks to be done to an image.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Transform {
     pub width: Option<u32>,
     pub height: Option<u32>,
