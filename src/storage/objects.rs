@@ -1,6 +1,8 @@
 //! `/object` routes: upload, download (authenticated and public), info, move, copy,
 //! delete; and the headers an object is sent with.
 
+use std::sync::Arc;
+
 use http::request::Parts;
 use http::{header, HeaderMap, HeaderValue, Response, StatusCode};
 use hyper::body::Incoming;
@@ -58,7 +60,10 @@ pub(super) fn meta(o: &ObjectRow) -> Value {
 
 impl Storage {
     /// The bucket as the server sees it: its limits apply to every upload.
-    pub(super) async fn bucket_settings(&self, bucket: &str) -> Result<super::store::Bucket, StorageError> {
+    pub(super) async fn bucket_settings(
+        &self,
+        bucket: &str,
+    ) -> Result<Arc<super::store::Bucket>, StorageError> {
         self.store.bucket(None, bucket.to_owned()).await?.ok_or_else(StorageError::no_such_bucket)
     }
 
@@ -150,7 +155,7 @@ impl Storage {
         public: bool,
         bucket: &str,
         key: &str,
-    ) -> Result<ObjectRow, StorageError> {
+    ) -> Result<Arc<ObjectRow>, StorageError> {
         let settings = self.store.bucket(None, bucket.to_owned()).await?;
         let found = match settings {
             Some(b) if b.public && (public || caller.is_err()) => {

@@ -216,7 +216,11 @@ pub trait StorageStore: Send + Sync {
     fn list_buckets(&self, who: Who, query: BucketQuery) -> BoxFuture<'_, Result<Vec<Bucket>, StorageError>>;
 
     /// A bucket, as `who` sees it, or as the server does (`None`).
-    fn bucket(&self, who: Option<Who>, id: String) -> BoxFuture<'_, Result<Option<Bucket>, StorageError>>;
+    fn bucket(
+        &self,
+        who: Option<Who>,
+        id: String,
+    ) -> BoxFuture<'_, Result<Option<Arc<Bucket>>, StorageError>>;
 
     /// Creates a bucket (409 if its id or name is taken).
     fn create_bucket(&self, who: Who, bucket: NewBucket) -> BoxFuture<'_, Result<(), StorageError>>;
@@ -238,7 +242,7 @@ pub trait StorageStore: Send + Sync {
         who: Option<Who>,
         bucket: String,
         name: String,
-    ) -> BoxFuture<'_, Result<Option<ObjectRow>, StorageError>>;
+    ) -> BoxFuture<'_, Result<Option<Arc<ObjectRow>>, StorageError>>;
 
     /// Writes an object's row as `who` (or as the server, for a signed upload URL).
     fn put_object(&self, who: Option<Who>, put: PutObject) -> BoxFuture<'_, Result<Put, StorageError>>;

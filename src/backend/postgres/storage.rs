@@ -4,6 +4,8 @@
 //! policies decide, as in Supabase), or, for what the server does on its own (a public bucket, a
 //! signed URL), through the SECURITY DEFINER functions the install made.
 
+use std::sync::Arc;
+
 use futures_util::future::BoxFuture;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Row};
@@ -187,14 +189,18 @@ impl StorageStore for PgStorage {
         })
     }
 
-    fn bucket(&self, who: Option<Who>, id: String) -> BoxFuture<'_, Result<Option<Bucket>, StorageError>> {
+    fn bucket(
+        &self,
+        who: Option<Who>,
+        id: String,
+    ) -> BoxFuture<'_, Result<Option<Arc<Bucket>>, StorageError>> {
         Box::pin(async move {
             let sql = match who {
                 Some(_) => format!("SELECT {} FROM storage.buckets WHERE id = $1", bucket_columns()),
                 None => format!("SELECT {} FROM storage.rowgate_bucket($1)", bucket_columns()),
             };
             self.transaction(who.as_ref(), |c| {
-                Box::pin(async move { Ok(rows(c, &sql, &[&id]).await?.first().map(bucket)) })
+                Box::pin(async move { Ok(rows(c, &sql, &[&id]).await?.first().map(|r| Arc::new(bucket(r)))) })
             })
             .await
         })
@@ -277,7 +283,7 @@ impl StorageStore for PgStorage {
         who: Option<Who>,
         bucket: String,
         name: String,
-    ) -> BoxFuture<'_, Result<Option<ObjectRow>, StorageError>> {
+    ) -> BoxFuture<'_, Result<Option<Arc<ObjectRow>>, StorageError>> {
         Box::pin(async move {
             let sql = match who {
                 Some(_) => {
@@ -289,9 +295,9 @@ impl StorageStore for PgStorage {
                 None => format!("SELECT {} FROM storage.rowgate_object($1, $2) o", object_columns()),
             };
             self.transaction(who.as_ref(), |c| {
-                Box::pin(
-                    async move { Ok(rows(c, &sql, &[&bucket, &name]).await?.first().map(|r| object(r, 0))) },
-                )
+                Box::pin(async move {
+                    Ok(rows(c, &sql, &[&bucket, &name]).await?.first().map(|r| Arc::new(object(r, 0))))
+                })
             })
             .await
         })

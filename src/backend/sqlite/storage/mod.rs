@@ -146,7 +146,11 @@ impl StorageStore for SqliteStorage {
         })
     }
 
-    fn bucket(&self, who: Option<Who>, id: String) -> BoxFuture<'_, Result<Option<Bucket>, StorageError>> {
+    fn bucket(
+        &self,
+        who: Option<Who>,
+        id: String,
+    ) -> BoxFuture<'_, Result<Option<Arc<Bucket>>, StorageError>> {
         Box::pin(async move {
             let ticket = self.server_reads.ticket();
             let rule = match &who {
@@ -160,7 +164,8 @@ impl StorageStore for SqliteStorage {
             q.bind(" AND id = ", id.clone()).rule(&rule);
             let found = self
                 .read(move |c| c.prepare_cached(&q.sql)?.query_row(q.params(), bucket).optional())
-                .await?;
+                .await?
+                .map(Arc::new);
             if who.is_none() {
                 self.server_reads.keep_bucket(ticket, id, found.clone());
             }
@@ -278,7 +283,7 @@ impl StorageStore for SqliteStorage {
         who: Option<Who>,
         bucket: String,
         name: String,
-    ) -> BoxFuture<'_, Result<Option<ObjectRow>, StorageError>> {
+    ) -> BoxFuture<'_, Result<Option<Arc<ObjectRow>>, StorageError>> {
         Box::pin(async move {
             let ticket = self.server_reads.ticket();
             let rule = match &who {
@@ -292,7 +297,8 @@ impl StorageStore for SqliteStorage {
             q.bind(" AND o.bucket_id = ", bucket.clone()).bind(" AND o.name = ", name.clone()).rule(&rule);
             let found = self
                 .read(move |c| c.prepare_cached(&q.sql)?.query_row(q.params(), |r| object(r, 0)).optional())
-                .await?;
+                .await?
+                .map(Arc::new);
             if who.is_none() {
                 self.server_reads.keep_object(ticket, bucket, name, found.clone());
             }

@@ -5,7 +5,7 @@
 //! entry is older than the last write.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use crate::storage::store::{Bucket, ObjectRow};
 
@@ -16,8 +16,8 @@ pub(super) struct ServerReads {
     generation: AtomicU64,
     /// Held while a write empties the cache and while a read stores in it.
     turn: Mutex<()>,
-    buckets: moka::sync::Cache<String, Option<Bucket>>,
-    objects: moka::sync::Cache<(String, String), Option<ObjectRow>>,
+    buckets: moka::sync::Cache<String, Option<Arc<Bucket>>>,
+    objects: moka::sync::Cache<(String, String), Option<Arc<ObjectRow>>>,
 }
 
 /// A read's ticket: the generation it started in.
@@ -39,16 +39,16 @@ impl ServerReads {
         Ticket(self.generation.load(Ordering::Acquire))
     }
 
-    pub(super) fn bucket(&self, id: &str) -> Option<Option<Bucket>> {
+    pub(super) fn bucket(&self, id: &str) -> Option<Option<Arc<Bucket>>> {
         self.buckets.get(id)
     }
 
-    pub(super) fn object(&self, bucket: &str, name: &str) -> Option<Option<ObjectRow>> {
+    pub(super) fn object(&self, bucket: &str, name: &str) -> Option<Option<Arc<ObjectRow>>> {
         self.objects.get(&(bucket.to_owned(), name.to_owned()))
     }
 
     /// Keeps what a read found, unless a write committed since its ticket.
-    pub(super) fn keep_bucket(&self, ticket: Ticket, id: String, found: Option<Bucket>) {
+    pub(super) fn keep_bucket(&self, ticket: Ticket, id: String, found: Option<Arc<Bucket>>) {
         let _turn = self.turn.lock().unwrap_or_else(|e| e.into_inner());
         if self.generation.load(Ordering::Acquire) == ticket.0 {
             self.buckets.insert(id, found);
@@ -56,7 +56,13 @@ impl ServerReads {
     }
 
     /// Keeps what a read found, unless a write committed since its ticket.
-    pub(super) fn keep_object(&self, ticket: Ticket, bucket: String, name: String, found: Option<ObjectRow>) {
+    pub(super) fn keep_object(
+        &self,
+        ticket: Ticket,
+        bucket: String,
+        name: String,
+        found: Option<Arc<ObjectRow>>,
+    ) {
         let _turn = self.turn.lock().unwrap_or_else(|e| e.into_inner());
         if self.generation.load(Ordering::Acquire) == ticket.0 {
             self.objects.insert((bucket, name), found);
