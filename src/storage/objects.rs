@@ -189,7 +189,8 @@ impl Storage {
     ) -> Result<Response<Body>, StorageError> {
         let m = meta(object);
         let version = object.version.as_deref().ok_or_else(StorageError::bytes_missing)?;
-        let len = self.files.size(version).await.ok_or_else(StorageError::bytes_missing)?;
+        let blob = self.files.blob(version).await.ok_or_else(StorageError::bytes_missing)?;
+        let len = blob.size();
         let etag = m["eTag"].as_str().unwrap_or_default().to_owned();
         let mime = m["mimetype"].as_str().unwrap_or("application/octet-stream");
         let mut r = Response::new(Body::default());
@@ -212,7 +213,7 @@ impl Storage {
             return Ok(r);
         }
         *r.body_mut() =
-            self.files.read(version, start, count).await.map_err(|_| StorageError::bytes_missing())?;
+            self.files.body(version, blob, start, count).await.map_err(|_| StorageError::bytes_missing())?;
         Ok(r)
     }
 

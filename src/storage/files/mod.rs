@@ -118,16 +118,67 @@ pub fn valid_version(version: &str) -> bool {
     version.len() >= 8 && version.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-')
 }
 
-/// The stored bytes of a server, wherever they are kept.
+/// Blobs up to this size are kept in memory once read.
+const SMALL_BLOB: u64 = 64 * 1024;
+/// How many bytes of small blobs are kept.
+const SMALL_BLOBS_BYTES: u64 = 32 * 1024 * 1024;
+
+/// The stored bytes of a server, wherever they are kept. Small blobs are kept in memory once
+/// read: a version's bytes never change, so nothing kept can be stale.
 #[derive(Clone)]
 pub struct Files {
     store: Arc<dyn FileStore>,
+    small: moka::sync::Cache<String, Bytes>,
+}
+
+/// A version's bytes as a download needs them: a small blob whole, a larger one by its size.
+#[derive(Debug, Clone)]
+pub enum Blob {
+    Small(Bytes),
+    Large(u64),
+}
+
+impl Blob {
+    /// Its size in bytes.
+    pub fn size(&self) -> u64 {
+        match self {
+            Blob::Small(bytes) => bytes.len() as u64,
+            Blob::Large(len) => *len,
+        }
+    }
 }
 
 impl Files {
     /// Bytes kept in `store`.
     pub fn new(store: Arc<dyn FileStore>) -> Files {
-        Files { store }
+        let small = moka::sync::Cache::builder()
+            .max_capacity(SMALL_BLOBS_BYTES)
+            .weigher(|v: &String, b: &Bytes| (v.len() + b.len()).try_into().unwrap_or(u32::MAX))
+            .build();
+        Files { store, small }
+    }
+
+    /// `version`'s blob, if it is there: a small one's bytes (from memory after the first
+    /// read), a larger one's size.
+    pub async fn blob(&self, version: &str) -> Option<Blob> {
+        if let Some(bytes) = self.small.get(version) {
+            return Some(Blob::Small(bytes));
+        }
+        let size = self.store.size(version).await?;
+        if size > SMALL_BLOB {
+            return Some(Blob::Large(size));
+        }
+        let bytes = Bytes::from(self.store.read_all(version, SMALL_BLOB).await.ok()?);
+        self.small.insert(version.to_owned(), bytes.clone());
+        Some(Blob::Small(bytes))
+    }
+
+    /// `len` bytes of `blob` (the blob of `version`) from `start`.
+    pub async fn body(&self, version: &str, blob: Blob, start: u64, len: u64) -> io::Result<Body> {
+        match blob {
+            Blob::Small(bytes) => Ok(Body::from(bytes.slice(start as usize..(start + len) as usize))),
+            Blob::Large(_) => self.store.read(version, start, len).await,
+        }
     }
 
     /// See [`FileStore::receive`].
@@ -144,20 +195,11 @@ impl Files {
     /// and left to the sweep.
     pub async fn remove(&self, versions: impl IntoIterator<Item = String>) {
         for version in versions {
+            self.small.invalidate(&version);
             if let Err(e) = self.store.remove(&version).await {
                 tracing::warn!(error = %e, version, "a stored file could not be removed");
             }
         }
-    }
-
-    /// See [`FileStore::read`].
-    pub async fn read(&self, version: &str, start: u64, len: u64) -> io::Result<Body> {
-        self.store.read(version, start, len).await
-    }
-
-    /// See [`FileStore::size`].
-    pub async fn size(&self, version: &str) -> Option<u64> {
-        self.store.size(version).await
     }
 
     /// See [`FileStore::read_all`].
