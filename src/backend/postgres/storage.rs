@@ -309,19 +309,20 @@ impl StorageStore for PgStorage {
             let result = self
                 .transaction(who.as_ref(), |c| {
                     Box::pin(async move {
+                        // The row's columns; the server's own write adds whether to upsert.
+                        let params: [&(dyn ToSql + Sync); 8] = [
+                            &put.id,
+                            &put.bucket_id,
+                            &put.name,
+                            &put.owner_id,
+                            &put.metadata,
+                            &put.user_metadata,
+                            &put.version,
+                            &put.upsert,
+                        ];
                         if server {
                             let sql = "SELECT id, replaced FROM storage.rowgate_put($1::text::uuid, $2, $3, $4, \
                                        $5::text::jsonb, $6::text::jsonb, $7, $8)";
-                            let params: [&(dyn ToSql + Sync); 8] = [
-                                &put.id,
-                                &put.bucket_id,
-                                &put.name,
-                                &put.owner_id,
-                                &put.metadata,
-                                &put.user_metadata,
-                                &put.version,
-                                &put.upsert,
-                            ];
                             let r = rows(c, sql, &params).await?;
                             let r = r.first().ok_or_else(|| StorageError::internal("rowgate_put returned nothing"))?;
                             return Ok(Put { id: r.get(0), replaced: r.get(1) });
@@ -340,18 +341,10 @@ impl StorageStore for PgStorage {
                              user_metadata, version) VALUES ($1::text::uuid, $2, $3, {owner}, $4, $5::text::jsonb, \
                              $6::text::jsonb, $7)"
                         );
-                        let params: [&(dyn ToSql + Sync); 7] = [
-                            &put.id,
-                            &put.bucket_id,
-                            &put.name,
-                            &put.owner_id,
-                            &put.metadata,
-                            &put.user_metadata,
-                            &put.version,
-                        ];
+                        let params = &params[..7];
                         if !put.upsert {
                             // INSERT alone, as Supabase's: a policy granting only INSERT suffices.
-                            rows(c, &insert, &params).await?;
+                            rows(c, &insert, params).await?;
                             return Ok(Put { id: put.id.clone(), replaced: None });
                         }
                         let old = rows(
@@ -366,7 +359,7 @@ impl StorageStore for PgStorage {
                              user_metadata = EXCLUDED.user_metadata, version = EXCLUDED.version, \
                              owner = EXCLUDED.owner, owner_id = EXCLUDED.owner_id RETURNING o.id::text"
                         );
-                        let r = rows(c, &upsert, &params).await?;
+                        let r = rows(c, &upsert, params).await?;
                         let id = r.first().map_or(put.id.clone(), |r| r.get(0));
                         Ok(Put { id, replaced })
                     })
