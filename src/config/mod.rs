@@ -335,6 +335,16 @@ impl Config {
                 "signed URLs are signed with jwt-secret, which must be an HMAC secret".into(),
             ));
         }
+        let s3_key = (
+            a.storage_s3_access_key_id.as_ref().or(file.storage_s3_access_key_id.as_ref()),
+            a.storage_s3_secret_access_key.as_ref().or(file.storage_s3_secret_access_key.as_ref()),
+        );
+        if s3_key.0.is_some() != s3_key.1.is_some() {
+            return Err(invalid(
+                "storage-s3-access-key-id",
+                "storage-s3-access-key-id and storage-s3-secret-access-key go together".into(),
+            ));
+        }
         if accounts_enabled {
             match &jwt_secret {
                 Some(s) if is_hmac(s) => {}

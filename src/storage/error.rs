@@ -176,6 +176,15 @@ impl StorageError {
     }
 
     /// A failure on rowgate's side (HTTP 500).
+    /// The stored bytes could not be reached: missing (404), or the store failed (500, logged).
+    pub fn bytes_unreadable(e: &std::io::Error) -> Self {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            return Self::bytes_missing();
+        }
+        tracing::error!(error = %e, "storage: stored bytes could not be read");
+        Self::internal("The stored bytes could not be read")
+    }
+
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new("500", "internal", "InternalError", message).with_http(StatusCode::INTERNAL_SERVER_ERROR)
     }

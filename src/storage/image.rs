@@ -94,6 +94,9 @@ pub struct Renderer {
 
 type Job = Box<dyn FnOnce() + Send>;
 
+/// How long a transform may wait to read its source before it is refused (503).
+const FETCH_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Transforms waiting for a thread, per thread, beyond which a request is refused (503).
 const QUEUE_PER_THREAD: usize = 64;
 
@@ -152,11 +155,14 @@ impl Renderer {
         let input = match self.sources.get(version) {
             Some(source) => Input::Decoded(source),
             None => {
-                let permit =
-                    Arc::clone(&self.fetches).acquire_owned().await.map_err(|_| StorageError::busy())?;
+                // Waiting for a turn is bounded like the queue is: past it, the server is busy.
+                let turn = tokio::time::timeout(FETCH_WAIT, Arc::clone(&self.fetches).acquire_owned());
+                let permit = turn.await.ok().and_then(Result::ok).ok_or_else(StorageError::busy)?;
                 let bytes = files.read_all(version, MAX_SOURCE_BYTES).await.map_err(|e| match e {
-                    ReadAllError::TooLarge(len) => RenderError::TooBig(format!("{len} bytes")),
-                    ReadAllError::Io(e) => RenderError::Invalid(e.to_string()),
+                    ReadAllError::TooLarge(len) => {
+                        StorageError::from(RenderError::TooBig(format!("{len} bytes")))
+                    }
+                    ReadAllError::Io(e) => StorageError::bytes_unreadable(&e),
                 })?;
                 Input::Encoded(bytes, permit)
             }

@@ -2,7 +2,6 @@
 //! `storage-dir`: moto's S3 server (tests/it/support/s3.rs), the real storage-js client on both
 //! backends, and what must never be left in the bucket.
 
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use serde_json::json;
@@ -46,19 +45,17 @@ fn storage_js_against_rowgate_on_sqlite_with_s3() {
     assert!(!s3::keys(&bucket, "objects/").is_empty(), "the bytes went to the bucket");
 }
 
-/// The server of the tests below, and its bucket.
-fn shared() -> &'static (String, String) {
-    static SHARED: OnceLock<(String, String)> = OnceLock::new();
-    SHARED.get_or_init(|| {
-        let bucket = s3::bucket(&format!("cut-{}", std::process::id()));
-        (serve_postgres(&bucket, ""), bucket)
-    })
+/// A server of its own on the test database, and its own bucket in S3 (tests run in parallel, and
+/// some look at everything in their bucket).
+fn own(name: &str) -> (String, String) {
+    let bucket = s3::bucket(&format!("{name}-{}", std::process::id()));
+    (serve_postgres(&bucket, ""), bucket)
 }
 
 #[test]
 fn an_interrupted_or_refused_upload_leaves_nothing_in_the_bucket() {
     use std::io::Write;
-    let (base, s3_bucket) = shared();
+    let (base, s3_bucket) = &own("cut");
     let service = token(json!({"role": "service_role"}));
     let bucket = format!("s3cut-{}", std::process::id());
     let body = json!({"name": bucket, "file_size_limit": 20_000_000}).to_string();
@@ -74,7 +71,7 @@ fn an_interrupted_or_refused_upload_leaves_nothing_in_the_bucket() {
     stream.write_all(&vec![b'h'; 18 * 1024 * 1024]).unwrap();
     std::thread::sleep(Duration::from_millis(300));
     drop(stream);
-    // Too large for the bucket, found out after a part was sent.
+    // Too large for the bucket (refused from its Content-Length, before a byte is stored).
     let big = "b".repeat(20_000_001);
     let r = send_to(
         base,
@@ -84,7 +81,24 @@ fn an_interrupted_or_refused_upload_leaves_nothing_in_the_bucket() {
         Some(&big),
     );
     assert_eq!((r.status, r.json()["statusCode"].as_str()), (400, Some("413")));
-    for name in ["half.bin", "big.bin"] {
+    // Too large, found out only after three parts went to S3: a form's file has no length of its own.
+    let form = format!(
+        "--B\r\ncontent-disposition: form-data; name=\"file\"; filename=\"form.bin\"\r\n\
+         content-type: application/octet-stream\r\n\r\n{}\r\n--B--\r\n",
+        "f".repeat(20_000_001)
+    );
+    let r = send_to(
+        base,
+        "POST",
+        &format!("/storage/v1/object/{bucket}/form.bin"),
+        &[
+            ("authorization", &format!("Bearer {service}")),
+            ("content-type", "multipart/form-data; boundary=B"),
+        ],
+        Some(&form),
+    );
+    assert_eq!((r.status, r.json()["statusCode"].as_str()), (400, Some("413")));
+    for name in ["half.bin", "big.bin", "form.bin"] {
         let (status, body) =
             call_on(base, "GET", &format!("/object/info/{bucket}/{name}"), Some(&service), None);
         assert_eq!((status, body["message"].as_str()), (400, Some("Object not found")), "{name}");
@@ -102,7 +116,7 @@ fn an_interrupted_or_refused_upload_leaves_nothing_in_the_bucket() {
 
 #[test]
 fn a_multipart_sized_object_round_trips_whole_and_by_range() {
-    let (base, _) = shared();
+    let (base, _) = &own("big");
     let service = token(json!({"role": "service_role"}));
     let auth = format!("Bearer {service}");
     let bucket = format!("s3big-{}", std::process::id());

@@ -195,8 +195,8 @@ impl FileStore for Disk {
         self.read_file(version, start, len).boxed()
     }
 
-    fn size<'a>(&'a self, version: &'a str) -> BoxFuture<'a, Option<u64>> {
-        async move { tokio::fs::metadata(self.path(version)?).await.ok().map(|m| m.len()) }.boxed()
+    fn size<'a>(&'a self, version: &'a str) -> BoxFuture<'a, io::Result<u64>> {
+        async move { Ok(tokio::fs::metadata(self.found(version)?).await?.len()) }.boxed()
     }
 
     fn read_all<'a>(&'a self, version: &'a str, max: u64) -> BoxFuture<'a, Result<Vec<u8>, ReadAllError>> {

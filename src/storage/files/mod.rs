@@ -34,8 +34,8 @@ pub trait FileStore: Send + Sync {
     fn remove<'a>(&'a self, version: &'a str) -> BoxFuture<'a, io::Result<()>>;
     /// `len` bytes of `version`'s blob from `start`, as a body.
     fn read<'a>(&'a self, version: &'a str, start: u64, len: u64) -> BoxFuture<'a, io::Result<Body>>;
-    /// The size of `version`'s blob, if it is there.
-    fn size<'a>(&'a self, version: &'a str) -> BoxFuture<'a, Option<u64>>;
+    /// The size of `version`'s blob (an error of kind `NotFound` when it is not there).
+    fn size<'a>(&'a self, version: &'a str) -> BoxFuture<'a, io::Result<u64>>;
     /// All of `version`'s blob, when it is at most `max` bytes.
     fn read_all<'a>(&'a self, version: &'a str, max: u64) -> BoxFuture<'a, Result<Vec<u8>, ReadAllError>>;
     /// Removes what uploads cut short left behind once older than `age`, saying how many; and
@@ -158,19 +158,24 @@ impl Files {
         Files { store, small }
     }
 
-    /// `version`'s blob, if it is there: a small one's bytes (from memory after the first
-    /// read), a larger one's size.
-    pub async fn blob(&self, version: &str) -> Option<Blob> {
+    /// `version`'s blob: a small one's bytes (from memory after the first read), a larger
+    /// one's size; an error of kind `NotFound` when it is not there.
+    pub async fn blob(&self, version: &str) -> io::Result<Blob> {
         if let Some(bytes) = self.small.get(version) {
-            return Some(Blob::Small(bytes));
+            return Ok(Blob::Small(bytes));
         }
         let size = self.store.size(version).await?;
         if size > SMALL_BLOB {
-            return Some(Blob::Large(size));
+            return Ok(Blob::Large(size));
         }
-        let bytes = Bytes::from(self.store.read_all(version, SMALL_BLOB).await.ok()?);
+        let bytes = match self.store.read_all(version, SMALL_BLOB).await {
+            Ok(bytes) => Bytes::from(bytes),
+            Err(ReadAllError::Io(e)) => return Err(e),
+            // Replaced in between: not a version's bytes (they never change).
+            Err(ReadAllError::TooLarge(_)) => return Err(io::Error::other("a blob changed size")),
+        };
         self.small.insert(version.to_owned(), bytes.clone());
-        Some(Blob::Small(bytes))
+        Ok(Blob::Small(bytes))
     }
 
     /// `len` bytes of `blob` (the blob of `version`) from `start`.

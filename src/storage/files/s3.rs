@@ -10,20 +10,21 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
+use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt, StreamExt, TryStreamExt};
 use object_store::aws::AmazonS3Builder;
-use object_store::buffered::BufWriter;
 use object_store::path::Path;
-use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
-use tokio::io::AsyncWriteExt;
+use object_store::{
+    GetOptions, GetRange, MultipartUpload, ObjectStore, ObjectStoreExt, PutPayload, UploadPart,
+};
 
 use super::{next_chunk, valid_version, Chunks, FileStore, ReadAllError, ReceiveError, Received, Staged};
 use crate::config::S3Settings;
 use crate::response::Body;
 
-/// An upload's part: S3's parts are at least 5 MiB, and an upload holds at most
-/// `PART_BYTES * (PARTS_IN_FLIGHT + 1)` in memory.
-const PART_BYTES: usize = 8 * 1024 * 1024;
+/// An upload's part: S3's are at least 5 MiB (but the last), and some services want them all
+/// the same size. An upload holds at most `PART_BYTES * (PARTS_IN_FLIGHT + 1)` in memory.
+const PART_BYTES: usize = 5 * 1024 * 1024;
 const PARTS_IN_FLIGHT: usize = 2;
 
 /// The blobs of a bucket.
@@ -151,8 +152,8 @@ impl FileStore for S3 {
         self.read_range(version, start, len).boxed()
     }
 
-    fn size<'a>(&'a self, version: &'a str) -> BoxFuture<'a, Option<u64>> {
-        async move { self.store.head(&self.key(version).ok()?).await.ok().map(|m| m.size) }.boxed()
+    fn size<'a>(&'a self, version: &'a str) -> BoxFuture<'a, io::Result<u64>> {
+        async move { self.store.head(&self.key(version)?).await.map(|m| m.size).map_err(io_error) }.boxed()
     }
 
     fn read_all<'a>(&'a self, version: &'a str, max: u64) -> BoxFuture<'a, Result<Vec<u8>, ReadAllError>> {
@@ -171,45 +172,139 @@ fn io_error(e: object_store::Error) -> io::Error {
     }
 }
 
-/// An upload under way. Dropped before it finished (its request went away), it is aborted so
-/// the bucket keeps no parts; dropped while finishing, its object (if it was made) is removed.
+/// An upload under way: its bytes gathered into parts of [`PART_BYTES`]. One that ends within its
+/// first part goes up as one PUT; a longer one as a multipart upload, [`PARTS_IN_FLIGHT`] parts
+/// at a time. Dropped unfinished (its request went away, a part failed), the multipart upload is
+/// aborted once its parts in flight have settled, so the bucket keeps none of it.
 struct Upload {
+    state: Option<Parts>,
+}
+
+struct Parts {
     store: Arc<dyn ObjectStore>,
     key: Path,
-    writer: Option<BufWriter>,
-    finishing: bool,
+    pending: std::collections::VecDeque<Bytes>,
+    pending_len: usize,
+    multipart: Option<Box<dyn MultipartUpload>>,
+    in_flight: FuturesUnordered<UploadPart>,
 }
 
 impl Upload {
     fn new(store: Arc<dyn ObjectStore>, key: Path) -> Upload {
-        let writer = BufWriter::with_capacity(Arc::clone(&store), key.clone(), PART_BYTES)
-            .with_max_concurrency(PARTS_IN_FLIGHT);
-        Upload { store, key, writer: Some(writer), finishing: false }
+        let parts = Parts {
+            store,
+            key,
+            pending: std::collections::VecDeque::new(),
+            pending_len: 0,
+            multipart: None,
+            in_flight: FuturesUnordered::new(),
+        };
+        Upload { state: Some(parts) }
     }
 
     async fn put(&mut self, chunk: Bytes) -> io::Result<()> {
-        self.writer.as_mut().expect("not finished").put(chunk).await.map_err(io_error)
+        let parts = self.state.as_mut().expect("not finished");
+        parts.pending_len += chunk.len();
+        parts.pending.push_back(chunk);
+        while parts.pending_len >= PART_BYTES {
+            let part = parts.take(PART_BYTES);
+            parts.send(part).await?;
+        }
+        Ok(())
     }
 
+    /// Completes the upload on a task of its own, so that a request going away cannot leave it
+    /// half-done; if nobody waits for it any more by then, its object is removed.
     async fn finish(mut self) -> io::Result<()> {
-        self.finishing = true;
-        self.writer.as_mut().expect("not finished").shutdown().await?;
-        self.writer = None;
+        let parts = self.state.take().expect("not finished");
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        tokio::spawn(async move {
+            let (store, key) = (Arc::clone(&parts.store), parts.key.clone());
+            let done = parts.complete().await;
+            if let Err(Ok(())) = answer.send(done) {
+                if let Err(e) = store.delete(&key).await {
+                    tracing::warn!(error = %e, key = %key, "storage: an abandoned upload's object could not be removed");
+                }
+            }
+        });
+        answered.await.unwrap_or_else(|_| Err(io::Error::other("the upload's task ended")))
+    }
+}
+
+impl Parts {
+    /// The first `len` pending bytes, as one payload.
+    fn take(&mut self, len: usize) -> PutPayload {
+        let mut taken = Vec::new();
+        let mut left = len;
+        while left > 0 {
+            let Some(mut chunk) = self.pending.pop_front() else { break };
+            if chunk.len() > left {
+                self.pending.push_front(chunk.split_off(left));
+            }
+            left -= chunk.len();
+            taken.push(chunk);
+        }
+        self.pending_len -= len;
+        taken.into_iter().collect()
+    }
+
+    async fn send(&mut self, part: PutPayload) -> io::Result<()> {
+        if self.multipart.is_none() {
+            self.multipart = Some(self.store.put_multipart(&self.key).await.map_err(io_error)?);
+        }
+        while self.in_flight.len() >= PARTS_IN_FLIGHT {
+            if let Some(sent) = self.in_flight.next().await {
+                sent.map_err(io_error)?;
+            }
+        }
+        let sending = self.multipart.as_mut().expect("just begun").put_part(part);
+        self.in_flight.push(sending);
         Ok(())
+    }
+
+    async fn complete(mut self) -> io::Result<()> {
+        let rest: PutPayload = std::mem::take(&mut self.pending).into_iter().collect();
+        let Some(mut multipart) = self.multipart.take() else {
+            return self.store.put(&self.key, rest).await.map(|_| ()).map_err(io_error);
+        };
+        if self.pending_len > 0 {
+            self.in_flight.push(multipart.put_part(rest));
+        }
+        let mut sent = Ok(());
+        while let Some(part) = self.in_flight.next().await {
+            sent = sent.and(part);
+        }
+        let completed = match sent {
+            Ok(()) => multipart.complete().await.map(|_| ()),
+            Err(e) => Err(e),
+        };
+        if completed.is_err() {
+            if let Err(e) = multipart.abort().await {
+                tracing::warn!(error = %e, key = %self.key, "storage: a failed upload could not be aborted");
+            }
+        }
+        completed.map_err(io_error)
+    }
+
+    /// Lets the parts in flight settle, then aborts the multipart upload.
+    async fn abort(mut self) {
+        let Some(mut multipart) = self.multipart.take() else { return };
+        while self.in_flight.next().await.is_some() {}
+        if let Err(e) = multipart.abort().await {
+            tracing::warn!(error = %e, key = %self.key, "storage: an unfinished upload could not be aborted");
+        }
     }
 }
 
 impl Drop for Upload {
     fn drop(&mut self) {
-        let Some(mut writer) = self.writer.take() else { return };
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
-        let (store, key, finishing) = (Arc::clone(&self.store), self.key.clone(), self.finishing);
-        runtime.spawn(async move {
-            let cleaned = if finishing { store.delete(&key).await } else { writer.abort().await };
-            if let Err(e) = cleaned {
-                tracing::warn!(error = %e, key = %key, "storage: an unfinished upload could not be cleaned up");
-            }
-        });
+        let Some(parts) = self.state.take() else { return };
+        if parts.multipart.is_none() {
+            return; // Nothing was sent.
+        }
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(parts.abort());
+        }
     }
 }
 
