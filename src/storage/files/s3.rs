@@ -26,6 +26,9 @@ use crate::response::Body;
 /// the same size. An upload holds at most `PART_BYTES * (PARTS_IN_FLIGHT + 1)` in memory.
 const PART_BYTES: usize = 5 * 1024 * 1024;
 const PARTS_IN_FLIGHT: usize = 2;
+/// The most bytes all uploads together hold in memory (received, not yet sent): past it, uploads
+/// wait, their clients held back by TCP's flow control, rather than the server running out.
+const UPLOADS_MEMORY: usize = 256 * 1024 * 1024;
 
 /// The blobs of a bucket.
 #[derive(Debug, Clone)]
@@ -33,6 +36,8 @@ pub struct S3 {
     store: Arc<dyn ObjectStore>,
     /// `<prefix>/objects`.
     objects: Path,
+    /// Permits for [`UPLOADS_MEMORY`], one per byte.
+    buffered: Arc<tokio::sync::Semaphore>,
 }
 
 impl S3 {
@@ -61,7 +66,8 @@ impl S3 {
         }
         let store = builder.build().map_err(|e| format!("storage-s3-url {:?}: {e}", settings.url))?;
         let objects = Path::from(prefix).join("objects");
-        Ok(S3 { store: Arc::new(store), objects })
+        let buffered = Arc::new(tokio::sync::Semaphore::new(UPLOADS_MEMORY));
+        Ok(S3 { store: Arc::new(store), objects, buffered })
     }
 
     /// Whether the bucket answers (it exists and the credentials may list it).
@@ -78,7 +84,7 @@ impl S3 {
     async fn receive_into(&self, mut chunks: Chunks, limit: u64) -> Result<Received, ReceiveError> {
         let version = crate::uuid_v4();
         let key = self.key(&version).map_err(ReceiveError::Io)?;
-        let mut upload = Upload::new(Arc::clone(&self.store), key.clone());
+        let mut upload = Upload::new(Arc::clone(&self.store), key.clone(), Arc::clone(&self.buffered));
         let mut size = 0u64;
         while let Some(chunk) = next_chunk(&mut chunks, &mut size, limit).await? {
             upload.put(chunk).await.map_err(ReceiveError::Io)?;
@@ -183,6 +189,9 @@ struct Upload {
 struct Parts {
     store: Arc<dyn ObjectStore>,
     key: Path,
+    buffered: Arc<tokio::sync::Semaphore>,
+    /// The permits of the pending bytes.
+    held: Option<tokio::sync::OwnedSemaphorePermit>,
     pending: std::collections::VecDeque<Bytes>,
     pending_len: usize,
     multipart: Option<Box<dyn MultipartUpload>>,
@@ -190,10 +199,12 @@ struct Parts {
 }
 
 impl Upload {
-    fn new(store: Arc<dyn ObjectStore>, key: Path) -> Upload {
+    fn new(store: Arc<dyn ObjectStore>, key: Path, buffered: Arc<tokio::sync::Semaphore>) -> Upload {
         let parts = Parts {
             store,
             key,
+            buffered,
+            held: None,
             pending: std::collections::VecDeque::new(),
             pending_len: 0,
             multipart: None,
@@ -204,6 +215,15 @@ impl Upload {
 
     async fn put(&mut self, chunk: Bytes) -> io::Result<()> {
         let parts = self.state.as_mut().expect("not finished");
+        let wanted = u32::try_from(chunk.len().min(UPLOADS_MEMORY)).unwrap_or(u32::MAX);
+        let permit = Arc::clone(&parts.buffered)
+            .acquire_many_owned(wanted)
+            .await
+            .map_err(|_| io::Error::other("the upload memory is closed"))?;
+        match &mut parts.held {
+            Some(held) => held.merge(permit),
+            None => parts.held = Some(permit),
+        }
         parts.pending_len += chunk.len();
         parts.pending.push_back(chunk);
         while parts.pending_len >= PART_BYTES {
@@ -257,8 +277,15 @@ impl Parts {
                 sent.map_err(io_error)?;
             }
         }
+        // The part's bytes stay counted until it has been sent.
+        let permit =
+            self.held.as_mut().and_then(|held| held.split(part.content_length().min(held.num_permits())));
         let sending = self.multipart.as_mut().expect("just begun").put_part(part);
-        self.in_flight.push(sending);
+        self.in_flight.push(Box::pin(async move {
+            let sent = sending.await;
+            drop(permit);
+            sent
+        }));
         Ok(())
     }
 
