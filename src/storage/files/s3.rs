@@ -26,8 +26,9 @@ use crate::response::Body;
 /// the same size. An upload holds at most `PART_BYTES * (PARTS_IN_FLIGHT + 1)` in memory.
 const PART_BYTES: usize = 5 * 1024 * 1024;
 const PARTS_IN_FLIGHT: usize = 2;
-/// The most bytes all uploads together hold in memory (received, not yet sent): past it, uploads
-/// wait, their clients held back by TCP's flow control, rather than the server running out.
+/// The most bytes all uploads together may hold in memory (received, not yet sent), reserved a
+/// part at a time: past it, uploads wait their turn, their clients held back by TCP's flow
+/// control, rather than the server running out.
 const UPLOADS_MEMORY: usize = 256 * 1024 * 1024;
 
 /// The blobs of a bucket.
@@ -190,7 +191,7 @@ struct Parts {
     store: Arc<dyn ObjectStore>,
     key: Path,
     buffered: Arc<tokio::sync::Semaphore>,
-    /// The permits of the pending bytes.
+    /// The reservation of the part being gathered.
     held: Option<tokio::sync::OwnedSemaphorePermit>,
     pending: std::collections::VecDeque<Bytes>,
     pending_len: usize,
@@ -215,14 +216,11 @@ impl Upload {
 
     async fn put(&mut self, chunk: Bytes) -> io::Result<()> {
         let parts = self.state.as_mut().expect("not finished");
-        let wanted = u32::try_from(chunk.len().min(UPLOADS_MEMORY)).unwrap_or(u32::MAX);
-        let permit = Arc::clone(&parts.buffered)
-            .acquire_many_owned(wanted)
-            .await
-            .map_err(|_| io::Error::other("the upload memory is closed"))?;
-        match &mut parts.held {
-            Some(held) => held.merge(permit),
-            None => parts.held = Some(permit),
+        if parts.held.is_none() {
+            // A whole part's worth at once: an upload waiting here holds none, so those that hold
+            // some can always fill and send their part (no two uploads wait on each other).
+            let part = Arc::clone(&parts.buffered).acquire_many_owned(PART_BYTES as u32).await;
+            parts.held = Some(part.map_err(|_| io::Error::other("the upload memory is closed"))?);
         }
         parts.pending_len += chunk.len();
         parts.pending.push_back(chunk);
@@ -277,9 +275,8 @@ impl Parts {
                 sent.map_err(io_error)?;
             }
         }
-        // The part's bytes stay counted until it has been sent.
-        let permit =
-            self.held.as_mut().and_then(|held| held.split(part.content_length().min(held.num_permits())));
+        // The part's reservation is held until it has been sent; the next part makes its own.
+        let permit = self.held.take();
         let sending = self.multipart.as_mut().expect("just begun").put_part(part);
         self.in_flight.push(Box::pin(async move {
             let sent = sending.await;
