@@ -177,7 +177,7 @@ impl StorageError {
 
     /// A failure on rowgate's side (HTTP 500).
     /// The stored bytes could not be reached: missing (404), or the store failed (500, logged).
-    pub fn bytes_unreadable(e: &std::io::Error) -> Self {
+    pub fn bytes_unreadable(e: std::io::Error) -> Self {
         if e.kind() == std::io::ErrorKind::NotFound {
             return Self::bytes_missing();
         }

@@ -162,7 +162,7 @@ impl Renderer {
                     ReadAllError::TooLarge(len) => {
                         StorageError::from(RenderError::TooBig(format!("{len} bytes")))
                     }
-                    ReadAllError::Io(e) => StorageError::bytes_unreadable(&e),
+                    ReadAllError::Io(e) => StorageError::bytes_unreadable(e),
                 })?;
                 Input::Encoded(bytes, permit)
             }

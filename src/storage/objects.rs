@@ -189,7 +189,7 @@ impl Storage {
     ) -> Result<Response<Body>, StorageError> {
         let m = meta(object);
         let version = object.version.as_deref().ok_or_else(StorageError::bytes_missing)?;
-        let blob = self.files.blob(version).await.map_err(|e| StorageError::bytes_unreadable(&e))?;
+        let blob = self.files.blob(version).await.map_err(StorageError::bytes_unreadable)?;
         let len = blob.size();
         let etag = m["eTag"].as_str().unwrap_or_default().to_owned();
         let mime = m["mimetype"].as_str().unwrap_or("application/octet-stream");
@@ -212,11 +212,8 @@ impl Storage {
             r.headers_mut().insert(header::CONTENT_LENGTH, value(&count.to_string()));
             return Ok(r);
         }
-        *r.body_mut() = self
-            .files
-            .body(version, blob, start, count)
-            .await
-            .map_err(|e| StorageError::bytes_unreadable(&e))?;
+        *r.body_mut() =
+            self.files.body(version, blob, start, count).await.map_err(StorageError::bytes_unreadable)?;
         Ok(r)
     }
 
@@ -297,7 +294,7 @@ impl Storage {
         }
         let old_version = source.version.as_deref().ok_or_else(StorageError::bytes_missing)?;
         let version = crate::uuid_v4();
-        self.files.duplicate(old_version, &version).await.map_err(|e| StorageError::bytes_unreadable(&e))?;
+        self.files.duplicate(old_version, &version).await.map_err(StorageError::bytes_unreadable)?;
         let mut metadata = m.clone();
         metadata["eTag"] = json!(format!("\"{}\"", version.replace('-', "")));
         metadata["lastModified"] = json!(super::time::iso(std::time::SystemTime::now()));
