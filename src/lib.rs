@@ -16,6 +16,7 @@ pub mod config;
 pub mod error;
 pub mod http;
 pub mod plan;
+pub mod realtime;
 pub mod response;
 pub mod schema;
 pub mod server;

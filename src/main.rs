@@ -37,6 +37,14 @@ enum Command {
         #[command(subcommand)]
         action: StorageAction,
     },
+    /// Set up what Supabase Realtime's API (`realtime-enabled`) needs of a PostgreSQL database.
+    Realtime {
+        /// Connection URI of a superuser (or of a role that may create publications).
+        #[arg(long = "db-uri", env = "ROWGATE_DB_URI", global = true, value_name = "URI")]
+        db_uri: Option<String>,
+        #[command(subcommand)]
+        action: RealtimeAction,
+    },
     /// Manage API keys (stored hashed in the `rowgate` schema of the database).
     Apikey {
         /// Connection URI of a role that may create the `rowgate` schema or owns it.
@@ -145,6 +153,19 @@ enum StorageAction {
 }
 
 #[derive(Subcommand)]
+enum RealtimeAction {
+    /// Create the publication `supabase_realtime` if missing (add tables to it to publish
+    /// their changes), give `--role` (the role rowgate connects as) REPLICATION, and as a
+    /// superuser an event trigger that tells running instances when the publication changes.
+    /// Safe to run again.
+    Install {
+        /// The role rowgate connects as.
+        #[arg(long)]
+        role: String,
+    },
+}
+
+#[derive(Subcommand)]
 enum ApikeyAction {
     /// Create the key store (also done by the other commands).
     Install,
@@ -210,6 +231,9 @@ fn main() -> ExitCode {
         Command::Demo { server_port, postgres } => runtime.block_on(demo(server_port, postgres)),
         Command::Accounts { db_uri, action: AccountsAction::Install { role } } => {
             runtime.block_on(accounts_install(db_uri, role))
+        }
+        Command::Realtime { db_uri, action: RealtimeAction::Install { role } } => {
+            runtime.block_on(realtime_install(db_uri, role))
         }
         Command::Storage { db_uri, action: StorageAction::Install { role } } => {
             runtime.block_on(storage_install(db_uri, role))
@@ -335,6 +359,23 @@ async fn accounts_install(db_uri: Option<String>, role: String) -> ExitCode {
     match rowgate::backend::postgres::accounts::install(&client, &role).await {
         Ok(()) => {
             println!("rowgate: accounts installed in schema rowgate; role {role} may use them");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("rowgate: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn realtime_install(db_uri: Option<String>, role: String) -> ExitCode {
+    let client = match admin_client(db_uri).await {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    match rowgate::backend::postgres::changes::install::install_realtime(&client, &role).await {
+        Ok(summary) => {
+            println!("rowgate: realtime installed: {summary}");
             ExitCode::SUCCESS
         }
         Err(e) => {

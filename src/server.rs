@@ -31,14 +31,26 @@ pub fn start_state(config: Arc<Config>) -> Result<Arc<AppState>, String> {
     let keys =
         Arc::new(crate::apikey::KeyStore::new(config.api_key_cache_max_entries, config.db_anon_role.clone()));
     let flush = keys.clone();
+    let auth = Arc::new(crate::auth::Authenticator::new(&config));
+    crate::auth::spawn_jwks_refresh(auth.clone(), config.jwt_jwks_url.clone(), config.jwt_jwks_refresh);
+    let realtime = config.realtime.enabled.then(|| {
+        crate::realtime::Realtime::start(
+            config.realtime.clone(),
+            config.server_max_connections,
+            auth.clone(),
+            schema.clone(),
+        )
+    });
     let backend = Arc::new(Backend::start(
         config.clone(),
         schema.clone(),
         cache.clone(),
+        realtime.clone(),
         Arc::new(move || flush.invalidate()),
     )?);
-    let auth = Arc::new(crate::auth::Authenticator::new(&config));
-    crate::auth::spawn_jwks_refresh(auth.clone(), config.jwt_jwks_url.clone(), config.jwt_jwks_refresh);
+    if let Some(rt) = &realtime {
+        rt.set_access(Arc::new(crate::backend::Rights::new(backend.clone(), schema.clone(), config.clone())));
+    }
     let accounts = accounts(&config, &backend);
     let static_files = crate::http::StaticFiles::new(&config);
     let storage = storage(&config, &backend)?;
@@ -54,6 +66,7 @@ pub fn start_state(config: Arc<Config>) -> Result<Arc<AppState>, String> {
         schema,
         cache,
         accounts,
+        realtime,
     }))
 }
 

@@ -52,6 +52,8 @@ class Binaries:
                       os.path.join(release, "examples", "loadgen")]
         self.loadgen = next((os.path.abspath(c) for c in candidates if c and os.path.exists(c)), candidates[-1])
         self.transform_ceiling = os.path.join(os.path.dirname(self.loadgen), "transform_ceiling")
+        # Other examples a scenario names (EXAMPLES) are looked for beside loadgen.
+        self.example_dir = os.path.dirname(self.loadgen)
         self.build = None
         if not (args.no_build or args.rowgate_bin or bin_dir):
             argv = ["cargo", "build", "--release", "--locked", "--bin", "rowgate"]
@@ -85,7 +87,8 @@ class Context:
         self.logs = os.path.join(self.data, "logs")
         os.makedirs(self.logs, exist_ok=True)
         examples = (["loadgen"] if getattr(module, "USES_LOADGEN", False) else []) + (
-            ["transform_ceiling"] if getattr(module, "USES_CEILING_EXAMPLE", False) else [])
+            ["transform_ceiling"] if getattr(module, "USES_CEILING_EXAMPLE", False) else []) + list(
+            getattr(module, "EXAMPLES", []))
         self.bins = Binaries(args, examples)
         self._oha_install = OhaInstall() if getattr(module, "USES_OHA", True) else None
         self._oha = None

@@ -63,6 +63,10 @@ SCENARIOS = {
                    "standard": ["--duration", "5", "--images", "1000", "--big-mib", "256"], "full": []},
     "s003-customers": {"runner": ["s003/customers"], "about": "one user's 500 customers (~54 KB), 16 connections",
                        "quick": ["--requests", "1000"], "standard": [], "full": []},
+    "realtime-fanout": {"runner": ["realtime/fanout"],
+                        "about": "one table's inserts to 100 / 1,000 / 10,000 subscribers under RLS",
+                        "quick": ["--subscribers", "100,1000", "--duration", "2", "--ramp", "100,500"],
+                        "standard": ["--duration", "5", "--ramp", "100,250,500,1000,2000"], "full": []},
     "s004": {"runner": ["s004/run"], "about": "PocketBase's benchmark beside PocketBase (completed seconds)",
              "quick": ["--quick", "--rounds", "1", "--cooldown", "0.2"],
              "standard": ["--rounds", "1", "--cooldown", "0.5"], "full": []},
@@ -87,6 +91,7 @@ PEER_ARGS = {
     "s003-customers": lambda p: [] if "postgrest" in p else ["--no-postgrest"],
     "s003-image": lambda p: ["--peers", "pocketbase" if "pocketbase" in p else "none"],
     "s004": lambda p: ["--peers", "pocketbase" if "pocketbase" in p else "none"],
+    "realtime-fanout": lambda p: ["--peers", "pocketbase" if "pocketbase" in p else "none"],
 }
 
 

@@ -5,7 +5,10 @@
 //! method here and one implementation in each folder.
 
 pub mod postgres;
+mod rights;
 pub mod sqlite;
+
+pub use rights::Rights;
 
 use std::sync::Arc;
 
@@ -20,6 +23,7 @@ use crate::cache::ResponseCache;
 use crate::config::Config;
 use crate::error::Error;
 use crate::plan::{MutatePlan, ReadPlan};
+use crate::realtime::Realtime;
 use crate::response::Body;
 use crate::schema::{SchemaCache, SharedSchema};
 
@@ -63,18 +67,27 @@ impl KeyLookup for Backend {
 
 impl Backend {
     /// Opens the database `config` names and starts keeping `schema` current with it (and the
-    /// response `cache`, when on); `keys_changed` is told when the API-key store changes.
+    /// response `cache`, when on, and `realtime`'s feed of changes); `keys_changed` is told
+    /// when the API-key store changes.
     pub fn start(
         config: Arc<Config>,
         schema: Arc<SharedSchema>,
         cache: Option<Arc<ResponseCache>>,
+        realtime: Option<Arc<Realtime>>,
         keys_changed: Arc<dyn Fn() + Send + Sync>,
     ) -> Result<Backend, String> {
         Ok(match config.sqlite.clone() {
-            Some(target) => {
-                Backend::Sqlite(sqlite::SqliteBackend::open(config, target, schema, cache, keys_changed)?)
+            Some(target) => Backend::Sqlite(sqlite::SqliteBackend::open(
+                config,
+                target,
+                schema,
+                cache,
+                realtime,
+                keys_changed,
+            )?),
+            None => {
+                Backend::Postgres(postgres::PgBackend::start(config, schema, cache, realtime, keys_changed)?)
             }
-            None => Backend::Postgres(postgres::PgBackend::start(config, schema, cache, keys_changed)?),
         })
     }
 

@@ -83,6 +83,36 @@ pub struct ServeArgs {
         value_name = "BYTES"
     )]
     pub storage_transform_cache_size: Option<u64>,
+    /// Supabase Realtime's API at /realtime/v1: database changes, broadcast and presence over
+    /// WebSockets (on PostgreSQL, `rowgate realtime install` first) [default: false].
+    #[arg(long = "realtime-enabled", env = "ROWGATE_REALTIME_ENABLED", value_name = "BOOL")]
+    pub realtime_enabled: Option<bool>,
+    /// SQLite: comma-separated tables whose changes realtime sends (PostgreSQL: the tables of
+    /// the publication `supabase_realtime`) [default: none].
+    #[arg(long = "realtime-tables", env = "ROWGATE_REALTIME_TABLES", value_name = "LIST")]
+    pub realtime_tables: Option<String>,
+    /// Messages queued for one connection; a client that falls this far behind is told and
+    /// disconnected [default: 1024].
+    #[arg(long = "realtime-max-queue", env = "ROWGATE_REALTIME_MAX_QUEUE", value_name = "N")]
+    pub realtime_max_queue: Option<usize>,
+    /// Channels one connection may join [default: 100].
+    #[arg(long = "realtime-max-channels", env = "ROWGATE_REALTIME_MAX_CHANNELS", value_name = "N")]
+    pub realtime_max_channels: Option<usize>,
+    /// Messages per second one connection may send, heartbeats aside; past it the channel is
+    /// closed [default: 100].
+    #[arg(
+        long = "realtime-max-events-per-second",
+        env = "ROWGATE_REALTIME_MAX_EVENTS_PER_SECOND",
+        value_name = "N"
+    )]
+    pub realtime_max_events_per_second: Option<u32>,
+    /// The largest message a client may send, in bytes [default: 1048576].
+    #[arg(
+        long = "realtime-max-message-size",
+        env = "ROWGATE_REALTIME_MAX_MESSAGE_SIZE",
+        value_name = "BYTES"
+    )]
+    pub realtime_max_message_size: Option<usize>,
     /// Serve the files of this directory (PocketBase's `pb_public`) under `static-prefix`.
     #[arg(long = "static-dir", env = "ROWGATE_STATIC_DIR", value_name = "DIR")]
     pub static_dir: Option<PathBuf>,

@@ -9,11 +9,13 @@ mod args;
 mod db_uri;
 pub mod jwt_secret;
 mod rate_limit;
+mod realtime;
 mod role_path;
 
 pub use args::ServeArgs;
 pub use db_uri::{PgUri, RootCerts, SslMode, TlsOptions};
 pub use rate_limit::{Rate, RateLimits};
+pub use realtime::RealtimeSettings;
 pub use role_path::RolePath;
 
 use std::net::IpAddr;
@@ -227,6 +229,8 @@ pub struct Config {
     pub storage_file_size_limit: u64,
     /// `storage-transform-cache-size`, in bytes.
     pub storage_transform_cache_size: u64,
+    /// `realtime-*`.
+    pub realtime: RealtimeSettings,
     /// `static-dir`, if files are served.
     pub static_dir: Option<PathBuf>,
     /// `static-prefix`: `/` or `/path` (no trailing slash).
@@ -285,6 +289,7 @@ impl Config {
             None => ServeArgs::default(),
         };
         let a = args.clone();
+        let realtime = RealtimeSettings::from_args(&a, &file)?;
         // No database named: the embedded default, an SQLite file in the working directory.
         let db_uri = a.db_uri.or(file.db_uri).unwrap_or_else(|| DEFAULT_DB_URI.to_owned());
         let sqlite = SqliteTarget::from_uri(&db_uri);
@@ -507,6 +512,7 @@ impl Config {
                 .storage_transform_cache_size
                 .or(file.storage_transform_cache_size)
                 .unwrap_or(64 * 1024 * 1024),
+            realtime,
             static_dir,
             static_prefix,
             api_prefix,

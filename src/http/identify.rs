@@ -45,6 +45,38 @@ pub async fn identify(state: &AppState, headers: &HeaderMap) -> Result<Principal
     }
 }
 
+/// Who a realtime socket runs as: its headers, and the `apikey` query parameter browsers send
+/// for want of headers on a WebSocket. A JWT there whose role is no API key's (a user's own
+/// token, which Supabase's server accepts as the socket's credentials) counts as a bearer token.
+pub async fn socket_caller(state: &AppState, headers: &HeaderMap, apikey: Option<&str>) -> Result<Principal, Error> {
+    let mut headers = headers.clone();
+    if let (Some(key), None) = (apikey, api_key(state, &headers)) {
+        let role = unverified_role(key);
+        let bearer = role.is_some_and(|r| !state.config.api_key_jwt_role(&r));
+        let value = if bearer { format!("Bearer {key}") } else { key.to_owned() };
+        let name = match bearer {
+            true => Some(header::AUTHORIZATION),
+            false => state.config.api_key_headers.first().cloned(),
+        };
+        if let (Some(name), Ok(v)) = (name, HeaderValue::from_str(&value)) {
+            if !headers.contains_key(&name) {
+                headers.insert(name, v);
+            }
+        }
+    }
+    identify(state, &headers).await
+}
+
+/// The `role` claim of a JWT, read without verifying it (identify verifies).
+fn unverified_role(token: &str) -> Option<String> {
+    use base64::Engine;
+    let mut parts = token.split('.');
+    let (_, body, _, None) = (parts.next()?, parts.next()?, parts.next()?, parts.next()) else { return None };
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(body.trim_end_matches('=')).ok()?;
+    let claims: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    claims.get("role").and_then(|r| r.as_str()).map(str::to_owned)
+}
+
 /// Who a storage request runs as: as for the API; without credentials the anonymous role, and
 /// without one of those, Supabase's complaint. A token that does not verify is refused with
 /// Supabase Storage's messages.

@@ -28,7 +28,6 @@ use http::{header, HeaderValue, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
-use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 
 use crate::auth::Authenticator;
@@ -62,6 +61,8 @@ pub struct AppState {
     pub rate_limits: RateLimiter,
     /// Storage at `/storage/v1`, when `storage-enabled`.
     pub storage: Option<Arc<crate::storage::Storage>>,
+    /// Realtime at `/realtime/v1`, when `realtime-enabled`.
+    pub realtime: Option<Arc<crate::realtime::Realtime>>,
 }
 
 /// Serves `listener` until `shutdown` completes, then lets in-flight requests finish (for at
@@ -123,7 +124,9 @@ pub async fn serve_with<H, F>(
     H: Fn(Request<Incoming>, IpAddr) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Response<Body>> + Send + 'static,
 {
-    let graceful = GracefulShutdown::new();
+    // Connections are told to finish by this (hyper-util's GracefulShutdown cannot watch a
+    // connection that may be upgraded to a WebSocket).
+    let (stop, stopping) = tokio::sync::watch::channel(false);
     let mut http = hyper::server::conn::http1::Builder::new();
     http.max_header_size(limits.max_header_size).timer(hyper_util::rt::TokioTimer::new());
     http.header_read_timeout(limits.read_timeout);
@@ -153,9 +156,17 @@ pub async fn serve_with<H, F>(
                     let response = handler(req, client);
                     async move { Ok::<_, Infallible>(response.await) }
                 });
-                let conn = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
+                let conn = http.serve_connection(TokioIo::new(stream), service).with_upgrades();
+                let mut stopping = stopping.clone();
                 tokio::spawn(async move {
-                    let _ = conn.await;
+                    let mut conn = std::pin::pin!(conn);
+                    tokio::select! {
+                        _ = conn.as_mut() => {}
+                        _ = stopping.changed() => {
+                            conn.as_mut().graceful_shutdown();
+                            let _ = conn.await;
+                        }
+                    }
                     drop(counted);
                 });
             }
@@ -163,7 +174,13 @@ pub async fn serve_with<H, F>(
         }
     }
     drop(listener);
-    if tokio::time::timeout(grace, graceful.shutdown()).await.is_err() {
+    let _ = stop.send(true);
+    let drained = async {
+        while open.load(Ordering::Relaxed) > 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    if tokio::time::timeout(grace, drained).await.is_err() {
         tracing::warn!("shutdown grace period ended with requests still in flight");
     }
 }
@@ -308,6 +325,7 @@ async fn endpoint(state: &AppState, req: Request<Incoming>, peer: IpAddr) -> Res
             let rest = &path["/storage/v1".len()..];
             storage.handle(parts, body, rest, caller).await
         }
+        path if path.starts_with("/realtime/v1/") && state.realtime.is_some() => realtime(state, req).await,
         path if path.starts_with("/auth/v1/") && state.accounts.is_some() => {
             let accounts = state.accounts.as_ref().expect("checked");
             let (parts, incoming) = req.into_parts();
@@ -324,9 +342,15 @@ async fn endpoint(state: &AppState, req: Request<Incoming>, peer: IpAddr) -> Res
         }
         path => {
             let config = &state.config;
-            if let Some(rest) = under(path, &config.api_prefix) {
+            // Supabase's clients find the API at /rest/v1 beside /auth/v1, /storage/v1 and
+            // /realtime/v1: it is served there too, whatever `api-prefix` says.
+            let (rest, prefixed) = match under(path, SUPABASE_REST) {
+                Some(rest) => (Some(rest), true),
+                None => (under(path, &config.api_prefix), config.api_prefix != "/"),
+            };
+            if let Some(rest) = rest {
                 let mut req = req;
-                if config.api_prefix != "/" {
+                if prefixed {
                     // The API sees its paths as if it were at the root.
                     let target = match req.uri().query() {
                         Some(q) => format!("{rest}?{q}"),
@@ -349,6 +373,51 @@ async fn endpoint(state: &AppState, req: Request<Incoming>, peer: IpAddr) -> Res
         }
     }
 }
+
+/// `/realtime/v1/websocket` (the socket runs as its `apikey` query parameter or headers make
+/// it) and `/realtime/v1/api/broadcast` (as its headers make it).
+async fn realtime(state: &AppState, req: Request<Incoming>) -> Response<Body> {
+    let rt = state.realtime.as_ref().expect("checked");
+    let path = req.uri().path().trim_start_matches("/realtime/v1");
+    let unauthorized = |e: &Error| {
+        let mut r = error_response(e);
+        *r.body_mut() =
+            Body::from(serde_json::json!({"message": "Unauthorized", "error": e.to_string()}).to_string());
+        r
+    };
+    if path == "/websocket" && req.method() == http::Method::GET {
+        let apikey = crate::realtime::query_value(req.uri().query(), "apikey");
+        return match identify::socket_caller(state, req.headers(), apikey.as_deref()).await {
+            Ok(principal) => crate::realtime::upgrade(rt, req, principal),
+            Err(e) => unauthorized(&e),
+        };
+    }
+    if let Some(rest) = path.strip_prefix("/api/broadcast") {
+        if req.method() != http::Method::POST {
+            return plain(StatusCode::METHOD_NOT_ALLOWED);
+        }
+        let principal = match identify::identify(state, req.headers()).await {
+            Ok(p) => p,
+            Err(e) => return unauthorized(&e),
+        };
+        if let Err(e) = state.rate_limits.admit_caller(&principal, identify::api_key(state, req.headers())) {
+            return error_response(&e);
+        }
+        let content_type =
+            req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let rest = rest.to_owned();
+        let limit = state.config.realtime.max_message_size;
+        let body = match api::read_body(req.into_body(), limit, state.config.server_read_timeout).await {
+            Ok(b) => b,
+            Err(e) => return error_response(&e),
+        };
+        return crate::realtime::broadcast_api(rt, &rest, content_type.as_deref(), body);
+    }
+    plain(StatusCode::NOT_FOUND)
+}
+
+/// Where Supabase's clients look for the REST API.
+const SUPABASE_REST: &str = "/rest/v1";
 
 /// The client a request comes from: the peer, or, when the peer is one of
 /// `server-trusted-proxies`, the address its `X-Forwarded-For` names before any trusted proxy
@@ -408,6 +477,9 @@ fn metrics(state: &AppState) -> Response<Body> {
         cache.render_metrics(&mut out);
     }
     state.rate_limits.metrics(&mut out);
+    if let Some(rt) = &state.realtime {
+        rt.render_metrics(&mut out);
+    }
     let mut r = Response::new(Body::from(out));
     r.headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));

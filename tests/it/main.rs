@@ -15,6 +15,7 @@ mod operations;
 mod oracle;
 mod postgrest_js;
 mod read;
+mod realtime;
 mod rls;
 mod rpc;
 mod sqlite;

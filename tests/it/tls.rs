@@ -260,7 +260,7 @@ fn encrypted_feed(cluster: &TempCluster) -> Option<bool> {
     block_on(async move {
         let client = rowgate::backend::postgres::connect_without_tls(&config).await.unwrap();
         let sql = "SELECT bool_and(s.ssl) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) \
-                   WHERE a.application_name = 'rowgate cache feed'";
+                   WHERE a.application_name = 'rowgate change feed'";
         client.query_one(sql, &[]).await.unwrap().get(0)
     })
 }

@@ -22,6 +22,7 @@ pub mod introspect;
 mod pool;
 pub mod reload;
 mod render;
+mod rights;
 mod settings;
 pub mod sql;
 pub mod storage;
@@ -66,11 +67,13 @@ impl PgBackend {
         config: Arc<Config>,
         schema: Arc<SharedSchema>,
         cache: Option<Arc<ResponseCache>>,
+        realtime: Option<Arc<crate::realtime::Realtime>>,
         keys_changed: reload::KeysChanged,
     ) -> Result<PgBackend, String> {
         // An unreadable certificate stops the start, with the file's name.
         let target = Arc::new(PgTarget::parse(&config.db_uri)?);
-        let reloader = reload::Reloader::start(config.clone(), target.clone(), schema, cache.clone());
+        let reloader =
+            reload::Reloader::start(config.clone(), target.clone(), schema, cache.clone(), realtime);
         reload::spawn_sigusr1(reloader.clone());
         reload::spawn_listener(config.clone(), reloader.clone(), keys_changed);
         Ok(PgBackend { db: Db::new(&config, &target), target, config, cache, reloader })
@@ -190,6 +193,15 @@ impl PgBackend {
     /// Asks for a schema cache reload.
     pub fn reload_schema(&self) {
         self.reloader.request();
+    }
+
+    /// What `role` may read of `table` (realtime's question), from the catalog.
+    pub async fn table_access(
+        &self,
+        role: &str,
+        table: &crate::schema::QualifiedName,
+    ) -> Result<crate::realtime::TableAccess, Error> {
+        rights::table_access(&self.db, role, table).await
     }
 
     /// Storage's rows, on the pool's connections.

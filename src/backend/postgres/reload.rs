@@ -21,6 +21,7 @@ pub struct Reloader {
     schema: Arc<SharedSchema>,
     wake: Arc<Notify>,
     cache: Option<Arc<crate::cache::ResponseCache>>,
+    realtime: Option<Arc<crate::realtime::Realtime>>,
 }
 
 impl Reloader {
@@ -31,8 +32,9 @@ impl Reloader {
         target: Arc<super::PgTarget>,
         schema: Arc<SharedSchema>,
         cache: Option<Arc<crate::cache::ResponseCache>>,
+        realtime: Option<Arc<crate::realtime::Realtime>>,
     ) -> Reloader {
-        let reloader = Reloader { config, target, schema, wake: Arc::new(Notify::new()), cache };
+        let reloader = Reloader { config, target, schema, wake: Arc::new(Notify::new()), cache, realtime };
         let task = reloader.clone();
         tokio::spawn(async move {
             let mut attempt = 0u32;
@@ -76,6 +78,9 @@ impl Reloader {
         let cache = super::introspect::load(&mut client, &self.config.db_schemas, keyed).await?;
         let relations = cache.relations.len();
         let functions = cache.functions.values().map(Vec::len).sum::<usize>();
+        if let Some(rt) = &self.realtime {
+            rt.set_published(super::changes::install::published(&client).await?);
+        }
         self.schema.store(cache);
         // After the store: an answer planned with the old snapshot started before this flush.
         if let Some(c) = &self.cache {
@@ -187,6 +192,10 @@ async fn listen(
         listen.push_str("; LISTEN ");
         listen.push_str(crate::cache::CHANNEL);
     }
+    if reloader.realtime.is_some() {
+        listen.push_str("; LISTEN ");
+        listen.push_str(super::changes::install::REALTIME_CHANNEL);
+    }
     client.batch_execute(&listen).await?;
     keys_changed();
     let logical = match &reloader.cache {
@@ -203,15 +212,42 @@ async fn listen(
         .clone()
         .map(|cache| crate::backend::postgres::changes::listener::start(client.clone(), cache));
     let mut talker = AbortOnDrop(talker);
+    let realtime = reloader.realtime.as_ref().map(|r| r.feed());
+    // One feed for the cache and realtime; if it stops, the listener starts over.
     let feed = reloader.cache.clone().filter(|_| logical).map(|cache| {
-        let pg = pg.clone();
+        let (pg, realtime) = (pg.clone(), realtime.clone());
         tokio::spawn(async move {
-            if let Err(e) = crate::backend::postgres::changes::decoder::run(&pg, cache).await {
-                tracing::warn!(error = %e, "the cache's change feed stopped");
+            let _lost = realtime.clone().map(LostOnDrop);
+            if let Err(e) = crate::backend::postgres::changes::decoder::run(&pg, Some(cache), realtime).await
+            {
+                tracing::warn!(error = %e, "the change feed stopped");
             }
         })
     });
     let mut feed = AbortOnDrop(feed);
+    // Realtime's feed alone (the cache is off or uses triggers): it retries by itself.
+    let _realtime_feed = AbortOnDrop(realtime.filter(|_| feed.0.is_none()).map(|realtime| {
+        let pg = pg.clone();
+        tokio::spawn(async move {
+            let mut attempt = 0u32;
+            loop {
+                let started = std::time::Instant::now();
+                let lost = LostOnDrop(realtime.clone());
+                if let Err(e) =
+                    crate::backend::postgres::changes::decoder::run(&pg, None, Some(realtime.clone())).await
+                {
+                    tracing::warn!(error = %e, "realtime's change feed stopped");
+                }
+                drop(lost);
+                attempt =
+                    if started.elapsed() > Duration::from_secs(60) { 0 } else { attempt.saturating_add(1) };
+                tokio::time::sleep(
+                    Duration::from_millis(250 * 2u64.pow(attempt.min(7))).min(Duration::from_secs(30)),
+                )
+                .await;
+            }
+        })
+    }));
     if *connected_before && config.db_channel_enabled {
         reloader.request();
     }
@@ -269,6 +305,9 @@ async fn listen(
             reloader.request();
         } else if channel == super::apikey::CHANNEL {
             keys_changed();
+        } else if channel == super::changes::install::REALTIME_CHANNEL {
+            // The publication changed: which tables publish.
+            reloader.request();
         } else if payload.is_empty() || payload == "reload schema" {
             reloader.request();
         }
@@ -279,6 +318,15 @@ async fn listen(
     match driver.await {
         Ok(result) => result,
         Err(_) => Ok(()),
+    }
+}
+
+/// Tells realtime its feed stopped when dropped (the feed's task ended or was aborted).
+struct LostOnDrop(crate::realtime::Feed);
+
+impl Drop for LostOnDrop {
+    fn drop(&mut self) {
+        self.0.lost("the replication connection closed".into());
     }
 }
 

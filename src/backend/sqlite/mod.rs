@@ -9,6 +9,7 @@ pub mod apikey;
 mod csv;
 pub mod db;
 pub mod introspect;
+mod realtime;
 pub mod rules;
 pub mod sql;
 pub mod storage;
@@ -22,6 +23,7 @@ use http::Response;
 use self::access::{both, Access};
 use self::db::{Changed, SqliteDb};
 use self::rules::{Operation, Rules};
+use crate::auth::Principal;
 use crate::backend::Caller;
 use crate::cache::ResponseCache;
 use crate::config::{Config, SqliteTarget};
@@ -51,6 +53,7 @@ impl SqliteBackend {
         target: SqliteTarget,
         shared: Arc<SharedSchema>,
         cache: Option<Arc<ResponseCache>>,
+        realtime: Option<Arc<crate::realtime::Realtime>>,
         keys_changed: Arc<dyn Fn() + Send + Sync>,
     ) -> Result<SqliteBackend, String> {
         let exposed = config.db_schemas[0].clone();
@@ -89,7 +92,31 @@ impl SqliteBackend {
                 Changed::Schema => cache.flush(),
             }));
         }
+        if let Some(rt) = realtime {
+            realtime::start(&db, &rt, &config);
+        }
         Ok(SqliteBackend { db, rules: Arc::new(rules), config })
+    }
+
+    /// What `who` may read of `table` (realtime's question): every column, and rows by the
+    /// rules' `select` entry.
+    pub fn table_access(
+        &self,
+        who: &Principal,
+        table: &str,
+        columns: Vec<String>,
+    ) -> crate::realtime::TableAccess {
+        use rules::Access;
+        match self.rules.access(who, table, rules::Operation::Select) {
+            Access::Denied => {
+                crate::realtime::TableAccess { columns: Vec::new(), by_claims: false, by_row: false }
+            }
+            Access::All => crate::realtime::TableAccess { columns, by_claims: false, by_row: false },
+            Access::Rows(filters) => {
+                let by_claims = filters.iter().any(rules::reads_claims);
+                crate::realtime::TableAccess { columns, by_claims, by_row: true }
+            }
+        }
     }
 
     /// Storage's rows in the file, under the rules' `storage.buckets` and `storage.objects`.

@@ -234,6 +234,17 @@ fn leaf_filters(q: &rowgate_request::QueryParams) -> Vec<&rowgate_request::Filte
     filters
 }
 
+/// Whether a rule's filters read a claim (`@jwt.<claim>`): then callers of one role see
+/// different rows.
+pub fn reads_claims(q: &rowgate_request::QueryParams) -> bool {
+    use rowgate_request::Operation as Op;
+    leaf_filters(q).iter().any(|f| match &f.operation {
+        Op::Compare { value, .. } | Op::IsDistinct(value) => value.starts_with("@jwt."),
+        Op::In(items) => items.iter().any(|v| v.starts_with("@jwt.")),
+        _ => false,
+    })
+}
+
 /// Whether a filter would read a claim as a pattern (`like`, `ilike`, `match`, `imatch`).
 fn claim_as_pattern(f: &rowgate_request::Filter) -> bool {
     use rowgate_request::{CompareOp, Operation as Op};

@@ -1,10 +1,11 @@
 //! The change feed from logical decoding of the WAL (where `rowgate cache install` found
-//! `wal_level = logical`): a replication connection with a temporary slot streams the
-//! `rowgate_cache` publication through PostgreSQL's built-in `pgoutput` plugin. Unlike the
-//! triggers it costs the writing transactions nothing but their WAL, and it reports every
-//! committed change, in commit order, together with the instances' messages
-//! (`pg_logical_emit_message`): write markers inside their transactions, heartbeats and
-//! acknowledgements outside any.
+//! `wal_level = logical`, or for realtime): a replication connection with a temporary slot
+//! streams the `rowgate_cache` publication (and realtime's `supabase_realtime`) through
+//! PostgreSQL's built-in `pgoutput` plugin. Unlike the triggers it costs the writing
+//! transactions nothing but their WAL, and it reports every committed change, in commit order,
+//! together with the instances' messages (`pg_logical_emit_message`): write markers inside
+//! their transactions, heartbeats and acknowledgements outside any. One slot serves the
+//! response cache and realtime together (`realtime` keeps the rows realtime wants).
 //!
 //! tokio-postgres speaks no replication protocol, so this is a small client of its own on
 //! `postgres-protocol`'s message codecs: start-up, authentication (trust, password, MD5,
@@ -19,8 +20,11 @@ use postgres_protocol::authentication::sasl::{ChannelBinding, ScramSha256, SCRAM
 use postgres_protocol::message::frontend;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use super::realtime::{Cell, RawChange, RawCommit, RealtimeSide, StreamRelation};
 use crate::backend::postgres::tls::{PgTarget, Stream};
 use crate::cache::{ResponseCache, CHANNEL};
+use crate::realtime::{Feed, Kind};
+use crate::schema::QualifiedName;
 
 /// The publication `rowgate cache install` creates for the feed (all tables).
 pub const PUBLICATION: &str = "rowgate_cache";
@@ -86,7 +90,11 @@ impl Connection {
             ("user", user),
             ("database", dbname),
             ("replication", "database"),
-            ("application_name", "rowgate cache feed"),
+            ("application_name", "rowgate change feed"),
+            // How row values are written as text, for realtime's typed JSON.
+            ("DateStyle", "ISO"),
+            ("TimeZone", "UTC"),
+            ("IntervalStyle", "postgres"),
         ];
         frontend::startup_message(params.iter().copied(), &mut conn.out)?;
         conn.flush().await?;
@@ -234,9 +242,11 @@ fn error_text(body: &[u8]) -> String {
 }
 
 /// A relation as the stream described it: per column, its name and whether its values are
-/// kept as row keys, and whether it belongs to the replica identity.
+/// kept as row keys, and whether it belongs to the replica identity; and for realtime, its
+/// names and types.
 struct Relation {
     columns: Vec<(Arc<str>, bool, bool)>,
+    stream: Arc<StreamRelation>,
 }
 
 /// Types whose text form is canonical (see `canonical_text`): int2, int4, int8, text,
@@ -245,23 +255,59 @@ fn keyed_type(oid: u32) -> bool {
     matches!(oid, 21 | 23 | 20 | 25 | 1043 | 2950)
 }
 
-/// Streams changes into `cache` until the connection fails. The cache is flushed once the slot
-/// exists (changes committed before it are never reported), and counts as current only when
-/// the instance's own heartbeats come back through this stream.
-pub async fn run(target: &PgTarget, cache: Arc<ResponseCache>) -> Result<(), FeedError> {
+/// Streams changes into `cache` and to `realtime` until the connection fails. The cache is
+/// flushed once the slot exists (changes committed before it are never reported), and counts
+/// as current only when the instance's own heartbeats come back through this stream; realtime
+/// is told the feed runs.
+pub async fn run(
+    target: &PgTarget,
+    cache: Option<Arc<ResponseCache>>,
+    realtime: Option<Feed>,
+) -> Result<(), FeedError> {
     // For the visibility checks (see `settle`).
     let helper = crate::backend::postgres::connect(target).await?;
+    let mut publications = Vec::new();
+    if cache.is_some() {
+        publications.push(PUBLICATION);
+    }
+    if realtime.is_some() {
+        let exists: bool = helper
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_publication WHERE pubname = $1)",
+                &[&super::realtime::PUBLICATION],
+            )
+            .await?
+            .get(0);
+        if exists {
+            publications.push(super::realtime::PUBLICATION);
+        } else {
+            tracing::error!("realtime-enabled, but the publication supabase_realtime does not exist: run `rowgate realtime install`");
+        }
+    }
+    if publications.is_empty() {
+        return Err(FeedError::Server("no publication to stream: run `rowgate realtime install`".into()));
+    }
+    let mut realtime = realtime.map(RealtimeSide::new);
     let mut conn = Connection::open(target).await?;
     // Numbered: the previous connection's slot may linger until the server notices it gone.
     static CONNECTIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = CONNECTIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let slot = format!("rowgate_{}_{n}", cache.instance);
+    let instance = match &cache {
+        Some(c) => c.instance.clone(),
+        None => {
+            let mut id = [0u8; 6];
+            let _ = getrandom::fill(&mut id);
+            crate::hex(&id)
+        }
+    };
+    let slot = format!("rowgate_{instance}_{n}");
     // A temporary slot: it goes when the connection does, and a new one starts at the present.
     conn.command(&format!("CREATE_REPLICATION_SLOT {slot} TEMPORARY LOGICAL pgoutput NOEXPORT_SNAPSHOT"))
         .await?;
     frontend::query(
         &format!(
-            "START_REPLICATION SLOT {slot} LOGICAL 0/0 (proto_version '1', publication_names '{PUBLICATION}', messages 'true')"
+            "START_REPLICATION SLOT {slot} LOGICAL 0/0 (proto_version '1', publication_names '{}', messages 'true')",
+            publications.join(",")
         ),
         &mut conn.out,
     )?;
@@ -272,10 +318,16 @@ pub async fn run(target: &PgTarget, cache: Arc<ResponseCache>) -> Result<(), Fee
             return Err(FeedError::Protocol(format!("message '{}' instead of the copy stream", tag as char)))
         }
     }
-    cache.flush();
-    cache.listening();
-    tracing::info!(slot, "reading the cache's changes from logical decoding");
+    if let Some(cache) = &cache {
+        cache.flush();
+        cache.listening();
+    }
+    if let Some(rt) = &realtime {
+        rt.feed.ready();
+    }
+    tracing::info!(slot, publications = %publications.join(","), "reading changes from logical decoding");
     let mut relations: HashMap<u32, Relation> = HashMap::new();
+    let mut open = RawCommit::default();
     let mut received = 0u64;
     let mut acked = 0u64;
     let mut tick = tokio::time::interval(Duration::from_secs(1));
@@ -308,7 +360,8 @@ pub async fn run(target: &PgTarget, cache: Arc<ResponseCache>) -> Result<(), Fee
                     let _start = data.get_u64();
                     received = received.max(data.get_u64());
                     data.advance(8);
-                    decode(&mut relations, &cache, data, &mut batch)?;
+                    let feed = realtime.as_ref().map(|r| &r.feed);
+                    decode(&mut relations, cache.as_deref(), feed, data, &mut batch, &mut open)?;
                 }
                 Some(b'k') if data.len() >= 18 => {
                     data.advance(1);
@@ -324,7 +377,7 @@ pub async fn run(target: &PgTarget, cache: Arc<ResponseCache>) -> Result<(), Fee
             }
             next = conn.buffered()?;
         }
-        settle(&helper, &cache, batch).await?;
+        settle(&helper, cache.as_deref(), realtime.as_mut(), batch).await?;
     }
 }
 
@@ -335,6 +388,8 @@ struct Batch {
     xids: Vec<u32>,
     /// Changes to record again, and instance messages to handle, in stream order.
     redo: Vec<Redo>,
+    /// Committed transactions' rows for realtime.
+    commits: Vec<RawCommit>,
 }
 
 enum Redo {
@@ -351,10 +406,11 @@ enum Redo {
 /// heartbeats handled, since they vouch for everything before them.
 async fn settle(
     helper: &tokio_postgres::Client,
-    cache: &ResponseCache,
+    cache: Option<&ResponseCache>,
+    realtime: Option<&mut RealtimeSide>,
     batch: Batch,
 ) -> Result<(), FeedError> {
-    if batch.redo.is_empty() {
+    if batch.redo.is_empty() && batch.commits.is_empty() {
         return Ok(());
     }
     if !batch.xids.is_empty() {
@@ -367,12 +423,18 @@ async fn settle(
             tokio::time::sleep(Duration::from_micros(200)).await;
         }
     }
-    for redo in batch.redo {
-        match redo {
-            Redo::Columns(table, carried, unknown) => cache.columns_changed(table, carried, unknown),
-            Redo::Table(table) => cache.table_changed(table),
-            Redo::Notify(payload) => cache.notified(&payload),
+    if let Some(cache) = cache {
+        for redo in batch.redo {
+            match redo {
+                Redo::Columns(table, carried, unknown) => cache.columns_changed(table, carried, unknown),
+                Redo::Table(table) => cache.table_changed(table),
+                Redo::Notify(payload) => cache.notified(&payload),
+            }
         }
+    }
+    // Realtime checks subscribers' rights by reading the rows: only once they are visible.
+    if let Some(rt) = realtime {
+        rt.hand_over(helper, batch.commits).await?;
     }
     Ok(())
 }
@@ -400,9 +462,11 @@ fn finished(snapshot: &str, xid: u32) -> bool {
 /// are left to [`settle`].
 fn decode(
     relations: &mut HashMap<u32, Relation>,
-    cache: &ResponseCache,
+    cache: Option<&ResponseCache>,
+    realtime: Option<&Feed>,
     mut m: Bytes,
     batch: &mut Batch,
+    open: &mut RawCommit,
 ) -> Result<(), FeedError> {
     let short = || FeedError::Protocol("short pgoutput message".into());
     if m.is_empty() {
@@ -411,14 +475,15 @@ fn decode(
     match m.get_u8() {
         b'R' => {
             let oid = get_u32(&mut m)?;
-            let _namespace = get_cstring(&mut m)?;
-            let _name = get_cstring(&mut m)?;
+            let namespace = get_cstring(&mut m)?;
+            let name = get_cstring(&mut m)?;
             if m.remaining() < 3 {
                 return Err(short());
             }
             m.advance(1);
             let n = m.get_i16().max(0) as usize;
             let mut columns: Vec<(Arc<str>, bool, bool)> = Vec::with_capacity(n);
+            let mut typed = Vec::with_capacity(n);
             for _ in 0..n {
                 if m.remaining() < 1 {
                     return Err(short());
@@ -428,9 +493,17 @@ fn decode(
                 let type_oid = get_u32(&mut m)?;
                 get_u32(&mut m)?;
                 columns.push((Arc::from(name.as_str()), keyed_type(type_oid), flags & 1 == 1));
+                typed.push((name, type_oid));
             }
-            cache.watched_columns(oid, columns.iter().filter(|c| c.1).map(|c| c.0.clone()).collect());
-            relations.insert(oid, Relation { columns });
+            if let Some(cache) = cache {
+                cache.watched_columns(oid, columns.iter().filter(|c| c.1).map(|c| c.0.clone()).collect());
+            }
+            let stream = Arc::new(StreamRelation {
+                oid,
+                name: QualifiedName { schema: namespace, name },
+                columns: typed,
+            });
+            relations.insert(oid, Relation { columns, stream });
         }
         op @ (b'I' | b'U' | b'D') => {
             let oid = get_u32(&mut m)?;
@@ -438,12 +511,34 @@ fn decode(
             // Per keyed column: its values before and after, or None where one is unknown.
             let mut values: Vec<Option<Vec<Bytes>>> = vec![Some(Vec::new()); rel.columns.len()];
             let mut old_seen = false;
+            let wanted = realtime.is_some_and(|f| f.wants(&rel.stream.name.schema, &rel.stream.name.name));
+            let mut row = RawChange {
+                relation: rel.stream.clone(),
+                kind: match op {
+                    b'I' => Kind::Insert,
+                    b'U' => Kind::Update,
+                    _ => Kind::Delete,
+                },
+                new: Vec::new(),
+                old: None,
+                old_full: false,
+            };
             loop {
                 if m.remaining() < 1 {
                     return Err(short());
                 }
                 let kind = m.get_u8();
                 let tuple = get_tuple(&mut m, rel.columns.len())?;
+                if wanted {
+                    let cells = tuple.iter().map(Value::cell).collect();
+                    match kind {
+                        b'N' => row.new = cells,
+                        _ => {
+                            row.old = Some(cells);
+                            row.old_full = kind == b'O';
+                        }
+                    }
+                }
                 for (i, v) in tuple.into_iter().enumerate() {
                     match (v, &mut values[i]) {
                         (_, None) => {}
@@ -489,8 +584,13 @@ fn decode(
                     (true, None) => unknown.push(name.clone()),
                 }
             }
-            cache.columns_changed(oid, carried.clone(), unknown.clone());
-            batch.redo.push(Redo::Columns(oid, carried, unknown));
+            if let Some(cache) = cache {
+                cache.columns_changed(oid, carried.clone(), unknown.clone());
+                batch.redo.push(Redo::Columns(oid, carried, unknown));
+            }
+            if wanted {
+                open.changes.push(row);
+            }
         }
         b'T' => {
             let n = get_u32(&mut m)?;
@@ -500,8 +600,10 @@ fn decode(
             m.advance(1);
             for _ in 0..n {
                 let table = get_u32(&mut m)?;
-                cache.table_changed(table);
-                batch.redo.push(Redo::Table(table));
+                if let Some(cache) = cache {
+                    cache.table_changed(table);
+                    batch.redo.push(Redo::Table(table));
+                }
             }
         }
         b'M' => {
@@ -511,7 +613,7 @@ fn decode(
             m.advance(9);
             let prefix = get_cstring(&mut m)?;
             let len = get_u32(&mut m)? as usize;
-            if prefix == CHANNEL && m.remaining() >= len {
+            if let (Some(cache), true) = (cache, prefix == CHANNEL && m.remaining() >= len) {
                 let payload = String::from_utf8_lossy(&m[..len]).into_owned();
                 // An unlogged table's change (its trigger's report) is a change: recorded now
                 // too. Instance messages wait for the batch to settle.
@@ -525,11 +627,18 @@ fn decode(
             if m.remaining() < 20 {
                 return Err(short());
             }
-            m.advance(16);
+            m.advance(8);
+            *open = RawCommit { at: m.get_i64(), changes: Vec::new() };
             batch.xids.push(m.get_u32());
         }
-        // Commit, origin, type: nothing to do (changes arrive only once committed).
-        b'C' | b'O' | b'Y' => {}
+        // A transaction's end (its changes arrive only once it committed).
+        b'C' => {
+            if !open.changes.is_empty() {
+                batch.commits.push(std::mem::take(open));
+            }
+        }
+        // Origin, type: nothing to do.
+        b'O' | b'Y' => {}
         other => return Err(FeedError::Protocol(format!("pgoutput message '{}'", other as char))),
     }
     Ok(())
@@ -548,6 +657,16 @@ enum Value {
     Null,
     Unchanged,
     Text(Bytes),
+}
+
+impl Value {
+    fn cell(&self) -> Cell {
+        match self {
+            Value::Null => Cell::Null,
+            Value::Unchanged => Cell::Unchanged,
+            Value::Text(t) => Cell::Text(t.clone()),
+        }
+    }
 }
 
 fn get_tuple(m: &mut Bytes, expected: usize) -> Result<Vec<Value>, FeedError> {

@@ -99,3 +99,95 @@ pub async fn uninstall(client: &Client) -> Result<String, String> {
         .map_err(message)?;
     Ok("removed the cache's triggers; running instances flush and stop caching".into())
 }
+
+/// Where realtime's event trigger says the publication changed.
+pub const REALTIME_CHANNEL: &str = "rowgate_realtime";
+
+/// The tables whose changes realtime may send: the publication `supabase_realtime`'s.
+pub async fn published(client: &Client) -> Result<crate::realtime::Published, tokio_postgres::Error> {
+    let all: Option<bool> = client
+        .query_opt(
+            "SELECT puballtables FROM pg_catalog.pg_publication WHERE pubname = 'supabase_realtime'",
+            &[],
+        )
+        .await?
+        .map(|r| r.get(0));
+    if all == Some(true) {
+        return Ok(crate::realtime::Published::All);
+    }
+    let rows = client
+        .query(
+            "SELECT schemaname::text, tablename::text FROM pg_catalog.pg_publication_tables WHERE pubname = 'supabase_realtime'",
+            &[],
+        )
+        .await?;
+    Ok(crate::realtime::Published::Tables(
+        rows.iter().map(|r| crate::schema::QualifiedName { schema: r.get(0), name: r.get(1) }).collect(),
+    ))
+}
+
+/// `rowgate realtime install`: what realtime needs of the database — the publication
+/// `supabase_realtime` (created empty, as Supabase's is: add tables to it), the REPLICATION
+/// attribute for `role` (the role rowgate connects as opens the replication connection), and
+/// as a superuser an event trigger that tells running instances when the publication changes.
+/// Idempotent; returns a summary to print.
+pub async fn install_realtime(client: &Client, role: &str) -> Result<String, String> {
+    let row = client
+        .query_one(
+            "SELECT rolsuper, current_setting('wal_level') FROM pg_roles WHERE rolname = current_user",
+            &[],
+        )
+        .await
+        .map_err(message)?;
+    let (superuser, wal_level): (bool, String) = (row.get(0), row.get(1));
+    let mut role_sql = String::new();
+    crate::backend::push_ident(&mut role_sql, role);
+    let trigger = if superuser {
+        format!(
+            "CREATE SCHEMA IF NOT EXISTS rowgate;
+             CREATE OR REPLACE FUNCTION rowgate.realtime_ddl() RETURNS event_trigger
+             LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+             BEGIN PERFORM pg_notify('{REALTIME_CHANNEL}', ''); END $$;
+             DROP EVENT TRIGGER IF EXISTS rowgate_realtime_ddl;
+             CREATE EVENT TRIGGER rowgate_realtime_ddl ON ddl_command_end
+               WHEN TAG IN ('CREATE PUBLICATION', 'ALTER PUBLICATION', 'DROP PUBLICATION')
+               EXECUTE FUNCTION rowgate.realtime_ddl();
+             ALTER ROLE {role_sql} REPLICATION;"
+        )
+    } else {
+        String::new()
+    };
+    client
+        .batch_execute(&format!(
+            "BEGIN; SELECT pg_advisory_xact_lock(7317003);
+             DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = 'supabase_realtime') THEN
+               CREATE PUBLICATION supabase_realtime; END IF; END $$;
+             {trigger}
+             NOTIFY {REALTIME_CHANNEL};
+             COMMIT;"
+        ))
+        .await
+        .map_err(message)?;
+    let tables: i64 = client
+        .query_one("SELECT count(*) FROM pg_publication_tables WHERE pubname = 'supabase_realtime'", &[])
+        .await
+        .map_err(message)?
+        .get(0);
+    let mut summary = format!(
+        "publication supabase_realtime has {tables} table(s): add the tables whose changes realtime sends with \
+         ALTER PUBLICATION supabase_realtime ADD TABLE <table>"
+    );
+    if superuser {
+        summary.push_str(&format!("; {role} may open the replication connection (REPLICATION); publication changes reach running instances at once (event trigger)"));
+    } else {
+        summary.push_str(&format!(
+            "; not a superuser: give {role} REPLICATION yourself (ALTER ROLE ... REPLICATION), and NOTIFY {REALTIME_CHANNEL} after changing the publication"
+        ));
+    }
+    if wal_level != "logical" {
+        summary.push_str(&format!(
+            "; wal_level is {wal_level}: realtime needs wal_level = logical (ALTER SYSTEM SET wal_level = logical, then restart PostgreSQL)"
+        ));
+    }
+    Ok(summary)
+}

@@ -63,6 +63,8 @@ pub struct SqliteDb {
     seen_version: std::sync::atomic::AtomicI64,
     /// Told what each commit changed, and when the schema was reloaded (the response cache).
     listener: Arc<std::sync::OnceLock<Listener>>,
+    /// Told of every row the writer changes (realtime).
+    capture: Arc<std::sync::OnceLock<Arc<dyn RowCapture>>>,
     readers: Mutex<Vec<Connection>>,
     /// One per reader connection: a read waits here (not on a blocking thread) for its turn,
     /// which it holds until its statements have stopped, even if its request was dropped.
@@ -125,6 +127,48 @@ pub enum Changed<'a> {
 /// A callback told of every [`Changed`].
 pub type Listener = Box<dyn Fn(Changed<'_>) + Send + Sync>;
 
+/// Told of every row the writer's statements change (cascades and triggers included) by the
+/// temporary triggers it keeps on the writer's connection (SQLite's pre-update hook needs a
+/// build with bindgen), and of what becomes of the rows: a write's savepoint rolled back, the
+/// batch's transaction committed or not.
+pub trait RowCapture: Send + Sync {
+    /// Inside each batch's transaction, before its writes: brings the triggers up to date with
+    /// the file's schema (no other process can change it while the batch runs).
+    fn prepare(&self, conn: &Connection);
+    /// A trigger's report: `values` of a row of `table` (`op`: `I` inserted, `O` and then `U`
+    /// the old and new row of an update, `D` deleted).
+    fn row(&self, table: &str, op: &str, values: &[rusqlite::types::ValueRef<'_>]);
+    /// Where the rows captured so far end (a write's savepoint begins).
+    fn mark(&self) -> usize;
+    /// The rows captured since `mark` were rolled back.
+    fn rollback_to(&self, mark: usize);
+    /// The batch's transaction ended: committed, or not.
+    fn end(&self, committed: bool);
+}
+
+/// The function the capture's triggers call: `rowgate_change(table, op, value, ...)`.
+fn add_change_function(
+    conn: &Connection,
+    capture: Arc<std::sync::OnceLock<Arc<dyn RowCapture>>>,
+) -> rusqlite::Result<()> {
+    use rusqlite::functions::FunctionFlags;
+    conn.create_scalar_function(
+        "rowgate_change",
+        -1,
+        FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DIRECTONLY,
+        move |ctx| {
+            if let Some(c) = capture.get() {
+                if let (Ok(table), Ok(op)) = (ctx.get_raw(0).as_str(), ctx.get_raw(1).as_str()) {
+                    let values: Vec<rusqlite::types::ValueRef<'_>> =
+                        (2..ctx.len()).map(|i| ctx.get_raw(i)).collect();
+                    c.row(table, op, &values);
+                }
+            }
+            Ok(rusqlite::types::Null)
+        },
+    )
+}
+
 impl SqliteDb {
     /// Opens (creating the file if missing), switches a file to WAL mode and starts the writer
     /// thread, which commits with the `synchronous` pragma given (`FULL` or `NORMAL`).
@@ -152,14 +196,16 @@ impl SqliteDb {
                 t.insert(table.to_owned());
             }
         }))?;
+        let capture: Arc<std::sync::OnceLock<Arc<dyn RowCapture>>> = Arc::default();
+        add_change_function(&writer, capture.clone())?;
         let version = writer.query_row("PRAGMA data_version", [], |r| r.get::<_, i64>(0))?;
         let writer_conn = Arc::new(tokio::sync::Mutex::new(writer));
         let listener: Arc<std::sync::OnceLock<Listener>> = Arc::default();
         let (jobs, queue) = std::sync::mpsc::channel();
-        let (conn, told) = (writer_conn.clone(), listener.clone());
+        let (conn, told, captured) = (writer_conn.clone(), listener.clone(), capture.clone());
         std::thread::Builder::new()
             .name("rowgate-sqlite-writer".into())
-            .spawn(move || group_commits(&conn, queue, &touched, &told))
+            .spawn(move || group_commits(&conn, queue, &touched, &told, &captured))
             .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
         Ok(Arc::new(SqliteDb {
             target,
@@ -167,6 +213,7 @@ impl SqliteDb {
             writer_conn,
             seen_version: std::sync::atomic::AtomicI64::new(version),
             listener,
+            capture,
             readers: Mutex::new(Vec::new()),
             reader_turns: Arc::new(tokio::sync::Semaphore::new(reader_limit())),
             statement_timeout,
@@ -177,6 +224,11 @@ impl SqliteDb {
     /// ignored.
     pub fn listen(&self, listener: Listener) {
         let _ = self.listener.set(listener);
+    }
+
+    /// Sets the one capture told of every row the writer changes; later calls are ignored.
+    pub fn capture(&self, capture: Arc<dyn RowCapture>) {
+        let _ = self.capture.set(capture);
     }
 
     /// Runs `changed` if another process has committed to the file since the last call: the

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension};
 
-use super::{exec, internal, sqlite_error, transaction_failed, Changed, Listener, SqliteDb};
+use super::{exec, internal, sqlite_error, transaction_failed, Changed, Listener, RowCapture, SqliteDb};
 use crate::backend::postgres::sql::Statement;
 use crate::error::{sqlstate, Error};
 
@@ -71,12 +71,17 @@ impl SqliteDb {
         rollback: bool,
         respond: impl FnOnce(WriteOutput) -> Result<R, Error> + Send + 'static,
     ) -> Result<R, Error> {
+        let capture = self.capture.get().cloned();
         self.with_writer(move |conn| {
             // A savepoint per write: one that fails or rolls back leaves the batch's others.
             exec(conn, "SAVEPOINT rowgate_write").map_err(sqlite_error)?;
+            let mark = capture.as_ref().map(|c| c.mark());
             let result = run_write(conn, statements, &table).and_then(respond);
             if result.is_err() || rollback {
                 exec(conn, "ROLLBACK TO rowgate_write").map_err(sqlite_error)?;
+                if let (Some(c), Some(mark)) = (&capture, mark) {
+                    c.rollback_to(mark);
+                }
             }
             exec(conn, "RELEASE rowgate_write").map_err(sqlite_error)?;
             result
@@ -126,6 +131,7 @@ pub(super) fn group_commits(
     queue: std::sync::mpsc::Receiver<Job>,
     touched: &Mutex<HashSet<String>>,
     listener: &std::sync::OnceLock<Listener>,
+    capture: &std::sync::OnceLock<Arc<dyn RowCapture>>,
 ) {
     use std::sync::mpsc::RecvTimeoutError;
     loop {
@@ -154,7 +160,12 @@ pub(super) fn group_commits(
         }
         let conn = conn.blocking_lock();
         let deliveries: Vec<Delivery> = match exec(&conn, "BEGIN IMMEDIATE") {
-            Ok(()) => batch.into_iter().map(|job| job(Ok(&conn))).collect(),
+            Ok(()) => {
+                if let Some(c) = capture.get() {
+                    c.prepare(&conn);
+                }
+                batch.into_iter().map(|job| job(Ok(&conn))).collect()
+            }
             Err(e) => {
                 batch.into_iter().map(|job| job(Err(&e))).for_each(|deliver| deliver(None));
                 continue;
@@ -165,6 +176,9 @@ pub(super) fn group_commits(
             let _ = exec(&conn, "ROLLBACK");
         }
         drop(conn);
+        if let Some(c) = capture.get() {
+            c.end(committed.is_ok());
+        }
         // Before any writer hears back: a client that saw its write acknowledged never reads
         // an answer cached from before it.
         let changed = std::mem::take(&mut *touched.lock().unwrap_or_else(|e| e.into_inner()));

@@ -1,0 +1,57 @@
+//! What a role may read of a table, for realtime (`TableAccess`): its columns by the grants,
+//! whether row-level security decides its rows, and whether the policies that decide them can
+//! read the caller's claims — if none can, every caller of the role sees the same rows, and
+//! one check serves them all.
+
+use crate::backend::postgres::{db_error, Db};
+use crate::error::Error;
+use crate::realtime::TableAccess;
+use crate::schema::QualifiedName;
+
+/// Per role and table: whether rows are decided row by row (RLS on, and the role neither
+/// bypasses it nor owns the table unforced); whether a SELECT policy may read the caller's
+/// claims — it calls a function or operator of the database's own (`auth.uid()` and the
+/// like), or `current_setting`, or has a subquery (whose tables' policies may) — and the columns the
+/// role may read, in table order.
+const SQL: &str = "\
+SELECT c.relrowsecurity
+         AND NOT coalesce((SELECT r.rolbypassrls OR r.rolsuper FROM pg_roles r WHERE r.rolname = $1), false)
+         AND (c.relforcerowsecurity OR pg_get_userbyid(c.relowner) <> $1),
+       EXISTS (
+         SELECT 1 FROM pg_catalog.pg_policy p
+         WHERE p.polrelid = c.oid AND p.polcmd IN ('r', '*') AND p.polqual IS NOT NULL
+           AND (p.polqual::text LIKE '%{SUBLINK %'
+                OR EXISTS (SELECT 1
+                           FROM regexp_matches(p.polqual::text, ':(?:funcid|opfuncid) ([0-9]+)', 'g') m
+                           JOIN pg_catalog.pg_proc f ON f.oid = m[1]::oid
+                           WHERE f.oid >= 16384 OR f.proname IN ('current_setting', 'set_config'))
+                OR EXISTS (SELECT 1
+                           FROM regexp_matches(p.polqual::text, ':opno ([0-9]+)', 'g') m
+                           JOIN pg_catalog.pg_operator o ON o.oid = m[1]::oid
+                           WHERE o.oprcode::oid >= 16384))),
+       coalesce(array_agg(a.attname::text ORDER BY a.attnum)
+                FILTER (WHERE has_column_privilege($1, c.oid, a.attnum, 'SELECT')), '{}')
+FROM pg_class c
+JOIN pg_namespace n ON n.oid = c.relnamespace
+JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+WHERE n.nspname = $2 AND c.relname = $3 AND EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)
+GROUP BY c.oid";
+
+/// What `role` may read of `table`, asked on a pooled connection (the catalog answers whatever
+/// role the session holds).
+pub async fn table_access(db: &Db, role: &str, table: &QualifiedName) -> Result<TableAccess, Error> {
+    let conn = db.get().await?;
+    let row = conn
+        .client
+        .query_opt(SQL, &[&role, &table.schema, &table.name])
+        .await
+        .map_err(|e| db_error(e, false))?;
+    Ok(match row {
+        Some(row) => {
+            let by_row: bool = row.get(0);
+            let reads_claims: bool = row.get(1);
+            TableAccess { columns: row.get(2), by_claims: by_row && reads_claims, by_row }
+        }
+        None => TableAccess { columns: Vec::new(), by_claims: false, by_row: false },
+    })
+}

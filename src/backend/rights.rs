@@ -1,0 +1,186 @@
+//! Realtime's questions about a subscriber's rights ([`RowAccess`]), answered by the backend:
+//! which rows a caller may read is asked as that caller's own read would be — a GET of the rows
+//! by key, planned and run like any request, so row-level security (or SQLite's access rules)
+//! decides exactly as it does for the REST API — and what a role may read of a table comes
+//! from the database's grants (or the rules).
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures_util::future::BoxFuture;
+use serde_json::Value;
+
+use super::{Backend, Caller, RequestInfo};
+use crate::auth::Principal;
+use crate::config::Config;
+use crate::error::{code, Error};
+use crate::plan::Plan;
+use crate::realtime::{RowAccess, TableAccess};
+use crate::schema::{QualifiedName, SharedSchema};
+
+/// Keys asked for in one read at most.
+const KEYS_PER_READ: usize = 100;
+
+/// The backend, as realtime asks it about rights.
+pub struct Rights {
+    backend: Arc<Backend>,
+    schema: Arc<SharedSchema>,
+    config: Arc<Config>,
+}
+
+impl Rights {
+    /// Rights as `backend` decides them.
+    pub fn new(backend: Arc<Backend>, schema: Arc<SharedSchema>, config: Arc<Config>) -> Rights {
+        Rights { backend, schema, config }
+    }
+
+    /// Of `keys`, those `who` may read: one GET `/<table>?select=<key>&<key>=in.(...)` (or an
+    /// `or` of `and`s for a composite key) as that caller.
+    async fn read_keys(
+        &self,
+        who: &Principal,
+        table: &QualifiedName,
+        key: &[String],
+        keys: &[Vec<Value>],
+    ) -> Result<Vec<bool>, Error> {
+        let schema = self
+            .schema
+            .load()
+            .ok_or_else(|| Error::api(code::SCHEMA_CACHE_NOT_READY, "The schema cache is not loaded"))?;
+        let mut query = String::from("select=");
+        query.push_str(&key.iter().map(|k| quote_name(k)).collect::<Vec<_>>().join(","));
+        let asked: Vec<&Vec<Value>> = keys.iter().filter(|k| k.iter().all(|v| !v.is_null())).collect();
+        if asked.is_empty() {
+            return Ok(vec![false; keys.len()]);
+        }
+        if let [column] = key {
+            let list: Vec<String> = asked.iter().map(|k| literal(&k[0])).collect();
+            query.push_str(&format!("&{}=in.({})", encode(column), encode(&list.join(","))));
+        } else {
+            let alternatives: Vec<String> = asked
+                .iter()
+                .map(|k| {
+                    let parts: Vec<String> = key
+                        .iter()
+                        .zip(k.iter())
+                        .map(|(c, v)| format!("{}.eq.{}", quote_name(c), literal(v)))
+                        .collect();
+                    format!("and({})", parts.join(","))
+                })
+                .collect();
+            query.push_str(&format!("&or=({})", encode(&alternatives.join(","))));
+        }
+        let path = format!("/{}", encode(&table.name));
+        let headers = [("accept-profile", table.schema.as_str())];
+        let request = rowgate_request::parse(rowgate_request::Method::Get, &path, &query, &headers)?;
+        let Plan::Read(plan) = Plan::build(&request, &Bytes::new(), &schema, &self.config)? else {
+            return Err(Error::api(code::INTERNAL, "a read of keys planned as something else"));
+        };
+        let caller = Caller {
+            principal: who,
+            request: RequestInfo { method: "GET", path: &path, headers: &headers },
+            schema: &schema,
+        };
+        let response = self.backend.read(&plan, &caller).await?;
+        let rows: Vec<serde_json::Map<String, Value>> = match response.body().bytes() {
+            Some(b) if response.status().is_success() => serde_json::from_slice(b).unwrap_or_default(),
+            _ => Vec::new(),
+        };
+        Ok(keys
+            .iter()
+            .map(|k| {
+                rows.iter().any(|row| key.iter().zip(k).all(|(c, v)| row.get(c).is_some_and(|r| same(r, v))))
+            })
+            .collect())
+    }
+}
+
+impl RowAccess for Rights {
+    fn table_access<'a>(
+        &'a self,
+        who: &'a Principal,
+        table: &'a QualifiedName,
+    ) -> BoxFuture<'a, Result<TableAccess, Error>> {
+        Box::pin(async move {
+            match &*self.backend {
+                Backend::Postgres(pg) => pg.table_access(&who.role, table).await,
+                Backend::Sqlite(lite) => {
+                    let columns = self
+                        .schema
+                        .load()
+                        .and_then(|s| {
+                            s.relations.get(table).map(|r| r.columns.iter().map(|c| c.name.clone()).collect())
+                        })
+                        .unwrap_or_default();
+                    Ok(lite.table_access(who, &table.name, columns))
+                }
+            }
+        })
+    }
+
+    fn readable<'a>(
+        &'a self,
+        who: &'a Principal,
+        table: &'a QualifiedName,
+        key: &'a [String],
+        keys: &'a [Vec<Value>],
+    ) -> BoxFuture<'a, Result<Vec<bool>, Error>> {
+        Box::pin(async move {
+            if key.is_empty() {
+                return Ok(vec![false; keys.len()]);
+            }
+            let mut seen = Vec::with_capacity(keys.len());
+            for chunk in keys.chunks(KEYS_PER_READ) {
+                seen.extend(self.read_keys(who, table, key, chunk).await?);
+            }
+            Ok(seen)
+        })
+    }
+}
+
+/// A column name as the query grammar takes it: quoted where it is not a plain word.
+fn quote_name(name: &str) -> String {
+    match name.chars().all(|c| c.is_alphanumeric() || c == '_') {
+        true => name.to_owned(),
+        false => format!("\"{}\"", name.replace('\\', "\\\\").replace('"', "\\\"")),
+    }
+}
+
+/// A key value as a filter's literal: text quoted (PostgREST's `"..."` with backslash escapes),
+/// so commas and parentheses in it stay part of it.
+fn literal(v: &Value) -> String {
+    match v {
+        Value::String(s) => format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\"")),
+        other => other.to_string(),
+    }
+}
+
+/// Percent-encodes a query value or path segment.
+fn encode(s: &str) -> String {
+    form_urlencoded::byte_serialize(s.as_bytes()).collect()
+}
+
+/// Whether a value read back equals the asked one (numbers by value: `1.50` is `1.5`).
+fn same(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x == y || x.as_f64() == y.as_f64(),
+        (Value::String(x), Value::String(y)) => x == y,
+        (Value::Number(x), Value::String(y)) | (Value::String(y), Value::Number(x)) => x.to_string() == *y,
+        (x, y) => x == y,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_literals_survive_the_query_grammar() {
+        assert_eq!(literal(&Value::from(5)), "5");
+        assert_eq!(literal(&Value::from("a,b")), "\"a,b\"");
+        assert_eq!(literal(&Value::from("say \"x\"")), "\"say \\\"x\\\"\"");
+        assert_eq!(quote_name("id"), "id");
+        assert_eq!(quote_name("my id"), "\"my id\"");
+        assert!(same(&serde_json::json!(1.5), &serde_json::json!(1.50)));
+    }
+}

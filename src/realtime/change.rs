@@ -1,0 +1,195 @@
+//! What crosses the seam between a backend and realtime: the committed changes a backend's
+//! feed hands over ([`Feed`], [`Commit`], [`Change`]), and what realtime asks a backend about
+//! a subscriber's rights ([`RowAccess`]).
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use arc_swap::ArcSwap;
+use futures_util::future::BoxFuture;
+use serde_json::{Map, Value};
+
+use crate::auth::Principal;
+use crate::error::Error;
+use crate::schema::QualifiedName;
+
+/// A changed relation as the feed describes it.
+#[derive(Debug)]
+pub struct Relation {
+    /// Schema and name.
+    pub name: QualifiedName,
+    /// Every column, in table order: name and type name as `pg_type.typname` writes it
+    /// (`int4`, `text`, `_int4`), or SQLite's declared type.
+    pub columns: Vec<(String, String)>,
+    /// The primary key's columns (empty without one).
+    pub key: Vec<String>,
+}
+
+/// What a change did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A row was inserted.
+    Insert,
+    /// A row was updated.
+    Update,
+    /// A row was deleted.
+    Delete,
+}
+
+impl Kind {
+    /// `INSERT`, `UPDATE` or `DELETE`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Insert => "INSERT",
+            Kind::Update => "UPDATE",
+            Kind::Delete => "DELETE",
+        }
+    }
+}
+
+/// One row's change, its values as typed JSON (`to_jsonb`'s forms).
+#[derive(Debug)]
+pub struct Change {
+    /// The relation.
+    pub relation: Arc<Relation>,
+    /// Insert, update or delete.
+    pub kind: Kind,
+    /// The new row (empty for a delete).
+    pub record: Map<String, Value>,
+    /// What is known of the old row: the primary key, or the whole row where the database
+    /// keeps it (`REPLICA IDENTITY FULL`, SQLite); empty for an insert.
+    pub old_record: Map<String, Value>,
+    /// Why values were left out (a row too large to send whole), Supabase's `errors`.
+    pub error: Option<&'static str>,
+}
+
+/// The changes of one committed transaction, in the order it made them.
+#[derive(Debug)]
+pub struct Commit {
+    /// When it committed.
+    pub at: SystemTime,
+    /// Its changes to tables realtime asked for (see [`Feed::wants`]).
+    pub changes: Vec<Change>,
+}
+
+/// The hand-over from a backend's change feed to realtime: commits in commit order, and
+/// whether the feed is running. Never blocks the feed: if realtime falls this far behind,
+/// the commit is dropped and subscribers are told changes were missed.
+#[derive(Clone)]
+pub struct Feed {
+    pub(super) tx: tokio::sync::mpsc::Sender<FeedEvent>,
+    pub(super) wanted: Arc<ArcSwap<Wanted>>,
+    pub(super) live: Arc<AtomicBool>,
+}
+
+/// What the feed tells realtime.
+#[derive(Debug)]
+pub enum FeedEvent {
+    /// A commit.
+    Commit(Commit),
+    /// The feed runs (again): from now on every commit arrives.
+    Ready,
+    /// The feed stopped: commits may be missed until it is ready again.
+    Lost(String),
+    /// Commits were dropped (realtime fell behind).
+    Overrun,
+}
+
+/// The tables realtime has subscribers for, which a feed converts changes of.
+#[derive(Debug, Default)]
+pub struct Wanted {
+    /// Every table of these schemas.
+    pub schemas: HashSet<String>,
+    /// These tables.
+    pub tables: HashSet<QualifiedName>,
+    /// Every table.
+    pub all: bool,
+}
+
+impl Feed {
+    /// Whether changes to `schema.table` have subscribers (cheap; asked before a change's
+    /// values are converted).
+    pub fn wants(&self, schema: &str, table: &str) -> bool {
+        let w = self.wanted.load();
+        w.all
+            || w.schemas.contains(schema)
+            || w.tables.contains(&QualifiedName { schema: schema.to_owned(), name: table.to_owned() })
+    }
+
+    /// Whether any change has subscribers.
+    pub fn wants_any(&self) -> bool {
+        let w = self.wanted.load();
+        w.all || !w.schemas.is_empty() || !w.tables.is_empty()
+    }
+
+    /// Hands over a commit.
+    pub fn commit(&self, commit: Commit) {
+        if commit.changes.is_empty() {
+            return;
+        }
+        if self.tx.try_send(FeedEvent::Commit(commit)).is_err() {
+            let _ = self.tx.try_send(FeedEvent::Overrun);
+        }
+    }
+
+    /// The feed runs: every commit from now on arrives.
+    pub fn ready(&self) {
+        if !self.live.swap(true, Ordering::SeqCst) {
+            let _ = self.tx.try_send(FeedEvent::Ready);
+        }
+    }
+
+    /// The feed stopped (`why`, for the log and subscribers).
+    pub fn lost(&self, why: String) {
+        if self.live.swap(false, Ordering::SeqCst) {
+            let _ = self.tx.try_send(FeedEvent::Lost(why));
+        }
+    }
+}
+
+/// What a role may read of a relation, beside its rows.
+#[derive(Debug, Clone)]
+pub struct TableAccess {
+    /// The columns it may read, in table order (empty: not the table).
+    pub columns: Vec<String>,
+    /// Whether rows are decided row by row, by the caller's claims (row-level security is on,
+    /// or an access rule reads a claim): then each distinct set of claims is asked apart;
+    /// otherwise every caller of the role sees the same.
+    pub by_claims: bool,
+    /// Whether rows are decided row by row at all (RLS, a rule's row filter).
+    pub by_row: bool,
+}
+
+/// What realtime asks a backend about subscribers' rights.
+pub trait RowAccess: Send + Sync {
+    /// What `who`'s role may read of `table`.
+    fn table_access<'a>(
+        &'a self,
+        who: &'a Principal,
+        table: &'a QualifiedName,
+    ) -> BoxFuture<'a, Result<TableAccess, Error>>;
+
+    /// Which of the rows keyed by `keys` (values of `key`'s columns, in order) `who` may read
+    /// in `table` now, as a read by that caller would answer.
+    fn readable<'a>(
+        &'a self,
+        who: &'a Principal,
+        table: &'a QualifiedName,
+        key: &'a [String],
+        keys: &'a [Vec<Value>],
+    ) -> BoxFuture<'a, Result<Vec<bool>, Error>>;
+
+    /// Whether `who` may have seen the deleted row `old` (the whole old row, which only some
+    /// databases keep): `None` where the backend cannot tell, and then only the row's key is
+    /// sent, as Supabase does.
+    fn saw_deleted<'a>(
+        &'a self,
+        _who: &'a Principal,
+        _table: &'a QualifiedName,
+        _old: &'a Map<String, Value>,
+    ) -> BoxFuture<'a, Result<Option<bool>, Error>> {
+        Box::pin(async { Ok(None) })
+    }
+}

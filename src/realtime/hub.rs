@@ -1,0 +1,289 @@
+//! Who is subscribed to what: each connection's [`Outbox`] (its bounded queue), the members of
+//! each topic (broadcast and presence), and the channels listening to database changes
+//! ([`PgChannel`]), with the set of tables the feed is asked to convert.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use arc_swap::{ArcSwap, ArcSwapOption};
+use serde_json::Value;
+use tokio::sync::Notify;
+use tokio_tungstenite::tungstenite::Message;
+
+use super::change::{Kind, Wanted};
+use super::filter::Filter;
+use super::frame::{BroadcastBody, Outbound, Vsn};
+use super::presence::Presence;
+use crate::auth::Principal;
+use crate::schema::QualifiedName;
+
+/// A connection's queue of messages to send. Bounded: a connection that cannot keep up is
+/// marked overflowed (its task then tells the client and closes), and what does not fit is
+/// dropped, so no subscriber holds unbounded memory.
+pub struct Outbox {
+    /// The connection's number.
+    pub id: u64,
+    /// Its serializer.
+    pub vsn: Vsn,
+    queue: tokio::sync::mpsc::Sender<Message>,
+    overflowed: AtomicBool,
+    /// Wakes the connection's task when it overflowed.
+    pub wake: Notify,
+}
+
+impl Outbox {
+    /// A connection's outbox of `capacity` messages, and the receiving end its task drains.
+    pub fn new(id: u64, vsn: Vsn, capacity: usize) -> (Arc<Outbox>, tokio::sync::mpsc::Receiver<Message>) {
+        let (queue, rx) = tokio::sync::mpsc::channel(capacity.max(1));
+        (Arc::new(Outbox { id, vsn, queue, overflowed: AtomicBool::new(false), wake: Notify::new() }), rx)
+    }
+
+    /// Queues `m`; false if the connection is gone or overflowed (now or before).
+    pub fn push(&self, m: Message) -> bool {
+        if self.overflowed.load(Ordering::Relaxed) {
+            return false;
+        }
+        match self.queue.try_send(m) {
+            Ok(()) => true,
+            Err(tokio::sync::mpsc::error::TrySendError::Full(_)) => {
+                self.overflowed.store(true, Ordering::Relaxed);
+                self.wake.notify_one();
+                false
+            }
+            Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) => false,
+        }
+    }
+}
+
+/// The caller a channel acts for, and when its token expires.
+#[derive(Debug, Clone)]
+pub struct Who {
+    /// Role and claims.
+    pub principal: Principal,
+    /// The token's `exp` (seconds since the epoch), if it has one.
+    pub exp: Option<u64>,
+    /// A hash of role and claims, made once: callers with the same rights are grouped by it.
+    pub key: u64,
+}
+
+/// A channel's `postgres_changes` binding.
+#[derive(Debug)]
+pub struct Binding {
+    /// The id the join reply gave it (and change messages carry).
+    pub id: u32,
+    /// The event it takes (`None`: every event).
+    pub event: Option<Kind>,
+    /// Its schema (`None`: every schema).
+    pub schema: Option<String>,
+    /// Its table (`None`: every table of the schema).
+    pub table: Option<String>,
+    /// Its filter.
+    pub filter: Filter,
+    /// The columns it asked for (`None`: all).
+    pub select: Option<Vec<String>>,
+}
+
+impl Binding {
+    /// Whether a change of `kind` to `table` with these values concerns this binding.
+    pub fn matches(
+        &self,
+        table: &QualifiedName,
+        kind: Kind,
+        values: &serde_json::Map<String, Value>,
+    ) -> bool {
+        self.event.is_none_or(|e| e == kind)
+            && self.schema.as_deref().is_none_or(|s| s == table.schema)
+            && self.table.as_deref().is_none_or(|t| t == table.name)
+            && self.filter.matches(values)
+    }
+}
+
+/// A channel listening to database changes.
+pub struct PgChannel {
+    /// Its connection's outbox.
+    pub outbox: Arc<Outbox>,
+    /// `realtime:<name>`.
+    pub topic: Arc<str>,
+    /// Its join ref.
+    pub join_ref: Arc<str>,
+    /// Its bindings, in the client's order.
+    pub bindings: Vec<Binding>,
+    /// Whom it acts for; replaced when the client sends a new token.
+    pub who: ArcSwap<Who>,
+}
+
+impl PgChannel {
+    /// The channel's `system` message for the postgres_changes extension.
+    pub fn system(&self, ok: bool, message: &str) -> Option<Message> {
+        let payload = serde_json::json!({
+            "channel": self.topic.strip_prefix("realtime:").unwrap_or(&self.topic),
+            "extension": "postgres_changes",
+            "message": message,
+            "status": if ok { "ok" } else { "error" },
+        })
+        .to_string();
+        Outbound::Push {
+            topic: &self.topic,
+            join_ref: Some(&self.join_ref),
+            event: "system",
+            payload: &payload,
+        }
+        .encode(self.outbox.vsn)
+    }
+}
+
+/// A member of a topic.
+struct Member {
+    outbox: Arc<Outbox>,
+    /// Whether its own broadcasts come back to it (`broadcast.self`).
+    own: bool,
+}
+
+#[derive(Default)]
+struct Topic {
+    members: Vec<Member>,
+    presence: Presence,
+}
+
+/// Every subscription of the server.
+#[derive(Default)]
+pub struct Hub {
+    topics: Mutex<HashMap<Arc<str>, Topic>>,
+    channels: RwLock<Vec<Arc<PgChannel>>>,
+    /// The tables with subscribers, which the feed converts changes of.
+    pub wanted: Arc<ArcSwap<Wanted>>,
+    /// The newest snapshot of `channels`, read by the dispatcher without a lock.
+    pub snapshot: ArcSwapOption<Vec<Arc<PgChannel>>>,
+}
+
+impl Hub {
+    /// Adds a member to `topic`.
+    pub fn join(&self, topic: &Arc<str>, outbox: &Arc<Outbox>, own: bool) {
+        let mut topics = self.topics.lock().unwrap_or_else(|e| e.into_inner());
+        let t = topics.entry(topic.clone()).or_default();
+        t.members.retain(|m| m.outbox.id != outbox.id);
+        t.members.push(Member { outbox: outbox.clone(), own });
+    }
+
+    /// Removes connection `conn` from `topic`: its membership, presence and change bindings.
+    pub fn leave(&self, topic: &str, conn: u64) {
+        {
+            let mut topics = self.topics.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(t) = topics.get_mut(topic) {
+                t.members.retain(|m| m.outbox.id != conn);
+                if let Some(diff) = t.presence.untrack(conn) {
+                    fan_out(t, None, "presence_diff", &diff.to_string(), topic);
+                }
+                if t.members.is_empty() && t.presence.is_empty() {
+                    topics.remove(topic);
+                }
+            }
+        }
+        self.unlisten(|c| c.outbox.id == conn && &*c.topic == topic);
+    }
+
+    /// Removes every subscription of connection `conn`.
+    pub fn drop_connection(&self, conn: u64, topics: impl Iterator<Item = Arc<str>>) {
+        for topic in topics {
+            self.leave(&topic, conn);
+        }
+        self.unlisten(|c| c.outbox.id == conn);
+    }
+
+    /// Sends a broadcast to the members of `topic`; `from` is the sending connection (left out
+    /// unless it asked for its own messages). Returns how many received it.
+    pub fn broadcast(&self, topic: &str, from: Option<u64>, event: &str, body: &BroadcastBody) -> usize {
+        let topics = self.topics.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(t) = topics.get(topic) else { return 0 };
+        let out = Outbound::Broadcast { topic, event, body };
+        let mut encoded: [Option<Option<Message>>; 2] = [None, None];
+        let mut sent = 0;
+        for m in &t.members {
+            if from == Some(m.outbox.id) && !m.own {
+                continue;
+            }
+            let slot = &mut encoded[m.outbox.vsn as usize];
+            if let Some(msg) = slot.get_or_insert_with(|| out.encode(m.outbox.vsn)) {
+                sent += usize::from(m.outbox.push(msg.clone()));
+            }
+        }
+        sent
+    }
+
+    /// Tracks presence for `conn` on `topic`; every member gets the diff.
+    pub fn track(&self, topic: &str, conn: u64, key: &str, payload: serde_json::Map<String, Value>) {
+        let mut topics = self.topics.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(t) = topics.get_mut(topic) else { return };
+        let diff = t.presence.track(conn, key, payload);
+        fan_out(t, None, "presence_diff", &diff.to_string(), topic);
+    }
+
+    /// Untracks `conn`'s presence on `topic`.
+    pub fn untrack(&self, topic: &str, conn: u64) {
+        let mut topics = self.topics.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(t) = topics.get_mut(topic) else { return };
+        if let Some(diff) = t.presence.untrack(conn) {
+            fan_out(t, None, "presence_diff", &diff.to_string(), topic);
+        }
+    }
+
+    /// The presence state of `topic`.
+    pub fn presence_state(&self, topic: &str) -> Value {
+        let topics = self.topics.lock().unwrap_or_else(|e| e.into_inner());
+        topics.get(topic).map_or_else(|| Value::Object(Default::default()), |t| t.presence.state())
+    }
+
+    /// Adds a channel listening to changes.
+    pub fn listen(&self, channel: Arc<PgChannel>) {
+        let mut channels = self.channels.write().unwrap_or_else(|e| e.into_inner());
+        channels.retain(|c| !(c.outbox.id == channel.outbox.id && c.topic == channel.topic));
+        channels.push(channel);
+        self.publish(&channels);
+    }
+
+    fn unlisten(&self, which: impl Fn(&PgChannel) -> bool) {
+        let mut channels = self.channels.write().unwrap_or_else(|e| e.into_inner());
+        let before = channels.len();
+        channels.retain(|c| !which(c));
+        if channels.len() != before {
+            self.publish(&channels);
+        }
+    }
+
+    /// Every channel listening to changes.
+    pub fn listening(&self) -> Arc<Vec<Arc<PgChannel>>> {
+        self.snapshot.load_full().unwrap_or_default()
+    }
+
+    fn publish(&self, channels: &[Arc<PgChannel>]) {
+        let mut wanted = Wanted::default();
+        for b in channels.iter().flat_map(|c| &c.bindings) {
+            match (&b.schema, &b.table) {
+                (None, _) => wanted.all = true,
+                (Some(s), None) => {
+                    wanted.schemas.insert(s.clone());
+                }
+                (Some(s), Some(t)) => {
+                    wanted.tables.insert(QualifiedName { schema: s.clone(), name: t.clone() });
+                }
+            }
+        }
+        self.wanted.store(Arc::new(wanted));
+        self.snapshot.store(Some(Arc::new(channels.to_vec())));
+    }
+}
+
+/// Sends one message to every member of a topic, encoded once per serializer.
+fn fan_out(t: &Topic, skip: Option<u64>, event: &str, payload: &str, topic: &str) {
+    let out = Outbound::Fanout { topic, event, payload };
+    let mut encoded: [Option<Option<Message>>; 2] = [None, None];
+    for m in &t.members {
+        if skip == Some(m.outbox.id) {
+            continue;
+        }
+        if let Some(msg) = encoded[m.outbox.vsn as usize].get_or_insert_with(|| out.encode(m.outbox.vsn)) {
+            m.outbox.push(msg.clone());
+        }
+    }
+}
