@@ -48,7 +48,11 @@ pub async fn identify(state: &AppState, headers: &HeaderMap) -> Result<Principal
 /// Who a realtime socket runs as: its headers, and the `apikey` query parameter browsers send
 /// for want of headers on a WebSocket. A JWT there whose role is no API key's (a user's own
 /// token, which Supabase's server accepts as the socket's credentials) counts as a bearer token.
-pub async fn socket_caller(state: &AppState, headers: &HeaderMap, apikey: Option<&str>) -> Result<Principal, Error> {
+pub async fn socket_caller(
+    state: &AppState,
+    headers: &HeaderMap,
+    apikey: Option<&str>,
+) -> Result<Principal, Error> {
     let mut headers = headers.clone();
     if let (Some(key), None) = (apikey, api_key(state, &headers)) {
         let role = unverified_role(key);

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 
 use arc_swap::{ArcSwap, ArcSwapOption};
 use serde_json::Value;
@@ -142,19 +142,39 @@ struct Member {
 
 #[derive(Default)]
 struct Topic {
-    members: Vec<Member>,
+    /// By connection.
+    members: HashMap<u64, Member>,
     presence: Presence,
 }
 
-/// Every subscription of the server.
+/// What a binding asks the feed for: a table, a schema's tables (`None` table), or every
+/// table (`None` schema).
+type Scope = (Option<String>, Option<String>);
+
+/// The channels listening to changes, by connection and topic, and how many bindings ask for
+/// each scope (the feed is told only when the set of scopes changes).
+#[derive(Default)]
+struct Listening {
+    channels: HashMap<(u64, Arc<str>), Arc<PgChannel>>,
+    scopes: HashMap<Scope, usize>,
+}
+
+/// Every subscription of the server. Joining and leaving cost the same however many others
+/// are subscribed: the dispatcher's list of listening channels is rebuilt at most once per
+/// batch of changes, when it has changed.
 #[derive(Default)]
 pub struct Hub {
     topics: Mutex<HashMap<Arc<str>, Topic>>,
-    channels: RwLock<Vec<Arc<PgChannel>>>,
+    listening: Mutex<Listening>,
+    /// Whether `snapshot` is behind `listening`.
+    changed: AtomicBool,
     /// The tables with subscribers, which the feed converts changes of.
     pub wanted: Arc<ArcSwap<Wanted>>,
-    /// The newest snapshot of `channels`, read by the dispatcher without a lock.
-    pub snapshot: ArcSwapOption<Vec<Arc<PgChannel>>>,
+    snapshot: ArcSwapOption<Vec<Arc<PgChannel>>>,
+}
+
+fn scopes(channel: &PgChannel) -> impl Iterator<Item = Scope> + '_ {
+    channel.bindings.iter().map(|b| (b.schema.clone(), b.table.clone()))
 }
 
 impl Hub {
@@ -162,16 +182,15 @@ impl Hub {
     pub fn join(&self, topic: &Arc<str>, outbox: &Arc<Outbox>, own: bool) {
         let mut topics = self.topics.lock().unwrap_or_else(|e| e.into_inner());
         let t = topics.entry(topic.clone()).or_default();
-        t.members.retain(|m| m.outbox.id != outbox.id);
-        t.members.push(Member { outbox: outbox.clone(), own });
+        t.members.insert(outbox.id, Member { outbox: outbox.clone(), own });
     }
 
     /// Removes connection `conn` from `topic`: its membership, presence and change bindings.
-    pub fn leave(&self, topic: &str, conn: u64) {
+    pub fn leave(&self, topic: &Arc<str>, conn: u64) {
         {
             let mut topics = self.topics.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(t) = topics.get_mut(topic) {
-                t.members.retain(|m| m.outbox.id != conn);
+                t.members.remove(&conn);
                 if let Some(diff) = t.presence.untrack(conn) {
                     fan_out(t, None, "presence_diff", &diff.to_string(), topic);
                 }
@@ -180,15 +199,14 @@ impl Hub {
                 }
             }
         }
-        self.unlisten(|c| c.outbox.id == conn && &*c.topic == topic);
+        self.unlisten(conn, topic);
     }
 
-    /// Removes every subscription of connection `conn`.
+    /// Removes every subscription of connection `conn` (its joined `topics`).
     pub fn drop_connection(&self, conn: u64, topics: impl Iterator<Item = Arc<str>>) {
         for topic in topics {
             self.leave(&topic, conn);
         }
-        self.unlisten(|c| c.outbox.id == conn);
     }
 
     /// Sends a broadcast to the members of `topic`; `from` is the sending connection (left out
@@ -199,7 +217,7 @@ impl Hub {
         let out = Outbound::Broadcast { topic, event, body };
         let mut encoded: [Option<Option<Message>>; 2] = [None, None];
         let mut sent = 0;
-        for m in &t.members {
+        for m in t.members.values() {
             if from == Some(m.outbox.id) && !m.own {
                 continue;
             }
@@ -234,51 +252,82 @@ impl Hub {
         topics.get(topic).map_or_else(|| Value::Object(Default::default()), |t| t.presence.state())
     }
 
-    /// Adds a channel listening to changes.
+    /// Adds a channel listening to changes (replacing the connection's earlier one on its topic).
     pub fn listen(&self, channel: Arc<PgChannel>) {
-        let mut channels = self.channels.write().unwrap_or_else(|e| e.into_inner());
-        channels.retain(|c| !(c.outbox.id == channel.outbox.id && c.topic == channel.topic));
-        channels.push(channel);
-        self.publish(&channels);
+        let mut l = self.listening.lock().unwrap_or_else(|e| e.into_inner());
+        let mut new_scope = false;
+        for scope in scopes(&channel) {
+            let n = l.scopes.entry(scope).or_default();
+            new_scope |= *n == 0;
+            *n += 1;
+        }
+        let key = (channel.outbox.id, channel.topic.clone());
+        if let Some(old) = l.channels.insert(key, channel) {
+            new_scope |= forget_scopes(&mut l.scopes, &old);
+        }
+        if new_scope {
+            self.wanted.store(Arc::new(wanted(&l.scopes)));
+        }
+        self.changed.store(true, Ordering::Release);
     }
 
-    fn unlisten(&self, which: impl Fn(&PgChannel) -> bool) {
-        let mut channels = self.channels.write().unwrap_or_else(|e| e.into_inner());
-        let before = channels.len();
-        channels.retain(|c| !which(c));
-        if channels.len() != before {
-            self.publish(&channels);
+    fn unlisten(&self, conn: u64, topic: &Arc<str>) {
+        let mut l = self.listening.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(old) = l.channels.remove(&(conn, topic.clone())) {
+            if forget_scopes(&mut l.scopes, &old) {
+                self.wanted.store(Arc::new(wanted(&l.scopes)));
+            }
+            self.changed.store(true, Ordering::Release);
         }
     }
 
     /// Every channel listening to changes.
     pub fn listening(&self) -> Arc<Vec<Arc<PgChannel>>> {
+        if self.changed.swap(false, Ordering::AcqRel) {
+            let l = self.listening.lock().unwrap_or_else(|e| e.into_inner());
+            self.snapshot.store(Some(Arc::new(l.channels.values().cloned().collect())));
+        }
         self.snapshot.load_full().unwrap_or_default()
     }
+}
 
-    fn publish(&self, channels: &[Arc<PgChannel>]) {
-        let mut wanted = Wanted::default();
-        for b in channels.iter().flat_map(|c| &c.bindings) {
-            match (&b.schema, &b.table) {
-                (None, _) => wanted.all = true,
-                (Some(s), None) => {
-                    wanted.schemas.insert(s.clone());
-                }
-                (Some(s), Some(t)) => {
-                    wanted.tables.insert(QualifiedName { schema: s.clone(), name: t.clone() });
-                }
+/// Counts a channel's scopes down; whether one is no longer asked for.
+fn forget_scopes(counts: &mut HashMap<Scope, usize>, channel: &PgChannel) -> bool {
+    let mut gone = false;
+    for scope in scopes(channel) {
+        if let Some(n) = counts.get_mut(&scope) {
+            *n -= 1;
+            if *n == 0 {
+                counts.remove(&scope);
+                gone = true;
             }
         }
-        self.wanted.store(Arc::new(wanted));
-        self.snapshot.store(Some(Arc::new(channels.to_vec())));
     }
+    gone
+}
+
+/// What the feed converts changes of, from the scopes asked for.
+fn wanted(scopes: &HashMap<Scope, usize>) -> Wanted {
+    let mut w = Wanted::default();
+    for (schema, table) in scopes.keys() {
+        match (schema, table) {
+            (None, _) => w.all = true,
+            (Some(s), None) => {
+                w.schemas.insert(s.clone());
+            }
+            (Some(s), Some(t)) => {
+                w.tables.insert(QualifiedName { schema: s.clone(), name: t.clone() });
+            }
+        }
+    }
+    w
 }
 
 /// Sends one message to every member of a topic, encoded once per serializer.
 fn fan_out(t: &Topic, skip: Option<u64>, event: &str, payload: &str, topic: &str) {
     let out = Outbound::Fanout { topic, event, payload };
     let mut encoded: [Option<Option<Message>>; 2] = [None, None];
-    for m in &t.members {
+    for m in t.members.values() {
         if skip == Some(m.outbox.id) {
             continue;
         }

@@ -109,14 +109,13 @@ where
             () = &mut idle => break Some((CloseCode::Away, "idle")),
             () = sleep_until(expiry) => conn.expire(),
         }
-        if !conn.out.is_empty() && !write(&mut sink, std::mem::take(&mut conn.out)).await {
+        if !conn.out.is_empty() && !write(&mut sink, &mut conn.out).await {
             break None;
         }
     };
     if let Some((code, why)) = reason {
-        let mut last = std::mem::take(&mut conn.out);
-        last.push(Message::Close(Some(CloseFrame { code, reason: why.into() })));
-        let _ = write(&mut sink, last).await;
+        conn.out.push(Message::Close(Some(CloseFrame { code, reason: why.into() })));
+        let _ = write(&mut sink, &mut conn.out).await;
     }
     conn.rt.hub.drop_connection(id, conn.channels.keys().cloned());
 }
@@ -128,13 +127,13 @@ async fn sleep_until(at: Option<tokio::time::Instant>) {
     }
 }
 
-/// Writes `messages` and flushes; false if the client is gone or too slow.
-async fn write<S>(sink: &mut S, messages: Vec<Message>) -> bool
+/// Writes (and takes) `messages`, then flushes; false if the client is gone or too slow.
+async fn write<S>(sink: &mut S, messages: &mut Vec<Message>) -> bool
 where
     S: futures_util::Sink<Message> + Unpin,
 {
     let send = async {
-        for m in messages {
+        for m in messages.drain(..) {
             sink.feed(m).await?;
         }
         sink.flush().await
