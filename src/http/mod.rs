@@ -405,13 +405,13 @@ async fn realtime(state: &AppState, req: Request<Incoming>) -> Response<Body> {
         }
         let content_type =
             req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_owned);
-        let rest = rest.to_owned();
+        let (rest, query) = (rest.to_owned(), req.uri().query().map(str::to_owned));
         let limit = state.config.realtime.max_message_size;
         let body = match api::read_body(req.into_body(), limit, state.config.server_read_timeout).await {
             Ok(b) => b,
             Err(e) => return error_response(&e),
         };
-        return crate::realtime::broadcast_api(rt, &rest, content_type.as_deref(), body);
+        return crate::realtime::broadcast_api(rt, &rest, query.as_deref(), content_type.as_deref(), body);
     }
     plain(StatusCode::NOT_FOUND)
 }

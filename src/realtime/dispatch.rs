@@ -89,8 +89,9 @@ impl PartialEq for Group {
 
 impl Eq for Group {}
 
-/// What each role may read of each table of the batch (by role and relation address).
-type TableRights = HashMap<(Arc<str>, usize), TableAccess>;
+/// Where in the batch's list of rights each role's for each table is (by role and relation
+/// address).
+type TableRights = HashMap<(Arc<str>, usize), usize>;
 
 /// What a subscriber may be sent of a change.
 enum Verdict {
@@ -100,12 +101,15 @@ enum Verdict {
     Send { key_only: bool },
 }
 
-/// The bytes a message shares with every channel it is encoded the same for.
+/// The bytes a message shares with every channel it is encoded the same for: the change, the
+/// binding ids, the columns (the role's readable ones — its rights' index in the batch — and
+/// the binding's `select`, by address), whether the old row is cut to its key, the topic.
 #[derive(Hash, PartialEq, Eq)]
 struct Shape<'a> {
     change: usize,
     ids: &'a [u32],
-    columns: Vec<&'a str>,
+    access: usize,
+    select: usize,
     key_only: bool,
     topic: &'a str,
 }
@@ -123,12 +127,20 @@ async fn deliver(rt: &Realtime, commits: Vec<Commit>) {
         return;
     }
     let relation = |p: &Pending| Arc::as_ptr(&changes[p.change].1.relation) as usize;
-    let mut rights: TableRights = HashMap::new();
+    // What each pending subscriber's role may read of the table: an index into `rights`.
+    let mut rights: Vec<TableAccess> = Vec::new();
+    let mut asked: TableRights = HashMap::new();
+    let mut right_of = Vec::with_capacity(pending.len());
     for p in &pending {
-        if let Entry::Vacant(e) = rights.entry((p.who.principal.role.clone(), relation(p))) {
-            let table = &changes[p.change].1.relation.name;
-            e.insert(rt.table_access(access.as_ref(), &p.who.principal, table).await);
-        }
+        let i = match asked.entry((p.who.principal.role.clone(), relation(p))) {
+            Entry::Occupied(e) => *e.get(),
+            Entry::Vacant(e) => {
+                let table = &changes[p.change].1.relation.name;
+                rights.push(rt.table_access(access.as_ref(), &p.who.principal, table).await);
+                *e.insert(rights.len() - 1)
+            }
+        };
+        right_of.push(i);
     }
     let group = |p: &Pending, a: &TableAccess| Group {
         table: relation(p),
@@ -138,8 +150,8 @@ async fn deliver(rt: &Realtime, commits: Vec<Commit>) {
     // Rows decided row by row: each group's rows asked for at once; deleted rows apart.
     let mut asks: HashMap<Group, (Arc<Who>, Vec<usize>)> = HashMap::new();
     let mut deleted: HashMap<(Group, usize), Arc<Who>> = HashMap::new();
-    for p in &pending {
-        let a = &rights[&(p.who.principal.role.clone(), relation(p))];
+    for (p, &r) in pending.iter().zip(&right_of) {
+        let a = &rights[r];
         if a.columns.is_empty() || !a.by_row {
             continue;
         }
@@ -203,20 +215,21 @@ async fn deliver(rt: &Realtime, commits: Vec<Commit>) {
     };
     let mut encoded: HashMap<Shape<'_>, [Option<Message>; 2]> = HashMap::new();
     let mut sent = 0u64;
-    for p in &pending {
-        let a = &rights[&(p.who.principal.role.clone(), relation(p))];
+    for (p, &r) in pending.iter().zip(&right_of) {
+        let a = &rights[r];
         let Verdict::Send { key_only } = verdict(p, a) else { continue };
         let (commit, change) = changes[p.change];
         let selected =
             p.channel.bindings.iter().find(|b| p.ids.contains(&b.id)).and_then(|b| b.select.as_ref());
-        let columns: Vec<&str> = a
-            .columns
-            .iter()
-            .map(String::as_str)
-            .filter(|c| selected.is_none_or(|s| s.iter().any(|x| x == c)))
-            .collect();
         let vsn = p.channel.outbox.vsn;
-        let shape = Shape { change: p.change, ids: &p.ids, columns, key_only, topic: &p.channel.topic };
+        let shape = Shape {
+            change: p.change,
+            ids: &p.ids,
+            access: r,
+            select: selected.map_or(0, |s| s as *const Vec<String> as usize),
+            key_only,
+            topic: &p.channel.topic,
+        };
         let message = match encoded.entry(shape) {
             Entry::Occupied(e) => e.into_mut(),
             Entry::Vacant(e) => e.insert([None, None]),

@@ -104,8 +104,17 @@ pub fn query_value(query: Option<&str>, name: &str) -> Option<String> {
 /// `POST /realtime/v1/api/broadcast` (`{"messages": [{topic, event, payload, private}]}`) and
 /// `POST /realtime/v1/api/broadcast/:topic/events/:event` (the body is the payload): 202, and
 /// every member of the topic gets the message. `rest` is the path below `/api/broadcast`.
-pub fn broadcast_api(rt: &Realtime, rest: &str, content_type: Option<&str>, body: Bytes) -> Response<Body> {
+pub fn broadcast_api(
+    rt: &Realtime,
+    rest: &str,
+    query: Option<&str>,
+    content_type: Option<&str>,
+    body: Bytes,
+) -> Response<Body> {
     let unprocessable = |errors: Value| answer(StatusCode::UNPROCESSABLE_ENTITY, json!({ "errors": errors }));
+    if query_value(query, "private").as_deref() == Some("true") {
+        return unprocessable(json!({"private": ["rowgate serves public channels only"]}));
+    }
     let mut sends: Vec<(String, String, BroadcastBody)> = Vec::new();
     if rest.is_empty() || rest == "/" {
         let Ok(v) = serde_json::from_slice::<Value>(&body) else {
