@@ -158,6 +158,10 @@ struct Shared {
     failed: AtomicUsize,
     /// Deliveries not counted once the writes stop (no more expected).
     stop: AtomicU64,
+    /// Error messages received (the first few are printed).
+    complaints: AtomicUsize,
+    /// Deliveries per subscriber.
+    received: Vec<AtomicU64>,
 }
 
 /// One rowgate subscriber: a WebSocket, a join, heartbeats, and the changes.
@@ -188,9 +192,10 @@ async fn rowgate_subscriber(s: Arc<Settings>, shared: Arc<Shared>, i: usize) {
                     let t = t.as_str();
                     if let Some(sent) = sent_at(t) {
                         shared.histogram.record(now_us().saturating_sub(sent));
+                        shared.received[i].fetch_add(1, Ordering::Relaxed);
                     } else if t.contains("Subscribed to PostgreSQL") {
                         shared.joined.fetch_add(1, Ordering::Relaxed);
-                    } else if t.contains("\"status\":\"error\"") {
+                    } else if t.contains("\"status\":\"error\"") && shared.complaints.fetch_add(1, Ordering::Relaxed) < 5 {
                         eprintln!("realtime_load: {t}");
                     }
                 }
@@ -260,6 +265,7 @@ async fn pocketbase_subscriber(s: Arc<Settings>, shared: Arc<Shared>, i: usize) 
                 shared.joined.fetch_add(1, Ordering::Relaxed);
             } else if let Some(sent) = sent_at(&event) {
                 shared.histogram.record(now_us().saturating_sub(sent));
+                shared.received[i].fetch_add(1, Ordering::Relaxed);
             }
         }
     }
@@ -340,6 +346,8 @@ async fn main() {
         joined: AtomicUsize::new(0),
         failed: AtomicUsize::new(0),
         stop: AtomicU64::new(0),
+        complaints: AtomicUsize::new(0),
+        received: (0..s.subscribers).map(|_| AtomicU64::new(0)).collect(),
     });
     let started = Instant::now();
     let pace = Duration::from_secs_f64(1.0 / s.connect_rate.max(1.0));
@@ -409,6 +417,8 @@ async fn main() {
         "expected": expected,
         "delivered": delivered,
         "missing": expected.saturating_sub(delivered),
+        "least_received": shared.received.iter().map(|r| r.load(Ordering::Relaxed)).min().unwrap_or(0),
+        "most_received": shared.received.iter().map(|r| r.load(Ordering::Relaxed)).max().unwrap_or(0),
         "delivered_per_s": if writing_s > 0.0 { delivered as f64 / writing_s } else { 0.0 },
         "latency_ms": {
             "p50": h.quantile_ms(0.50), "p90": h.quantile_ms(0.90), "p99": h.quantile_ms(0.99),

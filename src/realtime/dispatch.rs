@@ -6,7 +6,11 @@
 //! same bytes.
 
 use std::collections::hash_map::Entry;
-use std::collections::{HashMap, HashSet};
+
+/// The dispatcher's maps, hashed with foldhash: their keys are the server's own (a delivery
+/// hashes several per subscriber, where SipHash showed in profiles).
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+type HashSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -129,7 +133,7 @@ async fn deliver(rt: &Realtime, commits: Vec<Commit>) {
     let relation = |p: &Pending| Arc::as_ptr(&changes[p.change].1.relation) as usize;
     // What each pending subscriber's role may read of the table: an index into `rights`.
     let mut rights: Vec<TableAccess> = Vec::new();
-    let mut asked: TableRights = HashMap::new();
+    let mut asked: TableRights = HashMap::default();
     let mut right_of = Vec::with_capacity(pending.len());
     for p in &pending {
         let i = match asked.entry((p.who.principal.role.clone(), relation(p))) {
@@ -148,8 +152,8 @@ async fn deliver(rt: &Realtime, commits: Vec<Commit>) {
         claims: a.by_claims.then(|| (p.who.key, p.who.principal.claims.clone())),
     };
     // Rows decided row by row: each group's rows asked for at once; deleted rows apart.
-    let mut asks: HashMap<Group, (Arc<Who>, Vec<usize>)> = HashMap::new();
-    let mut deleted: HashMap<(Group, usize), Arc<Who>> = HashMap::new();
+    let mut asks: HashMap<Group, (Arc<Who>, Vec<usize>)> = HashMap::default();
+    let mut deleted: HashMap<(Group, usize), Arc<Who>> = HashMap::default();
     for (p, &r) in pending.iter().zip(&right_of) {
         let a = &rights[r];
         if a.columns.is_empty() || !a.by_row {
@@ -188,7 +192,7 @@ async fn deliver(rt: &Realtime, commits: Vec<Commit>) {
     // A deleted row can no longer be read: where the backend can tell who saw it, whole;
     // elsewhere its key goes to every reader of the table (as Supabase does); a failed
     // check sends nothing.
-    let mut saw: HashMap<(Group, usize), Option<bool>> = HashMap::new();
+    let mut saw: HashMap<(Group, usize), Option<bool>> = HashMap::default();
     for ((g, i), who) in deleted {
         let change = changes[i].1;
         let answer = access.saw_deleted(&who.principal, &change.relation.name, &change.old_record).await;
@@ -213,7 +217,7 @@ async fn deliver(rt: &Realtime, commits: Vec<Commit>) {
             _ => Verdict::Nothing,
         }
     };
-    let mut encoded: HashMap<Shape<'_>, [Option<Message>; 2]> = HashMap::new();
+    let mut encoded: HashMap<Shape<'_>, [Option<Message>; 2]> = HashMap::default();
     let mut sent = 0u64;
     for (p, &r) in pending.iter().zip(&right_of) {
         let a = &rights[r];

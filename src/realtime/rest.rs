@@ -19,8 +19,9 @@ use crate::auth::Principal;
 use crate::response::Body;
 
 /// A client's read buffer: small, since most of a connection's life is idle and its
-/// messages are short (a larger message grows it).
-const READ_BUFFER: usize = 4 * 1024;
+/// messages are short (a larger message grows it). The WebSocket library zeroes it before every
+/// read attempt, which a connection makes each time it wakes to send.
+const READ_BUFFER: usize = 1024;
 
 fn answer(status: StatusCode, body: Value) -> Response<Body> {
     let mut r = Response::new(Body::from(body.to_string()));

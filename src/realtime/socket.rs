@@ -49,6 +49,8 @@ struct Connection {
     window: (Instant, u32),
     /// What to write before reading on.
     out: Vec<Message>,
+    /// The channels or their tokens changed: their soonest expiry is to be read again.
+    expiry_changed: bool,
 }
 
 /// Serves one upgraded connection until it closes.
@@ -65,12 +67,16 @@ where
         channels: HashMap::new(),
         window: (Instant::now(), 0),
         out: Vec::new(),
+        expiry_changed: false,
     };
     let (mut sink, mut stream) = ws.split();
     let idle = tokio::time::sleep(IDLE);
     tokio::pin!(idle);
+    // The soonest token expiry of the joined channels, re-read only when they change.
+    let mut expiry = conn.next_expiry();
+    let expire = tokio::time::sleep_until(expiry.unwrap_or_else(far_future));
+    tokio::pin!(expire);
     let reason = loop {
-        let expiry = conn.next_expiry();
         tokio::select! {
             // A connection that fell behind is closed before anything else is done for it.
             biased;
@@ -107,7 +113,12 @@ where
                 }
             }
             () = &mut idle => break Some((CloseCode::Away, "idle")),
-            () = sleep_until(expiry) => conn.expire(),
+            () = &mut expire, if expiry.is_some() => conn.expire(),
+        }
+        if conn.expiry_changed {
+            conn.expiry_changed = false;
+            expiry = conn.next_expiry();
+            expire.as_mut().reset(expiry.unwrap_or_else(far_future));
         }
         if !conn.out.is_empty() && !write(&mut sink, &mut conn.out).await {
             break None;
@@ -120,11 +131,9 @@ where
     conn.rt.hub.drop_connection(id, conn.channels.keys().cloned());
 }
 
-async fn sleep_until(at: Option<tokio::time::Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
-    }
+/// A deadline that never comes (a timer with nothing to expire).
+fn far_future() -> tokio::time::Instant {
+    tokio::time::Instant::now() + Duration::from_secs(86_400 * 365)
 }
 
 /// Writes (and takes) `messages`, then flushes; false if the client is gone or too slow.
@@ -207,6 +216,7 @@ impl Connection {
     }
 
     fn expire(&mut self) {
+        self.expiry_changed = true;
         let now = now();
         let expired: Vec<(Arc<str>, u64)> = self
             .channels
@@ -229,6 +239,10 @@ impl Connection {
     }
 
     async fn handle(&mut self, m: Inbound) {
+        if m.topic != "phoenix" {
+            // A join, leave, token or shut channel may move the soonest expiry.
+            self.expiry_changed = true;
+        }
         if m.topic == "phoenix" {
             if m.event == "heartbeat" {
                 self.reply(&m, true, "{}");

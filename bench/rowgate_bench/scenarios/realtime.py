@@ -218,12 +218,15 @@ def pocketbase(ctx, work, users):
     binary = pocketbase_binary()
     ctx.result["versions"]["pocketbase"] = procs.run([binary, "--version"], timeout=30).stdout.strip()
     pbdir = os.path.join(work, "pb_data")
-    if os.path.exists(pbdir):
-        subprocess.run(["rm", "-rf", pbdir], check=True)
+    # A fresh pb_data, and no migration files: PocketBase writes one for every collection made
+    # through its API (beside pb_data) and would replay it on the next run's fresh data.
+    for old in (pbdir, os.path.join(work, "pb_migrations")):
+        if os.path.exists(old):
+            subprocess.run(["rm", "-rf", old], check=True)
     procs.run([binary, "superuser", "upsert", "admin@example.com", "adminpass1234", "--dir", pbdir], timeout=60)
     port = free_port()
-    pb = ctx.server("pocketbase", [binary, "serve", "--http", f"127.0.0.1:{port}", "--dir", pbdir], port,
-                    ready="/api/health")
+    pb = ctx.server("pocketbase", [binary, "serve", "--http", f"127.0.0.1:{port}", "--dir", pbdir,
+                                   "--automigrate=false"], port, ready="/api/health")
     try:
         admin = call(pb.base, "POST", "/api/collections/_superusers/auth-with-password",
                      {"identity": "admin@example.com", "password": "adminpass1234"})["token"]
@@ -277,8 +280,12 @@ def fanout(ctx, server, cluster, pb, n, rate, seconds, tokens, writer):
     before = rss_mb(server.pid)
     idle = {}
 
+    errors = os.path.join(ctx.logs, "realtime_load.err")
+
     def load():
-        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # Its complaints to a file: a pipe nobody reads would stall it once full.
+        with open(errors, "w") as err:
+            p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, text=True)
         out = []
         for line in p.stdout:
             if line.startswith("subscribed"):
@@ -287,7 +294,8 @@ def fanout(ctx, server, cluster, pb, n, rate, seconds, tokens, writer):
             out.append(line)
         p.wait(timeout=600)
         if p.returncode != 0:
-            raise RuntimeError(f"realtime_load exited {p.returncode}: {p.stderr.read()[-500:]}")
+            with open(errors, errors="replace") as f:
+                raise RuntimeError(f"realtime_load exited {p.returncode}: {f.read()[-500:]}")
         return json.loads(out[-1])
 
     label = f"{server.name} {n:,} subscribers, {rate:g} writes/s" if rate else f"{server.name} {n:,} idle subscribers"

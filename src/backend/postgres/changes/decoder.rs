@@ -413,11 +413,12 @@ async fn settle(
     if batch.redo.is_empty() && batch.commits.is_empty() {
         return Ok(());
     }
-    if !batch.xids.is_empty() {
+    let xids = batch.xids;
+    if !xids.is_empty() {
         loop {
             let snapshot: String =
                 helper.query_one("SELECT pg_catalog.pg_current_snapshot()::text", &[]).await?.get(0);
-            if batch.xids.iter().all(|x| finished(&snapshot, *x)) {
+            if xids.iter().all(|x| finished(&snapshot, *x)) {
                 break;
             }
             tokio::time::sleep(Duration::from_micros(200)).await;
@@ -628,11 +629,17 @@ fn decode(
                 return Err(short());
             }
             m.advance(8);
-            *open = RawCommit { at: m.get_i64(), changes: Vec::new() };
-            batch.xids.push(m.get_u32());
+            let at = m.get_i64();
+            let xid = m.get_u32();
+            *open = RawCommit { xid, at, changes: Vec::new() };
+            batch.xids.push(xid);
         }
-        // A transaction's end (its changes arrive only once it committed).
+        // A transaction's end (its changes arrive only once it committed). Its begin may have
+        // come in an earlier batch: its id must be seen finished before this batch settles.
         b'C' => {
+            if !batch.xids.contains(&open.xid) {
+                batch.xids.push(open.xid);
+            }
             if !open.changes.is_empty() {
                 batch.commits.push(std::mem::take(open));
             }

@@ -64,6 +64,8 @@ pub struct RawChange {
 /// A transaction's changes, with its commit time (microseconds since 2000-01-01).
 #[derive(Debug, Default)]
 pub struct RawCommit {
+    /// Its transaction id, as the stream gives it.
+    pub xid: u32,
     /// When it committed.
     pub at: i64,
     /// Its changes.
