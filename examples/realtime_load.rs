@@ -379,15 +379,17 @@ async fn main() {
     let began = Instant::now();
     let total = (s.rate * s.seconds).round() as usize;
     let mut tasks = Vec::with_capacity(total);
+    // A write not answered within the load's time and half a minute counts as failed: a server
+    // that falls that far behind is not waited for.
+    let give_up = tokio::time::Instant::now() + Duration::from_secs_f64(s.seconds + 30.0);
     for _ in 0..total {
         tick.tick().await;
         let (w, s2, ok, bad) = (writer.clone(), s.clone(), writes.clone(), write_errors.clone());
         tasks.push(tokio::spawn(async move {
-            if w.write(&s2).await {
-                ok.fetch_add(1, Ordering::Relaxed);
-            } else {
-                bad.fetch_add(1, Ordering::Relaxed);
-            }
+            match tokio::time::timeout_at(give_up, w.write(&s2)).await {
+                Ok(true) => ok.fetch_add(1, Ordering::Relaxed),
+                _ => bad.fetch_add(1, Ordering::Relaxed),
+            };
         }));
     }
     for t in tasks {

@@ -26,7 +26,7 @@ class ServerError(RuntimeError):
 
 class Server:
     def __init__(self, name, argv, port, logs, ready=None, headers=None, timeout=60, env=None, log_name=None):
-        self.name, self.port = name, port
+        self.name, self.port, self.ready = name, port, ready
         self.base = f"http://127.0.0.1:{port}"
         os.makedirs(logs, exist_ok=True)
         self.logfile = os.path.join(logs, re.sub(r"[^A-Za-z0-9_.-]+", "-", log_name or name) + ".log")
