@@ -381,21 +381,29 @@ def ratios(ctx, counts, middle, rate):
         schema.ratio(r, f"p99 at 1,000 subscribers and {rate:g} writes/s, PostgreSQL with RLS (ms)",
                      f"{got['p99_ms']:.1f}", "< 100", "met" if got["p99_ms"] < 100 and keeps_up(got) else "NOT met")
 
-    def best(server):
+    def best(server, p99_at_most=None):
+        """The saturation load delivering the most messages/s that kept up (and, if given, with a
+        p99 no worse)."""
         top = None
         for e in r["cases"]:
             f = e["servers"].get(server)
-            if e["case"].startswith("saturation:") and f and keeps_up(f) and (top is None or f["req_s"] > top["req_s"]):
+            if (e["case"].startswith("saturation:") and f and keeps_up(f)
+                    and (p99_at_most is None or f["p99_ms"] <= p99_at_most)
+                    and (top is None or f["req_s"] > top["req_s"])):
                 top = f
         return top
+    theirs = best(pb)
     for ours in (pg, lite):
-        a, b = best(ours), best(pb)
-        if a and b:
-            value = a["req_s"] / b["req_s"]
-            met = value >= 3 and a["p99_ms"] <= b["p99_ms"]
-            schema.ratio(r, f"most messages/s delivered with all delivered and p99 ≤ 1 s, {ours} / PocketBase "
-                            f"({middle:,} subscribers; p99 {a['p99_ms']:.0f} vs {b['p99_ms']:.0f} ms)",
-                         f"{value:.1f}×", "≥ 3× at equal or better p99", "met" if met else "NOT met")
+        mine = best(ours, theirs["p99_ms"]) if theirs else None
+        if theirs and mine:
+            value = mine["req_s"] / theirs["req_s"]
+            schema.ratio(r, f"most messages/s delivered with all delivered, {ours} / PocketBase at equal or better "
+                            f"p99 ({middle:,} subscribers; {mine['req_s']:,.0f} vs {theirs['req_s']:,.0f} msg/s, "
+                            f"p99 {mine['p99_ms']:.0f} vs {theirs['p99_ms']:.0f} ms)",
+                         f"{value:.1f}×", "≥ 3×", "met" if value >= 3 else "NOT met")
+        elif theirs is None and best(ours):
+            schema.ratio(r, f"most messages/s delivered with all delivered and p99 ≤ 1 s, {ours} ({middle:,} "
+                            "subscribers); PocketBase kept up at no rate tried", f"{best(ours)['req_s']:,.0f}")
     idle = f"idle: {max(counts):,} subscribers"
     for server in (pg, lite, pb):
         kb = (schema.get(r, idle, server).get("extra") or {}).get("kb_per_idle_connection")
