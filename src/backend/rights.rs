@@ -1,8 +1,8 @@
 //! Realtime's questions about a subscriber's rights ([`RowAccess`]), answered by the backend:
-//! which rows a caller may read is asked as that caller's own read would be — a GET of the rows
-//! by key, planned and run like any request, so row-level security (or SQLite's access rules)
-//! decides exactly as it does for the REST API — and what a role may read of a table comes
-//! from the database's grants (or the rules).
+//! which rows a caller may read, and what they hold now, is asked as that caller's own read
+//! would be — a GET of the rows by key, planned and run like any request, so row-level security
+//! (or SQLite's access rules) decides exactly as it does for the REST API — and what a role may
+//! read of a table comes from the database's grants (or the rules).
 
 use std::sync::Arc;
 
@@ -21,6 +21,9 @@ use crate::schema::{QualifiedName, SharedSchema};
 /// Keys asked for in one read at most.
 const KEYS_PER_READ: usize = 100;
 
+/// A row as JSON.
+type Row = serde_json::Map<String, Value>;
+
 /// The backend, as realtime asks it about rights.
 pub struct Rights {
     backend: Arc<Backend>,
@@ -34,24 +37,27 @@ impl Rights {
         Rights { backend, schema, config }
     }
 
-    /// Of `keys`, those `who` may read: one GET `/<table>?select=<key>&<key>=in.(...)` (or an
-    /// `or` of `and`s for a composite key) as that caller.
+    /// The rows keyed by `keys` as `who` reads them now (its `columns`), `None` for each it may
+    /// not read: one GET `/<table>?select=<columns>&<key>=in.(...)` (or an `or` of `and`s for a
+    /// composite key) as that caller, timestamps in UTC as the change feed writes them.
     async fn read_keys(
         &self,
         who: &Principal,
         table: &QualifiedName,
         key: &[String],
+        columns: &[String],
         keys: &[Vec<Value>],
-    ) -> Result<Vec<bool>, Error> {
+    ) -> Result<Vec<Option<Row>>, Error> {
         let schema = self
             .schema
             .load()
             .ok_or_else(|| Error::api(code::SCHEMA_CACHE_NOT_READY, "The schema cache is not loaded"))?;
         let mut query = String::from("select=");
-        query.push_str(&key.iter().map(|k| quote_name(k)).collect::<Vec<_>>().join(","));
+        let selected = key.iter().chain(columns.iter().filter(|c| !key.contains(c)));
+        query.push_str(&selected.map(|k| quote_name(k)).collect::<Vec<_>>().join(","));
         let asked: Vec<&Vec<Value>> = keys.iter().filter(|k| k.iter().all(|v| !v.is_null())).collect();
         if asked.is_empty() {
-            return Ok(vec![false; keys.len()]);
+            return Ok(vec![None; keys.len()]);
         }
         if let [column] = key {
             let list: Vec<String> = asked.iter().map(|k| literal(&k[0])).collect();
@@ -71,7 +77,7 @@ impl Rights {
             query.push_str(&format!("&or=({})", encode(&alternatives.join(","))));
         }
         let path = format!("/{}", encode(&table.name));
-        let headers = [("accept-profile", table.schema.as_str())];
+        let headers = [("accept-profile", table.schema.as_str()), ("prefer", "timezone=UTC")];
         let request = rowgate_request::parse(rowgate_request::Method::Get, &path, &query, &headers)?;
         let Plan::Read(plan) = Plan::build(&request, &Bytes::new(), &schema, &self.config)? else {
             return Err(Error::api(code::INTERNAL, "a read of keys planned as something else"));
@@ -82,14 +88,17 @@ impl Rights {
             schema: &schema,
         };
         let response = self.backend.read(&plan, &caller).await?;
-        let rows: Vec<serde_json::Map<String, Value>> = match response.body().bytes() {
+        let mut rows: Vec<Row> = match response.body().bytes() {
             Some(b) if response.status().is_success() => serde_json::from_slice(b).unwrap_or_default(),
             _ => Vec::new(),
         };
         Ok(keys
             .iter()
             .map(|k| {
-                rows.iter().any(|row| key.iter().zip(k).all(|(c, v)| row.get(c).is_some_and(|r| same(r, v))))
+                let at = rows
+                    .iter()
+                    .position(|row| key.iter().zip(k).all(|(c, v)| row.get(c).is_some_and(|r| same(r, v))))?;
+                Some(rows.swap_remove(at))
             })
             .collect())
     }
@@ -118,20 +127,24 @@ impl RowAccess for Rights {
         })
     }
 
-    fn readable<'a>(
+    fn rows<'a>(
         &'a self,
         who: &'a Principal,
         table: &'a QualifiedName,
         key: &'a [String],
+        columns: &'a [String],
         keys: &'a [Vec<Value>],
-    ) -> BoxFuture<'a, Result<Vec<bool>, Error>> {
+    ) -> BoxFuture<'a, Result<Vec<Option<Row>>, Error>> {
         Box::pin(async move {
             if key.is_empty() {
-                return Ok(vec![false; keys.len()]);
+                return Ok(vec![None; keys.len()]);
             }
+            // No more keys in one read than `db-max-rows` lets it return.
+            let per_read =
+                self.config.db_max_rows.map_or(KEYS_PER_READ, |m| (m as usize).clamp(1, KEYS_PER_READ));
             let mut seen = Vec::with_capacity(keys.len());
-            for chunk in keys.chunks(KEYS_PER_READ) {
-                seen.extend(self.read_keys(who, table, key, chunk).await?);
+            for chunk in keys.chunks(per_read) {
+                seen.extend(self.read_keys(who, table, key, columns, chunk).await?);
             }
             Ok(seen)
         })

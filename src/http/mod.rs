@@ -343,8 +343,9 @@ async fn endpoint(state: &AppState, req: Request<Incoming>, peer: IpAddr) -> Res
         path => {
             let config = &state.config;
             // Supabase's clients find the API at /rest/v1 beside /auth/v1, /storage/v1 and
-            // /realtime/v1: it is served there too, whatever `api-prefix` says.
-            let (rest, prefixed) = match under(path, SUPABASE_REST) {
+            // /realtime/v1: with the API at the root (the default), it is served there too. A
+            // chosen `api-prefix` is the only one (a proxy may guard it alone).
+            let (rest, prefixed) = match under(path, SUPABASE_REST).filter(|_| config.api_prefix == "/") {
                 Some(rest) => (Some(rest), true),
                 None => (under(path, &config.api_prefix), config.api_prefix != "/"),
             };

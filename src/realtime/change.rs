@@ -79,22 +79,52 @@ pub struct Commit {
 /// the commit is dropped and subscribers are told changes were missed.
 #[derive(Clone)]
 pub struct Feed {
-    pub(super) tx: tokio::sync::mpsc::Sender<FeedEvent>,
+    pub(super) tx: tokio::sync::mpsc::Sender<Commit>,
     pub(super) wanted: Arc<ArcSwap<Wanted>>,
     pub(super) live: Arc<AtomicBool>,
+    pub(super) news: Arc<News>,
 }
 
-/// What the feed tells realtime.
+/// What happened to the feed since the dispatcher last looked: kept beside the commits' queue,
+/// so that news is never lost to a full queue.
+#[derive(Default)]
+pub struct News {
+    /// Commits were dropped (realtime fell behind).
+    pub(super) overrun: AtomicBool,
+    /// The feed stopped (why), since last told.
+    pub(super) lost: std::sync::Mutex<Option<String>>,
+    /// The feed runs (again), since last told.
+    pub(super) ready: AtomicBool,
+    /// Wakes the dispatcher.
+    pub(super) wake: tokio::sync::Notify,
+}
+
+/// What the feed tells subscribers.
 #[derive(Debug)]
 pub enum FeedEvent {
-    /// A commit.
-    Commit(Commit),
     /// The feed runs (again): from now on every commit arrives.
     Ready,
     /// The feed stopped: commits may be missed until it is ready again.
     Lost(String),
     /// Commits were dropped (realtime fell behind).
     Overrun,
+}
+
+impl News {
+    /// What to tell subscribers, in order: loss, then recovery, then overrun.
+    pub(super) fn take(&self) -> Vec<FeedEvent> {
+        let mut told = Vec::new();
+        if let Some(why) = self.lost.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            told.push(FeedEvent::Lost(why));
+        }
+        if self.ready.swap(false, Ordering::SeqCst) {
+            told.push(FeedEvent::Ready);
+        }
+        if self.overrun.swap(false, Ordering::SeqCst) {
+            told.push(FeedEvent::Overrun);
+        }
+        told
+    }
 }
 
 /// The tables realtime has subscribers for, which a feed converts changes of.
@@ -129,25 +159,37 @@ impl Feed {
         if commit.changes.is_empty() {
             return;
         }
-        if self.tx.try_send(FeedEvent::Commit(commit)).is_err() {
-            let _ = self.tx.try_send(FeedEvent::Overrun);
+        if self.tx.try_send(commit).is_err() {
+            self.news.overrun.store(true, Ordering::SeqCst);
+            self.news.wake.notify_one();
         }
+    }
+
+    /// Changes were dropped before they could be handed over (a transaction too large).
+    pub fn dropped(&self) {
+        self.news.overrun.store(true, Ordering::SeqCst);
+        self.news.wake.notify_one();
     }
 
     /// The feed runs: every commit from now on arrives.
     pub fn ready(&self) {
         if !self.live.swap(true, Ordering::SeqCst) {
-            let _ = self.tx.try_send(FeedEvent::Ready);
+            self.news.ready.store(true, Ordering::SeqCst);
+            self.news.wake.notify_one();
         }
     }
 
     /// The feed stopped (`why`, for the log and subscribers).
     pub fn lost(&self, why: String) {
         if self.live.swap(false, Ordering::SeqCst) {
-            let _ = self.tx.try_send(FeedEvent::Lost(why));
+            self.news.lost.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(why);
+            self.news.wake.notify_one();
         }
     }
 }
+
+/// A row as JSON.
+pub type Row = Map<String, Value>;
 
 /// What a role may read of a relation, beside its rows.
 #[derive(Debug, Clone)]
@@ -171,15 +213,17 @@ pub trait RowAccess: Send + Sync {
         table: &'a QualifiedName,
     ) -> BoxFuture<'a, Result<TableAccess, Error>>;
 
-    /// Which of the rows keyed by `keys` (values of `key`'s columns, in order) `who` may read
-    /// in `table` now, as a read by that caller would answer.
-    fn readable<'a>(
+    /// The rows keyed by `keys` (values of `key`'s columns, in order) as `who` reads them now,
+    /// its readable `columns` of each (`None` for a row it may not read), as a read by that
+    /// caller would answer.
+    fn rows<'a>(
         &'a self,
         who: &'a Principal,
         table: &'a QualifiedName,
         key: &'a [String],
+        columns: &'a [String],
         keys: &'a [Vec<Value>],
-    ) -> BoxFuture<'a, Result<Vec<bool>, Error>>;
+    ) -> BoxFuture<'a, Result<Vec<Option<Row>>, Error>>;
 
     /// Whether `who` may have seen the deleted row `old` (the whole old row, which only some
     /// databases keep): `None` where the backend cannot tell, and then only the row's key is

@@ -10,7 +10,6 @@ use std::collections::hash_map::Entry;
 /// The dispatcher's maps, hashed with foldhash: their keys are the server's own (a delivery
 /// hashes several per subscriber, where SipHash showed in profiles).
 type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
-type HashSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -18,7 +17,7 @@ use futures_util::stream::{self, StreamExt};
 use serde_json::{Map, Value};
 use tokio_tungstenite::tungstenite::Message;
 
-use super::change::{Change, Commit, FeedEvent, Kind, TableAccess};
+use super::change::{Change, Commit, Kind, Row, TableAccess};
 use super::frame::Outbound;
 use super::hub::{PgChannel, Who};
 use super::Realtime;
@@ -29,27 +28,28 @@ const MAX_BATCH: usize = 256;
 /// Checks run at once against the database.
 const CONCURRENT_CHECKS: usize = 8;
 
-/// Takes the feed's events until it is dropped, delivering commits in order.
-pub async fn run(rt: Arc<Realtime>, mut rx: tokio::sync::mpsc::Receiver<FeedEvent>) {
-    while let Some(first) = rx.recv().await {
-        let mut commits = Vec::new();
-        let mut next = Some(first);
-        while let Some(event) = next.take() {
-            match event {
-                FeedEvent::Commit(c) => {
-                    commits.push(c);
-                    if commits.len() < MAX_BATCH {
-                        next = rx.try_recv().ok();
+/// Takes the feed's commits until it is dropped, delivering them in order, and tells
+/// subscribers the feed's news.
+pub async fn run(rt: Arc<Realtime>, mut rx: tokio::sync::mpsc::Receiver<Commit>) {
+    let news = rt.feed.news.clone();
+    loop {
+        tokio::select! {
+            first = rx.recv() => {
+                let Some(first) = first else { return };
+                let mut commits = vec![first];
+                while commits.len() < MAX_BATCH {
+                    match rx.try_recv() {
+                        Ok(c) => commits.push(c),
+                        Err(_) => break,
                     }
                 }
-                other => {
-                    deliver(&rt, std::mem::take(&mut commits)).await;
-                    rt.feed_event(other);
-                    next = rx.try_recv().ok();
-                }
+                deliver(&rt, commits).await;
             }
+            () = news.wake.notified() => {}
         }
-        deliver(&rt, commits).await;
+        for event in news.take() {
+            rt.feed_event(event);
+        }
     }
 }
 
@@ -98,11 +98,21 @@ impl Eq for Group {}
 type TableRights = HashMap<(Arc<str>, usize), usize>;
 
 /// What a subscriber may be sent of a change.
-enum Verdict {
+enum Verdict<'a> {
     /// Nothing.
     Nothing,
     /// The change, with the old row cut to its key or not.
     Send { key_only: bool },
+    /// The change with the row as the subscriber's group (numbered from 1) read it, the old row
+    /// cut to its key.
+    Read { group: usize, row: &'a Row },
+}
+
+/// A group's rows to read: who reads, with which rights (an index), which changes' rows.
+struct Ask {
+    who: Arc<Who>,
+    rights: usize,
+    changes: Vec<usize>,
 }
 
 /// The bytes a message shares with every channel it is encoded the same for: the change, the
@@ -115,6 +125,8 @@ struct Shape<'a> {
     access: usize,
     select: usize,
     key_only: bool,
+    /// The group whose read the row comes from (0: the change's own values).
+    group: usize,
     topic: &'a str,
 }
 
@@ -126,7 +138,15 @@ async fn deliver(rt: &Realtime, commits: Vec<Commit>) {
     if changes.is_empty() || channels.is_empty() {
         return;
     }
-    let pending = matches(&changes, &channels);
+    // Only tables that publish their changes and that the API exposes: the feed may carry
+    // others (the response cache's publication has every table).
+    let published = rt.published.load();
+    let schema = rt.schema.load();
+    let servable = |c: &Change| {
+        published.contains(&c.relation.name)
+            && schema.as_ref().is_some_and(|s| s.relations.contains_key(&c.relation.name))
+    };
+    let pending = matches(&changes, &channels, servable);
     if pending.is_empty() {
         return;
     }
@@ -152,7 +172,7 @@ async fn deliver(rt: &Realtime, commits: Vec<Commit>) {
         claims: a.by_claims.then(|| (p.who.key, p.who.principal.claims.clone())),
     };
     // Rows decided row by row: each group's rows asked for at once; deleted rows apart.
-    let mut asks: HashMap<Group, (Arc<Who>, Vec<usize>)> = HashMap::default();
+    let mut asks: HashMap<Group, Ask> = HashMap::default();
     let mut deleted: HashMap<(Group, usize), Arc<Who>> = HashMap::default();
     for (p, &r) in pending.iter().zip(&right_of) {
         let a = &rights[r];
@@ -163,27 +183,32 @@ async fn deliver(rt: &Realtime, commits: Vec<Commit>) {
         if changes[p.change].1.kind == Kind::Delete {
             deleted.entry((g, p.change)).or_insert_with(|| p.who.clone());
         } else {
-            let (_, rows) = asks.entry(g).or_insert_with(|| (p.who.clone(), Vec::new()));
+            let ask =
+                asks.entry(g).or_insert_with(|| Ask { who: p.who.clone(), rights: r, changes: Vec::new() });
             // Pending is in change order: a row already asked for is the last one.
-            if rows.last() != Some(&p.change) {
-                rows.push(p.change);
+            if ask.changes.last() != Some(&p.change) {
+                ask.changes.push(p.change);
             }
         }
     }
-    let visible: HashMap<Group, HashSet<usize>> = stream::iter(asks)
-        .map(|(g, (who, rows))| {
-            let changes = &changes;
+    // Each group's rows as it reads them now: a change goes to it only if it can read the row,
+    // and with the values it reads — which are the change's own unless the row changed again
+    // meanwhile (that change follows), and never values it may not read (a row's earlier
+    // values may have been another's: its owner may have changed since).
+    let visible: HashMap<Group, (usize, HashMap<usize, Row>)> = stream::iter(asks.into_iter().enumerate())
+        .map(|(n, (g, ask))| {
+            let (changes, rights) = (&changes, &rights);
             async move {
-                let relation = &changes[rows[0]].1.relation;
-                let keys: Vec<Vec<Value>> = rows.iter().map(|i| key_of(changes[*i].1)).collect();
-                let seen = match access.readable(&who.principal, &relation.name, &relation.key, &keys).await {
-                    Ok(seen) => seen,
-                    Err(e) => {
-                        tracing::warn!(error = %e, table = %relation.name.name, "realtime: a subscriber's rights could not be checked; its changes are not sent");
-                        Vec::new()
-                    }
-                };
-                (g, rows.into_iter().zip(seen).filter(|(_, s)| *s).map(|(i, _)| i).collect())
+                let relation = &changes[ask.changes[0]].1.relation;
+                let keys: Vec<Vec<Value>> = ask.changes.iter().map(|i| key_of(changes[*i].1)).collect();
+                let columns = &rights[ask.rights].columns;
+                let read = access.rows(&ask.who.principal, &relation.name, &relation.key, columns, &keys).await;
+                let read = read.unwrap_or_else(|e| {
+                    tracing::warn!(error = %e, table = %relation.name.name, "realtime: a subscriber's rights could not be checked; its changes are not sent");
+                    Vec::new()
+                });
+                let seen = ask.changes.into_iter().zip(read).filter_map(|(i, row)| row.map(|row| (i, row))).collect();
+                (g, (n + 1, seen))
             }
         })
         .buffer_unordered(CONCURRENT_CHECKS)
@@ -199,29 +224,47 @@ async fn deliver(rt: &Realtime, commits: Vec<Commit>) {
         saw.insert((g, i), answer.unwrap_or(Some(false)));
     }
     let verdict = |p: &Pending, a: &TableAccess| -> Verdict {
-        if a.columns.is_empty() {
+        // A binding that filters on or selects a column the role may not read (grants changed
+        // since it joined) gets nothing: what passes its filter would tell of that column.
+        let readable = |c: &str| a.columns.iter().any(|x| x == c);
+        let blind =
+            p.channel.bindings.iter().filter(|b| p.ids.contains(&b.id)).any(|b| {
+                !b.filter.columns().all(readable) || !b.select.iter().flatten().all(|c| readable(c))
+            });
+        if a.columns.is_empty() || blind {
             return Verdict::Nothing;
         }
         if !a.by_row {
             return Verdict::Send { key_only: false };
         }
         let g = group(p, a);
-        match changes[p.change].1.kind {
+        let change = changes[p.change].1;
+        match change.kind {
             Kind::Delete => match saw.get(&(g, p.change)).copied().flatten() {
                 Some(false) => Verdict::Nothing,
                 Some(true) => Verdict::Send { key_only: false },
+                // Only its key goes out, to readers who may never have seen the row: a binding
+                // filtering on another column would tell which of them held (a filtered delete
+                // goes to nobody, as Supabase's documentation says of them).
+                None if filters_beyond_key(p, change) => Verdict::Nothing,
                 None => Verdict::Send { key_only: true },
             },
             // The old row of an update may not have been the subscriber's to read.
-            _ if visible.get(&g).is_some_and(|s| s.contains(&p.change)) => Verdict::Send { key_only: true },
-            _ => Verdict::Nothing,
+            _ => match visible.get(&g).and_then(|(n, rows)| rows.get(&p.change).map(|row| (*n, row))) {
+                Some((group, row)) => Verdict::Read { group, row },
+                None => Verdict::Nothing,
+            },
         }
     };
     let mut encoded: HashMap<Shape<'_>, [Option<Message>; 2]> = HashMap::default();
     let mut sent = 0u64;
     for (p, &r) in pending.iter().zip(&right_of) {
         let a = &rights[r];
-        let Verdict::Send { key_only } = verdict(p, a) else { continue };
+        let (key_only, read) = match verdict(p, a) {
+            Verdict::Nothing => continue,
+            Verdict::Send { key_only } => (key_only, None),
+            Verdict::Read { group, row } => (true, Some((group, row))),
+        };
         let (commit, change) = changes[p.change];
         let selected =
             p.channel.bindings.iter().find(|b| p.ids.contains(&b.id)).and_then(|b| b.select.as_ref());
@@ -232,6 +275,7 @@ async fn deliver(rt: &Realtime, commits: Vec<Commit>) {
             access: r,
             select: selected.map_or(0, |s| s as *const Vec<String> as usize),
             key_only,
+            group: read.map_or(0, |(group, _)| group),
             topic: &p.channel.topic,
         };
         let message = match encoded.entry(shape) {
@@ -246,7 +290,7 @@ async fn deliver(rt: &Realtime, commits: Vec<Commit>) {
                 .map(String::as_str)
                 .filter(|c| selected.is_none_or(|s| s.iter().any(|x| x == c)))
                 .collect();
-            let data = data(commit.at, change, &columns, key_only);
+            let data = data(commit.at, change, read.map(|(_, row)| row), &columns, key_only);
             let ids = serde_json::to_string(&p.ids).unwrap_or_default();
             let payload = format!(r#"{{"data":{data},"ids":{ids}}}"#);
             *slot =
@@ -261,10 +305,17 @@ async fn deliver(rt: &Realtime, commits: Vec<Commit>) {
 }
 
 /// Every (change, channel) whose bindings take the change, in commit order.
-fn matches(changes: &[(&Commit, &Change)], channels: &[Arc<PgChannel>]) -> Vec<Pending> {
+fn matches(
+    changes: &[(&Commit, &Change)],
+    channels: &[Arc<PgChannel>],
+    servable: impl Fn(&Change) -> bool,
+) -> Vec<Pending> {
     let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let mut pending = Vec::new();
     for (i, (_, change)) in changes.iter().enumerate() {
+        if !servable(change) {
+            continue;
+        }
         let values = if change.kind == Kind::Delete { &change.old_record } else { &change.record };
         for ch in channels {
             let ids: Vec<u32> = ch
@@ -286,6 +337,16 @@ fn matches(changes: &[(&Commit, &Change)], channels: &[Arc<PgChannel>]) -> Vec<P
     pending
 }
 
+/// Whether a binding of the pending delivery filters on a column outside the row's key.
+fn filters_beyond_key(p: &Pending, change: &Change) -> bool {
+    let key = &change.relation.key;
+    p.channel
+        .bindings
+        .iter()
+        .filter(|b| p.ids.contains(&b.id))
+        .any(|b| b.filter.columns().any(|c| !key.iter().any(|k| k == c)))
+}
+
 /// The primary key's values of a change's row (the old row's for a delete).
 fn key_of(change: &Change) -> Vec<Value> {
     let values = if change.kind == Kind::Delete { &change.old_record } else { &change.record };
@@ -293,9 +354,10 @@ fn key_of(change: &Change) -> Vec<Value> {
 }
 
 /// Supabase's `data` of a change: `columns`, `commit_timestamp`, `errors`, `old_record`
-/// (updates and deletes), `record` (inserts and updates), `schema`, `table`, `type`, with the
-/// columns a subscriber may read and asked for; `key_only`: the old row's key columns only.
-fn data(at: SystemTime, change: &Change, columns: &[&str], key_only: bool) -> String {
+/// (updates and deletes), `record` (inserts and updates: `read`, the row as the subscriber read
+/// it, where given), `schema`, `table`, `type`, with the columns a subscriber may read and asked
+/// for; `key_only`: the old row's key columns only.
+fn data(at: SystemTime, change: &Change, read: Option<&Row>, columns: &[&str], key_only: bool) -> String {
     let rel = &change.relation;
     let pick = |values: &Map<String, Value>, only_key: bool| -> Value {
         Value::Object(
@@ -326,7 +388,7 @@ fn data(at: SystemTime, change: &Change, columns: &[&str], key_only: bool) -> St
         d.insert("old_record".into(), pick(&change.old_record, key_only));
     }
     if change.kind != Kind::Delete {
-        d.insert("record".into(), pick(&change.record, false));
+        d.insert("record".into(), pick(read.unwrap_or(&change.record), false));
     }
     d.insert("schema".into(), Value::String(rel.name.schema.clone()));
     d.insert("table".into(), Value::String(rel.name.name.clone()));

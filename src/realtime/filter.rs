@@ -10,6 +10,9 @@ use serde_json::{Map, Value};
 /// At most this many values in an `in` list (Supabase's limit).
 const MAX_IN_VALUES: usize = 100;
 
+/// The longest `match` pattern (every change of the table is tested against it).
+const MAX_PATTERN: usize = 1024;
+
 /// A filter's conditions, all of which must hold.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Filter(pub Vec<Condition>);
@@ -183,9 +186,12 @@ fn condition(part: &str) -> Result<Condition, String> {
         "ilike" => Op::Like(unquote(value), true),
         "match" | "imatch" => {
             let pattern = unquote(value);
+            if pattern.len() > MAX_PATTERN {
+                return Err(format!("regular expression longer than {MAX_PATTERN} bytes"));
+            }
             let re = regex::RegexBuilder::new(&pattern)
                 .case_insensitive(op == "imatch")
-                .size_limit(1 << 20)
+                .size_limit(1 << 16)
                 .build()
                 .map_err(|_| format!("invalid regular expression: {pattern:?}"))?;
             Op::Match(re)

@@ -271,7 +271,8 @@ impl Hub {
         self.changed.store(true, Ordering::Release);
     }
 
-    fn unlisten(&self, conn: u64, topic: &Arc<str>) {
+    /// Removes connection `conn`'s channel on `topic` from those listening to changes.
+    pub fn unlisten(&self, conn: u64, topic: &Arc<str>) {
         let mut l = self.listening.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(old) = l.channels.remove(&(conn, topic.clone())) {
             if forget_scopes(&mut l.scopes, &old) {

@@ -24,12 +24,13 @@ mod socket;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use tokio_tungstenite::tungstenite::Message;
 
-pub use change::{Change, Commit, Feed, FeedEvent, Kind, Relation, RowAccess, TableAccess};
+pub use change::{Change, Commit, Feed, FeedEvent, Kind, Relation, Row, RowAccess, TableAccess};
 pub use rest::{broadcast_api, query_value, upgrade};
 
 use crate::auth::{Authenticator, Principal};
@@ -40,6 +41,10 @@ use hub::{Binding, Hub, PgChannel, Who};
 /// Commits waiting for the dispatcher at most; past it the feed drops them and subscribers
 /// are told changes were missed.
 const FEED_QUEUE: usize = 4096;
+
+/// How long what a role may read of a table is trusted without asking again: grants changed
+/// without a schema reload are seen within it.
+const ACCESS_TTL: Duration = Duration::from_secs(10);
 
 /// What each role may read of each table.
 type AccessCache = HashMap<(Arc<str>, QualifiedName), TableAccess>;
@@ -91,8 +96,8 @@ pub struct Realtime {
     feed: Feed,
     next: AtomicU64,
     /// What each role may read of each table, for the schema cache snapshot it was asked
-    /// under (the snapshot's address; a reload starts afresh).
-    access_cache: Mutex<(usize, AccessCache)>,
+    /// under (a reload starts afresh), for at most `ACCESS_TTL`.
+    access_cache: Mutex<(Weak<SchemaCache>, Instant, AccessCache)>,
     /// Counters.
     pub metrics: Metrics,
 }
@@ -108,7 +113,12 @@ impl Realtime {
     ) -> Arc<Realtime> {
         let (tx, rx) = tokio::sync::mpsc::channel(FEED_QUEUE);
         let hub = Hub::default();
-        let feed = Feed { tx, wanted: hub.wanted.clone(), live: Arc::new(AtomicBool::new(false)) };
+        let feed = Feed {
+            tx,
+            wanted: hub.wanted.clone(),
+            live: Arc::new(AtomicBool::new(false)),
+            news: Arc::new(change::News::default()),
+        };
         let rt = Arc::new(Realtime {
             settings,
             max_connections,
@@ -119,7 +129,7 @@ impl Realtime {
             published: ArcSwap::from_pointee(Published::Tables(HashSet::new())),
             feed,
             next: AtomicU64::new(1),
-            access_cache: Mutex::new((0, HashMap::new())),
+            access_cache: Mutex::new((Weak::new(), Instant::now(), HashMap::new())),
             metrics: Metrics::default(),
         });
         tokio::spawn(dispatch::run(rt.clone(), rx));
@@ -169,13 +179,14 @@ impl Realtime {
         table: &QualifiedName,
     ) -> TableAccess {
         let role = &who.role;
-        let generation = self.schema.load().map_or(0, |s| Arc::as_ptr(&s) as usize);
+        // Held weakly, a snapshot's allocation outlives it: no later snapshot can take its address.
+        let snapshot = self.schema.load().map(|s| Arc::downgrade(&s)).unwrap_or_default();
         {
             let mut cache = self.access_cache.lock().unwrap_or_else(|e| e.into_inner());
-            if cache.0 != generation {
-                *cache = (generation, HashMap::new());
+            if !cache.0.ptr_eq(&snapshot) || cache.1.elapsed() > ACCESS_TTL {
+                *cache = (snapshot.clone(), Instant::now(), HashMap::new());
             }
-            if let Some(a) = cache.1.get(&(role.clone(), table.clone())) {
+            if let Some(a) = cache.2.get(&(role.clone(), table.clone())) {
                 return a.clone();
             }
         }
@@ -187,8 +198,8 @@ impl Realtime {
             }
         };
         let mut cache = self.access_cache.lock().unwrap_or_else(|e| e.into_inner());
-        if cache.0 == generation {
-            cache.1.insert((role.clone(), table.clone()), a.clone());
+        if cache.0.ptr_eq(&snapshot) {
+            cache.2.insert((role.clone(), table.clone()), a.clone());
         }
         a
     }
@@ -196,7 +207,9 @@ impl Realtime {
     /// Checks that `principal` may read each named table of `bindings` and the columns their
     /// filters and selections name (the message is the subscriber's).
     async fn check_columns(&self, principal: &Principal, bindings: &[Binding]) -> Result<(), String> {
-        let Some(access) = self.access.get() else { return Ok(()) };
+        let Some(access) = self.access.get() else {
+            return Err("Realtime is starting: subscribe again in a moment".into());
+        };
         for b in bindings {
             let (Some(schema), Some(table)) = (&b.schema, &b.table) else { continue };
             let name = QualifiedName { schema: schema.clone(), name: table.clone() };
@@ -241,7 +254,6 @@ impl Realtime {
                 tracing::warn!("realtime fell behind the change feed: changes were dropped");
                 (false, "Realtime fell behind the database: some changes were not sent".to_owned())
             }
-            FeedEvent::Commit(_) => return,
         };
         for ch in self.hub.listening().iter() {
             if let Some(m) = ch.system(ok, &message) {

@@ -24,6 +24,9 @@ use super::Realtime;
 /// as Phoenix's transport times out.
 const IDLE: Duration = Duration::from_secs(60);
 
+/// A channel's `postgres_changes` bindings at most (each is tested against every change).
+const MAX_BINDINGS: usize = 100;
+
 /// How long one write to a client may take before the client counts as gone.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -315,7 +318,8 @@ impl Connection {
         // Every binding, or none: a bad one is reported after the reply (as Supabase does).
         let mut entries = Vec::with_capacity(config.postgres_changes.len());
         let mut bindings = Vec::with_capacity(config.postgres_changes.len());
-        let mut problem = None;
+        let mut problem = (config.postgres_changes.len() > MAX_BINDINGS)
+            .then(|| format!("Too many postgres_changes bindings: at most {MAX_BINDINGS} per channel"));
         let schema = self.rt.schema.load();
         for entry in &config.postgres_changes {
             let mut echoed = entry.clone();
@@ -384,7 +388,11 @@ impl Connection {
     /// `reason`.
     fn who(&self, token: Option<&str>) -> Result<Who, String> {
         match token.filter(|t| !t.starts_with("sb_")) {
-            None => Ok(self.base.clone()),
+            None => match self.base.exp.filter(|e| *e <= now()) {
+                // The socket's own token has expired since it connected.
+                Some(exp) => Err(format!("InvalidJWTToken: Token has expired {} seconds ago", now() - exp)),
+                None => Ok(self.base.clone()),
+            },
             Some(t) => self.rt.verify(t),
         }
     }
@@ -445,18 +453,24 @@ impl Connection {
                 self.shut(&topic, &message);
             }
             Ok(who) => {
-                let pg = joined.pg.clone();
-                if let Some(pg) = &pg {
-                    let bindings_ok = self.rt.check_columns(&who.principal, &pg.bindings).await;
-                    pg.who.store(Arc::new(who.clone()));
+                let mut pg = joined.pg.clone();
+                if let Some(ch) = &pg {
+                    let bindings_ok = self.rt.check_columns(&who.principal, &ch.bindings).await;
+                    ch.who.store(Arc::new(who.clone()));
                     match bindings_ok {
-                        Ok(()) => self.out.extend(self.rt.subscribed_message(pg)),
-                        Err(e) => self.out.extend(pg.system(false, &e)),
+                        Ok(()) => self.out.extend(self.rt.subscribed_message(ch)),
+                        Err(e) => {
+                            // The new caller may not read what the bindings filter on: they stop.
+                            self.out.extend(ch.system(false, &e));
+                            self.rt.hub.unlisten(self.outbox.id, &topic);
+                            pg = None;
+                        }
                     }
                 }
                 if let Some(joined) = self.channels.get_mut(&topic) {
                     joined.who = who;
                     joined.token = Some(token.to_owned());
+                    joined.pg = pg;
                 }
             }
         }

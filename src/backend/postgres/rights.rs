@@ -1,7 +1,7 @@
 //! What a role may read of a table, for realtime (`TableAccess`): its columns by the grants,
 //! whether row-level security decides its rows, and whether the policies that decide them can
-//! read the caller's claims — if none can, every caller of the role sees the same rows, and
-//! one check serves them all.
+//! read more of the caller than its role — if none can, every caller of the role sees the same
+//! rows, and one check serves them all.
 
 use crate::backend::postgres::{db_error, Db};
 use crate::error::Error;
@@ -9,10 +9,13 @@ use crate::realtime::TableAccess;
 use crate::schema::QualifiedName;
 
 /// Per role and table: whether rows are decided row by row (RLS on, and the role neither
-/// bypasses it nor owns the table unforced); whether a SELECT policy may read the caller's
-/// claims — it calls a function or operator of the database's own (`auth.uid()` and the
-/// like), or `current_setting`, or has a subquery (whose tables' policies may) — and the columns the
-/// role may read, in table order.
+/// bypasses it nor owns the table unforced); whether a SELECT policy may read anything of the
+/// caller beyond its role; and the columns the role may read (with USAGE on the schema), in table
+/// order. A policy counts as reading only the row (and the role: `current_user`) when every
+/// function and operator it calls is built in and immutable, and it has no subquery, no cast
+/// through a type's text form, no row comparison and no subscript (any of which can run code of
+/// the database's own, or read other tables under their own policies); anything else — `auth.uid()`,
+/// `current_setting(...)`, `now()` — is taken to read the caller's claims.
 const SQL: &str = "\
 SELECT c.relrowsecurity
          AND NOT coalesce((SELECT r.rolbypassrls OR r.rolsuper FROM pg_roles r WHERE r.rolname = $1), false)
@@ -20,17 +23,19 @@ SELECT c.relrowsecurity
        EXISTS (
          SELECT 1 FROM pg_catalog.pg_policy p
          WHERE p.polrelid = c.oid AND p.polcmd IN ('r', '*') AND p.polqual IS NOT NULL
-           AND (p.polqual::text LIKE '%{SUBLINK %'
+           AND (p.polqual::text ~ '\\{(SUBLINK|COERCEVIAIO|ROWCOMPAREEXPR|SUBSCRIPTINGREF|PARAM|ARRAYCOERCEEXPR|CONVERTROWTYPEEXPR) '
                 OR EXISTS (SELECT 1
                            FROM regexp_matches(p.polqual::text, ':(?:funcid|opfuncid) ([0-9]+)', 'g') m
-                           JOIN pg_catalog.pg_proc f ON f.oid = m[1]::oid
-                           WHERE f.oid >= 16384 OR f.proname IN ('current_setting', 'set_config'))
+                           LEFT JOIN pg_catalog.pg_proc f ON f.oid = m[1]::oid
+                           WHERE f.oid IS NULL OR f.oid >= 16384 OR f.provolatile <> 'i')
                 OR EXISTS (SELECT 1
                            FROM regexp_matches(p.polqual::text, ':opno ([0-9]+)', 'g') m
-                           JOIN pg_catalog.pg_operator o ON o.oid = m[1]::oid
-                           WHERE o.oprcode::oid >= 16384))),
+                           LEFT JOIN pg_catalog.pg_operator o ON o.oid = m[1]::oid
+                           LEFT JOIN pg_catalog.pg_proc f ON f.oid = o.oprcode
+                           WHERE f.oid IS NULL OR f.oid >= 16384 OR f.provolatile <> 'i'))),
        coalesce(array_agg(a.attname::text ORDER BY a.attnum)
-                FILTER (WHERE has_column_privilege($1, c.oid, a.attnum, 'SELECT')), '{}')
+                FILTER (WHERE has_schema_privilege($1, n.oid, 'USAGE')
+                                AND has_column_privilege($1, c.oid, a.attnum, 'SELECT')), '{}')
 FROM pg_class c
 JOIN pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped

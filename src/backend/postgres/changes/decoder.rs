@@ -590,7 +590,12 @@ fn decode(
                 batch.redo.push(Redo::Columns(oid, carried, unknown));
             }
             if wanted {
-                open.changes.push(row);
+                // A transaction's rows are held until it commits: past the bound, realtime is
+                // told changes were dropped rather than memory growing with the transaction.
+                match open.changes.len() < super::realtime::MAX_TRANSACTION_ROWS {
+                    true => open.changes.push(row),
+                    false => realtime.into_iter().for_each(|f| f.dropped()),
+                }
             }
         }
         b'T' => {

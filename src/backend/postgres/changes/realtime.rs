@@ -21,6 +21,9 @@ const MAX_RECORD_BYTES: usize = 1024 * 1024;
 /// The longest value kept in a row too large to send whole.
 const MAX_TRIMMED_VALUE: usize = 64;
 
+/// A transaction's rows held for realtime at most (the rest are dropped, and subscribers told).
+pub const MAX_TRANSACTION_ROWS: usize = 100_000;
+
 /// The publication Supabase users add tables to.
 pub const PUBLICATION: &str = "supabase_realtime";
 
