@@ -175,7 +175,7 @@ pub enum Error {
         /// Message.
         message: String,
         /// Details, if any.
-        details: Option<String>,
+        details: Option<Details>,
         /// Hint, if any.
         hint: Option<String>,
     },
@@ -219,13 +219,48 @@ pub struct DatabaseError {
     pub anonymous: bool,
 }
 
+/// An error's details: text, or (PGRST201's candidates) JSON.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Details {
+    /// Text.
+    Text(String),
+    /// A JSON value (boxed: errors travel in every `Result`).
+    Json(Box<serde_json::Value>),
+}
+
+impl From<String> for Details {
+    fn from(text: String) -> Details {
+        Details::Text(text)
+    }
+}
+
+/// Details as they are written into a body.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum DetailsRef<'a> {
+    /// Text.
+    Text(&'a str),
+    /// A JSON value.
+    Json(&'a serde_json::Value),
+}
+
+impl<'a> From<&'a Details> for DetailsRef<'a> {
+    fn from(details: &'a Details) -> DetailsRef<'a> {
+        match details {
+            Details::Text(t) => DetailsRef::Text(t),
+            Details::Json(v) => DetailsRef::Json(v),
+        }
+    }
+}
+
 /// The JSON body PostgREST sends with every error.
-#[derive(Debug, Serialize, PartialEq, Eq)]
+#[derive(Debug, Serialize)]
 pub struct ErrorBody<'a> {
     /// Error code.
     pub code: &'a str,
     /// Details, or null.
-    pub details: Option<&'a str>,
+    pub details: Option<DetailsRef<'a>>,
     /// Hint, or null.
     pub hint: Option<&'a str>,
     /// Message.
@@ -264,7 +299,7 @@ impl Error {
     /// The same error with `details`.
     pub fn with_details(mut self, text: impl Into<String>) -> Self {
         match &mut self {
-            Error::Api { details, .. } => *details = Some(text.into()),
+            Error::Api { details, .. } => *details = Some(Details::Text(text.into())),
             Error::Database(db) => db.details = Some(text.into()),
             _ => {}
         }
@@ -330,63 +365,67 @@ impl Error {
         let mut retry_after = None;
         let mut www_authenticate = None;
         let owned_message: String;
-        let (status, code, message, details, hint): (StatusCode, &str, &str, Option<&str>, Option<&str>) =
-            match self {
-                Error::Request(e) => {
-                    let code = request_code(e);
-                    let (message, details) = match e {
-                        RequestError::Parse { message, details } => {
-                            (message.as_str(), Some(details.as_str()))
-                        }
-                        RequestError::InvalidRange { details } => {
-                            ("Requested range not satisfiable", Some(details.as_str()))
-                        }
-                        RequestError::InvalidBody(m) => (m.as_str(), None),
-                        RequestError::NotFound => ("Invalid path specified in request URL", None),
-                    };
-                    (code.status(), code.name(), message, details, None)
-                }
-                Error::Api { code, message, details, hint } => {
-                    (code.status(), code.name(), message, details.as_deref(), hint.as_deref())
-                }
-                Error::Database(db) => (
-                    sqlstate_status(&db.code, db.anonymous),
-                    db.code.as_str(),
-                    db.message.as_str(),
-                    db.details.as_deref(),
-                    db.hint.as_deref(),
-                ),
-                Error::Unavailable(_) => {
-                    retry_after = Some(5);
-                    let c = code::CONNECTION;
-                    (c.status(), c.name(), "Database client error. Retrying the connection.", None, None)
-                }
-                Error::Jwt(message) => {
-                    www_authenticate = Some(format!(
-                        "Bearer error=\"invalid_token\", error_description=\"{}\"",
-                        message.replace('\\', "\\\\").replace('"', "\\\"")
-                    ));
-                    let c = code::JWT_INVALID;
-                    (c.status(), c.name(), message.as_str(), None, None)
-                }
-                Error::SchemaChanged => {
-                    retry_after = Some(1);
-                    let c = code::SCHEMA_CACHE_NOT_READY;
-                    let message =
-                        "The schema changed since the schema cache was loaded. Reloading it; retry.";
-                    (c.status(), c.name(), message, None, None)
-                }
-                Error::PoolTimeout => {
-                    let c = code::POOL_TIMEOUT;
-                    (c.status(), c.name(), "Timed out acquiring connection from connection pool.", None, None)
-                }
-                Error::RateLimited { limit, retry_after: wait } => {
-                    retry_after = Some(u32::try_from(*wait).unwrap_or(u32::MAX));
-                    let c = code::RATE_LIMITED;
-                    owned_message = format!("Too many requests from this {limit}: retry in {wait} s");
-                    (c.status(), c.name(), owned_message.as_str(), None, None)
-                }
-            };
+        let (status, code, message, details, hint): (
+            StatusCode,
+            &str,
+            &str,
+            Option<DetailsRef>,
+            Option<&str>,
+        ) = match self {
+            Error::Request(e) => {
+                let code = request_code(e);
+                let (message, details) = match e {
+                    RequestError::Parse { message, details } => {
+                        (message.as_str(), Some(DetailsRef::Text(details)))
+                    }
+                    RequestError::InvalidRange { details } => {
+                        ("Requested range not satisfiable", Some(DetailsRef::Text(details)))
+                    }
+                    RequestError::InvalidBody(m) => (m.as_str(), None),
+                    RequestError::NotFound => ("Invalid path specified in request URL", None),
+                };
+                (code.status(), code.name(), message, details, None)
+            }
+            Error::Api { code, message, details, hint } => {
+                (code.status(), code.name(), message, details.as_ref().map(DetailsRef::from), hint.as_deref())
+            }
+            Error::Database(db) => (
+                sqlstate_status(&db.code, db.anonymous),
+                db.code.as_str(),
+                db.message.as_str(),
+                db.details.as_deref().map(DetailsRef::Text),
+                db.hint.as_deref(),
+            ),
+            Error::Unavailable(_) => {
+                retry_after = Some(5);
+                let c = code::CONNECTION;
+                (c.status(), c.name(), "Database client error. Retrying the connection.", None, None)
+            }
+            Error::Jwt(message) => {
+                www_authenticate = Some(format!(
+                    "Bearer error=\"invalid_token\", error_description=\"{}\"",
+                    message.replace('\\', "\\\\").replace('"', "\\\"")
+                ));
+                let c = code::JWT_INVALID;
+                (c.status(), c.name(), message.as_str(), None, None)
+            }
+            Error::SchemaChanged => {
+                retry_after = Some(1);
+                let c = code::SCHEMA_CACHE_NOT_READY;
+                let message = "The schema changed since the schema cache was loaded. Reloading it; retry.";
+                (c.status(), c.name(), message, None, None)
+            }
+            Error::PoolTimeout => {
+                let c = code::POOL_TIMEOUT;
+                (c.status(), c.name(), "Timed out acquiring connection from connection pool.", None, None)
+            }
+            Error::RateLimited { limit, retry_after: wait } => {
+                retry_after = Some(u32::try_from(*wait).unwrap_or(u32::MAX));
+                let c = code::RATE_LIMITED;
+                owned_message = format!("Too many requests from this {limit}: retry in {wait} s");
+                (c.status(), c.name(), owned_message.as_str(), None, None)
+            }
+        };
         let body = ErrorBody { code, details, hint, message };
         ErrorResponse {
             status,

@@ -9,6 +9,7 @@ mod cors;
 mod identify;
 mod rate_limit;
 mod static_files;
+mod target;
 
 pub use cors::Cors;
 pub use rate_limit::RateLimiter;
@@ -156,7 +157,7 @@ pub async fn serve_with<H, F>(
                     let response = handler(req, client);
                     async move { Ok::<_, Infallible>(response.await) }
                 });
-                let conn = http.serve_connection(TokioIo::new(stream), service).with_upgrades();
+                let conn = http.serve_connection(TokioIo::new(target::LenientTarget::new(stream)), service).with_upgrades();
                 let mut stopping = stopping.clone();
                 tokio::spawn(async move {
                     let mut conn = std::pin::pin!(conn);

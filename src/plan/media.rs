@@ -87,7 +87,7 @@ pub fn negotiate(
 }
 
 /// Reads `[+json|+text][; for="media/type"][; options=a|b]`; `None` if it names something
-/// rowgate cannot plan for or an unknown option.
+/// rowgate cannot plan for.
 fn explain(raw: &str) -> Option<(Media, Explain)> {
     let mut parts = raw.split(';').map(str::trim);
     let json = match parts.next().unwrap_or("") {
@@ -109,23 +109,19 @@ fn explain(raw: &str) -> Option<(Media, Explain)> {
                     "application/vnd.pgrst.object+json" | "application/vnd.pgrst.object" => {
                         (Media::Single { strip_nulls: false }, "application/vnd.pgrst.object+json")
                     }
-                    "application/vnd.pgrst.array+json" => {
-                        (Media::Json { strip_nulls: false }, "application/vnd.pgrst.array+json")
+                    "application/vnd.pgrst.array+json" | "application/vnd.pgrst.array" => {
+                        (Media::Json { strip_nulls: false }, "application/json")
                     }
                     _ => return None,
                 }
             }
+            // As PostgREST: the known options, in its order; anything else is ignored.
             "options" => {
-                for o in value.split('|') {
-                    options.push(match o.trim() {
-                        "analyze" => "analyze",
-                        "verbose" => "verbose",
-                        "settings" => "settings",
-                        "buffers" => "buffers",
-                        "wal" => "wal",
-                        _ => return None,
-                    });
-                }
+                let given: Vec<&str> = value.split('|').map(str::trim).collect();
+                options = ["analyze", "verbose", "settings", "buffers", "wal"]
+                    .into_iter()
+                    .filter(|o| given.contains(o))
+                    .collect();
             }
             _ => {}
         }

@@ -345,11 +345,14 @@ pub(super) fn plan(
                         "Prefer: patch=by-key needs every object to carry the primary key of '{}'",
                         relation.name.name
                     ),
-                    details: Some(if pk.is_empty() {
-                        "The relation has no primary key".to_owned()
-                    } else {
-                        format!("Primary key: {}", pk.join(", "))
-                    }),
+                    details: Some(
+                        if pk.is_empty() {
+                            "The relation has no primary key".to_owned()
+                        } else {
+                            format!("Primary key: {}", pk.join(", "))
+                        }
+                        .into(),
+                    ),
                     hint: None,
                 });
             }

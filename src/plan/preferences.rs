@@ -75,7 +75,7 @@ pub(super) fn reject_invalid(prefs: &Preferences, invalid: &[String]) -> Result<
         return Err(Error::Api {
             code: code::INVALID_PREFERENCES,
             message: "Invalid preferences given with handling=strict".into(),
-            details: Some(format!("Invalid preferences: {}", invalid.join(", "))),
+            details: Some(format!("Invalid preferences: {}", invalid.join(", ")).into()),
             hint: None,
         });
     }

@@ -248,7 +248,7 @@ fn not_found(
         message,
         details: Some(format!(
             "Searched for the function {qualified} {searched}{or_json}, but no matches were found in the schema cache."
-        )),
+        ).into()),
         hint,
     }
 }

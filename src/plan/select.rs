@@ -131,6 +131,23 @@ impl<'a> Planner<'a> {
                     expr: Expr::Column(c.name.clone()),
                     kind: c.kind,
                 })),
+                // PostgreSQL reads `t.count` as `count(t)` when `t` has no such column, so
+                // PostgREST's `select=count` and `rel(count)` count the rows, with or without
+                // `db-aggregates-enabled`.
+                SelectItem::Field { field, alias, cast, aggregate: None, aggregate_cast: None }
+                    if field.name == "count"
+                        && field.json_path.is_empty()
+                        && self.relation.column("count").is_none()
+                        && self.types.computed(self.relation, "count").is_none() =>
+                {
+                    let expr = Expr::Aggregate(rowgate_request::Aggregate::Count, None);
+                    let (expr, kind) = self.cast(expr, ValueKind::Int8, cast)?;
+                    out.push(OutputColumn {
+                        key: alias.clone().unwrap_or_else(|| "count".into()),
+                        expr,
+                        kind,
+                    });
+                }
                 // `col::a::b` without an aggregate: both casts, in order.
                 SelectItem::Field { field, alias, cast, aggregate: None, aggregate_cast } => {
                     let (expr, kind) = self.field(field)?;
@@ -257,10 +274,13 @@ impl<'a> Planner<'a> {
             return Err(Error::Api {
                 code: code::RELATED_ORDER,
                 message: format!("A related order on '{rel}' is not possible"),
-                details: Some(format!(
-                    "'{}' and '{rel}' do not form a many-to-one or one-to-one relationship",
-                    self.relation.name.name
-                )),
+                details: Some(
+                    format!(
+                        "'{}' and '{rel}' do not form a many-to-one or one-to-one relationship",
+                        self.relation.name.name
+                    )
+                    .into(),
+                ),
                 hint: None,
             });
         }

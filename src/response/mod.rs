@@ -75,7 +75,7 @@ pub fn finish(
             return Err(Error::Api {
                 code: code::RPC_MAX_AFFECTED,
                 message: "Function result exceeds max-affected preference constraint".into(),
-                details: Some(format!("The function returns {n} rows")),
+                details: Some(format!("The function returns {n} rows").into()),
                 hint: None,
             });
         }
@@ -86,7 +86,9 @@ pub fn finish(
             let mut response = error_response(&Error::Api {
                 code: code::INVALID_RANGE,
                 message: "Requested range not satisfiable".into(),
-                details: Some(format!("An offset of {lower} was requested, but there are only {t} rows.")),
+                details: Some(
+                    format!("An offset of {lower} was requested, but there are only {t} rows.").into(),
+                ),
                 hint: None,
             });
             if plan.head {
@@ -145,7 +147,7 @@ pub fn singular(rows: u64) -> Error {
     Error::Api {
         code: code::SINGULAR,
         message: "JSON object requested, multiple (or no) rows returned".into(),
-        details: Some(format!("The result contains {rows} rows")),
+        details: Some(format!("The result contains {rows} rows").into()),
         hint: None,
     }
 }

@@ -156,6 +156,113 @@ fn ordering_by_a_to_one_embedded_column() {
     );
 }
 
+fn embeds_named_by_foreign_key_constraint() {
+    check(
+        "/friendships?select=id,first:friendships_first_id_fkey(name),second:friendships_second_id_fkey(name)&order=id",
+        200,
+        json!([
+            {"id": 1, "first": {"name": "ada"}, "second": {"name": "bob"}},
+            {"id": 2, "first": {"name": "cy"}, "second": {"name": "di"}}
+        ]),
+    );
+    check(
+        "/friendships?select=id,people!friendships_second_id_fkey(name)&id=eq.2",
+        200,
+        json!([{"id": 2, "people": {"name": "di"}}]),
+    );
+}
+
+fn embeds_named_by_foreign_key_column() {
+    check(
+        "/friendships?select=id,first_id(name),second_id(name)&id=eq.1",
+        200,
+        json!([{"id": 1, "first_id": {"name": "ada"}, "second_id": {"name": "bob"}}]),
+    );
+    check(
+        "/friendships?select=id,people!second_id(name)&id=eq.1",
+        200,
+        json!([{"id": 1, "people": {"name": "bob"}}]),
+    );
+}
+
+fn self_referencing_embeds() {
+    // The column's name is the parent (to-one), the table's name the children (to-many).
+    check(
+        "/people?select=name,mentor_id(name),people(name)&order=id&people.order=id",
+        200,
+        json!([
+            {"name": "ada", "mentor_id": null, "people": [{"name": "bob"}, {"name": "cy"}]},
+            {"name": "bob", "mentor_id": {"name": "ada"}, "people": [{"name": "di"}]},
+            {"name": "cy", "mentor_id": {"name": "ada"}, "people": []},
+            {"name": "di", "mentor_id": {"name": "bob"}, "people": []}
+        ]),
+    );
+    check(
+        "/people?select=name,mentees:people!mentor_id(name)&id=eq.2",
+        200,
+        json!([{"name": "bob", "mentees": [{"name": "di"}]}]),
+    );
+}
+
+fn count_in_an_embed_counts_its_rows() {
+    check(
+        "/people?select=name,people(count)&order=id",
+        200,
+        json!([
+            {"name": "ada", "people": [{"count": 2}]},
+            {"name": "bob", "people": [{"count": 1}]},
+            {"name": "cy", "people": [{"count": 0}]},
+            {"name": "di", "people": [{"count": 0}]}
+        ]),
+    );
+}
+
+fn aggregates_group_by_the_other_selected_columns() {
+    check(
+        "/items?select=category_id,n:count(),last:id.max()&category_id=not.is.null&order=category_id",
+        200,
+        json!([
+            {"category_id": 1, "n": 4, "last": 11},
+            {"category_id": 2, "n": 5, "last": 16},
+            {"category_id": 3, "n": 3, "last": 10}
+        ]),
+    );
+    check(
+        "/categories?select=name,items(n:count())&order=id",
+        200,
+        json!([
+            {"name": "tools", "items": [{"n": 4}]},
+            {"name": "food", "items": [{"n": 5}]},
+            {"name": "toys", "items": [{"n": 3}]},
+            {"name": "empty", "items": [{"n": 0}]}
+        ]),
+    );
+}
+
+fn several_relationships_are_pgrst201_with_each_described() {
+    check(
+        "/friendships?select=people(name)",
+        300,
+        json!({
+            "code": "PGRST201",
+            "details": [
+                {
+                    "cardinality": "many-to-one",
+                    "embedding": "friendships with people",
+                    "relationship": "friendships_first_id_fkey using friendships(first_id) and people(id)"
+                },
+                {
+                    "cardinality": "many-to-one",
+                    "embedding": "friendships with people",
+                    "relationship": "friendships_second_id_fkey using friendships(second_id) and people(id)"
+                }
+            ],
+            "hint": "Try changing 'people' to one of the following: 'people!friendships_first_id_fkey', 'people!friendships_second_id_fkey'. Find the desired relationship in the 'details' key.",
+            "message": "Could not embed because more than one relationship was found for 'friendships' and 'people'"
+        }),
+    );
+}
+
 #[test]
 fn aggregates_group_by_the_other_columns_even_json_paths() {
     // PostgREST 12.0.2 fails this one (42803): it groups by an expression with a bound key.
@@ -181,4 +288,10 @@ crate::on_both!(
     to_many_spread_is_an_array_per_column,
     to_one_spread_lifts_columns_into_the_parent,
     ordering_by_a_to_one_embedded_column,
+    embeds_named_by_foreign_key_constraint,
+    embeds_named_by_foreign_key_column,
+    self_referencing_embeds,
+    count_in_an_embed_counts_its_rows,
+    several_relationships_are_pgrst201_with_each_described,
+    aggregates_group_by_the_other_selected_columns,
 );

@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use crate::support::{check, get, request};
+use crate::support::{check, get, harness, request, send_raw};
 
 #[test]
 fn select_renames_and_casts() {
@@ -152,6 +152,21 @@ fn plan_media_type_answers_with_the_explain_output() {
         Some("application/vnd.pgrst.plan+json; for=\"text/csv\"; options=analyze|verbose; charset=utf-8")
     );
     assert_eq!(r.json()[0]["Plan"]["Actual Rows"], 2, "{}", r.body);
+
+    // postgrest-js's `.explain()` with no option chosen ends with `options=;`; options come
+    // back in PostgREST's order, and one it does not know is ignored.
+    let accept = [("accept", "application/vnd.pgrst.plan+text; for=\"application/json\"; options=;")];
+    let r = crate::support::request("GET", "/items?select=id&id=eq.1", &accept);
+    assert_eq!(
+        (r.status, r.header("content-type")),
+        (200, Some("application/vnd.pgrst.plan+text; for=\"application/json\"; charset=utf-8"))
+    );
+    let accept = [("accept", "application/vnd.pgrst.plan+json; options=verbose|fast|analyze")];
+    let r = crate::support::request("GET", "/items?select=id&id=eq.1", &accept);
+    assert_eq!(
+        (r.status, r.header("content-type")),
+        (200, Some("application/vnd.pgrst.plan+json; for=\"application/json\"; options=analyze|verbose; charset=utf-8"))
+    );
 }
 
 #[test]
@@ -213,3 +228,28 @@ crate::on_both!(
     singular_object,
     etag_and_if_none_match_give_304_while_the_answer_is_the_same,
 );
+
+#[test]
+fn urls_with_raw_angle_brackets_and_quotes_as_curl_sends_them() {
+    // PostgREST's docs write `->>` and `"..."` in URLs, and curl sends them unencoded, on one
+    // connection with whatever came before.
+    let answers = send_raw(
+        &harness().base,
+        &[
+            ("GET /items?select=id,color:data->>color&name=in.(\"a,b\",hammer)&order=id HTTP/1.1", ""),
+            (
+                "POST /notes HTTP/1.1\r\nContent-Type: application/json\r\nPrefer: tx=rollback",
+                r#"{"id":9000,"body":"<\">"}"#,
+            ),
+            ("GET /items?select=id&data->>label=eq.quote\"d HTTP/1.1", ""),
+        ],
+    );
+    assert_eq!(
+        answers,
+        vec![
+            (200, "[{\"id\":1,\"color\":\"red\"}, \n {\"id\":13,\"color\":null}]".to_owned()),
+            (201, String::new()),
+            (200, r#"[{"id":14}]"#.to_owned()),
+        ]
+    );
+}

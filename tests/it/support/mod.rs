@@ -209,6 +209,65 @@ pub fn send_to(base: &str, method: &str, path: &str, headers: &[(&str, &str)], b
     Resp { status, headers, body }
 }
 
+/// Sends `head` (a request's head, without its final empty line, then `body`) as it is on one
+/// connection, as curl would send a URL it does not encode; returns each response's status
+/// and body, in order.
+pub fn send_raw(base: &str, requests: &[(&str, &str)]) -> Vec<(u16, String)> {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let addr = base.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+    stream.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    let mut sent = Vec::new();
+    for (head, body) in requests {
+        sent.extend_from_slice(format!("{head}\r\nHost: {addr}\r\n").as_bytes());
+        if !body.is_empty() {
+            sent.extend_from_slice(format!("Content-Length: {}\r\n", body.len()).as_bytes());
+        }
+        sent.extend_from_slice(format!("\r\n{body}").as_bytes());
+    }
+    stream.write_all(&sent).expect("send");
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    let mut responses = Vec::new();
+    for _ in requests {
+        line.clear();
+        reader.read_line(&mut line).expect("status line");
+        let status: u16 = line.split(' ').nth(1).and_then(|s| s.parse().ok()).expect("status");
+        let (mut length, mut chunked) = (0usize, false);
+        loop {
+            line.clear();
+            reader.read_line(&mut line).expect("header");
+            let l = line.trim_end().to_ascii_lowercase();
+            if l.is_empty() {
+                break;
+            }
+            if let Some(v) = l.strip_prefix("content-length:") {
+                length = v.trim().parse().expect("length");
+            }
+            chunked |= l == "transfer-encoding: chunked";
+        }
+        let mut body = Vec::new();
+        if chunked {
+            loop {
+                line.clear();
+                reader.read_line(&mut line).expect("chunk size");
+                let size = usize::from_str_radix(line.trim(), 16).expect("chunk size");
+                let mut chunk = vec![0; size + 2];
+                reader.read_exact(&mut chunk).expect("chunk");
+                if size == 0 {
+                    break;
+                }
+                body.extend_from_slice(&chunk[..size]);
+            }
+        } else {
+            body.resize(length, 0);
+            reader.read_exact(&mut body).expect("body");
+        }
+        responses.push((status, String::from_utf8(body).expect("utf-8 body")));
+    }
+    responses
+}
+
 /// Sends a request to the default server (or, inside `on_both!`'s SQLite run, its twin).
 pub fn request(method: &str, path: &str, headers: &[(&str, &str)]) -> Resp {
     request_to(twin::target(&harness().base), method, path, headers)

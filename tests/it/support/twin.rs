@@ -24,6 +24,9 @@ CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT NOT NULL CHECK (body <> 'f
 CREATE TABLE orders (id INTEGER PRIMARY KEY AUTOINCREMENT, customer TEXT NOT NULL);
 CREATE TABLE order_lines (id INTEGER PRIMARY KEY AUTOINCREMENT, order_id INTEGER NOT NULL REFERENCES orders (id),
   product TEXT NOT NULL CHECK (product <> 'forbidden'), qty INTEGER NOT NULL DEFAULT 1);
+CREATE TABLE people (id INTEGER PRIMARY KEY, name TEXT NOT NULL, mentor_id INTEGER REFERENCES people (id));
+CREATE TABLE friendships (id INTEGER PRIMARY KEY, first_id INTEGER NOT NULL REFERENCES people (id),
+  second_id INTEGER NOT NULL REFERENCES people (id));
 CREATE TABLE documents (id INTEGER PRIMARY KEY, owner TEXT NOT NULL, body TEXT, is_public BOOLEAN NOT NULL DEFAULT 0);
 "#;
 
@@ -45,7 +48,7 @@ fn rules() -> String {
 }
 
 /// Tables copied, parents first.
-const TABLES: [&str; 12] = [
+const TABLES: [&str; 14] = [
     "categories",
     "items",
     "actors",
@@ -57,6 +60,8 @@ const TABLES: [&str; 12] = [
     "notes",
     "orders",
     "order_lines",
+    "people",
+    "friendships",
     "documents",
 ];
 
@@ -96,6 +101,7 @@ pub fn base() -> &'static str {
             server_host: Some("127.0.0.1".into()),
             jwt_secret: Some(super::JWT_SECRET.into()),
             db_tx_end: Some(rowgate::config::TxEnd::CommitAllowOverride),
+            db_aggregates_enabled: Some(true),
             ..Default::default()
         })
     })

@@ -38,8 +38,12 @@ pub fn read(
     };
     let total = match plan.count {
         Some(PreferCount::Planned) => planned_count(result.explain.as_deref()),
+        // PostgREST's rule, quirk included: past `db-max-rows`, or with no `db-max-rows` at
+        // all, the larger of the (capped) exact count and the planner's estimate.
         Some(PreferCount::Estimated) => match (total, max_rows) {
-            (Some(t), Some(max)) if t > max => planned_count(result.explain.as_deref()).or(Some(t)),
+            (Some(t), max) if max.is_none_or(|max| t > max) => {
+                Some(planned_count(result.explain.as_deref()).map_or(t, |p| p.max(t)))
+            }
             _ => total,
         },
         _ => total,

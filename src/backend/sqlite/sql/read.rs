@@ -40,6 +40,7 @@ pub fn render_read(plan: &ReadPlan, rules: &RowRules) -> Result<SqliteRead, Erro
     object(&plan.columns, &mut sql, &mut params)?;
     source(&plan.relation.name.name, 0, &mut sql);
     where_clause(&plan.relation.name.name, &plan.conditions, &mut sql, &mut params)?;
+    group_by(&plan.columns, &mut sql, &mut params)?;
     order_by(&plan.order, &mut sql, &mut params)?;
     window(plan.window, &mut sql)?;
     let count = match plan.count {
@@ -99,7 +100,8 @@ fn value(col: &OutputColumn, sql: &mut String, params: &mut Ctx<'_>) -> Rendered
             sql.push_str(" THEN 'true' ELSE 'false' END)");
         }
         // A REAL with no fraction: SQLite's JSON writes 3.0 where PostgreSQL's float8 writes 3.
-        (_, ValueKind::Numeric) => {
+        // (Not around an aggregate, which SQLite cannot take into a subquery.)
+        (e, ValueKind::Numeric) if !matches!(e, Expr::Aggregate(..)) => {
             sql.push_str(
                 "(SELECT CASE WHEN typeof(pgrst_v) = 'real' AND pgrst_v = CAST(pgrst_v AS INTEGER) \
                 AND abs(pgrst_v) < 1e15 THEN CAST(pgrst_v AS INTEGER) ELSE pgrst_v END FROM (SELECT ",
@@ -187,7 +189,21 @@ pub(super) fn expr(e: &Expr, sql: &mut String, params: &mut Ctx<'_>) -> Rendered
             sql.push_str(target);
             sql.push(')');
         }
-        Expr::Aggregate(..) => return Err(unsupported("An aggregate function")),
+        Expr::Aggregate(agg, arg) => {
+            use rowgate_request::Aggregate as A;
+            sql.push_str(match agg {
+                A::Count => "count(",
+                A::Sum => "sum(",
+                A::Avg => "avg(",
+                A::Max => "max(",
+                A::Min => "min(",
+            });
+            match arg {
+                Some(arg) => expr(arg, sql, params)?,
+                None => sql.push('*'),
+            }
+            sql.push(')');
+        }
         Expr::Related { embed, .. } if embed.computed.is_some() => {
             return Err(unsupported("A computed relationship"))
         }
@@ -236,6 +252,7 @@ fn embedded(embed: &EmbedPlan, sql: &mut String, params: &mut Ctx<'_>) -> Render
         object(&embed.columns, sql, params)?;
         sql.push_str(" AS pgrst_row");
         related_rows(embed, sql, params)?;
+        group_by(&embed.columns, sql, params)?;
         order_by(&embed.order, sql, params)?;
         window(embed.window, sql)?;
         sql.push_str("))");
@@ -243,7 +260,30 @@ fn embedded(embed: &EmbedPlan, sql: &mut String, params: &mut Ctx<'_>) -> Render
         sql.push_str("(SELECT ");
         object(&embed.columns, sql, params)?;
         related_rows(embed, sql, params)?;
+        group_by(&embed.columns, sql, params)?;
         sql.push_str(" LIMIT 1)");
+    }
+    Ok(())
+}
+
+/// `GROUP BY` the level's other output columns when it selects an aggregate, as PostgREST
+/// does (by expression: the level's one SQL column is the JSON object).
+fn group_by(columns: &[OutputColumn], sql: &mut String, params: &mut Ctx<'_>) -> Rendered {
+    let aggregate = |e: &Expr| match e {
+        Expr::Aggregate(..) => true,
+        Expr::Cast(inner, _) => matches!(**inner, Expr::Aggregate(..)),
+        _ => false,
+    };
+    if !columns.iter().any(|c| aggregate(&c.expr)) {
+        return Ok(());
+    }
+    let mut first = true;
+    for c in
+        columns.iter().filter(|c| c.is_output() && !aggregate(&c.expr) && !matches!(c.expr, Expr::Embed(_)))
+    {
+        sql.push_str(if first { " GROUP BY " } else { ", " });
+        first = false;
+        expr(&c.expr, sql, params)?;
     }
     Ok(())
 }
