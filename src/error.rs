@@ -277,6 +277,8 @@ pub struct ErrorResponse {
     pub retry_after: Option<u32>,
     /// `WWW-Authenticate` value, for 401s.
     pub www_authenticate: Option<String>,
+    /// The body's code (for `Proxy-Status`).
+    pub code: String,
 }
 
 impl Error {
@@ -429,6 +431,7 @@ impl Error {
         let body = ErrorBody { code, details, hint, message };
         ErrorResponse {
             status,
+            code: code.to_owned(),
             body: serde_json::to_string(&body).unwrap_or_default(),
             retry_after,
             www_authenticate: www_authenticate

@@ -364,7 +364,14 @@ async fn endpoint(state: &AppState, req: Request<Incoming>, peer: IpAddr) -> Res
                     }
                 }
                 return match api::api(state, req).await {
-                    Ok(response) => response,
+                    // As PostgREST 16, on every answer but an error: what it depends on.
+                    Ok(mut response) => {
+                        if let http::header::Entry::Vacant(vary) = response.headers_mut().entry(header::VARY)
+                        {
+                            vary.insert(HeaderValue::from_static("Accept, Prefer, Range"));
+                        }
+                        response
+                    }
                     Err(e) => error_response(&e),
                 };
             }

@@ -54,12 +54,14 @@ pub(super) fn count_name(count: PreferCount) -> &'static str {
     }
 }
 
-/// The requested time zone if PostgreSQL knows it, and the preferences that are invalid
-/// (the unknown ones, and an unknown time zone).
+/// The requested time zone, and the preferences that are invalid (the unknown ones, and a
+/// time zone where the database has none). As PostgREST 16, the value goes to the database
+/// as it is, which decides (a name, an abbreviation, a POSIX offset such as `+05:30`); one it
+/// refuses is its error (400 `22023`), whatever `handling` says.
 pub(super) fn check_timezone(prefs: &Preferences, schema: &SchemaCache) -> (Option<String>, Vec<String>) {
     let mut invalid = prefs.invalid.clone();
     let timezone = match &prefs.timezone {
-        Some(tz) if schema.timezones.contains(tz) => Some(tz.clone()),
+        Some(tz) if !schema.timezones.is_empty() => Some(tz.clone()),
         Some(tz) => {
             invalid.push(format!("timezone={tz}"));
             None

@@ -14,7 +14,7 @@ use super::{
 use crate::config::{Config, TxEnd};
 use crate::error::{code, Error};
 use crate::schema::{
-    closest, Column, Function, FunctionResult, QualifiedName, Relation, RelationKind, SchemaCache, ValueKind,
+    Column, Function, FunctionResult, QualifiedName, Relation, RelationKind, SchemaCache, ValueKind,
     Volatility,
 };
 
@@ -240,7 +240,7 @@ fn not_found(
         Some(format!("Perhaps you meant to call the function {}", signature(f, false)))
     } else {
         let names = schema.functions.keys().filter(|q| q.schema == name.schema).map(|q| q.name.as_str());
-        closest(&name.name, names)
+        crate::schema::similar(&name.name, names)
             .map(|n| format!("Perhaps you meant to call the function {}.{n}", name.schema))
     };
     Error::Api {

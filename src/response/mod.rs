@@ -9,7 +9,7 @@ pub mod datetime;
 
 pub use body::Body;
 
-use http::{header, HeaderValue, Response, StatusCode};
+use http::{header, HeaderName, HeaderValue, Response, StatusCode};
 
 use crate::error::{code, Error};
 use crate::plan::{Media, MutatePlan, Mutation, ReadPlan, ResultShape, Returning};
@@ -30,6 +30,11 @@ pub fn error_response(error: &Error) -> Response<Body> {
     }
     if let Some(v) = e.www_authenticate.and_then(|v| HeaderValue::from_str(&v).ok()) {
         headers.insert(header::WWW_AUTHENTICATE, v);
+    }
+    // PostgREST 13's header (RFC 9209), named as PostgREST names itself: proxies and clients
+    // that read it look for that name.
+    if let Ok(v) = HeaderValue::from_str(&format!("PostgREST; error={}", e.code)) {
+        headers.insert(HeaderName::from_static("proxy-status"), v);
     }
     r
 }

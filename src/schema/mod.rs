@@ -242,7 +242,8 @@ pub struct SchemaCache {
     /// Type names a `::cast` may use: every type in `pg_catalog` and the exposed schemas,
     /// plus SQL's spellings (`integer`, `double precision`, ...).
     pub type_names: HashSet<String>,
-    /// Time zone names `Prefer: timezone=` may use (`pg_timezone_names`).
+    /// The database's time zone names (`pg_timezone_names`); none where it has no time zones
+    /// (SQLite), whose `Prefer: timezone=` is then an invalid preference.
     pub timezones: HashSet<String>,
     /// The schema PostGIS is installed in, if it is (for `application/geo+json`).
     pub postgis: Option<String>,
@@ -268,7 +269,7 @@ impl SchemaCache {
 
     /// PostgREST's "Perhaps you meant" suggestion: the closest relation name in `schema`.
     pub fn suggest_relation(&self, schema: &str, name: &str) -> Option<String> {
-        closest(name, self.relations.keys().filter(|q| q.schema == schema).map(|q| q.name.as_str()))
+        similar(name, self.relations.keys().filter(|q| q.schema == schema).map(|q| q.name.as_str()))
     }
 }
 
@@ -278,6 +279,21 @@ pub fn closest<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -> Opt
     candidates
         .map(|c| (levenshtein(name, c), c))
         .filter(|(d, _)| *d <= limit)
+        .min_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(b.1)))
+        .map(|(_, c)| c.to_owned())
+}
+
+/// The candidate most like `name`, if it is like enough to suggest: PostgREST 14's fuzzy
+/// match for tables and functions keeps only a similarity (one minus the edit distance over
+/// the longer length) of 0.75 or more, so `itemz` suggests `items` and `nope` no `docs`.
+pub fn similar<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -> Option<String> {
+    let len = name.chars().count();
+    candidates
+        .map(|c| (levenshtein(name, c), c))
+        .filter(|(d, c)| {
+            let longer = len.max(c.chars().count()).max(1);
+            4 * d <= longer
+        })
         .min_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(b.1)))
         .map(|(_, c)| c.to_owned())
 }
@@ -323,5 +339,7 @@ mod tests {
         assert_eq!(closest("itemz", names.into_iter()), Some("items".into()));
         assert_eq!(closest("document", names.into_iter()), Some("documents".into()));
         assert_eq!(closest("zzzzzzzz", names.into_iter()), None);
+        assert_eq!(similar("itemz", names.into_iter()), Some("items".into()));
+        assert_eq!(similar("nope", ["docs"].into_iter()), None);
     }
 }

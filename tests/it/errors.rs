@@ -6,7 +6,7 @@ use crate::support::{check, default_args, get, harness, request, request_to, sql
 
 #[test]
 fn unknown_table_suggests_a_close_name() {
-    check(
+    let r = check(
         "/itemz",
         404,
         json!({
@@ -15,6 +15,28 @@ fn unknown_table_suggests_a_close_name() {
             "hint": "Perhaps you meant the table 'test.items'",
             "message": "Could not find the table 'test.itemz' in the schema cache"
         }),
+    );
+    // PostgREST 13's Proxy-Status names the error; Vary is for answers that are no error.
+    assert_eq!((r.header("proxy-status"), r.header("vary")), (Some("PostgREST; error=PGRST205"), None));
+    // A name not close enough to any (PostgREST 14: similarity under 0.75) suggests nothing.
+    check(
+        "/zzzz",
+        404,
+        json!({
+            "code": "PGRST205",
+            "details": null,
+            "hint": null,
+            "message": "Could not find the table 'test.zzzz' in the schema cache"
+        }),
+    );
+}
+
+#[test]
+fn answers_vary_by_accept_prefer_and_range() {
+    let r = get("/items?id=eq.1&select=id");
+    assert_eq!(
+        (r.status, r.header("vary"), r.header("proxy-status")),
+        (200, Some("Accept, Prefer, Range"), None)
     );
 }
 

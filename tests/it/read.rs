@@ -253,3 +253,34 @@ fn urls_with_raw_angle_brackets_and_quotes_as_curl_sends_them() {
         ]
     );
 }
+
+#[test]
+fn full_text_search_on_json_and_text_columns_goes_through_to_tsvector() {
+    // PostgREST 13: `fts` on a column that is no tsvector searches `to_tsvector(column)`.
+    check("/items?data=fts.red&select=id&order=id", 200, json!([{"id": 1}, {"id": 3}]));
+    check("/items?name=plfts(english).hammers&select=id", 200, json!([{"id": 1}]));
+}
+
+#[test]
+fn prefer_timezone_takes_what_postgresql_takes() {
+    // As PostgREST 16: a POSIX offset (whose sign PostgreSQL reads the POSIX way) ...
+    let r = request("GET", "/types?select=c_timestamptz&id=eq.1", &[("prefer", "timezone=+05:30")]);
+    assert_eq!(
+        (r.status, r.header("preference-applied"), r.json()),
+        (200, Some("timezone=+05:30"), json!([{"c_timestamptz": "2024-01-15T06:15:30-05:30"}]))
+    );
+    // ... and a zone PostgreSQL refuses is its error, whatever `handling` says.
+    let r = request("GET", "/types?select=c_timestamptz&id=eq.1", &[("prefer", "timezone=Nowhere/City")]);
+    assert_eq!(
+        (r.status, r.json()),
+        (
+            400,
+            json!({
+                "code": "22023",
+                "details": null,
+                "hint": null,
+                "message": "invalid value for parameter \"TimeZone\": \"Nowhere/City\""
+            })
+        )
+    );
+}

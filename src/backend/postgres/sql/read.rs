@@ -548,9 +548,12 @@ fn operation(e: &Expr, kind: ValueKind, op: &Operation, sql: &mut String, params
                     sql.push_str("::regconfig, ");
                 }
             };
-            if kind != ValueKind::Text {
-                // tsvector columns as they are; other non-text types fail in PostgreSQL
-                // (`integer @@ tsquery`), as with PostgREST.
+            // As PostgREST 13: a column (or JSON path) of any type but tsvector is searched
+            // through `to_tsvector` (text, json and jsonb have one; other types fail in
+            // PostgreSQL as they do under PostgREST); a computed field's value as it is.
+            let searched_as_is =
+                kind == ValueKind::TsVector || !matches!(e, Expr::Column(_) | Expr::JsonPath { .. });
+            if searched_as_is {
                 expr(e, sql, params);
             } else {
                 sql.push_str("to_tsvector(");
