@@ -149,6 +149,12 @@ pub async fn run(config: Arc<Config>, listener: TcpListener) -> Result<(), Strin
     } else if let Some(target) = &config.sqlite {
         tracing::info!(database = ?target, "serving an SQLite database");
     }
+    if !config.ignored_postgrest_options.is_empty() {
+        tracing::warn!(
+            options = config.ignored_postgrest_options.join(", "),
+            "PostgREST options rowgate does not have are ignored"
+        );
+    }
     let state = start_state(config)?;
     if let Ok(addr) = listener.local_addr() {
         tracing::info!(%addr, "rowgate listening");

@@ -7,7 +7,9 @@
 
 mod args;
 mod db_uri;
+mod file;
 pub mod jwt_secret;
+pub mod postgrest;
 mod rate_limit;
 mod realtime;
 mod role_path;
@@ -19,7 +21,7 @@ pub use realtime::RealtimeSettings;
 pub use role_path::RolePath;
 
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -243,6 +245,11 @@ pub struct Config {
     pub cache_control: Vec<(String, http::HeaderValue)>,
     /// The TOML file the configuration was read from, if any (never served as a static file).
     pub config_file: Option<PathBuf>,
+    /// PostgREST's `app.settings.*` (file keys, `PGRST_APP_SETTINGS_*`): set in every database
+    /// session, as PostgREST sets them in every transaction.
+    pub app_settings: Vec<(String, String)>,
+    /// PostgREST options the file or `PGRST_*` variables gave that rowgate does not have.
+    pub ignored_postgrest_options: Vec<String>,
 }
 
 /// Where an S3-compatible bucket keeps storage's bytes (`storage-s3-*`).
@@ -284,14 +291,28 @@ impl Config {
     /// Resolves the configuration: flags and environment (already merged by clap, flags
     /// first), then the TOML file, then defaults; then validates every value.
     pub fn load(args: &ServeArgs) -> Result<Config, ConfigError> {
-        let file = match &args.config {
-            Some(path) => read_file(path)?,
-            None => ServeArgs::default(),
-        };
+        let file::Layer { args: file, app_settings, ignored: ignored_postgrest_options } =
+            file::read(args.config.as_deref())?;
         let a = args.clone();
         let realtime = RealtimeSettings::from_args(&a, &file)?;
         // No database named: the embedded default, an SQLite file in the working directory.
+        if ignored_postgrest_options.iter().any(|o| o == "db-pre-request") {
+            // Its function often refuses callers: serving without it would let them in.
+            return Err(invalid(
+                "db-pre-request",
+                "rowgate does not call a pre-request function yet; remove the option to serve without it"
+                    .into(),
+            ));
+        }
         let db_uri = a.db_uri.or(file.db_uri).unwrap_or_else(|| DEFAULT_DB_URI.to_owned());
+        // PostgREST's `db-uri = "@file"`: the URI is the file's content.
+        let db_uri = match db_uri.strip_prefix('@') {
+            Some(path) => std::fs::read_to_string(path)
+                .map_err(|e| invalid("db-uri", format!("cannot read {path}: {e}")))?
+                .trim()
+                .to_owned(),
+            None => db_uri,
+        };
         let sqlite = SqliteTarget::from_uri(&db_uri);
         if sqlite.is_none() {
             PgUri::parse(&db_uri).map_err(|e| invalid("db-uri", e))?;
@@ -386,6 +407,8 @@ impl Config {
             cache_control.push((route.trim().to_owned(), value));
         }
         Ok(Config {
+            app_settings,
+            ignored_postgrest_options,
             db_uri,
             sqlite,
             db_schemas,
@@ -576,13 +599,6 @@ fn paths(
     Ok((Some(dir), static_prefix, api_prefix))
 }
 
-fn read_file(path: &Path) -> Result<ServeArgs, ConfigError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| ConfigError::Read { path: path.to_owned(), reason: e.to_string() })?;
-    toml::from_str(&text)
-        .map_err(|e| ConfigError::File { path: path.to_owned(), reason: e.message().replace('\n', " ") })
-}
-
 fn invalid(key: &'static str, reason: String) -> ConfigError {
     ConfigError::Invalid { key, reason: reason.replace('\n', " ") }
 }
@@ -640,100 +656,4 @@ fn parse_host(host: &str) -> Option<IpAddr> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn args(uri: Option<&str>) -> ServeArgs {
-        ServeArgs { db_uri: uri.map(String::from), ..ServeArgs::default() }
-    }
-
-    #[test]
-    fn defaults_follow_postgrest() {
-        let c = Config::load(&args(Some("postgres://u@localhost/db"))).unwrap();
-        assert_eq!(c.db_schemas, vec!["public"]);
-        assert_eq!(c.db_pool, 10);
-        assert_eq!(c.server_port, 3000);
-        assert_eq!(c.db_extra_search_path, vec!["public"]);
-        assert_eq!(c.db_anon_role, None);
-        assert_eq!(c.log_level, LogLevel::Error);
-    }
-
-    #[test]
-    fn without_a_uri_an_sqlite_file_in_the_working_directory_is_served() {
-        let c = Config::load(&args(None)).unwrap();
-        assert_eq!(c.db_uri, "sqlite:rowgate.db");
-        assert_eq!(c.sqlite, Some(SqliteTarget::File("rowgate.db".into())));
-        assert_eq!(c.db_sqlite_synchronous, "FULL");
-    }
-
-    #[test]
-    fn sqlite_durability_is_full_or_normal() {
-        let mut a = args(None);
-        a.db_sqlite_synchronous = Some("normal".into());
-        assert_eq!(Config::load(&a).unwrap().db_sqlite_synchronous, "NORMAL");
-        a.db_sqlite_synchronous = Some("off".into());
-        assert_eq!(
-            Config::load(&a).unwrap_err().to_string(),
-            "invalid db-sqlite-synchronous: \"off\" is not full or normal"
-        );
-    }
-
-    #[test]
-    fn file_fills_what_flags_leave() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("rowgate.toml");
-        std::fs::write(&path, "db-uri = \"postgres://f@h/d\"\ndb-pool = 3\nserver-port = 4000\n").unwrap();
-        let mut a = args(None);
-        a.config = Some(path);
-        a.server_port = Some(5000);
-        let c = Config::load(&a).unwrap();
-        assert_eq!(c.db_uri, "postgres://f@h/d");
-        assert_eq!(c.db_pool, 3);
-        assert_eq!(c.server_port, 5000);
-    }
-
-    #[test]
-    fn unknown_file_key_is_rejected() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("rowgate.toml");
-        std::fs::write(&path, "db-uri = \"postgres://f@h/d\"\ndb-pools = 3\n").unwrap();
-        let mut a = args(None);
-        a.config = Some(path);
-        let e = Config::load(&a).unwrap_err().to_string();
-        assert!(e.contains("unknown field `db-pools`"), "{e}");
-        assert!(!e.contains('\n'));
-    }
-
-    #[test]
-    fn keys_are_fetched_over_https_or_from_this_machine() {
-        let mut a = args(Some("postgres://u@localhost/db"));
-        for ok in ["https://idp.example.com/jwks.json", "http://127.0.0.1:8080/jwks", "http://localhost/jwks"]
-        {
-            a.jwt_jwks_url = Some(ok.into());
-            assert_eq!(Config::load(&a).unwrap().jwt_jwks_url.as_deref(), Some(ok));
-        }
-        a.jwt_jwks_url = Some("http://idp.example.com/jwks.json".into());
-        assert!(Config::load(&a).unwrap_err().to_string().contains("plain http"));
-        a.jwt_jwks_allow_http = Some(true);
-        assert!(Config::load(&a).is_ok());
-        a.jwt_jwks_url = Some("ftp://idp.example.com/jwks.json".into());
-        assert!(Config::load(&a).is_err());
-    }
-
-    #[test]
-    fn the_role_none_is_no_anonymous_role() {
-        let mut a = args(Some("postgres://u@localhost/db"));
-        a.db_anon_role = Some("none".into());
-        assert!(Config::load(&a).unwrap_err().to_string().starts_with("invalid db-anon-role"));
-    }
-
-    #[test]
-    fn bad_values_are_explained() {
-        let mut a = args(Some("postgres://u@localhost/db"));
-        a.db_pool = Some(0);
-        assert_eq!(Config::load(&a).unwrap_err().to_string(), "invalid db-pool: must be at least 1");
-        let mut a = args(Some("postgres://u@localhost/db"));
-        a.server_host = Some("nowhere".into());
-        assert!(Config::load(&a).unwrap_err().to_string().starts_with("invalid server-host"));
-    }
-}
+mod tests;

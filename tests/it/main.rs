@@ -13,6 +13,7 @@ mod geo;
 mod limits;
 mod operations;
 mod oracle;
+mod postgrest_config;
 mod postgrest_js;
 mod read;
 mod realtime;

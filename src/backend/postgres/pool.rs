@@ -268,8 +268,19 @@ impl Db {
         let mut target = target.clone();
         let pg = &mut target.config;
         pg.application_name("rowgate");
-        if let Some(t) = config.db_statement_timeout {
-            pg.options(format!("-c statement_timeout={}", t.as_millis()));
+        // Session settings every request runs with, sent once as each connection opens:
+        // `db-statement-timeout` and PostgREST's `app.settings.*` (PostgREST sets those in every
+        // transaction; a function that changes one changes it for later requests here).
+        let mut options: Vec<String> = config
+            .db_statement_timeout
+            .map(|t| format!("statement_timeout={}", t.as_millis()))
+            .into_iter()
+            .chain(config.app_settings.iter().map(|(k, v)| format!("{k}={v}")))
+            .map(|setting| format!("-c {}", setting.replace('\\', "\\\\").replace(' ', "\\ ")))
+            .collect();
+        if !options.is_empty() {
+            options.sort();
+            pg.options(options.join(" "));
         }
         pg.connect_timeout(Duration::from_secs(5));
         let tls = target.connector();

@@ -1,0 +1,96 @@
+//! `Config::load`'s checks and defaults.
+
+use super::*;
+
+fn args(uri: Option<&str>) -> ServeArgs {
+    ServeArgs { db_uri: uri.map(String::from), ..ServeArgs::default() }
+}
+
+#[test]
+fn defaults_follow_postgrest() {
+    let c = Config::load(&args(Some("postgres://u@localhost/db"))).unwrap();
+    assert_eq!(c.db_schemas, vec!["public"]);
+    assert_eq!(c.db_pool, 10);
+    assert_eq!(c.server_port, 3000);
+    assert_eq!(c.db_extra_search_path, vec!["public"]);
+    assert_eq!(c.db_anon_role, None);
+    assert_eq!(c.log_level, LogLevel::Error);
+}
+
+#[test]
+fn without_a_uri_an_sqlite_file_in_the_working_directory_is_served() {
+    let c = Config::load(&args(None)).unwrap();
+    assert_eq!(c.db_uri, "sqlite:rowgate.db");
+    assert_eq!(c.sqlite, Some(SqliteTarget::File("rowgate.db".into())));
+    assert_eq!(c.db_sqlite_synchronous, "FULL");
+}
+
+#[test]
+fn sqlite_durability_is_full_or_normal() {
+    let mut a = args(None);
+    a.db_sqlite_synchronous = Some("normal".into());
+    assert_eq!(Config::load(&a).unwrap().db_sqlite_synchronous, "NORMAL");
+    a.db_sqlite_synchronous = Some("off".into());
+    assert_eq!(
+        Config::load(&a).unwrap_err().to_string(),
+        "invalid db-sqlite-synchronous: \"off\" is not full or normal"
+    );
+}
+
+#[test]
+fn file_fills_what_flags_leave() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rowgate.toml");
+    std::fs::write(&path, "db-uri = \"postgres://f@h/d\"\ndb-pool = 3\nserver-port = 4000\n").unwrap();
+    let mut a = args(None);
+    a.config = Some(path);
+    a.server_port = Some(5000);
+    let c = Config::load(&a).unwrap();
+    assert_eq!(c.db_uri, "postgres://f@h/d");
+    assert_eq!(c.db_pool, 3);
+    assert_eq!(c.server_port, 5000);
+}
+
+#[test]
+fn unknown_file_key_is_rejected() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rowgate.toml");
+    std::fs::write(&path, "db-uri = \"postgres://f@h/d\"\ndb-pools = 3\n").unwrap();
+    let mut a = args(None);
+    a.config = Some(path);
+    let e = Config::load(&a).unwrap_err().to_string();
+    assert!(e.contains("unknown field `db-pools`"), "{e}");
+    assert!(!e.contains('\n'));
+}
+
+#[test]
+fn keys_are_fetched_over_https_or_from_this_machine() {
+    let mut a = args(Some("postgres://u@localhost/db"));
+    for ok in ["https://idp.example.com/jwks.json", "http://127.0.0.1:8080/jwks", "http://localhost/jwks"] {
+        a.jwt_jwks_url = Some(ok.into());
+        assert_eq!(Config::load(&a).unwrap().jwt_jwks_url.as_deref(), Some(ok));
+    }
+    a.jwt_jwks_url = Some("http://idp.example.com/jwks.json".into());
+    assert!(Config::load(&a).unwrap_err().to_string().contains("plain http"));
+    a.jwt_jwks_allow_http = Some(true);
+    assert!(Config::load(&a).is_ok());
+    a.jwt_jwks_url = Some("ftp://idp.example.com/jwks.json".into());
+    assert!(Config::load(&a).is_err());
+}
+
+#[test]
+fn the_role_none_is_no_anonymous_role() {
+    let mut a = args(Some("postgres://u@localhost/db"));
+    a.db_anon_role = Some("none".into());
+    assert!(Config::load(&a).unwrap_err().to_string().starts_with("invalid db-anon-role"));
+}
+
+#[test]
+fn bad_values_are_explained() {
+    let mut a = args(Some("postgres://u@localhost/db"));
+    a.db_pool = Some(0);
+    assert_eq!(Config::load(&a).unwrap_err().to_string(), "invalid db-pool: must be at least 1");
+    let mut a = args(Some("postgres://u@localhost/db"));
+    a.server_host = Some("nowhere".into());
+    assert!(Config::load(&a).unwrap_err().to_string().starts_with("invalid server-host"));
+}
