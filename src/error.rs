@@ -97,6 +97,8 @@ pub mod code {
     pub const JWT_INVALID: Code = Code::new("PGRST301", 401);
     /// No `db-anon-role` and no credentials.
     pub const NO_ANON_ROLE: Code = Code::new("PGRST302", 401);
+    /// The token's claims refuse it (PostgREST 13).
+    pub const JWT_CLAIMS: Code = Code::new("PGRST303", 401);
     /// URL longer than `server-max-url-length`.
     pub const URL_TOO_LONG: Code = Code::new("RG001", 414);
     /// Body larger than `server-max-body-size`.
@@ -188,9 +190,13 @@ pub enum Error {
     /// A column's type changed since the schema cache was loaded; a reload is on its way.
     #[error("the schema changed since the schema cache was loaded")]
     SchemaChanged,
-    /// The bearer token is invalid, expired or not for us.
+    /// The bearer token does not decode or verify.
     #[error("{0}")]
     Jwt(String),
+    /// The bearer token verifies, but its claims refuse it (expired, not yet valid, another
+    /// audience, a time claim that is no number).
+    #[error("{0}")]
+    JwtClaims(String),
     /// No pooled connection became free within `db-pool-acquisition-timeout`.
     #[error("timed out acquiring a connection from the pool")]
     PoolTimeout,
@@ -357,6 +363,7 @@ impl Error {
             Error::Unavailable(_) => code::CONNECTION.name(),
             Error::SchemaChanged => code::SCHEMA_CACHE_NOT_READY.name(),
             Error::Jwt(_) => code::JWT_INVALID.name(),
+            Error::JwtClaims(_) => code::JWT_CLAIMS.name(),
             Error::PoolTimeout => code::POOL_TIMEOUT.name(),
             Error::RateLimited { .. } => code::RATE_LIMITED.name(),
         }
@@ -403,12 +410,12 @@ impl Error {
                 let c = code::CONNECTION;
                 (c.status(), c.name(), "Database client error. Retrying the connection.", None, None)
             }
-            Error::Jwt(message) => {
+            Error::Jwt(message) | Error::JwtClaims(message) => {
                 www_authenticate = Some(format!(
                     "Bearer error=\"invalid_token\", error_description=\"{}\"",
                     message.replace('\\', "\\\\").replace('"', "\\\"")
                 ));
-                let c = code::JWT_INVALID;
+                let c = if matches!(self, Error::Jwt(_)) { code::JWT_INVALID } else { code::JWT_CLAIMS };
                 (c.status(), c.name(), message.as_str(), None, None)
             }
             Error::SchemaChanged => {

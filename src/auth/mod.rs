@@ -93,7 +93,7 @@ impl Authenticator {
 
     /// The principal of a request with this `Authorization` header value (if any).
     pub fn authenticate(&self, authorization: Option<&str>) -> Result<Principal, Error> {
-        if authorization.and_then(bearer_token).is_none_or(str::is_empty) {
+        if authorization.and_then(bearer_token).is_none() {
             // No token: no clock needed (the anonymous path is the hottest).
             return self.anon.clone().ok_or_else(anonymous_disabled);
         }
@@ -102,17 +102,19 @@ impl Authenticator {
 
     /// [`Authenticator::authenticate`] at `now` (seconds since the epoch).
     fn authenticate_at(&self, authorization: Option<&str>, now: u64) -> Result<Principal, Error> {
-        let token = authorization.and_then(bearer_token).filter(|t| !t.is_empty());
-        let Some(token) = token else {
+        let Some(token) = authorization.and_then(bearer_token) else {
             return self.anon.clone().ok_or_else(anonymous_disabled);
         };
+        if token.is_empty() {
+            return Err(Error::Jwt("Empty JWT is sent in Authorization header".into()));
+        }
         if self.keys.is_empty() && !self.has_remote {
             return Err(Error::api(code::JWT_SECRET_MISSING, "Server lacks JWT secret"));
         }
         if let Some(cache) = &self.cache {
             if let Some(v) = cache.get(token) {
                 return match v.exp {
-                    Some(exp) if now > exp + SKEW => Err(Error::Jwt("JWT expired".into())),
+                    Some(exp) if now > exp + SKEW => Err(Error::JwtClaims("JWT expired".into())),
                     _ => Ok(v.principal),
                 };
             }
@@ -130,11 +132,12 @@ impl Authenticator {
         }
         let parts = token.split('.').count();
         if parts != 3 {
-            return Err(Error::Jwt(format!(
-                "JWSError (CompactDecodeError Invalid number of parts: Expected 3 parts; got {parts})"
-            )));
+            return Err(Error::Jwt(format!("Expected 3 parts in JWT; got {parts}")));
         }
-        let header = decode_header(token).map_err(|e| Error::Jwt(describe(&e)))?;
+        let header = decode_header(token).map_err(|e| match unknown_algorithm(token) {
+            true => Error::Jwt("Wrong or unsupported encoding algorithm".into()),
+            false => Error::Jwt(describe(&e)),
+        })?;
         let remote = self.remote.load();
         let all = || self.keys.iter().chain(remote.iter());
         if let Some(kid) = &header.kid {
@@ -152,7 +155,7 @@ impl Authenticator {
         validation.validate_exp = false;
         validation.validate_nbf = false;
         validation.validate_aud = false;
-        let mut last = Error::Jwt("JWSError JWSInvalidSignature".into());
+        let mut last = Error::Jwt(NO_KEY.into());
         for key in candidates {
             match decode::<Map<String, Value>>(token, &key.key, &validation) {
                 Ok(data) => return self.principal(data.claims, now),
@@ -169,28 +172,34 @@ impl Authenticator {
                 Some(v) => v
                     .as_f64()
                     .map(|n| Some(n.max(0.0) as u64))
-                    .ok_or_else(|| Error::Jwt(format!("The JWT '{name}' claim must be a number"))),
+                    .ok_or_else(|| Error::JwtClaims(format!("The JWT '{name}' claim must be a number"))),
             }
         };
         let exp = time("exp")?;
         if exp.is_some_and(|exp| now > exp + SKEW) {
-            return Err(Error::Jwt("JWT expired".into()));
+            return Err(Error::JwtClaims("JWT expired".into()));
         }
         if time("nbf")?.is_some_and(|nbf| nbf > now + SKEW) {
-            return Err(Error::Jwt("JWT not yet valid".into()));
+            return Err(Error::JwtClaims("JWT not yet valid".into()));
         }
         if time("iat")?.is_some_and(|iat| iat > now + SKEW) {
-            return Err(Error::Jwt("JWT issued at future".into()));
+            return Err(Error::JwtClaims("JWT issued at future".into()));
         }
         if let Some(aud) = &self.audience {
             let ok = match claims.get("aud") {
                 None | Some(Value::Null) => true,
                 Some(Value::String(s)) => s == aud,
-                Some(Value::Array(items)) => items.iter().any(|i| i.as_str() == Some(aud)),
-                Some(_) => false,
+                Some(Value::Array(items)) if items.iter().all(Value::is_string) => {
+                    items.iter().any(|i| i.as_str() == Some(aud))
+                }
+                Some(_) => {
+                    return Err(Error::JwtClaims(
+                        "The JWT 'aud' claim must be a string or an array of strings".into(),
+                    ))
+                }
             };
             if !ok {
-                return Err(Error::Jwt("JWT not in audience".into()));
+                return Err(Error::JwtClaims("JWT not in audience".into()));
             }
         }
         let role: Arc<str> = match self.role_path.lookup(&claims) {
@@ -219,20 +228,32 @@ pub fn bearer_token(header: &str) -> Option<&str> {
     scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
 }
 
-/// PostgREST 12's wording (from the jose library) for the common failures.
+/// PostgREST 13's message when no key verifies the token (a wrong secret, a key of the wrong
+/// kind).
+const NO_KEY: &str = "No suitable key or wrong key type";
+
+/// Whether the token's header reads but names an algorithm rowgate does not verify (`none`).
+fn unknown_algorithm(token: &str) -> bool {
+    use base64::Engine;
+    let header = token.split('.').next().unwrap_or_default();
+    let Ok(bytes) = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(header.trim_end_matches('='))
+    else {
+        return false;
+    };
+    let alg =
+        serde_json::from_slice::<Value>(&bytes).ok().and_then(|h| h.get("alg")?.as_str().map(str::to_owned));
+    alg.is_some_and(|a| a.parse::<jsonwebtoken::Algorithm>().is_err())
+}
+
+/// A token that does not decode or verify, in PostgREST 13's words.
 fn describe(e: &jsonwebtoken::errors::Error) -> String {
     use jsonwebtoken::errors::ErrorKind as K;
     match e.kind() {
-        K::InvalidSignature => "JWSError JWSInvalidSignature".into(),
-        K::Base64(_) | K::Utf8(_) => "JWSError (JSONDecodeError \"Not valid base64url\")".into(),
-        K::Json(_) => "JWSError (JSONDecodeError \"Invalid JSON\")".into(),
+        K::InvalidSignature | K::InvalidKeyFormat | K::InvalidRsaKey(_) | K::InvalidEcdsaKey => NO_KEY.into(),
         K::InvalidAlgorithm | K::InvalidAlgorithmName | K::MissingAlgorithm => {
-            "JWSError JWSNoValidKeys".into()
+            "Wrong or unsupported encoding algorithm".into()
         }
-        K::InvalidToken => {
-            "JWSError (CompactDecodeError Invalid number of parts: Expected 3 parts; got 1)".into()
-        }
-        _ => "JWSError JWSInvalidSignature".into(),
+        _ => "JWT cryptographic operation failed".into(),
     }
 }
 

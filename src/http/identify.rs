@@ -87,11 +87,13 @@ fn unverified_role(token: &str) -> Option<String> {
 pub async fn storage_caller(state: &AppState, headers: &HeaderMap) -> crate::storage::Caller {
     use crate::storage::error::StorageError;
     let principal = identify(state, headers).await.map_err(|e| match e {
-        Error::Jwt(message) => StorageError::access_denied(match message.as_str() {
-            m if m.contains("xpired") => "\"exp\" claim timestamp check failed",
-            m if m.contains("ignature") => "signature verification failed",
-            _ => "Invalid Compact JWS",
-        }),
+        Error::Jwt(message) | Error::JwtClaims(message) => {
+            StorageError::access_denied(match message.as_str() {
+                m if m.contains("xpired") => "\"exp\" claim timestamp check failed",
+                m if m.starts_with("No suitable key") => "signature verification failed",
+                _ => "Invalid Compact JWS",
+            })
+        }
         Error::Api { code, .. } if code == crate::error::code::NO_ANON_ROLE => {
             StorageError::invalid_request("headers must have required property 'authorization'")
         }

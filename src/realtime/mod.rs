@@ -159,14 +159,16 @@ impl Realtime {
     fn verify(&self, token: &str) -> Result<Who, String> {
         match self.auth.authenticate(Some(&format!("Bearer {token}"))) {
             Ok(principal) => Ok(who(principal)),
-            Err(crate::error::Error::Jwt(m)) if m.contains("expired") => {
+            Err(crate::error::Error::JwtClaims(m)) if m.contains("expired") => {
                 let ago = unverified_exp(token).map_or(0, |exp| now().saturating_sub(exp));
                 Err(format!("InvalidJWTToken: Token has expired {ago} seconds ago"))
             }
-            Err(crate::error::Error::Jwt(m)) if m.contains("ignature") => {
+            Err(crate::error::Error::Jwt(m)) if m.starts_with("No suitable key") => {
                 Err("JwtSignatureError: Failed to validate JWT signature".into())
             }
-            Err(crate::error::Error::Jwt(m)) => Err(format!("InvalidJWTToken: {m}")),
+            Err(crate::error::Error::Jwt(m) | crate::error::Error::JwtClaims(m)) => {
+                Err(format!("InvalidJWTToken: {m}"))
+            }
             Err(_) => Err("MalformedJWT: The token provided is not a valid JWT".into()),
         }
     }

@@ -45,7 +45,7 @@ fn an_expired_token_is_401_with_www_authenticate() {
     );
     assert_eq!(
         r.json(),
-        json!({"code": "PGRST301", "details": null, "hint": null, "message": "JWT expired"})
+        json!({"code": "PGRST303", "details": null, "hint": null, "message": "JWT expired"})
     );
 }
 
@@ -105,4 +105,53 @@ fn keys_from_a_jwks_url() {
         &[("Authorization", &format!("Bearer {other}"))],
     );
     assert_eq!((r.status, r.json()["code"].clone()), (401, json!("PGRST301")));
+}
+
+#[test]
+fn tokens_that_do_not_verify_are_pgrst301_in_postgrest_13s_words() {
+    let wrong_secret = encode(
+        &Header::new(Algorithm::HS256),
+        &json!({"role": "web_user"}),
+        &EncodingKey::from_secret(b"another secret, long enough for HS256"),
+    )
+    .unwrap();
+    for (authorization, message) in [
+        (format!("Bearer {wrong_secret}"), "No suitable key or wrong key type"),
+        (
+            "Bearer eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.bm90IGFuIG9iamVjdA".into(),
+            "Expected 3 parts in JWT; got 2",
+        ),
+        (
+            "Bearer quifquirndsjagnrgniur.fonvoienqhhdj.iuqvnvhojah".into(),
+            "JWT cryptographic operation failed",
+        ),
+        (
+            "Bearer eyJ0eXAiOiJKV1QiLCJhbGciOiJub25lIn0.e30.yOBhlOIqn56T-4NvyEXCjfi3UmyQZ-BzXtePMO2NgRI"
+                .into(),
+            "Wrong or unsupported encoding algorithm",
+        ),
+        ("Bearer ".into(), "Empty JWT is sent in Authorization header"),
+    ] {
+        let r = request("GET", "/items?select=id&id=eq.1", &[("Authorization", &authorization)]);
+        assert_eq!(
+            (r.status, r.json()),
+            (401, json!({"code": "PGRST301", "details": null, "hint": null, "message": message})),
+            "{authorization}"
+        );
+    }
+}
+
+#[test]
+fn tokens_whose_claims_refuse_them_are_pgrst303() {
+    for (claims, message) in [
+        (json!({"role": "web_user", "nbf": 9_999_999_999u64}), "JWT not yet valid"),
+        (json!({"role": "web_user", "iat": 9_999_999_999u64}), "JWT issued at future"),
+        (json!({"role": "web_user", "exp": "soon"}), "The JWT 'exp' claim must be a number"),
+    ] {
+        let r = request("GET", "/items?select=id&id=eq.1", &[("Authorization", &token(claims))]);
+        assert_eq!(
+            (r.status, r.json()),
+            (401, json!({"code": "PGRST303", "details": null, "hint": null, "message": message}))
+        );
+    }
 }

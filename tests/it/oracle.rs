@@ -58,6 +58,26 @@ fn deliberate_difference(entry: &Value) -> Option<&'static str> {
             "an unknown time zone is PostgreSQL's 400 22023, as in PostgREST 16, which no longer checks it itself",
         );
     }
+    let message = serde_json::from_str::<Value>(entry["body"].as_str().unwrap_or(""))
+        .ok()
+        .and_then(|b| b.get("message").and_then(Value::as_str).map(str::to_owned))
+        .unwrap_or_default();
+    if code.as_deref() == Some("PGRST301")
+        && (message.starts_with("JWT expired")
+            || message.starts_with("JWT not")
+            || message.starts_with("JWT issued"))
+    {
+        return Some("a token whose claims refuse it is PGRST303, as in PostgREST 13");
+    }
+    if code.as_deref() == Some("PGRST301") && message.starts_with("JWSError") {
+        return Some("a token that does not decode or verify is described in PostgREST 13's words");
+    }
+    if headers
+        .iter()
+        .any(|(k, v)| k.eq_ignore_ascii_case("authorization") && v.trim().eq_ignore_ascii_case("bearer"))
+    {
+        return Some("a bearer scheme with no token is 401 PGRST301 'Empty JWT is sent in Authorization header', as in PostgREST 13");
+    }
     if path == "/articles?id=fts.cat" {
         return Some(
             "full-text search on a column that is no tsvector goes through to_tsvector, as in PostgREST 13: \
