@@ -273,6 +273,15 @@ pub struct ErrorBody<'a> {
     pub message: &'a str,
 }
 
+/// The body under `client-error-verbosity = minimal`.
+#[derive(Debug, Serialize)]
+pub struct MinimalErrorBody<'a> {
+    /// Error code.
+    pub code: &'a str,
+    /// Message.
+    pub message: &'a str,
+}
+
 /// An error ready to send: status, extra headers and body.
 pub struct ErrorResponse {
     /// HTTP status.
@@ -371,6 +380,12 @@ impl Error {
 
     /// Builds the response: the single mapping from errors to HTTP.
     pub fn to_response(&self) -> ErrorResponse {
+        self.to_response_as(false)
+    }
+
+    /// [`Error::to_response`], the body without `details` and `hint` when `minimal`
+    /// (`client-error-verbosity`).
+    pub fn to_response_as(&self, minimal: bool) -> ErrorResponse {
         let mut retry_after = None;
         let mut www_authenticate = None;
         let owned_message: String;
@@ -435,11 +450,14 @@ impl Error {
                 (c.status(), c.name(), owned_message.as_str(), None, None)
             }
         };
-        let body = ErrorBody { code, details, hint, message };
+        let body = match minimal {
+            true => serde_json::to_string(&MinimalErrorBody { code, message }),
+            false => serde_json::to_string(&ErrorBody { code, details, hint, message }),
+        };
         ErrorResponse {
             status,
             code: code.to_owned(),
-            body: serde_json::to_string(&body).unwrap_or_default(),
+            body: body.unwrap_or_default(),
             retry_after,
             www_authenticate: www_authenticate
                 .or_else(|| (status == StatusCode::UNAUTHORIZED).then(|| "Bearer".to_owned())),

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::Args;
 use serde::Deserialize;
 
-use super::{LogLevel, TxEnd};
+use super::{ErrorVerbosity, LogLevel, TxEnd};
 
 /// Options of `rowgate serve`, each a CLI flag with an environment variable and, with the
 /// same kebab-case name, a key of the TOML file (unknown keys are an error). Every field is
@@ -206,6 +206,26 @@ pub struct ServeArgs {
     /// crit, error, warn, info or debug [default: error].
     #[arg(long = "log-level", env = "ROWGATE_LOG_LEVEL", value_name = "LEVEL")]
     pub log_level: Option<LogLevel>,
+    /// Error bodies with `details` and `hint` (verbose) or only `code` and `message` (minimal),
+    /// as PostgREST 16 [default: verbose].
+    #[arg(long = "client-error-verbosity", env = "ROWGATE_CLIENT_ERROR_VERBOSITY", value_name = "MODE")]
+    pub client_error_verbosity: Option<ErrorVerbosity>,
+    /// A `Server-Timing` header on API answers: jwt, parse, plan, transaction and response, in
+    /// milliseconds, as PostgREST's [default: false].
+    #[arg(long = "server-timing-enabled", env = "ROWGATE_SERVER_TIMING_ENABLED", value_name = "BOOL")]
+    pub server_timing_enabled: Option<bool>,
+    /// A request header (e.g. `X-Request-Id`) sent back in its API answer, as PostgREST's
+    /// [default: none].
+    #[arg(long = "server-trace-header", env = "ROWGATE_SERVER_TRACE_HEADER", value_name = "NAME")]
+    pub server_trace_header: Option<String>,
+    /// Filters, orders and limits may name an aliased embed by its relation's name, with a
+    /// `Warning` header (PostgREST 16's default); false: only by its alias [default: true].
+    #[arg(
+        long = "url-use-legacy-target-names",
+        env = "ROWGATE_URL_USE_LEGACY_TARGET_NAMES",
+        value_name = "BOOL"
+    )]
+    pub url_use_legacy_target_names: Option<bool>,
     /// Key(s) tokens are verified with: an HMAC secret (32+ characters), a PEM public key, a JWK
     /// or a JWKS; `@FILE` reads it from a file.
     #[arg(long = "jwt-secret", env = "ROWGATE_JWT_SECRET", value_name = "SECRET")]

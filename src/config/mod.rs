@@ -6,6 +6,7 @@
 //! explanation, which `main` prints before exiting with status 2.
 
 mod args;
+mod choices;
 mod db_uri;
 mod file;
 pub mod jwt_secret;
@@ -15,6 +16,7 @@ mod realtime;
 mod role_path;
 
 pub use args::ServeArgs;
+pub use choices::{ErrorVerbosity, LogLevel, TxEnd};
 pub use db_uri::{PgUri, RootCerts, SslMode, TlsOptions};
 pub use rate_limit::{Rate, RateLimits};
 pub use realtime::RealtimeSettings;
@@ -23,8 +25,6 @@ pub use role_path::RolePath;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
-
-use serde::Deserialize;
 
 /// Why the configuration cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -53,49 +53,6 @@ pub enum ConfigError {
         /// What is wrong.
         reason: String,
     },
-}
-
-/// `log-level` values, PostgREST's names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum LogLevel {
-    /// Only crashes.
-    Crit,
-    /// Errors (the default, as in PostgREST).
-    Error,
-    /// Warnings and errors.
-    Warn,
-    /// One line per request and lifecycle events.
-    Info,
-    /// Everything, including SQL.
-    Debug,
-}
-
-impl LogLevel {
-    /// The `tracing` filter directive for this level.
-    pub fn directive(self) -> &'static str {
-        match self {
-            LogLevel::Crit | LogLevel::Error => "error",
-            LogLevel::Warn => "warn",
-            LogLevel::Info => "info",
-            LogLevel::Debug => "debug",
-        }
-    }
-}
-
-/// `db-tx-end`: how a write's transaction ends, and whether `Prefer: tx=` may change it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum TxEnd {
-    /// Commit; `Prefer: tx=` is ignored (PostgREST's default).
-    #[default]
-    Commit,
-    /// Commit unless the request asks `Prefer: tx=rollback`.
-    CommitAllowOverride,
-    /// Roll back; `Prefer: tx=` is ignored.
-    Rollback,
-    /// Roll back unless the request asks `Prefer: tx=commit`.
-    RollbackAllowOverride,
 }
 
 /// Where the data lives, from `db-uri` (`sqlite:PATH`, `sqlite::memory:`).
@@ -178,6 +135,14 @@ pub struct Config {
     pub rate_limits: RateLimits,
     /// `log-level`.
     pub log_level: LogLevel,
+    /// `client-error-verbosity`.
+    pub client_error_verbosity: ErrorVerbosity,
+    /// `server-timing-enabled`.
+    pub server_timing_enabled: bool,
+    /// `server-trace-header`.
+    pub server_trace_header: Option<http::HeaderName>,
+    /// `url-use-legacy-target-names`.
+    pub url_use_legacy_target_names: bool,
     /// `jwt-secret`, read from its file if given as `@file` (checked to parse as keys).
     pub jwt_secret: Option<String>,
     /// `jwt-secret-is-base64`.
@@ -406,6 +371,13 @@ impl Config {
                 .map_err(|_| invalid("cache-control", format!("{:?} is not a header value", value.trim())))?;
             cache_control.push((route.trim().to_owned(), value));
         }
+        let server_trace_header = match a.server_trace_header.clone().or(file.server_trace_header.clone()) {
+            Some(name) if !name.is_empty() => Some(
+                http::HeaderName::from_bytes(name.as_bytes())
+                    .map_err(|_| invalid("server-trace-header", format!("{name:?} is not a header name")))?,
+            ),
+            _ => None,
+        };
         Ok(Config {
             app_settings,
             ignored_postgrest_options,
@@ -474,6 +446,16 @@ impl Config {
                 .unwrap_or(32 * 1024)
                 .max(8192),
             log_level: a.log_level.or(file.log_level).unwrap_or(LogLevel::Error),
+            client_error_verbosity: a
+                .client_error_verbosity
+                .or(file.client_error_verbosity)
+                .unwrap_or_default(),
+            server_timing_enabled: a.server_timing_enabled.or(file.server_timing_enabled).unwrap_or(false),
+            server_trace_header,
+            url_use_legacy_target_names: a
+                .url_use_legacy_target_names
+                .or(file.url_use_legacy_target_names)
+                .unwrap_or(true),
             jwt_secret,
             jwt_secret_is_base64,
             jwt_aud: a.jwt_aud.or(file.jwt_aud).filter(|s| !s.is_empty()),

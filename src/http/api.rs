@@ -3,7 +3,7 @@
 //! converts into [`Error`], which becomes a response in one place (`response::error_response`).
 
 use bytes::Bytes;
-use http::{header, HeaderValue, Request, Response};
+use http::{header, HeaderName, HeaderValue, Request, Response};
 use hyper::body::Incoming;
 use rowgate_request::Method;
 
@@ -19,9 +19,11 @@ use crate::response::{not_modified, Body};
 /// Answers one API request.
 pub async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Body>, Error> {
     let config = &*state.config;
+    let mut timing = config.server_timing_enabled.then(ServerTiming::start);
     within_limits(config, &req)?;
     let (parts, incoming) = req.into_parts();
     let principal = super::identify::identify(state, &parts.headers).await?;
+    ServerTiming::mark(&mut timing, "jwt");
     state.rate_limits.admit_caller(&principal, super::identify::api_key(state, &parts.headers))?;
     let missed = match cached::lookup(state, &parts, &principal).await {
         Lookup::Hit(answer) => return Ok(not_modified(&parts.headers, answer)),
@@ -30,6 +32,7 @@ pub async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Bo
     };
     let ctx = RequestContext::new(&parts)?;
     let request = ctx.parse()?;
+    ServerTiming::mark(&mut timing, "parse");
     let body = match request.method {
         Method::Post | Method::Patch | Method::Put => {
             read_body(incoming, config.server_max_body_size, config.server_read_timeout).await?
@@ -43,7 +46,9 @@ pub async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Bo
         )
     })?;
     let caller = Caller { principal: &principal, request: ctx.info(), schema: &schema };
-    let response = match Plan::build(&request, &body, &schema, config)? {
+    let plan = Plan::build(&request, &body, &schema, config)?;
+    ServerTiming::mark(&mut timing, "plan");
+    let response = match plan {
         Plan::Read(plan) => {
             let route = parts.uri.path().trim_start_matches('/');
             let cacheable = cached::cacheable(missed, route, &plan, &schema);
@@ -61,10 +66,64 @@ pub async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Bo
             Ok(r)
         }
     };
+    ServerTiming::mark(&mut timing, "transaction");
     if let Err(Error::SchemaChanged) = response {
         state.backend.reload_schema();
     }
-    response.map(|r| not_modified(&parts.headers, r))
+    let mut response = not_modified(&parts.headers, response?);
+    let legacy = crate::plan::legacy_target_names(&request);
+    if !legacy.is_empty() {
+        response.headers_mut().insert(header::WARNING, legacy_warning(&legacy));
+    }
+    ServerTiming::mark(&mut timing, "response");
+    if let Some(timing) = timing {
+        response.headers_mut().insert(HeaderName::from_static("server-timing"), timing.header());
+    }
+    Ok(response)
+}
+
+/// PostgREST 16's deprecation warning for filters, orders and limits that name aliased embeds
+/// by their relation's name.
+fn legacy_warning(names: &[(String, String)]) -> HeaderValue {
+    let updates: Vec<String> = names.iter().map(|(name, alias)| format!("`{name}` to `{alias}`")).collect();
+    let text = format!(
+        "299 rowgate \"Embedded resource was referenced by relation name even though it has an alias. \
+         This is deprecated and will stop working in a future release. Update {} in query string filters, \
+         orders or limits.\"",
+        updates.join(", ")
+    );
+    HeaderValue::from_str(&text)
+        .unwrap_or_else(|_| HeaderValue::from_static("299 rowgate \"deprecated target name\""))
+}
+
+/// `server-timing-enabled`: how long each stage of a request took, in PostgREST's
+/// `Server-Timing` names.
+struct ServerTiming {
+    last: std::time::Instant,
+    stages: Vec<(&'static str, std::time::Duration)>,
+}
+
+impl ServerTiming {
+    fn start() -> ServerTiming {
+        ServerTiming { last: std::time::Instant::now(), stages: Vec::with_capacity(5) }
+    }
+
+    fn mark(timing: &mut Option<ServerTiming>, stage: &'static str) {
+        if let Some(t) = timing {
+            let now = std::time::Instant::now();
+            t.stages.push((stage, now - t.last));
+            t.last = now;
+        }
+    }
+
+    fn header(&self) -> HeaderValue {
+        let stages: Vec<String> = self
+            .stages
+            .iter()
+            .map(|(name, took)| format!("{name};dur={:.1}", took.as_secs_f64() * 1000.0))
+            .collect();
+        HeaderValue::from_str(&stages.join(", ")).unwrap_or_else(|_| HeaderValue::from_static(""))
+    }
 }
 
 /// 414 for a request target longer than `server-max-url-length`, 413 for a body declared

@@ -34,8 +34,9 @@ use tokio::net::TcpListener;
 use crate::auth::Authenticator;
 use crate::backend::Backend;
 use crate::config::Config;
+use crate::config::ErrorVerbosity;
 use crate::error::{code, Error};
-use crate::response::{error_response, Body};
+use crate::response::{error_response, error_response_as, Body};
 use crate::schema::SharedSchema;
 
 /// What every request handler shares.
@@ -363,7 +364,11 @@ async fn endpoint(state: &AppState, req: Request<Incoming>, peer: IpAddr) -> Res
                         Err(_) => return plain(StatusCode::BAD_REQUEST),
                     }
                 }
-                return match api::api(state, req).await {
+                let trace = config
+                    .server_trace_header
+                    .as_ref()
+                    .and_then(|h| Some((h.clone(), req.headers().get(h)?.clone())));
+                let mut response = match api::api(state, req).await {
                     // As PostgREST 16, on every answer but an error: what it depends on.
                     Ok(mut response) => {
                         if let http::header::Entry::Vacant(vary) = response.headers_mut().entry(header::VARY)
@@ -372,8 +377,13 @@ async fn endpoint(state: &AppState, req: Request<Incoming>, peer: IpAddr) -> Res
                         }
                         response
                     }
-                    Err(e) => error_response(&e),
+                    Err(e) => error_response_as(&e, config.client_error_verbosity == ErrorVerbosity::Minimal),
                 };
+                // `server-trace-header`: the caller's request id comes back, error or not.
+                if let Some((name, value)) = trace {
+                    response.headers_mut().insert(name, value);
+                }
+                return response;
             }
             match (&state.static_files, under(path, &config.static_prefix)) {
                 (Some(files), Some(rest)) => files.serve(rest, req.method(), req.headers()).await,

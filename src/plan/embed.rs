@@ -171,13 +171,20 @@ impl<'a> Planner<'a> {
         let chosen = self.relationship(embed)?;
         let child = chosen.other().clone();
         let link = self.link(chosen);
+        // The query string names this level by its alias (or its name when it has none), and
+        // under `url-use-legacy-target-names` by its relation's name too.
+        let keys: Vec<&String> = match &embed.alias {
+            Some(alias) if self.legacy_names => vec![alias, &embed.name],
+            Some(alias) => vec![alias],
+            None => vec![&embed.name],
+        };
         let paths = self
             .paths
             .iter()
             .flat_map(|p| {
-                [embed.alias.as_ref(), Some(&embed.name)].into_iter().flatten().map(move |key| {
+                keys.iter().map(move |key| {
                     let mut path = p.clone();
-                    path.push(key.clone());
+                    path.push((*key).clone());
                     path
                 })
             })
@@ -191,6 +198,7 @@ impl<'a> Planner<'a> {
             paths,
             label: None,
             aggregates: self.aggregates,
+            legacy_names: self.legacy_names,
         };
         let window = inner
             .query

@@ -46,7 +46,7 @@ impl Plan {
                 if request.method == Method::Options {
                     return Ok(Plan::Options(rpc::allow(schema, schema_name, function)?));
                 }
-                reject_embed_paths(request)?;
+                reject_embed_paths(request, config)?;
                 return Ok(Plan::Read(rpc::plan(request, body, schema, config, schema_name, function)?));
             }
             Target::Root if request.method == Method::Options => {
@@ -67,7 +67,7 @@ impl Plan {
             Method::Get => false,
             Method::Head => true,
             Method::Post | Method::Put | Method::Patch | Method::Delete => {
-                reject_embed_paths(request)?;
+                reject_embed_paths(request, config)?;
                 return Ok(Plan::Mutate(mutate::plan(request, schema, config, relation, schema_name, body)?));
             }
             Method::Options => return Ok(Plan::Options(allowed_methods(&relation))),
@@ -75,7 +75,7 @@ impl Plan {
         let (media, explain) =
             media::negotiate(&request.accept, config.db_plan_enabled, schema.postgis.is_some())?;
         let (timezone, applied) = preferences(&request.preferences, schema)?;
-        reject_embed_paths(request)?;
+        reject_embed_paths(request, config)?;
         let planner = Planner::top(&relation, schema, schema_name, &request.query, config);
         // `select=` with nothing PostgREST can read selects everything, as PostgREST does.
         let columns = if request.query.select.is_empty() {
@@ -112,11 +112,11 @@ impl Plan {
 fn select_schema<'c>(request: &ApiRequest, config: &'c Config) -> Result<&'c str, Error> {
     match &request.profile {
         None => Ok(&config.db_schemas[0]),
-        Some(p) => config.db_schemas.iter().find(|s| *s == p).map(String::as_str).ok_or_else(|| {
-            Error::api(
-                code::UNACCEPTABLE_SCHEMA,
-                format!("The schema must be one of the following: {}", config.db_schemas.join(", ")),
-            )
+        Some(p) => config.db_schemas.iter().find(|s| *s == p).map(String::as_str).ok_or_else(|| Error::Api {
+            code: code::UNACCEPTABLE_SCHEMA,
+            message: format!("Invalid schema: {p}"),
+            details: None,
+            hint: Some(format!("Only the following schemas are exposed: {}", config.db_schemas.join(", "))),
         }),
     }
 }
@@ -150,37 +150,91 @@ fn relation_not_found(schema: &SchemaCache, schema_name: &str, name: &str) -> Er
 }
 
 /// Every filter, order and limit must name the top level or an embedded resource of `select`
-/// (by alias or name); anything else is PostgREST's PGRST108.
-fn reject_embed_paths(request: &ApiRequest) -> Result<(), Error> {
-    let mut valid: Vec<Vec<String>> = vec![Vec::new()];
-    embed_paths(&request.query.select, &[], &mut valid);
+/// (by alias, or by name when it has none); anything else is PostgREST's PGRST108. Naming an
+/// aliased embed by its relation's name is PostgREST 16's legacy target name: allowed under
+/// `url-use-legacy-target-names` (with a `Warning`), else PGRST108 saying so.
+fn reject_embed_paths(request: &ApiRequest, config: &Config) -> Result<(), Error> {
+    let legacy = named_targets(request)?;
+    match legacy.first() {
+        Some((name, alias)) if !config.url_use_legacy_target_names => Err(Error::Api {
+            code: code::NOT_EMBEDDED,
+            message: format!("'{name}' is not an embedded resource in this request"),
+            details: Some("Target names are not allowed in filters if they have an alias".to_owned().into()),
+            hint: Some(format!("Change '{name}' to '{alias}' in filters, orders or limits.")),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// The aliased embeds (relation name, alias) the query string names by relation name, for
+/// PostgREST 16's deprecation `Warning`.
+pub fn legacy_target_names(request: &ApiRequest) -> Vec<(String, String)> {
+    named_targets(request).unwrap_or_default()
+}
+
+/// The (relation name, alias) pairs of the aliased embeds the query string's filters, orders
+/// and limits name by relation name; PGRST108 for a path that names no embed at all.
+fn named_targets(request: &ApiRequest) -> Result<Vec<(String, String)>, Error> {
     let q = &request.query;
-    let paths = q
+    let mut used = q
         .filters
         .iter()
         .map(|(p, _)| p)
         .chain(q.logic.iter().map(|(p, _)| p))
         .chain(q.order.iter().map(|(p, _)| p))
-        .chain(q.ranges.iter().map(|(p, _)| p));
-    for path in paths {
-        if !valid.contains(path) {
+        .chain(q.ranges.iter().map(|(p, _)| p))
+        .filter(|p| !p.is_empty())
+        .peekable();
+    if used.peek().is_none() {
+        return Ok(Vec::new());
+    }
+    let mut valid = Vec::new();
+    embed_paths(&q.select, &[], &[], &mut valid);
+    let mut legacy: Vec<(String, String)> = Vec::new();
+    for path in used {
+        let mut ways = valid.iter().filter(|(p, _)| p == path);
+        let Some(first) = ways.next() else {
             let known =
-                (0..path.len()).rev().find(|n| valid.iter().any(|v| v[..] == path[..*n])).unwrap_or(0);
+                (0..path.len()).rev().find(|n| valid.iter().any(|(v, _)| v[..] == path[..*n])).unwrap_or(0);
             return Err(not_embedded(path, &path[known]));
+        };
+        // Named by alias somewhere: not a legacy name.
+        if first.1.is_empty() || ways.any(|(_, l)| l.is_empty()) {
+            continue;
+        }
+        for pair in &first.1 {
+            if !legacy.contains(pair) {
+                legacy.push(pair.clone());
+            }
         }
     }
-    Ok(())
+    Ok(legacy)
 }
 
-/// The paths of every embed in `select`, each by alias and by name.
-fn embed_paths(select: &[SelectItem], prefix: &[String], out: &mut Vec<Vec<String>>) {
+/// A path that names an embed, and the (relation name, alias) pairs it names by relation name.
+type TargetPath = (Vec<String>, Vec<(String, String)>);
+
+/// Every path that names an embed of `select`: by its alias (or its name when it has none),
+/// and by its name when it has an alias, with the (name, alias) pairs a path names that way.
+fn embed_paths(
+    select: &[SelectItem],
+    prefix: &[String],
+    legacy: &[(String, String)],
+    out: &mut Vec<TargetPath>,
+) {
     for item in select {
         if let SelectItem::Embed(e) = item {
-            for key in [e.alias.as_ref(), Some(&e.name)].into_iter().flatten() {
+            let mut keys = vec![(e.alias.clone().unwrap_or_else(|| e.name.clone()), None)];
+            if let Some(alias) = e.alias.as_ref().filter(|a| **a != e.name) {
+                keys.push((e.name.clone(), Some((e.name.clone(), alias.clone()))));
+            }
+            for (key, named) in keys {
                 let mut path = prefix.to_vec();
-                path.push(key.clone());
-                embed_paths(&e.select, &path, out);
-                out.push(path);
+                path.push(key);
+                let mut pairs = legacy.to_vec();
+                pairs.extend(named);
+                embed_paths(&e.select, &path, &pairs, out);
+                out.push((path, pairs));
             }
         }
     }

@@ -29,6 +29,8 @@ pub(super) struct Planner<'a> {
     pub(super) label: Option<&'a str>,
     /// `db-aggregates-enabled`.
     pub(super) aggregates: bool,
+    /// `url-use-legacy-target-names`: an aliased embed is also named by its relation's name.
+    pub(super) legacy_names: bool,
 }
 
 /// The conditions the top-level filters and logic trees of `query` put on `relation` (an
@@ -61,6 +63,7 @@ impl<'a> Planner<'a> {
             paths: vec![Vec::new()],
             label: None,
             aggregates: config.db_aggregates_enabled,
+            legacy_names: config.url_use_legacy_target_names,
         }
     }
 
@@ -293,6 +296,7 @@ impl<'a> Planner<'a> {
             paths: Vec::new(),
             label: None,
             aggregates: self.aggregates,
+            legacy_names: self.legacy_names,
         };
         let (expr, _) = inner.field(&term.field)?;
         let mut related = embed.clone();

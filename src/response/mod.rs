@@ -17,7 +17,13 @@ use crate::plan::{Media, MutatePlan, Mutation, ReadPlan, ResultShape, Returning}
 /// The one place where an [`Error`] becomes an HTTP response (its status and body come from
 /// [`Error::to_response`]).
 pub fn error_response(error: &Error) -> Response<Body> {
-    let e = error.to_response();
+    error_response_as(error, false)
+}
+
+/// [`error_response`], with only `code` and `message` when `minimal`
+/// (`client-error-verbosity`).
+pub fn error_response_as(error: &Error, minimal: bool) -> Response<Body> {
+    let e = error.to_response_as(minimal);
     if e.status.is_server_error() {
         tracing::error!(status = e.status.as_u16(), error = %error, "request failed");
     }

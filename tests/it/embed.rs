@@ -295,3 +295,44 @@ crate::on_both!(
     several_relationships_are_pgrst201_with_each_described,
     aggregates_group_by_the_other_selected_columns,
 );
+
+#[test]
+fn an_aliased_embed_named_by_its_relation_is_deprecated() {
+    // PostgREST 16: allowed by default, with a Warning ...
+    let r = get("/categories?select=name,things:items(id)&id=eq.3&items.order=id.desc&items.limit=1");
+    assert_eq!(r.json(), json!([{"name": "toys", "things": [{"id": 10}]}]));
+    assert_eq!(
+        r.header("warning"),
+        Some(
+            "299 rowgate \"Embedded resource was referenced by relation name even though it has an alias. \
+             This is deprecated and will stop working in a future release. Update `items` to `things` in query \
+             string filters, orders or limits.\""
+        )
+    );
+    assert_eq!(
+        get("/categories?select=name,things:items(id)&id=eq.3&things.limit=1").header("warning"),
+        None
+    );
+    // ... and PGRST108 under url-use-legacy-target-names = false.
+    let mut args = crate::support::default_args(&crate::support::harness().superuser_uri);
+    args.url_use_legacy_target_names = Some(false);
+    let base = crate::support::start_server(args);
+    let r = crate::support::request_to(
+        &base,
+        "GET",
+        "/categories?select=name,things:items(id)&items.limit=1",
+        &[],
+    );
+    assert_eq!(
+        (r.status, r.json()),
+        (
+            400,
+            json!({
+                "code": "PGRST108",
+                "details": "Target names are not allowed in filters if they have an alias",
+                "hint": "Change 'items' to 'things' in filters, orders or limits.",
+                "message": "'items' is not an embedded resource in this request"
+            })
+        )
+    );
+}

@@ -77,7 +77,12 @@ fn unknown_profile_is_406() {
     assert_eq!(r.status, 406);
     assert_eq!(
         r.json(),
-        json!({"code": "PGRST106", "details": null, "hint": null, "message": "The schema must be one of the following: test, v2"})
+        json!({
+            "code": "PGRST106",
+            "details": null,
+            "hint": "Only the following schemas are exposed: test, v2",
+            "message": "Invalid schema: nope"
+        })
     );
 }
 
@@ -149,4 +154,20 @@ fn aggregates_are_off_unless_enabled() {
     let base = crate::support::start_server(args);
     let r = crate::support::request_to(&base, "GET", "/items?select=count()", &[]);
     assert_eq!((r.status, r.json()["code"].as_str()), (400, Some("PGRST123")));
+}
+
+#[test]
+fn minimal_error_verbosity_leaves_out_details_and_hint() {
+    let mut args = default_args(&harness().superuser_uri);
+    args.client_error_verbosity = Some(rowgate::config::ErrorVerbosity::Minimal);
+    let base = start_server(args);
+    let r = request_to(&base, "GET", "/itemz", &[]);
+    assert_eq!(
+        (r.status, r.body.as_str(), r.header("proxy-status")),
+        (
+            404,
+            r#"{"code":"PGRST205","message":"Could not find the table 'test.itemz' in the schema cache"}"#,
+            Some("PostgREST; error=PGRST205")
+        )
+    );
 }

@@ -11,6 +11,7 @@ mod embed;
 mod errors;
 mod geo;
 mod limits;
+mod observability;
 mod operations;
 mod oracle;
 mod postgrest_config;

@@ -78,6 +78,11 @@ fn deliberate_difference(entry: &Value) -> Option<&'static str> {
     {
         return Some("a bearer scheme with no token is 401 PGRST301 'Empty JWT is sent in Authorization header', as in PostgREST 13");
     }
+    if code.as_deref() == Some("PGRST106") {
+        return Some(
+            "an unknown schema is 'Invalid schema: X' with the exposed ones as hint, as in PostgREST 13.0.7",
+        );
+    }
     if path == "/articles?id=fts.cat" {
         return Some(
             "full-text search on a column that is no tsvector goes through to_tsvector, as in PostgREST 13: \

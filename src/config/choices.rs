@@ -1,0 +1,57 @@
+//! The options whose values are a choice among names.
+
+use serde::Deserialize;
+
+/// `log-level` values, PostgREST's names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogLevel {
+    /// Only crashes.
+    Crit,
+    /// Errors (the default, as in PostgREST).
+    Error,
+    /// Warnings and errors.
+    Warn,
+    /// One line per request and lifecycle events.
+    Info,
+    /// Everything, including SQL.
+    Debug,
+}
+
+impl LogLevel {
+    /// The `tracing` filter directive for this level.
+    pub fn directive(self) -> &'static str {
+        match self {
+            LogLevel::Crit | LogLevel::Error => "error",
+            LogLevel::Warn => "warn",
+            LogLevel::Info => "info",
+            LogLevel::Debug => "debug",
+        }
+    }
+}
+
+/// `db-tx-end`: how a write's transaction ends, and whether `Prefer: tx=` may change it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TxEnd {
+    /// Commit; `Prefer: tx=` is ignored (PostgREST's default).
+    #[default]
+    Commit,
+    /// Commit unless the request asks `Prefer: tx=rollback`.
+    CommitAllowOverride,
+    /// Roll back; `Prefer: tx=` is ignored.
+    Rollback,
+    /// Roll back unless the request asks `Prefer: tx=commit`.
+    RollbackAllowOverride,
+}
+
+/// `client-error-verbosity`: how much an error body says (PostgREST 16).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ErrorVerbosity {
+    /// `code`, `message`, `details` and `hint`.
+    #[default]
+    Verbose,
+    /// `code` and `message` only.
+    Minimal,
+}
