@@ -9,6 +9,7 @@
 
 mod jwks;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -58,6 +59,8 @@ pub struct Authenticator {
     anon_role: Option<Arc<str>>,
     anon: Option<Principal>,
     cache: Option<moka::sync::Cache<Arc<str>, Verified>>,
+    /// Look-ups in `cache`, hits, and entries it evicted for room.
+    cache_stats: Arc<[AtomicU64; 3]>,
 }
 
 impl Authenticator {
@@ -76,8 +79,18 @@ impl Authenticator {
                 .into(),
             anonymous: true,
         });
-        let cache =
-            (config.jwt_cache_max_entries > 0).then(|| moka::sync::Cache::new(config.jwt_cache_max_entries));
+        let cache_stats: Arc<[AtomicU64; 3]> = Arc::default();
+        let evicted = cache_stats.clone();
+        let cache = (config.jwt_cache_max_entries > 0).then(|| {
+            moka::sync::Cache::builder()
+                .max_capacity(config.jwt_cache_max_entries)
+                .eviction_listener(move |_, _, cause| {
+                    if cause.was_evicted() {
+                        evicted[2].fetch_add(1, Ordering::Relaxed);
+                    }
+                })
+                .build()
+        });
         Authenticator {
             keys,
             remote: arc_swap::ArcSwap::from_pointee(Vec::new()),
@@ -88,7 +101,29 @@ impl Authenticator {
             anon_role,
             anon,
             cache,
+            cache_stats,
         }
+    }
+
+    /// PostgREST's JWT cache metrics, in Prometheus text.
+    pub fn render_metrics(&self, out: &mut String) {
+        use std::fmt::Write;
+        let [requests, hits, evictions] = &*self.cache_stats;
+        let _ = write!(
+            out,
+            "# HELP pgrst_jwt_cache_requests_total The total number of JWT cache lookups\n\
+             # TYPE pgrst_jwt_cache_requests_total counter\n\
+             pgrst_jwt_cache_requests_total {}\n\
+             # HELP pgrst_jwt_cache_hits_total The total number of JWT cache hits\n\
+             # TYPE pgrst_jwt_cache_hits_total counter\n\
+             pgrst_jwt_cache_hits_total {}\n\
+             # HELP pgrst_jwt_cache_evictions_total The total number of JWT cache evictions\n\
+             # TYPE pgrst_jwt_cache_evictions_total counter\n\
+             pgrst_jwt_cache_evictions_total {}\n",
+            requests.load(Ordering::Relaxed),
+            hits.load(Ordering::Relaxed),
+            evictions.load(Ordering::Relaxed)
+        );
     }
 
     /// The principal of a request with this `Authorization` header value (if any).
@@ -112,7 +147,9 @@ impl Authenticator {
             return Err(Error::api(code::JWT_SECRET_MISSING, "Server lacks JWT secret"));
         }
         if let Some(cache) = &self.cache {
+            self.cache_stats[0].fetch_add(1, Ordering::Relaxed);
             if let Some(v) = cache.get(token) {
+                self.cache_stats[1].fetch_add(1, Ordering::Relaxed);
                 return match v.exp {
                     Some(exp) if now > exp + SKEW => Err(Error::JwtClaims("JWT expired".into())),
                     _ => Ok(v.principal),

@@ -115,6 +115,14 @@ impl Backend {
         }
     }
 
+    /// The connection pool's metrics under PostgREST's names, where there is a pool (an SQLite
+    /// file has none).
+    pub fn render_metrics(&self, out: &mut String) {
+        if let Backend::Postgres(pg) = self {
+            pg.db().render_metrics(out);
+        }
+    }
+
     /// Whether requests can be served: a connection can be had.
     pub async fn ready(&self) -> bool {
         match self {

@@ -496,6 +496,10 @@ fn metrics(state: &AppState) -> Response<Body> {
         cache.render_metrics(&mut out);
     }
     state.rate_limits.metrics(&mut out);
+    // PostgREST's metrics, under its names.
+    state.backend.render_metrics(&mut out);
+    state.schema.render_metrics(&mut out);
+    state.auth.render_metrics(&mut out);
     if let Some(rt) = &state.realtime {
         rt.render_metrics(&mut out);
     }

@@ -8,6 +8,7 @@
 mod dependencies;
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use arc_swap::ArcSwapOption;
@@ -315,17 +316,53 @@ pub fn levenshtein(a: &str, b: &str) -> usize {
 
 /// The schema cache as requests see it: absent until the first load, then replaced whole.
 #[derive(Default)]
-pub struct SharedSchema(ArcSwapOption<SchemaCache>);
+pub struct SharedSchema {
+    current: ArcSwapOption<SchemaCache>,
+    loaded: AtomicU64,
+    failed: AtomicU64,
+    /// The last load's duration, in microseconds.
+    last_load_micros: AtomicU64,
+}
 
 impl SharedSchema {
     /// The current snapshot, or `None` before the first successful load.
     pub fn load(&self) -> Option<Arc<SchemaCache>> {
-        self.0.load_full()
+        self.current.load_full()
     }
 
     /// Replaces the snapshot atomically.
     pub fn store(&self, cache: SchemaCache) {
-        self.0.store(Some(Arc::new(cache)));
+        self.current.store(Some(Arc::new(cache)));
+    }
+
+    /// Replaces the snapshot with one that took `took` to load from the catalog.
+    pub fn store_loaded(&self, cache: SchemaCache, took: std::time::Duration) {
+        self.store(cache);
+        self.loaded.fetch_add(1, Ordering::Relaxed);
+        self.last_load_micros.store(took.as_micros() as u64, Ordering::Relaxed);
+    }
+
+    /// Counts a load that failed.
+    pub fn load_failed(&self) {
+        self.failed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// PostgREST's schema cache metrics, in Prometheus text.
+    pub fn render_metrics(&self, out: &mut String) {
+        use std::fmt::Write;
+        let _ = write!(
+            out,
+            "# HELP pgrst_schema_cache_loads_total The total number of times the schema cache was loaded\n\
+             # TYPE pgrst_schema_cache_loads_total counter\n\
+             pgrst_schema_cache_loads_total{{status=\"SUCCESS\"}} {}\n\
+             pgrst_schema_cache_loads_total{{status=\"FAIL\"}} {}\n\
+             # HELP pgrst_schema_cache_query_time_seconds The query time in seconds of the last schema cache load\n\
+             # TYPE pgrst_schema_cache_query_time_seconds gauge\n\
+             pgrst_schema_cache_query_time_seconds {}\n",
+            self.loaded.load(Ordering::Relaxed),
+            self.failed.load(Ordering::Relaxed),
+            self.last_load_micros.load(Ordering::Relaxed) as f64 / 1e6
+        );
     }
 }
 

@@ -28,3 +28,40 @@ fn server_timing_names_each_stage() {
     assert!(timing.split(", ").all(|m| m.split(";dur=").nth(1).is_some_and(|d| d.parse::<f64>().is_ok())));
     assert_eq!(request_to(&base, "GET", "/itemz", &[]).header("server-timing"), None);
 }
+
+#[test]
+fn metrics_carry_postgrest_names() {
+    let base = start_server(default_args(&harness().superuser_uri));
+    let token = jsonwebtoken::encode(
+        &jsonwebtoken::Header::default(),
+        &serde_json::json!({"role": "web_user"}),
+        &jsonwebtoken::EncodingKey::from_secret(crate::support::JWT_SECRET.as_bytes()),
+    )
+    .unwrap();
+    for _ in 0..2 {
+        request_to(
+            &base,
+            "GET",
+            "/items?id=eq.1&select=id",
+            &[("Authorization", &format!("Bearer {token}"))],
+        );
+    }
+    let metrics = request_to(&base, "GET", "/rowgate/metrics", &[]).body;
+    let value = |name: &str| {
+        metrics.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse::<f64>().ok())
+    };
+    assert_eq!(
+        value("pgrst_db_pool_max"),
+        default_args(&harness().superuser_uri).db_pool.map(|n| n as f64),
+        "{metrics}"
+    );
+    assert_eq!(value("pgrst_db_pool_timeouts_total"), Some(0.0));
+    assert_eq!(value("pgrst_schema_cache_loads_total{status=\"SUCCESS\"}"), Some(1.0));
+    assert_eq!(value("pgrst_schema_cache_loads_total{status=\"FAIL\"}"), Some(0.0));
+    assert!(value("pgrst_schema_cache_query_time_seconds").is_some_and(|s| s > 0.0));
+    assert_eq!(
+        (value("pgrst_jwt_cache_requests_total"), value("pgrst_jwt_cache_hits_total")),
+        (Some(2.0), Some(1.0))
+    );
+    assert_eq!(value("pgrst_jwt_cache_evictions_total"), Some(0.0));
+}

@@ -244,6 +244,8 @@ pub struct Db {
     acquisition_timeout: Duration,
     /// What connections are made from (and cancel requests sent with).
     tls: MakeRustlsConnect,
+    /// Requests that found no connection within `db-pool-acquisition-timeout`.
+    timeouts: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// A connection for a write, holding one of the write slots until it is dropped.
@@ -302,6 +304,7 @@ impl Db {
             pipelined: Arc::new(tokio::sync::Semaphore::new(config.db_pool.saturating_mul(4).max(1))),
             acquisition_timeout: config.db_pool_acquisition_timeout,
             tls,
+            timeouts: Arc::default(),
         }
     }
 
@@ -333,7 +336,10 @@ impl Db {
         // Boxed: deadpool's future is ~6.7 KB, carried by every request's future and copied at
         // each `.await` on the way down; one allocation costs less.
         Box::pin(self.pool.get()).await.map_err(|e| match e {
-            PoolError::Timeout(managed::TimeoutType::Wait) => Error::PoolTimeout,
+            PoolError::Timeout(managed::TimeoutType::Wait) => {
+                self.timeouts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                Error::PoolTimeout
+            }
             PoolError::Backend(e) => match e.as_db_error() {
                 Some(db) => Error::Unavailable(format!("{}: {}", db.code().code(), db.message())),
                 None => Error::Unavailable(e.to_string()),
@@ -345,5 +351,30 @@ impl Db {
     /// Pool size and idle connections, for `/ready`.
     pub fn status(&self) -> managed::Status {
         self.pool.status()
+    }
+
+    /// PostgREST's pool metrics, in Prometheus text.
+    pub fn render_metrics(&self, out: &mut String) {
+        use std::fmt::Write;
+        let s = self.pool.status();
+        let _ = write!(
+            out,
+            "# HELP pgrst_db_pool_timeouts_total The total number of pool connection timeouts\n\
+             # TYPE pgrst_db_pool_timeouts_total counter\n\
+             pgrst_db_pool_timeouts_total {}\n\
+             # HELP pgrst_db_pool_available Available connections in the pool\n\
+             # TYPE pgrst_db_pool_available gauge\n\
+             pgrst_db_pool_available {}\n\
+             # HELP pgrst_db_pool_waiting Requests waiting to acquire a pool connection\n\
+             # TYPE pgrst_db_pool_waiting gauge\n\
+             pgrst_db_pool_waiting {}\n\
+             # HELP pgrst_db_pool_max Max pool connections\n\
+             # TYPE pgrst_db_pool_max gauge\n\
+             pgrst_db_pool_max {}\n",
+            self.timeouts.load(std::sync::atomic::Ordering::Relaxed),
+            s.available,
+            s.waiting,
+            s.max_size
+        );
     }
 }

@@ -47,6 +47,7 @@ impl Reloader {
                         tokio::time::sleep(Duration::from_millis(100)).await;
                     }
                     Err(e) => {
+                        task.schema.load_failed();
                         attempt = attempt.saturating_add(1);
                         // A catalog query can fail on an object dropped while it ran (DDL
                         // during a migration): retry soon, then back off.
@@ -81,7 +82,7 @@ impl Reloader {
         if let Some(rt) = &self.realtime {
             rt.set_published(super::changes::install::published(&client).await?);
         }
-        self.schema.store(cache);
+        self.schema.store_loaded(cache, started.elapsed());
         // After the store: an answer planned with the old snapshot started before this flush.
         if let Some(c) = &self.cache {
             c.flush();

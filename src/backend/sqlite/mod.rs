@@ -74,10 +74,11 @@ impl SqliteBackend {
         }
         let db = SqliteDb::open(target, config.db_sqlite_synchronous, config.db_statement_timeout)
             .map_err(|e| format!("opening the SQLite database failed: {e}"))?;
+        let started = std::time::Instant::now();
         let (schema, version) =
             db.load_schema(&exposed).map_err(|e| format!("reading the SQLite schema failed: {e}"))?;
         tracing::info!(relations = schema.relations.len(), "schema cache loaded");
-        shared.store(schema);
+        shared.store_loaded(schema, started.elapsed());
         db.watch_schema(exposed.clone(), shared.clone(), version, SCHEMA_WATCH);
         watch_keys(db.clone(), keys_changed);
         if let Some(cache) = cache {

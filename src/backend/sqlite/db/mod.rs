@@ -295,10 +295,13 @@ impl SqliteDb {
                 // tables are always named by the schema its answers were stored under.
                 let reloaded = db
                     .with_writer(move |c| {
-                        let schema =
-                            crate::backend::sqlite::introspect::load(c, &exposed).map_err(sqlite_error)?;
+                        let started = std::time::Instant::now();
+                        let schema = crate::backend::sqlite::introspect::load(c, &exposed).map_err(|e| {
+                            shared.load_failed();
+                            sqlite_error(e)
+                        })?;
                         let relations = schema.relations.len();
-                        shared.store(schema);
+                        shared.store_loaded(schema, started.elapsed());
                         if let Some(listener) = listener.get() {
                             listener(Changed::Schema);
                         }
