@@ -31,6 +31,9 @@ pub struct MutatePlan {
     pub returning: Returning,
     /// Conditions on the representation (`!inner` embeds), which do not limit the write.
     pub output_conditions: Vec<Condition>,
+    /// `order=`: the representation's order (PostgREST 13: it orders what is returned, never
+    /// which rows are written).
+    pub order: Vec<super::OrderBy>,
     /// The response media type (for the representation and the singular check).
     pub media: Media,
     /// `Prefer: count=exact`.
@@ -227,7 +230,7 @@ impl MutatePlan {
             schema: self.schema.clone(),
             columns: columns.clone(),
             conditions,
-            order: Vec::new(),
+            order: self.order.clone(),
             window: super::RowWindow { offset: 0, limit: None },
             count: None,
             media: self.media,
@@ -280,7 +283,8 @@ pub(super) fn plan(
     } else {
         Vec::new()
     };
-    let (conditions, _) = planner.level(&output)?;
+    let (conditions, order) = planner.level(&output)?;
+    let order = if representation { order } else { Vec::new() };
     let output_conditions = super::inner_joins(&output);
 
     let read_body = |columns_given: bool| -> Result<Payload, Error> {
@@ -475,6 +479,7 @@ pub(super) fn plan(
         conditions,
         returning,
         output_conditions,
+        order,
         media,
         count,
         rollback,

@@ -201,7 +201,9 @@ pub fn finish_write(
             return Err(singular(n));
         }
     }
-    let only_updated = plan.tracks_inserts() && affected > 0 && inserted == 0;
+    // A merging upsert that inserted nothing (all updates, or an empty array) is 200, as in
+    // PostgREST.
+    let only_updated = plan.tracks_inserts() && inserted == 0;
     let status = match &plan.mutation {
         Mutation::Insert { .. } if put && !representation => StatusCode::NO_CONTENT,
         Mutation::Insert { .. } if only_updated => StatusCode::OK,

@@ -54,6 +54,43 @@ fn upsert_inserts_then_merges() {
     );
 }
 
+fn a_merging_upsert_of_nothing_is_200() {
+    let prefer = [("prefer", "resolution=merge-duplicates")];
+    let r = write("POST", "/notes", &prefer, "[]");
+    assert_eq!((r.status, r.body.as_str()), (200, ""));
+}
+
+fn order_sorts_a_writes_representation() {
+    // PostgREST 13: `order=` orders what a write returns, never which rows it writes.
+    for (payload, expected) in [(
+        r#"[{"id": 700, "body": "a"}, {"id": 701, "body": "b"}, {"id": 702, "body": "c"}]"#,
+        [702, 701, 700],
+    )] {
+        let prefer = [("prefer", "return=representation")];
+        let r = write("POST", "/notes?select=id&order=id.desc", &prefer, payload);
+        assert_eq!((r.status, r.json()), (201, json!(expected.map(|id| json!({"id": id})))));
+    }
+    let prefer = [("prefer", "return=representation")];
+    let r = write(
+        "PATCH",
+        "/notes?select=id,body&id=gte.700&id=lt.710&order=body.desc",
+        &prefer,
+        r#"{"author": "x"}"#,
+    );
+    assert_eq!(
+        (r.status, r.json()),
+        (200, json!([{"id": 702, "body": "c"}, {"id": 701, "body": "b"}, {"id": 700, "body": "a"}]))
+    );
+    let r = send_to(
+        crate::support::twin::target(&harness().base),
+        "DELETE",
+        "/notes?select=id&id=gte.700&id=lt.710&order=id.desc",
+        &[("prefer", "return=representation")],
+        None,
+    );
+    assert_eq!((r.status, r.json()), (200, json!([{"id": 702}, {"id": 701}, {"id": 700}])));
+}
+
 fn put_creates_then_replaces_the_named_row() {
     let r = write(
         "PUT",
@@ -328,6 +365,8 @@ fn a_key_that_is_no_integer_is_400() {
 }
 
 crate::on_both!(
+    a_merging_upsert_of_nothing_is_200,
+    order_sorts_a_writes_representation,
     a_key_that_is_no_integer_is_400,
     insert_then_read_it_back,
     bulk_insert_whose_1000th_row_fails_writes_nothing,

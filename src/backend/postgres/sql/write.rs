@@ -91,6 +91,7 @@ pub fn render_write(plan: &MutatePlan) -> WriteStatements {
     }
     sql.push_str(" FROM pgrst_source AS pgrst_0");
     where_clause(&plan.output_conditions, &mut sql, &mut params);
+    super::read::order_by(&plan.order, &mut sql, &mut params);
     sql.push_str(") pgrst_page ON true");
     WriteStatements { main: Statement { text: sql, params: params.0 }, returns_rows, shape }
 }

@@ -341,7 +341,7 @@ pub(super) fn related_rows(embed: &EmbedPlan, sql: &mut String, params: &mut Ctx
 
 /// `ORDER BY` with PostgreSQL's placement of NULLs where the request names none (last when
 /// ascending, first when descending), which is the opposite of SQLite's.
-fn order_by(order: &[OrderBy], sql: &mut String, params: &mut Ctx<'_>) -> Rendered {
+pub(super) fn order_by(order: &[OrderBy], sql: &mut String, params: &mut Ctx<'_>) -> Rendered {
     for (i, o) in order.iter().enumerate() {
         sql.push_str(if i == 0 { " ORDER BY " } else { ", " });
         expr(&o.expr, sql, params)?;

@@ -143,6 +143,14 @@ fn insert(
     sql.push_str("INSERT OR ABORT INTO ");
     push_ident(sql, &plan.relation.name.name);
     if columns.is_empty() {
+        if payload.rows == 0 {
+            // An empty array inserts nothing (an INSERT that selects no row).
+            let first = plan.relation.columns.first().map_or("rowid", |c| c.name.as_str());
+            sql.push_str(" (");
+            push_ident(sql, first);
+            sql.push_str(") SELECT NULL WHERE 0");
+            return Ok(());
+        }
         if payload.rows != 1 {
             return Err(unsupported("Inserting several rows with no columns"));
         }
@@ -474,6 +482,11 @@ fn representation(
         condition(c, &mut text, &mut p)?;
     }
     p.rule(table, &mut text)?;
-    text.push_str(" ORDER BY pgrst_0.rowid)");
+    if plan.order.is_empty() {
+        text.push_str(" ORDER BY pgrst_0.rowid)");
+    } else {
+        super::read::order_by(&plan.order, &mut text, &mut p)?;
+        text.push_str(", pgrst_0.rowid)");
+    }
     Ok(Some(Statement { text, params: p.values }))
 }
