@@ -62,15 +62,10 @@ fn a_merging_upsert_of_nothing_is_200() {
 
 fn order_sorts_a_writes_representation() {
     // PostgREST 13: `order=` orders what a write returns, never which rows it writes.
-    for (payload, expected) in [(
-        r#"[{"id": 700, "body": "a"}, {"id": 701, "body": "b"}, {"id": 702, "body": "c"}]"#,
-        [702, 701, 700],
-    )] {
-        let prefer = [("prefer", "return=representation")];
-        let r = write("POST", "/notes?select=id&order=id.desc", &prefer, payload);
-        assert_eq!((r.status, r.json()), (201, json!(expected.map(|id| json!({"id": id})))));
-    }
     let prefer = [("prefer", "return=representation")];
+    let payload = r#"[{"id": 700, "body": "a"}, {"id": 701, "body": "b"}, {"id": 702, "body": "c"}]"#;
+    let r = write("POST", "/notes?select=id&order=id.desc", &prefer, payload);
+    assert_eq!((r.status, r.json()), (201, json!([{"id": 702}, {"id": 701}, {"id": 700}])));
     let r = write(
         "PATCH",
         "/notes?select=id,body&id=gte.700&id=lt.710&order=body.desc",
