@@ -49,6 +49,8 @@ pub mod code {
     pub const PARSE: Code = Code::new("PGRST100", 400);
     /// The body is not valid for the request (JSON, CSV, form).
     pub const INVALID_BODY: Code = Code::new("PGRST102", 400);
+    /// A method a function cannot be called with (`DELETE /rpc/f`).
+    pub const INVALID_RPC_METHOD: Code = Code::new("PGRST101", 405);
     /// Invalid `Range` or offset.
     pub const INVALID_RANGE: Code = Code::new("PGRST103", 416);
     /// PUT with filters other than the primary key's, or on a relation without one.
@@ -120,8 +122,6 @@ pub mod code {
     pub const API_KEY_INVALID: Code = Code::new("RG011", 403);
     /// The API-key store is not installed in the database.
     pub const API_KEY_STORE_MISSING: Code = Code::new("RG012", 500);
-    /// A PATCH or DELETE without filters under `db-safe-updates`.
-    pub const UNSAFE_UPDATE: Code = Code::new("RG020", 400);
     /// `Prefer: patch=by-key` with an object that lacks the primary key.
     pub const PATCH_BY_KEY: Code = Code::new("RG021", 400);
     /// A nested insert that cannot be one (an upsert, or no primary key).
@@ -414,7 +414,7 @@ impl Error {
                 (code.status(), code.name(), message, details.as_ref().map(DetailsRef::from), hint.as_deref())
             }
             Error::Database(db) => (
-                sqlstate_status(&db.code, db.anonymous),
+                sqlstate_status(&db.code, &db.message, db.anonymous),
                 db.code.as_str(),
                 db.message.as_str(),
                 db.details.as_deref().map(DetailsRef::Text),
@@ -477,11 +477,20 @@ fn request_code(e: &RequestError) -> Code {
 
 /// Maps a PostgreSQL SQLSTATE to an HTTP status as PostgREST does (`mapSQLtoHTTP`): class
 /// prefixes first, then exact codes.
-pub fn sqlstate_status(sqlstate: &str, anonymous: bool) -> StatusCode {
+pub fn sqlstate_status(sqlstate: &str, message: &str, anonymous: bool) -> StatusCode {
     let class = sqlstate.get(..2).unwrap_or("");
     match (class, sqlstate) {
         ("08", _) => StatusCode::SERVICE_UNAVAILABLE,
-        ("09", _) | ("0L", _) | ("0P", _) | ("28", _) => StatusCode::FORBIDDEN,
+        ("09", _) => StatusCode::INTERNAL_SERVER_ERROR,
+        ("0L", _) | ("0P", _) | ("28", _) => StatusCode::FORBIDDEN,
+        // pg-safeupdate's refusal is the client's mistake; any other cardinality violation
+        // (a subquery returning several rows) is the server's.
+        ("21", "21000") if message.ends_with("requires a WHERE clause") => StatusCode::BAD_REQUEST,
+        ("21", "21000") => StatusCode::INTERNAL_SERVER_ERROR,
+        // A token's role that does not exist (PostgREST 13.0.1).
+        ("22", "22023") if message.starts_with("role") && message.ends_with("does not exist") => {
+            StatusCode::UNAUTHORIZED
+        }
         ("25", "25006") => StatusCode::METHOD_NOT_ALLOWED,
         ("25", _) => StatusCode::INTERNAL_SERVER_ERROR,
         ("2D", _) | ("38", _) | ("39", _) | ("3B", _) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -490,7 +499,8 @@ pub fn sqlstate_status(sqlstate: &str, anonymous: bool) -> StatusCode {
         // The server is shutting down or restarting: the request may succeed on retry.
         ("57", "57P01") | ("57", "57P02") | ("57", "57P03") => StatusCode::SERVICE_UNAVAILABLE,
         ("53", _) => StatusCode::SERVICE_UNAVAILABLE,
-        ("54", _) | ("55", _) | ("57", _) | ("58", _) | ("F0", _) | ("HV", _) | ("P0", "P0000") => {
+        (_, "P0001") => StatusCode::BAD_REQUEST,
+        ("54", _) | ("55", _) | ("57", _) | ("58", _) | ("F0", _) | ("HV", _) | ("P0", _) => {
             StatusCode::INTERNAL_SERVER_ERROR
         }
         ("XX", _) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -504,8 +514,9 @@ pub fn sqlstate_status(sqlstate: &str, anonymous: bool) -> StatusCode {
                 StatusCode::FORBIDDEN
             }
         }
-        (_, "P0001") => StatusCode::BAD_REQUEST,
-        _ => custom_status(sqlstate).unwrap_or(StatusCode::BAD_REQUEST),
+        // `RAISE sqlstate 'PT402'` sets the status; a PT code that is no status is 500.
+        ("PT", _) => custom_status(sqlstate).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        _ => StatusCode::BAD_REQUEST,
     }
 }
 
@@ -541,7 +552,7 @@ mod tests {
             ("XX000", false, 500),
         ];
         for (state, anon, status) in cases {
-            assert_eq!(sqlstate_status(state, anon).as_u16(), status, "{state}");
+            assert_eq!(sqlstate_status(state, "", anon).as_u16(), status, "{state}");
         }
     }
 

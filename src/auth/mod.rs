@@ -222,20 +222,22 @@ impl Authenticator {
         if time("iat")?.is_some_and(|iat| iat > now + SKEW) {
             return Err(Error::JwtClaims("JWT issued at future".into()));
         }
+        // The claim's form is checked whatever `jwt-aud` says; its value only against it. An
+        // empty list names no audience, as no claim does (PostgREST 13).
+        let audiences: Vec<&str> = match claims.get("aud") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::String(s)) => vec![s.as_str()],
+            Some(Value::Array(items)) if items.iter().all(Value::is_string) => {
+                items.iter().filter_map(Value::as_str).collect()
+            }
+            Some(_) => {
+                return Err(Error::JwtClaims(
+                    "The JWT 'aud' claim must be a string or an array of strings".into(),
+                ))
+            }
+        };
         if let Some(aud) = &self.audience {
-            let ok = match claims.get("aud") {
-                None | Some(Value::Null) => true,
-                Some(Value::String(s)) => s == aud,
-                Some(Value::Array(items)) if items.iter().all(Value::is_string) => {
-                    items.iter().any(|i| i.as_str() == Some(aud))
-                }
-                Some(_) => {
-                    return Err(Error::JwtClaims(
-                        "The JWT 'aud' claim must be a string or an array of strings".into(),
-                    ))
-                }
-            };
-            if !ok {
+            if !audiences.is_empty() && !audiences.contains(&aud.as_str()) {
                 return Err(Error::JwtClaims("JWT not in audience".into()));
             }
         }

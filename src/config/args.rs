@@ -159,7 +159,8 @@ pub struct ServeArgs {
     /// commit, commit-allow-override, rollback or rollback-allow-override [default: commit].
     #[arg(long = "db-tx-end", env = "ROWGATE_DB_TX_END", value_name = "MODE")]
     pub db_tx_end: Option<TxEnd>,
-    /// Refuse PATCH and DELETE without any filter (400 RG020) [default: false].
+    /// Refuse PATCH and DELETE without any filter, as the pg-safeupdate extension does (400
+    /// `21000` "UPDATE requires a WHERE clause") [default: false].
     #[arg(long = "db-safe-updates", env = "ROWGATE_DB_SAFE_UPDATES", value_name = "BOOL")]
     pub db_safe_updates: Option<bool>,
     /// statement_timeout for request statements, in milliseconds; 0 disables it [default: 0].

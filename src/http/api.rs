@@ -47,7 +47,11 @@ pub async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Bo
     })?;
     let caller = Caller { principal: &principal, request: ctx.info(), schema: &schema };
     let plan = Plan::build(&request, &body, &schema, config)?;
-    ServerTiming::mark(&mut timing, "plan");
+    // OPTIONS plans and runs nothing: its timing has no plan or transaction, as PostgREST's.
+    let runs = !matches!(plan, Plan::Options(_));
+    if runs {
+        ServerTiming::mark(&mut timing, "plan");
+    }
     let response = match plan {
         Plan::Read(plan) => {
             let route = parts.uri.path().trim_start_matches('/');
@@ -66,7 +70,9 @@ pub async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Bo
             Ok(r)
         }
     };
-    ServerTiming::mark(&mut timing, "transaction");
+    if runs {
+        ServerTiming::mark(&mut timing, "transaction");
+    }
     if let Err(Error::SchemaChanged) = response {
         state.backend.reload_schema();
     }

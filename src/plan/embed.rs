@@ -362,8 +362,10 @@ impl<'a> Planner<'a> {
             format!("Could not find a relationship between '{parent}' and '{}' in the schema cache", embed.name),
         )
         .with_details(format!(
-            "Searched for a foreign key relationship between '{parent}' and '{}' in the schema '{}', but no matches were found.",
-            embed.name, self.schema
+            "Searched for a foreign key relationship between '{parent}' and '{}'{} in the schema '{}', but no matches were found.",
+            embed.name,
+            embed.hint.as_ref().map(|h| format!(" using the hint '{h}'")).unwrap_or_default(),
+            self.schema
         ))
     }
 }

@@ -402,16 +402,9 @@ pub(super) fn plan(
         && query.filters.iter().all(|(p, _)| !p.is_empty())
         && query.logic.iter().all(|(p, _)| !p.is_empty())
     {
-        return Err(Error::Api {
-            code: code::UNSAFE_UPDATE,
-            message: format!(
-                "{} without a filter would change every row of '{}'",
-                if request.method == Method::Delete { "DELETE" } else { "PATCH" },
-                relation.name.name
-            ),
-            details: None,
-            hint: Some("db-safe-updates is on: add a filter, e.g. ?id=gt.0 to mean every row".into()),
-        });
+        // pg-safeupdate's own error, which PostgREST deployments that use it already see.
+        let statement = if request.method == Method::Delete { "DELETE" } else { "UPDATE" };
+        return Err(Error::sql("21000", format!("{statement} requires a WHERE clause"), false));
     }
 
     let location = request.method == Method::Post
@@ -583,7 +576,7 @@ fn column_exists(relation: &Relation, name: &str) -> Result<(), Error> {
         Some(_) => Ok(()),
         None => Err(Error::api(
             code::COLUMN_NOT_FOUND,
-            format!("Column '{name}' of relation '{}' does not exist", relation.name.name),
+            format!("Could not find the '{name}' column of '{}' in the schema cache", relation.name.name),
         )),
     }
 }

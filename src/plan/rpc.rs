@@ -32,10 +32,8 @@ pub(super) fn plan(
 ) -> Result<ReadPlan, Error> {
     let post = matches!(request.method, Method::Post);
     if !matches!(request.method, Method::Get | Method::Head | Method::Post) {
-        return Err(Error::api(
-            code::UNSUPPORTED_METHOD,
-            format!("Unsupported HTTP method for a function: {:?}", request.method).to_uppercase(),
-        ));
+        let method = format!("{:?}", request.method).to_uppercase();
+        return Err(Error::api(code::INVALID_RPC_METHOD, format!("Cannot use the {method} method on RPC")));
     }
     let qualified = QualifiedName { schema: schema_name.to_owned(), name: name.to_owned() };
     let overloads = schema.functions.get(&qualified).map(Vec::as_slice).unwrap_or(&[]);
@@ -278,7 +276,8 @@ fn call_args(
                     // `?v=1&v=2` is the array {1,2}, each value one element.
                     ArgValue::Many(given_values.map(str::to_owned).collect())
                 } else {
-                    ArgValue::One(given_values.next().unwrap_or_default().to_owned())
+                    // Given twice, the last one counts, as in PostgREST.
+                    ArgValue::One(given_values.next_back().unwrap_or_default().to_owned())
                 };
                 values.push((arg, value));
             }

@@ -157,7 +157,7 @@ pub fn finish(
 pub fn singular(rows: u64) -> Error {
     Error::Api {
         code: code::SINGULAR,
-        message: "JSON object requested, multiple (or no) rows returned".into(),
+        message: "Cannot coerce the result to a single JSON object".into(),
         details: Some(format!("The result contains {rows} rows").into()),
         hint: None,
     }
@@ -258,16 +258,18 @@ pub fn none_match(if_none_match: &str, etag: &str) -> bool {
 
 /// `/table?pk=eq.value`: where the inserted row can be read, as PostgREST's `Location`.
 pub fn location(table: &str, pk: &[String], values: &[Option<&str>]) -> String {
-    use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
-    let mut out = format!("/{}?", utf8_percent_encode(table, NON_ALPHANUMERIC));
+    use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+    // What a query string encodes: everything but RFC 3986's unreserved characters.
+    const RESERVED: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
+    let mut out = format!("/{}?", utf8_percent_encode(table, RESERVED));
     for (i, column) in pk.iter().enumerate() {
         if i > 0 {
             out.push('&');
         }
         let value = values.get(i).copied().flatten();
-        out.push_str(&utf8_percent_encode(column, NON_ALPHANUMERIC).to_string());
+        out.push_str(&utf8_percent_encode(column, RESERVED).to_string());
         out.push_str("=eq.");
-        out.push_str(&utf8_percent_encode(value.unwrap_or(""), NON_ALPHANUMERIC).to_string());
+        out.push_str(&utf8_percent_encode(value.unwrap_or(""), RESERVED).to_string());
     }
     out
 }

@@ -78,6 +78,18 @@ fn deliberate_difference(entry: &Value) -> Option<&'static str> {
     {
         return Some("a bearer scheme with no token is 401 PGRST301 'Empty JWT is sent in Authorization header', as in PostgREST 13");
     }
+    if code.as_deref() == Some("PGRST116") && message.starts_with("JSON object requested") {
+        return Some("a singular answer of other than one row is 'Cannot coerce the result to a single JSON object', as in PostgREST 13");
+    }
+    if code.as_deref() == Some("PGRST204") && message.starts_with("Column '") {
+        return Some("an unknown write column is 'Could not find the 'x' column of 'y' in the schema cache', as in PostgREST 13");
+    }
+    if code.as_deref() == Some("PGRST200") && path.contains('!') {
+        return Some("PGRST200's details name the hint it searched with, as in PostgREST 13");
+    }
+    if code.as_deref() == Some("22023") && message.starts_with("role") && message.ends_with("does not exist") {
+        return Some("a token's role that does not exist is 401, as in PostgREST 13.0.1");
+    }
     if code.as_deref() == Some("PGRST106") {
         return Some(
             "an unknown schema is 'Invalid schema: X' with the exposed ones as hint, as in PostgREST 13.0.7",

@@ -60,3 +60,14 @@ fn bodies_that_fit_no_overload_are_404_not_a_crash() {
     let r = crate::support::send_to(&crate::support::harness().base, "POST", "/rpc/greet", &form, Some(""));
     assert_eq!((r.status, r.body.as_str()), (200, "\"hello\""), "{}", r.body);
 }
+
+#[test]
+fn a_function_of_a_composite_type_answers_its_fields() {
+    crate::support::check("/rpc/ret_point", 200, serde_json::json!({"x": 10, "y": 5}));
+    crate::support::check("/rpc/ret_points?x=lt.5&select=y", 200, serde_json::json!([{"y": 2}]));
+}
+
+#[test]
+fn an_argument_given_twice_is_the_last_one() {
+    crate::support::check("/rpc/greet?name=ignored&name=world", 200, serde_json::json!("hello world"));
+}

@@ -81,7 +81,9 @@ SELECT n.nspname::text, p.proname::text, obj_description(p.oid, 'pg_proc'),
        rn.nspname::text, rc.relname::text,
        coalesce(nullif(rt.typbasetype, 0), rt.oid), coalesce(rbt.typtype, rt.typtype) = 'e',
        coalesce(args.out_names, '{}'), coalesce(args.out_types, '{}'), coalesce(args.out_oids, '{}'),
-       coalesce(args.out_enums, '{}'), coalesce(args.in_oids, '{}'), p.prorows::float8
+       coalesce(args.out_enums, '{}'), coalesce(args.in_oids, '{}'), p.prorows::float8,
+       rc.relkind::text, coalesce(ct.names, '{}'), coalesce(ct.types, '{}'), coalesce(ct.oids, '{}'),
+       coalesce(ct.enums, '{}')
 FROM pg_proc p
 JOIN pg_namespace n ON n.oid = p.pronamespace
 JOIN pg_type rt ON rt.oid = p.prorettype
@@ -104,6 +106,16 @@ LEFT JOIN LATERAL (
   JOIN pg_type t ON t.oid = a.t
   LEFT JOIN pg_type bt ON bt.oid = t.typbasetype
 ) args ON true
+LEFT JOIN LATERAL (
+  SELECT array_agg(at.attname::text ORDER BY at.attnum) AS names,
+         array_agg(format_type(at.atttypid, at.atttypmod) ORDER BY at.attnum) AS types,
+         array_agg(coalesce(nullif(t.typbasetype, 0), t.oid) ORDER BY at.attnum) AS oids,
+         array_agg(coalesce(bt.typtype, t.typtype) = 'e' ORDER BY at.attnum) AS enums
+  FROM pg_attribute at
+  JOIN pg_type t ON t.oid = at.atttypid
+  LEFT JOIN pg_type bt ON bt.oid = t.typbasetype
+  WHERE rc.relkind = 'c' AND at.attrelid = rc.oid AND at.attnum > 0 AND NOT at.attisdropped
+) ct ON true
 WHERE n.nspname = ANY($1) AND p.prokind = 'f'
 ORDER BY 1, 2, p.oid";
 
@@ -463,13 +475,19 @@ pub async fn load(
             })
             .collect();
         let return_type: String = row.get(6);
-        let out_names: Vec<String> = row.get(15);
-        let returns = if let (Some(schema), Some(rel)) = (row.get::<_, Option<String>>(11), row.get(12)) {
+        // A composite type of its own (`CREATE TYPE ... AS`) is read as OUT parameters are: its
+        // fields are the result's columns.
+        let own_type = row.get::<_, Option<String>>(21).as_deref() == Some("c");
+        let (out_names, out_types, out_oids, out_enums): (Vec<String>, Vec<String>, Vec<u32>, Vec<bool>) =
+            match own_type {
+                true => (row.get(22), row.get(23), row.get(24), row.get(25)),
+                false => (row.get(15), row.get(16), row.get(17), row.get(18)),
+            };
+        let returns = if let (false, Some(schema), Some(rel)) =
+            (own_type, row.get::<_, Option<String>>(11), row.get::<_, Option<String>>(12))
+        {
             FunctionResult::Composite(QualifiedName { schema, name: rel })
         } else if !out_names.is_empty() {
-            let out_types: Vec<String> = row.get(16);
-            let out_oids: Vec<u32> = row.get(17);
-            let out_enums: Vec<bool> = row.get(18);
             FunctionResult::Columns(
                 out_names
                     .into_iter()
