@@ -187,7 +187,13 @@ fn csv(body: &[u8]) -> Result<Payload, Error> {
         .collect();
     let mut rows = Vec::new();
     for record in reader.records() {
-        let record = record.map_err(|e| invalid_body(format!("Invalid CSV: {e}")))?;
+        let record = record.map_err(|e| match e.kind() {
+            // PostgREST's words for a ragged row.
+            csv::ErrorKind::UnequalLengths { .. } => {
+                invalid_body("All lines must have same number of fields".into())
+            }
+            _ => invalid_body(format!("Invalid CSV: {e}")),
+        })?;
         let object: serde_json::Map<String, serde_json::Value> = keys
             .iter()
             .zip(record.iter())

@@ -87,7 +87,8 @@ fn deliberate_difference(entry: &Value) -> Option<&'static str> {
     if code.as_deref() == Some("PGRST200") && path.contains('!') {
         return Some("PGRST200's details name the hint it searched with, as in PostgREST 13");
     }
-    if code.as_deref() == Some("22023") && message.starts_with("role") && message.ends_with("does not exist") {
+    if code.as_deref() == Some("22023") && message.starts_with("role") && message.ends_with("does not exist")
+    {
         return Some("a token's role that does not exist is 401, as in PostgREST 13.0.1");
     }
     if code.as_deref() == Some("PGRST106") {
