@@ -49,6 +49,8 @@ pub mod code {
     pub const PARSE: Code = Code::new("PGRST100", 400);
     /// The body is not valid for the request (JSON, CSV, form).
     pub const INVALID_BODY: Code = Code::new("PGRST102", 400);
+    /// `max-affected` with `handling=strict` on a function that returns no set (PostgREST 13).
+    pub const MAX_AFFECTED_NOT_SET: Code = Code::new("PGRST128", 400);
     /// A method a function cannot be called with (`DELETE /rpc/f`).
     pub const INVALID_RPC_METHOD: Code = Code::new("PGRST101", 405);
     /// Invalid `Range` or offset.
@@ -79,8 +81,6 @@ pub mod code {
     pub const MAX_AFFECTED: Code = Code::new("PGRST124", 400);
     /// A path that names no resource.
     pub const INVALID_PATH: Code = Code::new("PGRST125", 404);
-    /// A function returning more rows than `Prefer: max-affected` allows.
-    pub const RPC_MAX_AFFECTED: Code = Code::new("PGRST128", 400);
     /// No foreign key between a resource and the one it embeds.
     pub const NO_RELATIONSHIP: Code = Code::new("PGRST200", 400);
     /// More than one relationship an embed could use.

@@ -97,6 +97,12 @@ pub(super) fn plan(
     super::reject_invalid(prefs, &invalid)?;
     let strict = prefs.handling == Some(PreferHandling::Strict);
     let max_affected = prefs.max_affected.filter(|_| strict && post).map(|n| n.max(0) as u64);
+    if max_affected.is_some() && !function.returns_set {
+        return Err(Error::api(
+            code::MAX_AFFECTED_NOT_SET,
+            "Function must return SETOF or TABLE when max-affected preference is used with handling=strict",
+        ));
+    }
     let mut applied = Vec::new();
     if let Some(c) = prefs.count {
         applied.push(super::count_name(c).to_owned());

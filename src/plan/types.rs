@@ -120,7 +120,7 @@ pub struct RpcTransaction {
     pub read_only: bool,
     /// Rolled back at the end (`db-tx-end`, `Prefer: tx=rollback`).
     pub rollback: bool,
-    /// `Prefer: handling=strict, max-affected=N` (PGRST128).
+    /// `Prefer: handling=strict, max-affected=N` (PGRST124; PGRST128 on a function that returns no set).
     pub max_affected: Option<u64>,
 }
 

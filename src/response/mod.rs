@@ -83,12 +83,8 @@ pub fn finish(
     let lower = plan.window.offset;
     if let Some(max) = plan.transaction.and_then(|t| t.max_affected) {
         if n > max {
-            return Err(Error::Api {
-                code: code::RPC_MAX_AFFECTED,
-                message: "Function result exceeds max-affected preference constraint".into(),
-                details: Some(format!("The function returns {n} rows").into()),
-                hint: None,
-            });
+            // A function's rows count as a write's do (PostgREST's PGRST124).
+            return Err(Error::max_affected(n));
         }
     }
     if let Some(t) = total {
