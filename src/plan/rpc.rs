@@ -43,6 +43,22 @@ pub(super) fn plan(
         post && !matches!(request.content_type.as_deref(), Some("application/x-www-form-urlencoded"));
     let empty = body.iter().all(u8::is_ascii_whitespace);
     let array = body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[');
+    // A JSON array for a function without a single json parameter: PostgREST calls it with
+    // the first object.
+    let first: Vec<u8>;
+    let first_object = json_body && array && !overloads.iter().any(|f| single_json_arg(f));
+    let body = match first_object {
+        true => {
+            payload::check_depth(body)?;
+            let items: Vec<serde_json::Value> = serde_json::from_slice(body).map_err(|_| {
+                Error::Request(rowgate_request::RequestError::InvalidBody("Empty or invalid json".into()))
+            })?;
+            first = items.into_iter().next().map_or_else(|| b"{}".to_vec(), |v| v.to_string().into_bytes());
+            &first[..]
+        }
+        false => body,
+    };
+    let array = array && !first_object;
     let (given, source) = if post {
         if json_body && array {
             // A JSON array goes whole to a single unnamed json parameter, if there is one.

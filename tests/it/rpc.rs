@@ -65,10 +65,13 @@ fn session_settings_a_function_changes_do_not_leak_into_later_requests() {
 }
 
 #[test]
-fn bodies_that_fit_no_overload_are_404_not_a_crash() {
-    // An array goes whole to a single unnamed json argument; greet has none.
+fn odd_bodies_are_answered_not_a_crash() {
+    // An array goes whole to a single unnamed json argument; greet has none, so it is called
+    // with the array's first object, none here: no arguments (as PostgREST 14).
     let r = write("POST", "/rpc/greet", &[], "[]");
-    assert_eq!((r.status, r.json()["code"].as_str()), (404, Some("PGRST202")), "{}", r.body);
+    assert_eq!((r.status, r.body.as_str()), (200, "\"hello\""), "{}", r.body);
+    let r = write("POST", "/rpc/greet", &[], "[1]");
+    assert_eq!((r.status, r.json()["code"].as_str()), (400, Some("PGRST102")), "{}", r.body);
     let r = write("POST", "/rpc/echo", &[], "[1, 2]");
     assert_eq!((r.status, r.body.as_str()), (200, "[1, 2]"));
     // An empty form is no arguments.
@@ -86,4 +89,10 @@ fn a_function_of_a_composite_type_answers_its_fields() {
 #[test]
 fn an_argument_given_twice_is_the_last_one() {
     crate::support::check("/rpc/greet?name=ignored&name=world", 200, serde_json::json!("hello world"));
+}
+
+#[test]
+fn an_array_calls_a_function_with_its_first_object() {
+    let r = crate::support::write("POST", "/rpc/add_them", &[], r#"[{"a": 1, "b": 2}, {"a": 4, "b": 6}]"#);
+    assert_eq!((r.status, r.body.as_str()), (200, "3"));
 }
