@@ -46,7 +46,7 @@ pub(super) fn plan(
     // A JSON array for a function without a single json parameter: PostgREST calls it with
     // the first object.
     let first: Vec<u8>;
-    let first_object = json_body && array && !overloads.iter().any(|f| single_json_arg(f));
+    let first_object = json_body && array && !overloads.iter().any(single_json_arg);
     let body = match first_object {
         true => {
             payload::check_depth(body)?;
