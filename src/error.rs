@@ -49,6 +49,8 @@ pub mod code {
     pub const PARSE: Code = Code::new("PGRST100", 400);
     /// The body is not valid for the request (JSON, CSV, form).
     pub const INVALID_BODY: Code = Code::new("PGRST102", 400);
+    /// A combination PostgREST has not implemented either (aggregates in a to-many spread).
+    pub const NOT_IMPLEMENTED: Code = Code::new("PGRST127", 400);
     /// `max-affected` with `handling=strict` on a function that returns no set (PostgREST 13).
     pub const MAX_AFFECTED_NOT_SET: Code = Code::new("PGRST128", 400);
     /// A method a function cannot be called with (`DELETE /rpc/f`).

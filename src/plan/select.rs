@@ -195,7 +195,7 @@ impl<'a> Planner<'a> {
                     };
                     out.push(OutputColumn { key: alias.clone().unwrap_or_else(|| name.into()), expr, kind });
                 }
-                SelectItem::Embed(embed) if embed.spread => out.extend(spread(self.embed(embed)?)),
+                SelectItem::Embed(embed) if embed.spread => out.extend(spread(self.embed(embed)?)?),
                 SelectItem::Embed(embed) => out.push(self.embed(embed)?),
             }
             if out.len() > MAX_SELECT {
@@ -310,10 +310,20 @@ impl<'a> Planner<'a> {
 
 /// The columns a spread `...rel(cols)` lifts into its parent: each a value of the one related
 /// row, or for a to-many relationship the array of its values over every related row.
-pub(super) fn spread(embed: OutputColumn) -> Vec<OutputColumn> {
-    let Expr::Embed(mut plan) = embed.expr else { return vec![embed] };
+pub(super) fn spread(embed: OutputColumn) -> Result<Vec<OutputColumn>, Error> {
+    let Expr::Embed(mut plan) = embed.expr else { return Ok(vec![embed]) };
     let columns = std::mem::take(&mut plan.columns);
-    columns
+    let aggregate = |e: &Expr| match e {
+        Expr::Aggregate(..) => true,
+        Expr::Cast(inner, _) => matches!(**inner, Expr::Aggregate(..)),
+        Expr::Related { expr, .. } => matches!(**expr, Expr::Aggregate(..)),
+        _ => false,
+    };
+    if plan.to_many && columns.iter().any(|c| aggregate(&c.expr)) {
+        return Err(Error::api(code::NOT_IMPLEMENTED, "Feature not implemented")
+            .with_details("Aggregates are not implemented for one-to-many or many-to-many spreads."));
+    }
+    Ok(columns
         .into_iter()
         .filter(OutputColumn::is_output)
         .map(|c| OutputColumn {
@@ -321,7 +331,7 @@ pub(super) fn spread(embed: OutputColumn) -> Vec<OutputColumn> {
             kind: if plan.to_many { ValueKind::Json } else { c.kind },
             expr: Expr::Related { embed: plan.clone(), expr: Box::new(c.expr), many: plan.to_many },
         })
-        .collect()
+        .collect())
 }
 
 /// `EXISTS` conditions for the `!inner` embeds among `columns`.

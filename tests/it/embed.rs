@@ -239,6 +239,19 @@ fn aggregates_group_by_the_other_selected_columns() {
     );
 }
 
+fn aggregates_in_a_to_many_spread_are_pgrst127() {
+    check(
+        "/categories?select=name,...items(n:count())",
+        400,
+        json!({
+            "code": "PGRST127",
+            "details": "Aggregates are not implemented for one-to-many or many-to-many spreads.",
+            "hint": null,
+            "message": "Feature not implemented"
+        }),
+    );
+}
+
 fn several_relationships_are_pgrst201_with_each_described() {
     check(
         "/friendships?select=people(name)",
@@ -294,6 +307,7 @@ crate::on_both!(
     count_in_an_embed_counts_its_rows,
     several_relationships_are_pgrst201_with_each_described,
     aggregates_group_by_the_other_selected_columns,
+    aggregates_in_a_to_many_spread_are_pgrst127,
 );
 
 #[test]
