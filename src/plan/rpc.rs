@@ -187,10 +187,13 @@ fn choose<'f>(
     name: &QualifiedName,
     schema: &SchemaCache,
 ) -> Result<&'f Function, Error> {
+    // A function's one unnamed parameter (the schema cache keeps no other kind) is named `""`,
+    // as PostgREST names it: `{"": value}` gives it; a query string cannot.
     let fits = |f: &&Function| {
-        given.iter().all(|g| f.args.iter().any(|a| a.name == *g))
+        callable(f)
+            && given.iter().all(|g| f.args.iter().any(|a| a.name == *g))
             && f.args.iter().all(|a| a.has_default || given.contains(&a.name))
-            && f.args.iter().all(|a| !a.name.is_empty())
+            && (json_body || f.args.iter().all(|a| !a.name.is_empty() || a.has_default))
     };
     let mut candidates: Vec<&Function> =
         if whole_body { Vec::new() } else { overloads.iter().filter(fits).collect() };
@@ -212,6 +215,18 @@ fn choose<'f>(
                 ),
             })
         }
+    }
+}
+
+/// Whether `/rpc` may call `f`, as PostgREST decides: at most one unnamed parameter, of a type
+/// a whole body can be (`bytea`, `json`, `jsonb`, `text`, `xml`). (A computed field's unnamed
+/// row parameter makes it no function to call, only one to select.)
+fn callable(f: &Function) -> bool {
+    let mut unnamed = f.args.iter().filter(|a| a.name.is_empty());
+    match (unnamed.next(), unnamed.next()) {
+        (None, _) => true,
+        (Some(one), None) => matches!(one.type_name.as_str(), "bytea" | "json" | "jsonb" | "text" | "xml"),
+        _ => false,
     }
 }
 

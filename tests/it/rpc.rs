@@ -96,3 +96,27 @@ fn an_array_calls_a_function_with_its_first_object() {
     let r = crate::support::write("POST", "/rpc/add_them", &[], r#"[{"a": 1, "b": 2}, {"a": 4, "b": 6}]"#);
     assert_eq!((r.status, r.body.as_str()), (200, "3"));
 }
+
+#[test]
+fn an_unnamed_parameter_is_the_empty_key() {
+    // As PostgREST 14: postgrest-js's `.rpc('shout', { '': 'hi' })`.
+    let r = write("POST", "/rpc/shout", &[], r#"{"": "hi"}"#);
+    assert_eq!((r.status, r.body.as_str()), (200, "\"HI\""));
+    // An unnamed integer makes `dflt(integer)` uncallable: `()` and `(text)` remain, both
+    // callable without arguments.
+    let r = write("POST", "/rpc/dflt", &[], "{}");
+    assert_eq!(
+        (r.status, r.json()),
+        (
+            300,
+            json!({
+                "code": "PGRST203",
+                "details": null,
+                "hint": "Try renaming the parameters or the function itself in the database so function overloading can be resolved",
+                "message": "Could not choose the best candidate function between: test.dflt(), test.dflt( => text)"
+            })
+        )
+    );
+    let r = write("POST", "/rpc/dflt", &[], r#"{"": "x"}"#);
+    assert_eq!((r.status, r.body.as_str()), (200, "\"text\""));
+}

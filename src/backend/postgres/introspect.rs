@@ -461,7 +461,7 @@ pub async fn load(
         let variadic: bool = row.get(10);
         let count = names.len();
         let oids: Vec<u32> = row.get(19);
-        let args = names
+        let args: Vec<FunctionArg> = names
             .into_iter()
             .zip(types)
             .zip(oids)

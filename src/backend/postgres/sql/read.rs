@@ -164,10 +164,14 @@ fn call_source(call: &Call, sql: &mut String, params: &mut Params) {
             }
         }
         CallArgs::Json { payload, args } => {
+            // A function's one unnamed parameter is the body's `""` key, passed by position
+            // (first); the others by name, unpacked by `json_to_record`.
+            let (unnamed, named_args): (Vec<&FunctionArg>, Vec<&FunctionArg>) =
+                args.iter().partition(|a| a.name.is_empty());
             sql.push_str("json_to_record((");
             params.push(sql, payload.clone());
             sql.push_str("::json) -> 0) AS pgrst_args(");
-            for (i, arg) in args.iter().enumerate() {
+            for (i, arg) in named_args.iter().enumerate() {
                 if i > 0 {
                     sql.push_str(", ");
                 }
@@ -175,14 +179,24 @@ fn call_source(call: &Call, sql: &mut String, params: &mut Params) {
                 sql.push(' ');
                 sql.push_str(&arg.type_name);
             }
-            if args.is_empty() {
+            if named_args.is_empty() {
                 // A column definition list cannot be empty.
                 sql.push_str("pgrst_none text");
             }
             sql.push_str("), LATERAL ");
             function(sql);
-            for (i, arg) in args.iter().enumerate() {
-                named(sql, i, arg);
+            for (i, arg) in unnamed.iter().enumerate() {
+                if i > 0 {
+                    sql.push_str(", ");
+                }
+                let json = matches!(arg.type_name.as_str(), "json" | "jsonb");
+                sql.push_str("(((");
+                params.push(sql, payload.clone());
+                sql.push_str(if json { "::json) -> 0) -> '')::" } else { "::json) -> 0) ->> '')::" });
+                sql.push_str(&arg.type_name);
+            }
+            for (i, arg) in named_args.iter().enumerate() {
+                named(sql, i + unnamed.len(), arg);
                 sql.push_str("pgrst_args.");
                 push_ident(sql, &arg.name);
             }
