@@ -204,7 +204,10 @@ fn choose<'f>(
         1 => Ok(candidates[0]),
         0 => Err(not_found(overloads, given, json_body, name, schema)),
         _ => {
-            let list: Vec<String> = candidates.iter().map(|f| signature(f, true)).collect();
+            // In the order of their signatures: PostgREST 12 and 14 both list `(a => integer)`
+            // before `(a => text)`, whichever was created first.
+            let mut list: Vec<String> = candidates.iter().map(|f| signature(f, true)).collect();
+            list.sort();
             Err(Error::Api {
                 code: code::AMBIGUOUS_FUNCTION,
                 message: format!("Could not choose the best candidate function between: {}", list.join(", ")),

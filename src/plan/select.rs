@@ -127,6 +127,22 @@ impl<'a> Planner<'a> {
 
     pub(super) fn columns(&self, select: &[SelectItem]) -> Result<Vec<OutputColumn>, Error> {
         let mut out = Vec::new();
+        // Two embeds under one name would be one JSON key twice; PostgREST's SQL refuses them
+        // (42712): one needs an alias.
+        let mut embed_keys = std::collections::HashSet::new();
+        for item in select {
+            if let SelectItem::Embed(e) = item {
+                let key = e.alias.as_ref().unwrap_or(&e.name);
+                if !e.spread && !embed_keys.insert(key) {
+                    return Err(Error::sql(
+                        "42712",
+                        format!("table name \"{key}\" specified more than once"),
+                        false,
+                    )
+                    .with_hint(format!("Give each embedding of '{key}' an alias of its own")));
+                }
+            }
+        }
         for item in select {
             match item {
                 SelectItem::Star => out.extend(self.relation.columns.iter().map(|c| OutputColumn {

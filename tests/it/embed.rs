@@ -239,6 +239,19 @@ fn aggregates_group_by_the_other_selected_columns() {
     );
 }
 
+fn one_name_for_two_embeds_is_refused() {
+    check(
+        "/friendships?select=people!first_id(name),people!second_id(name)",
+        400,
+        json!({
+            "code": "42712",
+            "details": null,
+            "hint": "Give each embedding of 'people' an alias of its own",
+            "message": "table name \"people\" specified more than once"
+        }),
+    );
+}
+
 fn aggregates_in_a_to_many_spread_are_pgrst127() {
     check(
         "/categories?select=name,...items(n:count())",
@@ -308,6 +321,7 @@ crate::on_both!(
     several_relationships_are_pgrst201_with_each_described,
     aggregates_group_by_the_other_selected_columns,
     aggregates_in_a_to_many_spread_are_pgrst127,
+    one_name_for_two_embeds_is_refused,
 );
 
 #[test]
