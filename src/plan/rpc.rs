@@ -204,10 +204,15 @@ fn choose<'f>(
         1 => Ok(candidates[0]),
         0 => Err(not_found(overloads, given, json_body, name, schema)),
         _ => {
-            // In the order of their signatures: PostgREST 12 and 14 both list `(a => integer)`
-            // before `(a => text)`, whichever was created first.
-            let mut list: Vec<String> = candidates.iter().map(|f| signature(f, true)).collect();
-            list.sort();
+            // In PostgREST's order: by comment, then by parameters (name, then type).
+            let mut sorted = candidates.clone();
+            sorted.sort_by_key(|f| {
+                (
+                    f.comment.clone(),
+                    f.args.iter().map(|a| (a.name.clone(), a.type_name.clone())).collect::<Vec<_>>(),
+                )
+            });
+            let list: Vec<String> = sorted.iter().map(|f| signature(f, true)).collect();
             Err(Error::Api {
                 code: code::AMBIGUOUS_FUNCTION,
                 message: format!("Could not choose the best candidate function between: {}", list.join(", ")),
@@ -271,13 +276,18 @@ fn not_found(
     let or_json = if json_body { " or with a single unnamed json/jsonb parameter" } else { "" };
     // The overload whose signature reads closest to the one asked for.
     let asked = format!("{}({})", name.name, given.join(", "));
-    let hint = if let Some(f) = overloads.iter().min_by_key(|f| {
+    // Functions `/rpc` cannot call are not suggested (PostgREST keeps them out of its cache).
+    let hint = if let Some(f) = overloads.iter().filter(|f| callable(f)).min_by_key(|f| {
         let names: Vec<&str> = f.args.iter().map(|a| a.name.as_str()).collect();
         crate::schema::levenshtein(&asked, &format!("{}({})", name.name, names.join(", ")))
     }) {
         Some(format!("Perhaps you meant to call the function {}", signature(f, false)))
     } else {
-        let names = schema.functions.keys().filter(|q| q.schema == name.schema).map(|q| q.name.as_str());
+        let names = schema
+            .functions
+            .iter()
+            .filter(|(q, fs)| q.schema == name.schema && fs.iter().any(callable))
+            .map(|(q, _)| q.name.as_str());
         crate::schema::similar(&name.name, names)
             .map(|n| format!("Perhaps you meant to call the function {}.{n}", name.schema))
     };

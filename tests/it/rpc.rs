@@ -113,7 +113,7 @@ fn an_unnamed_parameter_is_the_empty_key() {
                 "code": "PGRST203",
                 "details": null,
                 "hint": "Try renaming the parameters or the function itself in the database so function overloading can be resolved",
-                "message": "Could not choose the best candidate function between: test.dflt( => text), test.dflt()"
+                "message": "Could not choose the best candidate function between: test.dflt(), test.dflt( => text)"
             })
         )
     );
