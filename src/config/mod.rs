@@ -260,15 +260,22 @@ impl Config {
             file::read(args.config.as_deref())?;
         let a = args.clone();
         let realtime = RealtimeSettings::from_args(&a, &file)?;
-        // No database named: the embedded default, an SQLite file in the working directory.
-        if ignored_postgrest_options.iter().any(|o| o == "db-pre-request") {
-            // Its function often refuses callers: serving without it would let them in.
-            return Err(invalid(
-                "db-pre-request",
-                "rowgate does not call a pre-request function yet; remove the option to serve without it"
-                    .into(),
-            ));
+        // Options whose absence would change who gets in or where the server listens: a
+        // pre-request function often refuses callers, a pre-config one may set one, and a Unix
+        // socket is no TCP port on all interfaces.
+        for (option, what) in [
+            ("db-pre-request", "call a pre-request function"),
+            ("db-pre-config", "call a pre-config function"),
+            ("server-unix-socket", "listen on a Unix socket"),
+        ] {
+            if ignored_postgrest_options.iter().any(|o| o == option) {
+                return Err(invalid(
+                    option,
+                    format!("rowgate does not {what} yet; remove the option to serve without it"),
+                ));
+            }
         }
+        // No database named: the embedded default, an SQLite file in the working directory.
         let db_uri = a.db_uri.or(file.db_uri).unwrap_or_else(|| DEFAULT_DB_URI.to_owned());
         // PostgREST's `db-uri = "@file"`: the URI is the file's content.
         let db_uri = match db_uri.strip_prefix('@') {

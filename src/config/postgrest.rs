@@ -286,6 +286,7 @@ pub fn from_env(vars: impl Iterator<Item = (String, String)>) -> Vec<(String, Va
         .filter_map(|(name, value)| {
             let rest = name.strip_prefix("PGRST_")?;
             let key = match rest.strip_prefix("APP_SETTINGS_") {
+                Some("") => return None,
                 Some(setting) => format!("app.settings.{setting}"),
                 None => rest.to_ascii_lowercase().replace('_', "-"),
             };

@@ -167,7 +167,7 @@ impl Cursor {
 
     /// A string in single or double quotes, with `\` escaping the next character.
     fn quoted(&mut self) -> Result<String, String> {
-        let quote = self.peek().ok_or("expected a quoted string")?;
+        let quote = self.peek().filter(|q| *q == '\'' || *q == '"').ok_or("expected a quoted string")?;
         self.at += 1;
         let mut out = String::new();
         loop {

@@ -227,13 +227,17 @@ fn choose<'f>(
 }
 
 /// Whether `/rpc` may call `f`, as PostgREST decides: at most one unnamed parameter, of a type
-/// a whole body can be (`bytea`, `json`, `jsonb`, `text`, `xml`). (A computed field's unnamed
-/// row parameter makes it no function to call, only one to select.)
+/// a whole body can be (`bytea`, `json`, `jsonb`, `text`, `xml`) — and here first, since it is
+/// passed by position. (A computed field's unnamed row parameter makes it no function to call,
+/// only one to select.)
 fn callable(f: &Function) -> bool {
     let mut unnamed = f.args.iter().filter(|a| a.name.is_empty());
     match (unnamed.next(), unnamed.next()) {
         (None, _) => true,
-        (Some(one), None) => matches!(one.type_name.as_str(), "bytea" | "json" | "jsonb" | "text" | "xml"),
+        (Some(one), None) => {
+            std::ptr::eq(one, &f.args[0])
+                && matches!(one.type_name.as_str(), "bytea" | "json" | "jsonb" | "text" | "xml")
+        }
         _ => false,
     }
 }

@@ -157,7 +157,9 @@ impl Realtime {
 
     /// The caller a token makes (`Err`: Supabase's join `reason`).
     fn verify(&self, token: &str) -> Result<Who, String> {
-        match self.auth.authenticate(Some(&format!("Bearer {token}"))) {
+        // An empty access token is none (realtime-js sends one when signed out).
+        let authorization = (!token.is_empty()).then(|| format!("Bearer {token}"));
+        match self.auth.authenticate(authorization.as_deref()) {
             Ok(principal) => Ok(who(principal)),
             Err(crate::error::Error::JwtClaims(m)) if m.contains("expired") => {
                 let ago = unverified_exp(token).map_or(0, |exp| now().saturating_sub(exp));

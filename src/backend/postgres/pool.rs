@@ -264,6 +264,20 @@ impl WriteConn {
     }
 }
 
+/// One setting as PostgreSQL's startup `options` read it: it splits on any whitespace unless a
+/// backslash precedes it, so every whitespace character and backslash is escaped (a value can
+/// never become a second `-c`); NUL, which the startup packet cannot carry, is dropped.
+fn escape_option(setting: &str) -> String {
+    let mut out = String::with_capacity(setting.len());
+    for c in setting.chars().filter(|c| *c != '\0') {
+        if c == '\\' || c.is_ascii_whitespace() || c == '\u{0b}' {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
 impl Db {
     /// Builds the pool of connections to `target`; none is opened until one is needed.
     pub fn new(config: &Config, target: &PgTarget) -> Db {
@@ -278,11 +292,14 @@ impl Db {
             .map(|t| format!("statement_timeout={}", t.as_millis()))
             .into_iter()
             .chain(config.app_settings.iter().map(|(k, v)| format!("{k}={v}")))
-            .map(|setting| format!("-c {}", setting.replace('\\', "\\\\").replace(' ', "\\ ")))
+            .map(|setting| format!("-c {}", escape_option(&setting)))
             .collect();
         if !options.is_empty() {
             options.sort();
-            pg.options(options.join(" "));
+            // After the options the URI gives, which stay.
+            let given = pg.get_options().map(str::to_owned);
+            options.insert(0, given.unwrap_or_default());
+            pg.options(options.join(" ").trim_start());
         }
         pg.connect_timeout(Duration::from_secs(5));
         let tls = target.connector();
@@ -376,5 +393,19 @@ impl Db {
             s.waiting,
             s.max_size
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::escape_option;
+
+    #[test]
+    fn a_setting_stays_one_startup_option() {
+        assert_eq!(
+            escape_option("app.settings.x=a b\t-c\nsearch_path=evil\\"),
+            "app.settings.x=a\\ b\\\t-c\\\nsearch_path=evil\\\\"
+        );
+        assert_eq!(escape_option("k=v\0w"), "k=vw");
     }
 }

@@ -24,6 +24,14 @@ pub struct Reloader {
     realtime: Option<Arc<crate::realtime::Realtime>>,
 }
 
+/// Whether the role's or the database's settings name a PostgREST pre-request function.
+const PRE_REQUEST_IN_DATABASE: &str = "
+SELECT EXISTS (
+  SELECT 1 FROM pg_catalog.pg_db_role_setting s, unnest(s.setconfig) c
+  WHERE s.setrole IN (0, (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = current_user))
+    AND s.setdatabase IN (0, (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database()))
+    AND (c LIKE 'pgrst.db\\_pre\\_request=%' OR c LIKE 'pgrst.pre\\_request=%'))";
+
 impl Reloader {
     /// Starts the reload task; it loads the cache at once and retries until it succeeds. Each
     /// load flushes the response `cache`, if any.
@@ -75,6 +83,17 @@ impl Reloader {
         let started = std::time::Instant::now();
         let ticket = self.cache.as_ref().map(|c| c.reload_ticket());
         let mut client = crate::backend::postgres::connect(&self.target).await?;
+        // PostgREST also reads its options from the role's settings (`db-config`): a
+        // pre-request function set there would refuse callers rowgate would let in. Until
+        // rowgate calls one, it serves nothing (503) rather than serve without it.
+        if client.query_one(PRE_REQUEST_IN_DATABASE, &[]).await?.get::<_, bool>(0) {
+            tracing::error!(
+                "the database sets a PostgREST pre-request function for this role (ALTER ROLE ... SET \
+                 pgrst.db_pre_request); rowgate does not call one yet and serves nothing until it is removed \
+                 (then reload the schema cache)"
+            );
+            return Ok(());
+        }
         let keyed = self.config.cache_key_claims.as_deref();
         let cache = super::introspect::load(&mut client, &self.config.db_schemas, keyed).await?;
         let relations = cache.relations.len();
