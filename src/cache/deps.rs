@@ -205,6 +205,10 @@ impl Walk<'_> {
         match e {
             Expr::Column(_) | Expr::JsonPath { .. } => {}
             Expr::Cast(inner, _) => self.expr(inner, level),
+            Expr::Represented { function, expr } => {
+                self.function(function);
+                self.expr(expr, level);
+            }
             Expr::Embed(embed) => self.embed(embed, level),
             Expr::Computed { function, .. } => self.function(function),
             Expr::Aggregate(_, arg) => {

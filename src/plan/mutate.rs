@@ -118,6 +118,9 @@ pub struct BodyColumn {
     pub default: Option<String>,
     /// The payload sets it (otherwise it is named by `columns=` only).
     pub in_payload: bool,
+    /// The function that reads its value from the body's JSON, when the column's domain has a
+    /// data representation from `json`.
+    pub parse: Option<crate::schema::QualifiedName>,
 }
 
 /// `ON CONFLICT (target) DO ...`.
@@ -196,6 +199,7 @@ impl MutatePlan {
                         value: value.clone(),
                     },
                 },
+                parse: None,
             }
         };
         let condition = if keys.is_empty() {
@@ -208,6 +212,7 @@ impl MutatePlan {
                     negated: false,
                     operation: Operation::In(Vec::new()),
                 },
+                parse: None,
             }
         } else {
             Condition::Logic {
@@ -305,7 +310,7 @@ pub(super) fn plan(
                     return Err(payload::mismatch());
                 }
             }
-            let columns = body_columns(&relation, &payload, query.columns.as_deref())?;
+            let columns = body_columns(&relation, &payload, query.columns.as_deref(), &schema.json_parsers)?;
             let on_conflict = match prefs.resolution {
                 Some(resolution) => {
                     let target = match &query.on_conflict {
@@ -332,7 +337,7 @@ pub(super) fn plan(
             if payload.rows != 1 || put_key.iter().any(|(k, _)| !payload.keys.contains(k)) {
                 return Err(put_mismatch());
             }
-            let columns = body_columns(&relation, &payload, query.columns.as_deref())?;
+            let columns = body_columns(&relation, &payload, query.columns.as_deref(), &schema.json_parsers)?;
             let on_conflict = Some(OnConflict { target: relation.primary_key.clone(), merge: true });
             Mutation::Insert { payload, columns, missing_default, on_conflict, put_key }
         }
@@ -360,14 +365,15 @@ pub(super) fn plan(
                     hint: None,
                 });
             }
-            let all = body_columns(&relation, &payload, query.columns.as_deref())?;
+            let all = body_columns(&relation, &payload, query.columns.as_deref(), &schema.json_parsers)?;
             let (key, columns): (Vec<BodyColumn>, Vec<BodyColumn>) =
                 all.into_iter().partition(|c| pk.contains(&c.name));
             Mutation::UpdateByKey { payload, key, columns }
         }
         Method::Patch => {
             let payload = payload::first_only(read_body(true)?)?;
-            let mut columns = body_columns(&relation, &payload, query.columns.as_deref())?;
+            let mut columns =
+                body_columns(&relation, &payload, query.columns.as_deref(), &schema.json_parsers)?;
             if !missing_default {
                 // Without missing=default, a key named by columns= but absent is set to null.
                 columns.iter_mut().for_each(|c| c.in_payload = true);
@@ -523,7 +529,7 @@ fn nested_children(
         }
         let child_payload =
             Payload { json: String::new(), all_keys: keys.clone(), keys, rows: 0, textual: false };
-        let mut columns = body_columns(child, &child_payload, None)?;
+        let mut columns = body_columns(child, &child_payload, None, &schema.json_parsers)?;
         columns.iter_mut().for_each(|c| c.in_payload = true);
         let link = fk
             .columns
@@ -553,6 +559,7 @@ fn body_columns(
     relation: &Relation,
     payload: &Payload,
     named: Option<&[String]>,
+    parsers: &std::collections::HashMap<u32, crate::schema::QualifiedName>,
 ) -> Result<Vec<BodyColumn>, Error> {
     let names: &[String] = named.unwrap_or(&payload.keys);
     for name in names {
@@ -567,6 +574,7 @@ fn body_columns(
             type_name: c.type_name.clone(),
             default: c.default.clone(),
             in_payload: payload.keys.contains(&c.name),
+            parse: parsers.get(&c.type_oid).cloned(),
         })
         .collect())
 }

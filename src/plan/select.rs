@@ -111,6 +111,17 @@ impl<'a> Planner<'a> {
         }
     }
 
+    /// A column of a domain with a data representation in answers (an implicit cast to `json`,
+    /// as PostgREST's "domain representations"): the cast's function of its value, as JSON.
+    fn represented(&self, column: &Column, expr: Expr, kind: ValueKind) -> (Expr, ValueKind) {
+        match self.types.json_representations.get(&column.type_oid) {
+            Some(function) => {
+                (Expr::Represented { function: function.clone(), expr: Box::new(expr) }, ValueKind::Json)
+            }
+            None => (expr, kind),
+        }
+    }
+
     fn cast(&self, expr: Expr, kind: ValueKind, cast: &Option<String>) -> Result<(Expr, ValueKind), Error> {
         let Some(ty) = cast else { return Ok((expr, kind)) };
         let base = ty.strip_suffix("[]").unwrap_or(ty).trim().to_ascii_lowercase();
@@ -145,10 +156,9 @@ impl<'a> Planner<'a> {
         }
         for item in select {
             match item {
-                SelectItem::Star => out.extend(self.relation.columns.iter().map(|c| OutputColumn {
-                    key: c.name.clone(),
-                    expr: Expr::Column(c.name.clone()),
-                    kind: c.kind,
+                SelectItem::Star => out.extend(self.relation.columns.iter().map(|c| {
+                    let (expr, kind) = self.represented(c, Expr::Column(c.name.clone()), c.kind);
+                    OutputColumn { key: c.name.clone(), expr, kind }
                 })),
                 // PostgreSQL reads `t.count` as `count(t)` when `t` has no such column, so
                 // PostgREST's `select=count` and `rel(count)` count the rows, with or without
@@ -167,9 +177,14 @@ impl<'a> Planner<'a> {
                         kind,
                     });
                 }
-                // `col::a::b` without an aggregate: both casts, in order.
+                // `col::a::b` without an aggregate: both casts, in order (over the column's
+                // representation, if its domain has one).
                 SelectItem::Field { field, alias, cast, aggregate: None, aggregate_cast } => {
                     let (expr, kind) = self.field(field)?;
+                    let (expr, kind) = match self.relation.column(&field.name) {
+                        Some(c) if field.json_path.is_empty() => self.represented(c, expr, kind),
+                        _ => (expr, kind),
+                    };
                     let (expr, kind) = self.cast(expr, kind, cast)?;
                     let (expr, kind) = self.cast(expr, kind, aggregate_cast)?;
                     let key = alias.clone().unwrap_or_else(|| output_name(field));
@@ -261,7 +276,11 @@ impl<'a> Planner<'a> {
             }
         }
         let (expr, kind) = self.field(&filter.field)?;
-        Ok(Condition::Filter { expr, kind, filter: filter.clone() })
+        let parse = match self.relation.column(&filter.field.name) {
+            Some(c) if filter.field.json_path.is_empty() => self.types.text_parsers.get(&c.type_oid).cloned(),
+            _ => None,
+        };
+        Ok(Condition::Filter { expr, kind, filter: filter.clone(), parse })
     }
 
     fn logic(&self, tree: &LogicTree, columns: &[OutputColumn]) -> Result<Condition, Error> {

@@ -153,6 +153,14 @@ pub enum Expr {
     /// `count(*)` (no argument) or `fn(arg)`: an aggregate over the level's rows, which are then
     /// grouped by the level's other output columns.
     Aggregate(rowgate_request::Aggregate, Option<Box<Expr>>),
+    /// `fn(expr)`: a domain's value as its data representation says (an implicit cast from the
+    /// domain to `json`, PostgREST's "domain representations").
+    Represented {
+        /// The cast's function.
+        function: crate::schema::QualifiedName,
+        /// The value.
+        expr: Box<Expr>,
+    },
     /// A value of an embedded resource's row, by a correlated subquery: a to-one spread
     /// column (`...rel(col)`), a to-one embedded column ordered by (`order=rel(col)`), or
     /// with `many` the array of that value over a to-many embed's rows (a to-many spread).
@@ -234,6 +242,9 @@ pub enum Condition {
         kind: ValueKind,
         /// The filter as parsed.
         filter: Filter,
+        /// The function that reads the filter's values, when the column's domain has a data
+        /// representation from `text` (PostgREST's "domain representations").
+        parse: Option<crate::schema::QualifiedName>,
     },
     /// `[NOT] EXISTS` a row of an embedded resource: `!inner`, `embed=not.is.null`.
     Exists {

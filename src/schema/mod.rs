@@ -250,6 +250,15 @@ pub struct SchemaCache {
     pub postgis: Option<String>,
     /// What each relation reads, for the response cache.
     pub dependencies: Dependencies,
+    /// PostgREST's data representations: the function of an implicit cast from a domain to
+    /// `json` (how its values are written in answers), by the domain's type OID.
+    pub json_representations: HashMap<u32, QualifiedName>,
+    /// The function of an implicit cast from `text` to a domain (how a filter's value is read),
+    /// by the domain's type OID.
+    pub text_parsers: HashMap<u32, QualifiedName>,
+    /// The function of an implicit cast from `json` to a domain (how a body's value is read),
+    /// by the domain's type OID.
+    pub json_parsers: HashMap<u32, QualifiedName>,
 }
 
 impl SchemaCache {

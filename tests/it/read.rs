@@ -284,3 +284,23 @@ fn prefer_timezone_takes_what_postgresql_takes() {
         )
     );
 }
+
+#[test]
+fn a_domains_representation_shapes_answers_filters_and_bodies() {
+    // PostgREST's "Domain Representations": implicit casts from the domain to json, and from
+    // text and json to the domain.
+    check(
+        "/labels?select=id,color&order=id",
+        200,
+        json!([{"id": 1, "color": "#000000"}, {"id": 2, "color": "#000100"}, {"id": 3, "color": "#01E240"}]),
+    );
+    check("/labels?select=id&color=eq.000100", 200, json!([{"id": 2}]));
+    check("/labels?select=id&color=in.(000100,01E240)&order=id", 200, json!([{"id": 2}, {"id": 3}]));
+    let r = crate::support::write(
+        "POST",
+        "/labels",
+        &[("prefer", "return=representation, tx=rollback")],
+        r##"{"id": 9, "color": "#ABCDEF"}"##,
+    );
+    assert_eq!((r.status, r.json()), (201, json!([{"id": 9, "color": "#ABCDEF"}])));
+}

@@ -119,6 +119,28 @@ LEFT JOIN LATERAL (
 WHERE n.nspname = ANY($1) AND p.prokind = 'f'
 ORDER BY 1, 2, p.oid";
 
+/// PostgREST's data representations in answers: implicit casts by a function from a domain to
+/// `json`, which the authenticator may call.
+const JSON_REPRESENTATIONS: &str = "
+SELECT c.castsource, pn.nspname::text, p.proname::text
+FROM pg_cast c
+JOIN pg_type s ON s.oid = c.castsource
+JOIN pg_proc p ON p.oid = c.castfunc
+JOIN pg_namespace pn ON pn.oid = p.pronamespace
+WHERE c.castcontext = 'i' AND c.castmethod = 'f' AND s.typtype = 'd'
+  AND c.casttarget = 'json'::regtype AND has_function_privilege(c.castfunc, 'execute')";
+
+/// And from `text` (`$1`: `'text'`, how filters' values are read) or `json` (`'json'`, how
+/// bodies' values are read) to a domain.
+const PARSERS: &str = "
+SELECT c.casttarget, pn.nspname::text, p.proname::text
+FROM pg_cast c
+JOIN pg_type t ON t.oid = c.casttarget
+JOIN pg_proc p ON p.oid = c.castfunc
+JOIN pg_namespace pn ON pn.oid = p.pronamespace
+WHERE c.castcontext = 'i' AND c.castmethod = 'f' AND t.typtype = 'd'
+  AND c.castsource = $1::text::regtype AND has_function_privilege(c.castfunc, 'execute')";
+
 const TYPE_NAMES: &str = "
 SELECT t.typname::text FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
 WHERE n.nspname = 'pg_catalog' OR n.nspname = ANY($1)";
@@ -543,12 +565,32 @@ pub async fn load(
     for row in tx.query("SELECT name FROM pg_timezone_names", &[]).await? {
         timezones.insert(row.get(0));
     }
+    let mut json_representations = HashMap::new();
+    for row in tx.query(JSON_REPRESENTATIONS, &[]).await? {
+        json_representations.insert(row.get(0), QualifiedName { schema: row.get(1), name: row.get(2) });
+    }
+    let (mut text_parsers, mut json_parsers) = (HashMap::new(), HashMap::new());
+    for (source, parsers) in [("text", &mut text_parsers), ("json", &mut json_parsers)] {
+        for row in tx.query(PARSERS, &[&source]).await? {
+            parsers.insert(row.get(0), QualifiedName { schema: row.get(1), name: row.get(2) });
+        }
+    }
     let exposed: Vec<u32> = by_oid.keys().copied().collect();
     let dependencies = super::dependencies::load(&tx, &exposed, keyed_claims).await?;
     tx.commit().await?;
 
     let relations = by_oid.into_values().map(|r| (r.name.clone(), Arc::new(r))).collect();
-    Ok(SchemaCache { relations, functions, type_names, timezones, postgis, dependencies })
+    Ok(SchemaCache {
+        relations,
+        functions,
+        type_names,
+        timezones,
+        postgis,
+        dependencies,
+        json_representations,
+        text_parsers,
+        json_parsers,
+    })
 }
 
 /// The rendering of a base type, by OID; enums render as text.

@@ -384,6 +384,7 @@ mod tests {
                     value: value.into(),
                 },
             },
+            parse: None,
         };
         // `not.or=(owner.eq.@jwt.sub,owner.eq.x)`: without `sub`, "false" for the one filter
         // would make the whole entry true for almost every row.

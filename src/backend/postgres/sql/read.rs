@@ -12,7 +12,7 @@ use crate::plan::{
     SCALAR_COLUMN,
 };
 use crate::schema::FunctionArg;
-use crate::schema::ValueKind;
+use crate::schema::{QualifiedName, ValueKind};
 
 /// How the rows of the main statement are laid out.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -301,6 +301,14 @@ fn output(col: &OutputColumn, strip_nulls: bool, sql: &mut String, params: &mut 
 pub(crate) fn expr(e: &Expr, sql: &mut String, params: &mut Params) {
     match e {
         Expr::Column(name) => push_ident(sql, name),
+        Expr::Represented { function, expr: inner } => {
+            push_ident(sql, &function.schema);
+            sql.push('.');
+            push_ident(sql, &function.name);
+            sql.push('(');
+            expr(inner, sql, params);
+            sql.push(')');
+        }
         Expr::JsonPath { column, steps, to_jsonb } => {
             if *to_jsonb {
                 sql.push_str("to_jsonb(");
@@ -478,12 +486,12 @@ pub(crate) fn where_clause(conditions: &[Condition], sql: &mut String, params: &
 
 pub(crate) fn condition(c: &Condition, sql: &mut String, params: &mut Params) {
     match c {
-        Condition::Filter { expr: e, kind, filter } => {
+        Condition::Filter { expr: e, kind, filter, parse } => {
             if filter.negated {
                 sql.push_str("NOT ");
             }
             sql.push('(');
-            operation(e, *kind, &filter.operation, sql, params);
+            operation(e, *kind, &filter.operation, parse.as_ref(), sql, params);
             sql.push(')');
         }
         Condition::Exists { embed, negated } => {
@@ -510,34 +518,63 @@ pub(crate) fn condition(c: &Condition, sql: &mut String, params: &mut Params) {
     }
 }
 
-fn operation(e: &Expr, kind: ValueKind, op: &Operation, sql: &mut String, params: &mut Params) {
+/// `parse`, the function of a domain's data representation from `text`, reads the values of
+/// comparisons and `in` (not of patterns), as in PostgREST.
+fn operation(
+    e: &Expr,
+    kind: ValueKind,
+    op: &Operation,
+    parse: Option<&QualifiedName>,
+    sql: &mut String,
+    params: &mut Params,
+) {
+    let call = |sql: &mut String, f: &QualifiedName| {
+        push_ident(sql, &f.schema);
+        sql.push('.');
+        push_ident(sql, &f.name);
+        sql.push('(');
+    };
     match op {
         Operation::Compare { op, quantifier, value } => {
             expr(e, sql, params);
             sql.push(' ');
             sql.push_str(compare_sql(*op));
             sql.push(' ');
-            let value = if matches!(op, CompareOp::Like | CompareOp::Ilike) {
-                value.replace('*', "%")
-            } else {
-                value.clone()
-            };
-            match quantifier {
-                None => params.push(sql, value),
-                Some(q) => {
-                    sql.push_str(match q {
-                        Quantifier::Any => "ANY(",
-                        Quantifier::All => "ALL(",
-                    });
+            let pattern = matches!(op, CompareOp::Like | CompareOp::Ilike);
+            let value = if pattern { value.replace('*', "%") } else { value.clone() };
+            let parse = parse.filter(|_| !pattern);
+            if let Some(q) = quantifier {
+                sql.push_str(match q {
+                    Quantifier::Any => "ANY(",
+                    Quantifier::All => "ALL(",
+                });
+            }
+            match parse {
+                Some(f) => {
+                    call(sql, f);
                     params.push(sql, value);
-                    sql.push(')');
+                    sql.push_str("::text)");
                 }
+                None => params.push(sql, value),
+            }
+            if quantifier.is_some() {
+                sql.push(')');
             }
         }
         Operation::In(items) => {
             expr(e, sql, params);
             sql.push_str(" = ANY(");
-            params.push(sql, array_literal(items));
+            match parse {
+                // Each item read by the parser, as PostgREST does: `= ANY (SELECT f(unnest(...)))`.
+                Some(f) => {
+                    sql.push_str("SELECT ");
+                    call(sql, f);
+                    sql.push_str("pg_catalog.unnest(");
+                    params.push(sql, array_literal(items));
+                    sql.push_str("::text[]))");
+                }
+                None => params.push(sql, array_literal(items)),
+            }
             sql.push(')');
         }
         Operation::Is(v) => {

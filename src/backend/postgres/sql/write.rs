@@ -152,7 +152,12 @@ fn write(plan: &MutatePlan, sql: &mut String, params: &mut Params) -> bool {
                 sql.push('(');
                 idents(from_body.iter().map(|c| c.name.as_str()), sql);
                 sql.push_str(") = (SELECT ");
-                idents(from_body.iter().map(|c| c.name.as_str()), sql);
+                for (i, c) in from_body.iter().enumerate() {
+                    if i > 0 {
+                        sql.push_str(", ");
+                    }
+                    body_value(c, None, sql);
+                }
                 sql.push_str(" FROM json_to_record((");
                 params.push(sql, payload.json.clone());
                 sql.push_str("::json) -> 0) AS pgrst_body");
@@ -190,14 +195,14 @@ fn write(plan: &MutatePlan, sql: &mut String, params: &mut Params) -> bool {
             // only mean the table's.
             sql.push_str(" FROM (SELECT ");
             for (i, c) in key.iter().enumerate() {
-                push_ident(sql, &c.name);
+                body_value(c, None, sql);
                 let _ = write!(sql, " AS pgrst_k{i}, ");
             }
             for (i, c) in columns.iter().enumerate() {
                 if i > 0 {
                     sql.push_str(", ");
                 }
-                push_ident(sql, &c.name);
+                body_value(c, None, sql);
                 let _ = write!(sql, " AS pgrst_v{i}");
             }
             sql.push_str(" FROM json_to_recordset(");
@@ -265,14 +270,11 @@ fn insert_rows(
                 sql.push_str(default);
                 sql.push_str(")::");
                 sql.push_str(&c.type_name);
-                sql.push_str(" ELSE pgrst_body.");
-                push_ident(sql, &c.name);
+                sql.push_str(" ELSE ");
+                body_value(c, Some("pgrst_body"), sql);
                 sql.push_str(" END");
             }
-            _ => {
-                sql.push_str("pgrst_body.");
-                push_ident(sql, &c.name);
-            }
+            _ => body_value(c, Some("pgrst_body"), sql),
         }
     }
     // The fixed values come after the body: $1 is always the body.
@@ -360,9 +362,29 @@ fn record_definition(columns: &[BodyColumn], sql: &mut String) {
         }
         push_ident(sql, &c.name);
         sql.push(' ');
-        sql.push_str(&c.type_name);
+        // A column whose domain reads its value from JSON is unpacked as JSON, for its parser.
+        sql.push_str(if c.parse.is_some() { "json" } else { &c.type_name });
     }
     sql.push(')');
+}
+
+/// A body column's value in the unpacked body `record` (`pgrst_body."c"`, or the bare name
+/// without a record): through its domain's parser when it has one.
+fn body_value(c: &BodyColumn, record: Option<&str>, sql: &mut String) {
+    if let Some(f) = &c.parse {
+        push_ident(sql, &f.schema);
+        sql.push('.');
+        push_ident(sql, &f.name);
+        sql.push('(');
+    }
+    if let Some(r) = record {
+        sql.push_str(r);
+        sql.push('.');
+    }
+    push_ident(sql, &c.name);
+    if c.parse.is_some() {
+        sql.push(')');
+    }
 }
 
 fn idents<'a>(names: impl Iterator<Item = &'a str>, sql: &mut String) {

@@ -31,7 +31,8 @@ pub(super) fn where_clause(
 
 pub(super) fn condition(c: &Condition, sql: &mut String, params: &mut Ctx<'_>) -> Rendered {
     match c {
-        Condition::Filter { expr: e, kind, filter } => {
+        // (SQLite has no domains, so no value parsers.)
+        Condition::Filter { expr: e, kind, filter, parse: _ } => {
             if filter.negated {
                 sql.push_str("NOT ");
             }

@@ -95,7 +95,7 @@ pub fn tables_of<'p>(
                 embed(e, out);
                 expr(value, out);
             }
-            Expr::Cast(inner, _) => expr(inner, out),
+            Expr::Cast(inner, _) | Expr::Represented { expr: inner, .. } => expr(inner, out),
             Expr::Aggregate(_, Some(inner)) => expr(inner, out),
             Expr::Column(_) | Expr::JsonPath { .. } | Expr::Computed { .. } | Expr::Aggregate(_, None) => {}
         }

@@ -237,6 +237,8 @@ pub(super) fn expr(e: &Expr, sql: &mut String, params: &mut Ctx<'_>) -> Rendered
             sql.push_str(") AS pgrst_s)");
         }
         Expr::Computed { .. } => return Err(unsupported("A computed field")),
+        // (SQLite has no domains: never planned.)
+        Expr::Represented { .. } => return Err(unsupported("A domain representation")),
     }
     Ok(())
 }
