@@ -111,6 +111,13 @@ impl<'a> Planner<'a> {
         }
     }
 
+    /// `count()`: the level's rows counted, `count` unless aliased.
+    fn count_all(&self, alias: &Option<String>, cast: &Option<String>) -> Result<OutputColumn, Error> {
+        let expr = Expr::Aggregate(rowgate_request::Aggregate::Count, None);
+        let (expr, kind) = self.cast(expr, ValueKind::Int8, cast)?;
+        Ok(OutputColumn { key: alias.clone().unwrap_or_else(|| "count".into()), expr, kind })
+    }
+
     /// A column of a domain with a data representation in answers (an implicit cast to `json`,
     /// as PostgREST's "domain representations"): the cast's function of its value, as JSON.
     fn represented(&self, column: &Column, expr: Expr, kind: ValueKind) -> (Expr, ValueKind) {
@@ -169,13 +176,7 @@ impl<'a> Planner<'a> {
                         && self.relation.column("count").is_none()
                         && self.types.computed(self.relation, "count").is_none() =>
                 {
-                    let expr = Expr::Aggregate(rowgate_request::Aggregate::Count, None);
-                    let (expr, kind) = self.cast(expr, ValueKind::Int8, cast)?;
-                    out.push(OutputColumn {
-                        key: alias.clone().unwrap_or_else(|| "count".into()),
-                        expr,
-                        kind,
-                    });
+                    out.push(self.count_all(alias, cast)?);
                 }
                 // `col::a::b` without an aggregate: both casts, in order (over the column's
                 // representation, if its domain has one).
@@ -197,13 +198,7 @@ impl<'a> Planner<'a> {
                     ))
                 }
                 SelectItem::CountAll { alias, cast } => {
-                    let expr = Expr::Aggregate(rowgate_request::Aggregate::Count, None);
-                    let (expr, kind) = self.cast(expr, ValueKind::Int8, cast)?;
-                    out.push(OutputColumn {
-                        key: alias.clone().unwrap_or_else(|| "count".into()),
-                        expr,
-                        kind,
-                    });
+                    out.push(self.count_all(alias, cast)?);
                 }
                 SelectItem::Field { field, alias, cast, aggregate: Some(agg), aggregate_cast } => {
                     use rowgate_request::Aggregate as A;
@@ -348,11 +343,8 @@ impl<'a> Planner<'a> {
 pub(super) fn spread(embed: OutputColumn) -> Result<Vec<OutputColumn>, Error> {
     let Expr::Embed(mut plan) = embed.expr else { return Ok(vec![embed]) };
     let columns = std::mem::take(&mut plan.columns);
-    let aggregate = |e: &Expr| match e {
-        Expr::Aggregate(..) => true,
-        Expr::Cast(inner, _) => matches!(**inner, Expr::Aggregate(..)),
-        Expr::Related { expr, .. } => matches!(**expr, Expr::Aggregate(..)),
-        _ => false,
+    let aggregate = |e: &Expr| {
+        e.is_aggregate() || matches!(e, Expr::Related { expr, .. } if matches!(**expr, Expr::Aggregate(..)))
     };
     if plan.to_many && columns.iter().any(|c| aggregate(&c.expr)) {
         return Err(Error::api(code::NOT_IMPLEMENTED, "Feature not implemented")

@@ -174,6 +174,18 @@ pub enum Expr {
     },
 }
 
+impl Expr {
+    /// Whether the value is an aggregate (`count()`, `sum(x)`, ..., possibly cast): the level
+    /// is then grouped by its other output columns.
+    pub fn is_aggregate(&self) -> bool {
+        match self {
+            Expr::Aggregate(..) => true,
+            Expr::Cast(inner, _) => matches!(**inner, Expr::Aggregate(..)),
+            _ => false,
+        }
+    }
+}
+
 /// A resource embedded through a foreign key, rendered as a JSON object (to-one) or array
 /// (to-many) by a correlated subquery.
 #[derive(Debug, Clone)]

@@ -119,27 +119,23 @@ LEFT JOIN LATERAL (
 WHERE n.nspname = ANY($1) AND p.prokind = 'f'
 ORDER BY 1, 2, p.oid";
 
-/// PostgREST's data representations in answers: implicit casts by a function from a domain to
-/// `json`, which the authenticator may call.
-const JSON_REPRESENTATIONS: &str = "
-SELECT c.castsource, pn.nspname::text, p.proname::text
+/// PostgREST's data representations: implicit casts by a function the authenticator may call,
+/// from a domain to `json` (`to json`: how answers write it), or to a domain from `text`
+/// (`from text`: how filters' values are read) or from `json` (`from json`: how bodies' are);
+/// with the domain's OID.
+const REPRESENTATIONS: &str = "
+SELECT CASE WHEN s.typtype = 'd' THEN 'to json' WHEN c.castsource = 'text'::regtype THEN 'from text'
+            ELSE 'from json' END,
+       CASE WHEN s.typtype = 'd' THEN c.castsource ELSE c.casttarget END,
+       pn.nspname::text, p.proname::text
 FROM pg_cast c
 JOIN pg_type s ON s.oid = c.castsource
-JOIN pg_proc p ON p.oid = c.castfunc
-JOIN pg_namespace pn ON pn.oid = p.pronamespace
-WHERE c.castcontext = 'i' AND c.castmethod = 'f' AND s.typtype = 'd'
-  AND c.casttarget = 'json'::regtype AND has_function_privilege(c.castfunc, 'execute')";
-
-/// And from `text` (`$1`: `'text'`, how filters' values are read) or `json` (`'json'`, how
-/// bodies' values are read) to a domain.
-const PARSERS: &str = "
-SELECT c.casttarget, pn.nspname::text, p.proname::text
-FROM pg_cast c
 JOIN pg_type t ON t.oid = c.casttarget
 JOIN pg_proc p ON p.oid = c.castfunc
 JOIN pg_namespace pn ON pn.oid = p.pronamespace
-WHERE c.castcontext = 'i' AND c.castmethod = 'f' AND t.typtype = 'd'
-  AND c.castsource = $1::text::regtype AND has_function_privilege(c.castfunc, 'execute')";
+WHERE c.castcontext = 'i' AND c.castmethod = 'f' AND has_function_privilege(c.castfunc, 'execute')
+  AND ((s.typtype = 'd' AND c.casttarget = 'json'::regtype)
+    OR (t.typtype = 'd' AND c.castsource IN ('text'::regtype, 'json'::regtype)))";
 
 const TYPE_NAMES: &str = "
 SELECT t.typname::text FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
@@ -565,15 +561,16 @@ pub async fn load(
     for row in tx.query("SELECT name FROM pg_timezone_names", &[]).await? {
         timezones.insert(row.get(0));
     }
-    let mut json_representations = HashMap::new();
-    for row in tx.query(JSON_REPRESENTATIONS, &[]).await? {
-        json_representations.insert(row.get(0), QualifiedName { schema: row.get(1), name: row.get(2) });
-    }
-    let (mut text_parsers, mut json_parsers) = (HashMap::new(), HashMap::new());
-    for (source, parsers) in [("text", &mut text_parsers), ("json", &mut json_parsers)] {
-        for row in tx.query(PARSERS, &[&source]).await? {
-            parsers.insert(row.get(0), QualifiedName { schema: row.get(1), name: row.get(2) });
-        }
+    let (mut json_representations, mut text_parsers, mut json_parsers) =
+        (HashMap::new(), HashMap::new(), HashMap::new());
+    for row in tx.query(REPRESENTATIONS, &[]).await? {
+        let function = QualifiedName { schema: row.get(2), name: row.get(3) };
+        let map = match row.get::<_, &str>(0) {
+            "to json" => &mut json_representations,
+            "from text" => &mut text_parsers,
+            _ => &mut json_parsers,
+        };
+        map.insert(row.get::<_, u32>(1), function);
     }
     let exposed: Vec<u32> = by_oid.keys().copied().collect();
     let dependencies = super::dependencies::load(&tx, &exposed, keyed_claims).await?;

@@ -19,6 +19,13 @@ pub use write::{insert_children, insert_parent, render_write, WriteStatements};
 use std::fmt::Write;
 
 pub use crate::backend::{push_ident, Statement};
+
+/// Appends `schema.name`, both quoted: a function or relation of the schema cache.
+pub(crate) fn push_qualified(sql: &mut String, name: &crate::schema::QualifiedName) {
+    push_ident(sql, &name.schema);
+    sql.push('.');
+    push_ident(sql, &name.name);
+}
 use crate::schema::ValueKind;
 
 /// How the response stage turns one selected value into JSON.

@@ -6,7 +6,7 @@ use rowgate_request::{
     Quantifier,
 };
 
-use super::{push_ident, Params, Render, Statement};
+use super::{push_ident, push_qualified, Params, Render, Statement};
 use crate::plan::{
     ArgValue, Call, CallArgs, Condition, EmbedPlan, Expr, Media, OrderBy, OutputColumn, ReadPlan, RowWindow,
     SCALAR_COLUMN,
@@ -135,9 +135,7 @@ pub fn render_read(plan: &ReadPlan, max_rows: Option<u64>) -> ReadStatements {
 fn call_source(call: &Call, sql: &mut String, params: &mut Params) {
     sql.push_str("(SELECT pgrst_call.* FROM ");
     let function = |sql: &mut String| {
-        push_ident(sql, &call.function.schema);
-        sql.push('.');
-        push_ident(sql, &call.function.name);
+        push_qualified(sql, &call.function);
         sql.push('(');
     };
     let named = |sql: &mut String, i: usize, arg: &FunctionArg| {
@@ -302,9 +300,7 @@ pub(crate) fn expr(e: &Expr, sql: &mut String, params: &mut Params) {
     match e {
         Expr::Column(name) => push_ident(sql, name),
         Expr::Represented { function, expr: inner } => {
-            push_ident(sql, &function.schema);
-            sql.push('.');
-            push_ident(sql, &function.name);
+            push_qualified(sql, function);
             sql.push('(');
             expr(inner, sql, params);
             sql.push(')');
@@ -341,9 +337,7 @@ pub(crate) fn expr(e: &Expr, sql: &mut String, params: &mut Params) {
         }
         Expr::Embed(embed) => embedded(embed, sql, params),
         Expr::Computed { function, depth } => {
-            push_ident(sql, &function.schema);
-            sql.push('.');
-            push_ident(sql, &function.name);
+            push_qualified(sql, function);
             sql.push_str("(pgrst_");
             push_count(sql, *depth as u64);
             sql.push(')');
@@ -413,9 +407,7 @@ fn related_rows(embed: &EmbedPlan, sql: &mut String, params: &mut Params) {
     if let Some(function) = &embed.computed {
         // A computed relationship: the function's rows for the parent's row are the related
         // rows; no join condition.
-        push_ident(sql, &function.schema);
-        sql.push('.');
-        push_ident(sql, &function.name);
+        push_qualified(sql, function);
         sql.push('(');
         sql.push_str(&parent);
         sql.push_str(") AS ");
@@ -427,9 +419,7 @@ fn related_rows(embed: &EmbedPlan, sql: &mut String, params: &mut Params) {
         }
         return;
     }
-    push_ident(sql, &embed.relation.name.schema);
-    sql.push('.');
-    push_ident(sql, &embed.relation.name.name);
+    push_qualified(sql, &embed.relation.name);
     sql.push_str(" AS ");
     sql.push_str(&alias);
     let pair = |sql: &mut String, left: &str, left_col: &str, right: &str, right_col: &str| {
@@ -453,9 +443,7 @@ fn related_rows(embed: &EmbedPlan, sql: &mut String, params: &mut Params) {
         Some(junction) => {
             let j = format!("{alias}_j");
             sql.push_str(" WHERE EXISTS (SELECT 1 FROM ");
-            push_ident(sql, &junction.relation.name.schema);
-            sql.push('.');
-            push_ident(sql, &junction.relation.name.name);
+            push_qualified(sql, &junction.relation.name);
             sql.push_str(" AS ");
             sql.push_str(&j);
             let mut first = true;
@@ -529,9 +517,7 @@ fn operation(
     params: &mut Params,
 ) {
     let call = |sql: &mut String, f: &QualifiedName| {
-        push_ident(sql, &f.schema);
-        sql.push('.');
-        push_ident(sql, &f.name);
+        push_qualified(sql, f);
         sql.push('(');
     };
     match op {
@@ -629,12 +615,12 @@ fn operation(
 /// `GROUP BY` the level's other output columns when it selects an aggregate, as PostgREST does:
 /// by their select-list positions (after `offset` leading entries) if given, else by expression.
 fn group_by(columns: &[OutputColumn], positions: Option<usize>, sql: &mut String, params: &mut Params) {
-    if !columns.iter().any(|c| is_aggregate(&c.expr)) {
+    if !columns.iter().any(|c| c.expr.is_aggregate()) {
         return;
     }
     let mut first = true;
     for (i, c) in columns.iter().filter(|c| c.is_output()).enumerate() {
-        if is_aggregate(&c.expr) || matches!(c.expr, Expr::Embed(_)) {
+        if c.expr.is_aggregate() || matches!(c.expr, Expr::Embed(_)) {
             continue;
         }
         sql.push_str(if first { " GROUP BY " } else { ", " });
@@ -643,14 +629,6 @@ fn group_by(columns: &[OutputColumn], positions: Option<usize>, sql: &mut String
             Some(offset) => push_count(sql, (offset + i + 1) as u64),
             None => expr(&c.expr, sql, params),
         }
-    }
-}
-
-fn is_aggregate(e: &Expr) -> bool {
-    match e {
-        Expr::Aggregate(..) => true,
-        Expr::Cast(inner, _) => matches!(**inner, Expr::Aggregate(..)),
-        _ => false,
     }
 }
 
@@ -732,7 +710,7 @@ fn grouped_order_by(
     sql: &mut String,
     params: &mut Params,
 ) {
-    let grouped = positions.is_some() && columns.iter().any(|c| is_aggregate(&c.expr));
+    let grouped = positions.is_some() && columns.iter().any(|c| c.expr.is_aggregate());
     let rendered = |e: &Expr| {
         let (mut text, mut p) = (String::new(), Params::default());
         expr(e, &mut text, &mut p);

@@ -101,9 +101,7 @@ pub fn render_write(plan: &MutatePlan) -> WriteStatements {
 fn write(plan: &MutatePlan, sql: &mut String, params: &mut Params) -> bool {
     let rel = &plan.relation.name;
     let target = |sql: &mut String| {
-        push_ident(sql, &rel.schema);
-        sql.push('.');
-        push_ident(sql, &rel.name);
+        super::push_qualified(sql, rel);
         sql.push_str(" AS pgrst_0");
     };
     match &plan.mutation {
@@ -247,9 +245,7 @@ fn insert_rows(
     params: &mut Params,
 ) {
     sql.push_str("INSERT INTO ");
-    push_ident(sql, &rel.schema);
-    sql.push('.');
-    push_ident(sql, &rel.name);
+    super::push_qualified(sql, rel);
     sql.push_str(" AS pgrst_0");
     if !columns.is_empty() || !fixed.is_empty() {
         sql.push_str(" (");
@@ -372,9 +368,7 @@ fn record_definition(columns: &[BodyColumn], sql: &mut String) {
 /// without a record): through its domain's parser when it has one.
 fn body_value(c: &BodyColumn, record: Option<&str>, sql: &mut String) {
     if let Some(f) = &c.parse {
-        push_ident(sql, &f.schema);
-        sql.push('.');
-        push_ident(sql, &f.name);
+        super::push_qualified(sql, f);
         sql.push('(');
     }
     if let Some(r) = record {

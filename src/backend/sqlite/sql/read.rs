@@ -271,17 +271,13 @@ fn embedded(embed: &EmbedPlan, sql: &mut String, params: &mut Ctx<'_>) -> Render
 /// `GROUP BY` the level's other output columns when it selects an aggregate, as PostgREST
 /// does (by expression: the level's one SQL column is the JSON object).
 fn group_by(columns: &[OutputColumn], sql: &mut String, params: &mut Ctx<'_>) -> Rendered {
-    let aggregate = |e: &Expr| match e {
-        Expr::Aggregate(..) => true,
-        Expr::Cast(inner, _) => matches!(**inner, Expr::Aggregate(..)),
-        _ => false,
-    };
-    if !columns.iter().any(|c| aggregate(&c.expr)) {
+    if !columns.iter().any(|c| c.expr.is_aggregate()) {
         return Ok(());
     }
     let mut first = true;
-    for c in
-        columns.iter().filter(|c| c.is_output() && !aggregate(&c.expr) && !matches!(c.expr, Expr::Embed(_)))
+    for c in columns
+        .iter()
+        .filter(|c| c.is_output() && !c.expr.is_aggregate() && !matches!(c.expr, Expr::Embed(_)))
     {
         sql.push_str(if first { " GROUP BY " } else { ", " });
         first = false;
