@@ -61,7 +61,7 @@ pub(super) fn count_name(count: PreferCount) -> &'static str {
 pub(super) fn check_timezone(prefs: &Preferences, schema: &SchemaCache) -> (Option<String>, Vec<String>) {
     let mut invalid = prefs.invalid.clone();
     let timezone = match &prefs.timezone {
-        Some(tz) if !schema.timezones.is_empty() => Some(tz.clone()),
+        Some(tz) if schema.time_zones => Some(tz.clone()),
         Some(tz) => {
             invalid.push(format!("timezone={tz}"));
             None

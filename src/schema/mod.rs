@@ -243,9 +243,9 @@ pub struct SchemaCache {
     /// Type names a `::cast` may use: every type in `pg_catalog` and the exposed schemas,
     /// plus SQL's spellings (`integer`, `double precision`, ...).
     pub type_names: HashSet<String>,
-    /// The database's time zone names (`pg_timezone_names`); none where it has no time zones
-    /// (SQLite), whose `Prefer: timezone=` is then an invalid preference.
-    pub timezones: HashSet<String>,
+    /// Whether the database has time zones (PostgreSQL, which checks `Prefer: timezone=`
+    /// itself); without them (SQLite) the preference is invalid.
+    pub time_zones: bool,
     /// The schema PostGIS is installed in, if it is (for `application/geo+json`).
     pub postgis: Option<String>,
     /// What each relation reads, for the response cache.

@@ -549,7 +549,6 @@ pub async fn load(
     for row in tx.query(TYPE_NAMES, &[&schemas]).await? {
         type_names.insert(row.get(0));
     }
-    let mut timezones = std::collections::HashSet::new();
     let postgis = tx
         .query_opt(
             "SELECT n.nspname::text FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace \
@@ -558,9 +557,6 @@ pub async fn load(
         )
         .await?
         .map(|row| row.get(0));
-    for row in tx.query("SELECT name FROM pg_timezone_names", &[]).await? {
-        timezones.insert(row.get(0));
-    }
     let (mut json_representations, mut text_parsers, mut json_parsers) =
         (HashMap::new(), HashMap::new(), HashMap::new());
     for row in tx.query(REPRESENTATIONS, &[]).await? {
@@ -581,7 +577,7 @@ pub async fn load(
         relations,
         functions,
         type_names,
-        timezones,
+        time_zones: true,
         postgis,
         dependencies,
         json_representations,
