@@ -53,6 +53,12 @@ pub mod code {
     pub const NOT_IMPLEMENTED: Code = Code::new("PGRST127", 400);
     /// `max-affected` with `handling=strict` on a function that returns no set (PostgREST 13).
     pub const MAX_AFFECTED_NOT_SET: Code = Code::new("PGRST128", 400);
+    /// `response.headers` set by SQL is not a JSON array of one-key objects with string values.
+    pub const GUC_HEADERS: Code = Code::new("PGRST111", 500);
+    /// `response.status` set by SQL is not a status code.
+    pub const GUC_STATUS: Code = Code::new("PGRST112", 500);
+    /// `RAISE SQLSTATE 'PGRST'` whose MESSAGE or DETAIL is not the JSON PostgREST reads.
+    pub const RAISE_PARSE: Code = Code::new("PGRST121", 500);
     /// A method a function cannot be called with (`DELETE /rpc/f`).
     pub const INVALID_RPC_METHOD: Code = Code::new("PGRST101", 405);
     /// Invalid `Range` or offset.
@@ -186,6 +192,9 @@ pub enum Error {
     /// The database refused the request's statement, or rowgate answers as PostgreSQL would.
     #[error("{}", .0.message)]
     Database(Box<DatabaseError>),
+    /// SQL wrote the whole error response: `RAISE SQLSTATE 'PGRST'`.
+    #[error("{}", .0.message)]
+    Raised(Box<RaisedError>),
     /// No connection to the database could be made or used.
     #[error("database unavailable: {0}")]
     Unavailable(String),
@@ -225,6 +234,75 @@ pub struct DatabaseError {
     pub hint: Option<String>,
     /// Whether the caller was the anonymous role (a 42501 is then 401, not 403).
     pub anonymous: bool,
+}
+
+/// The error response a function raised with `RAISE SQLSTATE 'PGRST' USING MESSAGE = '{"code":
+/// .., "message": .., "details": .., "hint": ..}', DETAIL = '{"status": .., "status_text": ..,
+/// "headers": {..}}'`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RaisedError {
+    /// The status of DETAIL's `status`.
+    pub status: StatusCode,
+    /// DETAIL's `status_text`: the reason phrase, in place of the standard one.
+    pub reason: Option<String>,
+    /// DETAIL's `headers`.
+    pub headers: Vec<(String, String)>,
+    /// The body's code.
+    pub code: String,
+    /// The body's message.
+    pub message: String,
+    /// The body's details.
+    pub details: Option<String>,
+    /// The body's hint.
+    pub hint: Option<String>,
+}
+
+impl RaisedError {
+    /// Reads MESSAGE and DETAIL of a `RAISE SQLSTATE 'PGRST'`; PGRST121 (500) when they are not
+    /// the JSON objects PostgREST reads.
+    fn parse(message: &str, detail: Option<&str>) -> Result<RaisedError, Error> {
+        #[derive(serde::Deserialize)]
+        struct Body {
+            code: String,
+            message: String,
+            details: Option<String>,
+            hint: Option<String>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Detail {
+            status: u16,
+            status_text: Option<String>,
+            headers: std::collections::BTreeMap<String, String>,
+        }
+        const DETAIL_HINT: &str = "DETAIL must be a JSON object with obligatory keys: 'status', 'headers' \
+                                   and optional key: 'status_text'.";
+        let unparsable = |details: String, hint: &str| {
+            Error::api(code::RAISE_PARSE, "Could not parse JSON in the \"RAISE SQLSTATE 'PGRST'\" error")
+                .with_details(details)
+                .with_hint(hint)
+        };
+        let body: Body = serde_json::from_str(message).map_err(|_| {
+            unparsable(
+                format!("Invalid JSON value for MESSAGE: '{message}'"),
+                "MESSAGE must be a JSON object with obligatory keys: 'code', 'message' and optional keys: \
+                 'details', 'hint'.",
+            )
+        })?;
+        let detail = detail
+            .ok_or_else(|| unparsable("DETAIL is missing in the RAISE statement".into(), DETAIL_HINT))?;
+        let invalid_detail = || unparsable(format!("Invalid JSON value for DETAIL: '{detail}'"), DETAIL_HINT);
+        let parsed: Detail = serde_json::from_str(detail).map_err(|_| invalid_detail())?;
+        let status = StatusCode::from_u16(parsed.status).map_err(|_| invalid_detail())?;
+        Ok(RaisedError {
+            status,
+            reason: parsed.status_text,
+            headers: parsed.headers.into_iter().collect(),
+            code: body.code,
+            message: body.message,
+            details: body.details,
+            hint: body.hint,
+        })
+    }
 }
 
 /// An error's details: text, or (PGRST201's candidates) JSON.
@@ -292,6 +370,10 @@ pub struct ErrorResponse {
     pub body: String,
     /// `Retry-After` seconds, for 503s and 429s.
     pub retry_after: Option<u32>,
+    /// Headers a raised error asks for (`RAISE SQLSTATE 'PGRST'`).
+    pub headers: Vec<(String, String)>,
+    /// A reason phrase in place of the status's own.
+    pub reason: Option<String>,
     /// `WWW-Authenticate` value, for 401s.
     pub www_authenticate: Option<String>,
     /// The body's code (for `Proxy-Status`).
@@ -313,6 +395,18 @@ impl Error {
             hint: None,
             anonymous,
         }))
+    }
+
+    /// A database error as the client sees it: a `RAISE SQLSTATE 'PGRST'` is the response its
+    /// MESSAGE and DETAIL describe; any other keeps its SQLSTATE.
+    pub fn database(db: DatabaseError) -> Self {
+        if db.code != "PGRST" {
+            return Error::Database(Box::new(db));
+        }
+        match RaisedError::parse(&db.message, db.details.as_deref()) {
+            Ok(raised) => Error::Raised(Box::new(raised)),
+            Err(e) => e,
+        }
     }
 
     /// The same error with `details`.
@@ -351,6 +445,7 @@ impl Error {
                 hint: hint.clone(),
             },
             Error::Database(db) => Error::Database(db.clone()),
+            Error::Raised(raised) => Error::Raised(raised.clone()),
             Error::PoolTimeout => Error::PoolTimeout,
             Error::RateLimited { limit, retry_after } => {
                 Error::RateLimited { limit, retry_after: *retry_after }
@@ -371,6 +466,7 @@ impl Error {
             Error::Request(e) => request_code(e).name(),
             Error::Api { code, .. } => code.name(),
             Error::Database(db) => &db.code,
+            Error::Raised(raised) => &raised.code,
             Error::Unavailable(_) => code::CONNECTION.name(),
             Error::SchemaChanged => code::SCHEMA_CACHE_NOT_READY.name(),
             Error::Jwt(_) => code::JWT_INVALID.name(),
@@ -390,6 +486,8 @@ impl Error {
     pub fn to_response_as(&self, minimal: bool) -> ErrorResponse {
         let mut retry_after = None;
         let mut www_authenticate = None;
+        let mut headers = Vec::new();
+        let mut reason = None;
         let owned_message: String;
         let (status, code, message, details, hint): (
             StatusCode,
@@ -422,6 +520,17 @@ impl Error {
                 db.details.as_deref().map(DetailsRef::Text),
                 db.hint.as_deref(),
             ),
+            Error::Raised(raised) => {
+                headers.clone_from(&raised.headers);
+                reason.clone_from(&raised.reason);
+                (
+                    raised.status,
+                    raised.code.as_str(),
+                    raised.message.as_str(),
+                    raised.details.as_deref().map(DetailsRef::Text),
+                    raised.hint.as_deref(),
+                )
+            }
             Error::Unavailable(_) => {
                 retry_after = Some(5);
                 let c = code::CONNECTION;
@@ -461,6 +570,8 @@ impl Error {
             code: code.to_owned(),
             body: body.unwrap_or_default(),
             retry_after,
+            headers,
+            reason,
             www_authenticate: www_authenticate
                 .or_else(|| (status == StatusCode::UNAUTHORIZED).then(|| "Bearer".to_owned())),
         }

@@ -144,6 +144,12 @@ pub struct ServeArgs {
     /// Comma-separated schemas added to search_path after the requested one [default: public].
     #[arg(long = "db-extra-search-path", env = "ROWGATE_DB_EXTRA_SEARCH_PATH", value_name = "LIST")]
     pub db_extra_search_path: Option<String>,
+    /// A function called in every API request's transaction before its statement, as
+    /// PostgREST's (`schema.fn` or `fn`; PostgreSQL only): it may refuse the request by raising,
+    /// change settings, or set `response.headers` and `response.status`. A `pgrst.db_pre_request`
+    /// set on the role in the database overrides it [default: none].
+    #[arg(long = "db-pre-request", env = "ROWGATE_DB_PRE_REQUEST", value_name = "FUNCTION")]
+    pub db_pre_request: Option<String>,
     /// NOTIFY channel for schema reloads [default: rowgate].
     #[arg(long = "db-channel", env = "ROWGATE_DB_CHANNEL", value_name = "NAME")]
     pub db_channel: Option<String>,

@@ -101,6 +101,8 @@ pub struct Config {
     pub db_max_rows: Option<u64>,
     /// `db-extra-search-path`.
     pub db_extra_search_path: Vec<String>,
+    /// `db-pre-request`: the function, as written (`schema.fn` or `fn`).
+    pub db_pre_request: Option<String>,
     /// `db-channel`.
     pub db_channel: String,
     /// `db-channel-enabled`.
@@ -261,10 +263,9 @@ impl Config {
         let a = args.clone();
         let realtime = RealtimeSettings::from_args(&a, &file)?;
         // Options whose absence would change who gets in or where the server listens: a
-        // pre-request function often refuses callers, a pre-config one may set one, and a Unix
-        // socket is no TCP port on all interfaces.
+        // pre-config function may set a pre-request one, and a Unix socket is no TCP port on
+        // all interfaces.
         for (option, what) in [
-            ("db-pre-request", "call a pre-request function"),
             ("db-pre-config", "call a pre-config function"),
             ("server-unix-socket", "listen on a Unix socket"),
         ] {
@@ -288,6 +289,16 @@ impl Config {
         let sqlite = SqliteTarget::from_uri(&db_uri);
         if sqlite.is_none() {
             PgUri::parse(&db_uri).map_err(|e| invalid("db-uri", e))?;
+        }
+        let db_pre_request =
+            a.db_pre_request.clone().or(file.db_pre_request.clone()).filter(|f| !f.is_empty());
+        if sqlite.is_some() && db_pre_request.is_some() {
+            return Err(invalid(
+                "db-pre-request",
+                "a pre-request function needs PostgreSQL; on SQLite the access rules file (db-rules) decides \
+                 who gets in"
+                    .into(),
+            ));
         }
         let (static_dir, static_prefix, api_prefix) = paths(
             a.static_dir.clone().or(file.static_dir.clone()),
@@ -388,6 +399,7 @@ impl Config {
         Ok(Config {
             app_settings,
             ignored_postgrest_options,
+            db_pre_request,
             db_uri,
             sqlite,
             db_schemas,

@@ -26,6 +26,19 @@ fn without_a_uri_an_sqlite_file_in_the_working_directory_is_served() {
 }
 
 #[test]
+fn a_pre_request_function_needs_postgresql() {
+    let mut a = args(None);
+    a.db_pre_request = Some("auth.check".into());
+    assert_eq!(
+        Config::load(&a).unwrap_err().to_string(),
+        "invalid db-pre-request: a pre-request function needs PostgreSQL; on SQLite the access rules file \
+         (db-rules) decides who gets in"
+    );
+    a.db_uri = Some("postgres://u@localhost/db".into());
+    assert_eq!(Config::load(&a).unwrap().db_pre_request.as_deref(), Some("auth.check"));
+}
+
+#[test]
 fn sqlite_durability_is_full_or_normal() {
     let mut a = args(None);
     a.db_sqlite_synchronous = Some("normal".into());

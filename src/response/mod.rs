@@ -6,6 +6,7 @@
 mod body;
 pub mod csv;
 pub mod datetime;
+pub mod overrides;
 
 pub use body::Body;
 
@@ -41,6 +42,18 @@ pub fn error_response_as(error: &Error, minimal: bool) -> Response<Body> {
     // that read it look for that name.
     if let Ok(v) = HeaderValue::from_str(&format!("PostgREST; error={}", e.code)) {
         headers.insert(HeaderName::from_static("proxy-status"), v);
+    }
+    // A raised error's own headers and reason phrase (`RAISE SQLSTATE 'PGRST'`); one that is
+    // no valid header is left out rather than failing the error.
+    for (name, value) in &e.headers {
+        if let (Ok(name), Ok(value)) =
+            (HeaderName::try_from(name.as_str()), HeaderValue::try_from(value.as_str()))
+        {
+            headers.insert(name, value);
+        }
+    }
+    if let Some(reason) = e.reason.and_then(|text| hyper::ext::ReasonPhrase::try_from(text).ok()) {
+        r.extensions_mut().insert(reason);
     }
     r
 }

@@ -10,6 +10,7 @@ mod cors;
 mod embed;
 mod errors;
 mod geo;
+mod hooks;
 mod limits;
 mod observability;
 mod operations;

@@ -62,54 +62,21 @@ fn pgrst_variables_configure_the_server() {
 }
 
 #[test]
-fn a_pre_request_function_rowgate_cannot_call_stops_start_up() {
-    // Serving without the function would let in the callers it refuses.
+fn a_pre_config_function_rowgate_cannot_call_stops_start_up() {
+    // It may set a pre-request function: serving without it would let in the callers that one
+    // refuses.
     let out = Command::new(ROWGATE)
         .arg("serve")
         .env_remove("ROWGATE_DB_URI")
         .env("PGRST_DB_URI", "postgres://x@localhost/db")
-        .env("PGRST_DB_PRE_REQUEST", "auth.check")
+        .env("PGRST_DB_PRE_CONFIG", "postgrest.pre_config")
         .output()
         .unwrap();
     assert_eq!(
         (out.status.code(), String::from_utf8_lossy(&out.stderr).as_ref()),
         (
             Some(2),
-            "rowgate: invalid db-pre-request: rowgate does not call a pre-request function yet; remove the option to serve without it\n"
+            "rowgate: invalid db-pre-config: rowgate does not call a pre-config function yet; remove the option to serve without it\n"
         )
     );
-}
-
-#[test]
-fn a_pre_request_function_the_database_sets_is_not_served_without() {
-    // PostgREST reads `pgrst.*` from the role's settings too (`db-config`).
-    sql("DO $$ BEGIN CREATE ROLE gated_authenticator LOGIN PASSWORD 'secret' NOINHERIT;
-         EXCEPTION WHEN duplicate_object THEN NULL; END $$;
-         GRANT web_anon TO gated_authenticator;
-         ALTER ROLE gated_authenticator SET pgrst.db_pre_request = 'test.check_caller';");
-    let uri = authenticator_uri(&harness().superuser_uri).replacen("Authenticator", "gated_authenticator", 1);
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let mut child = Command::new(ROWGATE)
-        .args(["serve", "--db-uri", &uri, "--db-schemas", "test", "--db-anon-role", "web_anon"])
-        .args(["--server-host", "127.0.0.1", "--server-port", &port.to_string()])
-        .env_remove("ROWGATE_DB_URI")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let base = format!("http://127.0.0.1:{port}");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    let r = loop {
-        if let Ok(r) = std::panic::catch_unwind(|| request_to(&base, "GET", "/items?id=eq.1&select=id", &[]))
-        {
-            break r;
-        }
-        assert!(std::time::Instant::now() < deadline, "rowgate did not start");
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    };
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    let again = request_to(&base, "GET", "/items?id=eq.1&select=id", &[]);
-    let _ = child.kill();
-    let _ = child.wait();
-    assert_eq!((r.status, again.status, again.json()["code"].as_str()), (503, 503, Some("PGRST002")));
 }

@@ -13,24 +13,78 @@ pub struct ReadResult {
     pub rows: Vec<Row>,
     /// The plan of the count query (`EXPLAIN (FORMAT JSON)` output), for planned counts.
     pub explain: Option<String>,
+    /// What SQL left in `response.headers` and `response.status`, when [`Hooks::response`].
+    pub gucs: ResponseGucs,
+}
+
+/// PostgREST's hooks around a request's statement, in its transaction: `db-pre-request` called
+/// before it, and `response.headers` / `response.status` read after it. Either one makes a read
+/// run in an explicit transaction (still one round trip), as the settings they see and leave
+/// are transaction-local.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Hooks<'a> {
+    /// `SELECT "schema"."fn"()`, from `db-pre-request`.
+    pub pre_request: Option<&'a str>,
+    /// Read `response.headers` and `response.status` after the statement.
+    pub response: bool,
+}
+
+impl Hooks<'_> {
+    fn wrap(&self) -> bool {
+        self.pre_request.is_some() || self.response
+    }
+}
+
+/// `response.headers` and `response.status` as SQL left them (`set_config(.., true)`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ResponseGucs {
+    /// `response.headers`, unless unset or empty.
+    pub headers: Option<String>,
+    /// `response.status`, unless unset or empty.
+    pub status: Option<String>,
+}
+
+/// Reads [`ResponseGucs`]; an unset setting is NULL, one set by an earlier transaction of the
+/// session is ''.
+const READ_GUCS: &str = "SELECT nullif(pg_catalog.current_setting('response.headers', true), ''), \
+                         nullif(pg_catalog.current_setting('response.status', true), '')";
+
+/// [`ResponseGucs`], when `statement` (a prepared [`READ_GUCS`]) is given.
+async fn read_gucs(
+    client: &tokio_postgres::Client,
+    statement: Option<&tokio_postgres::Statement>,
+) -> Result<ResponseGucs, tokio_postgres::Error> {
+    let Some(statement) = statement else { return Ok(ResponseGucs::default()) };
+    let rows = query(client, statement, &[]).await?;
+    Ok(rows.first().map(|r| ResponseGucs { headers: r.get(0), status: r.get(1) }).unwrap_or_default())
+}
+
+/// One simple-protocol step of a pipeline, when there is one (BEGIN, db-pre-request, COMMIT).
+async fn simple(client: &tokio_postgres::Client, sql: Option<&str>) -> Result<(), tokio_postgres::Error> {
+    match sql {
+        Some(sql) => client.batch_execute(sql).await,
+        None => Ok(()),
+    }
 }
 
 impl PgConn {
     /// Runs a read: the settings that differ, the main statement and an optional EXPLAIN, in one
-    /// pipelined round trip once the statements are prepared.
+    /// pipelined round trip once the statements are prepared; with `hooks`, in a transaction
+    /// of their own.
     pub async fn read(
         &mut self,
         wanted: &SessionSettings,
         main: &Statement,
         explain: Option<&Statement>,
+        hooks: Hooks<'_>,
         anonymous: bool,
     ) -> Result<ReadResult, Error> {
-        match self.read_once(wanted, main, explain, anonymous).await {
+        match self.read_once(wanted, main, explain, hooks, anonymous).await {
             // A column changed type since the statement was prepared (a migration followed by a
             // schema reload): prepare again, once.
             Err(Error::Database(db)) if is_stale_plan(&db) => {
                 self.forget_statements();
-                self.read_once(wanted, main, explain, anonymous).await
+                self.read_once(wanted, main, explain, hooks, anonymous).await
             }
             other => other,
         }
@@ -41,6 +95,7 @@ impl PgConn {
         wanted: &SessionSettings,
         main: &Statement,
         explain: Option<&Statement>,
+        hooks: Hooks<'_>,
         anonymous: bool,
     ) -> Result<ReadResult, Error> {
         let mut settings_stmt = self.settings_statement(wanted).await.map_err(|e| db_error(e, anonymous))?;
@@ -76,6 +131,13 @@ impl PgConn {
             Some(s) => Some(self.prepare_cached(&s.text).await.map_err(|e| db_error(e, anonymous))?),
             None => None,
         };
+        let gucs_stmt = match hooks.response {
+            true => Some(self.prepare_cached(READ_GUCS).await.map_err(|e| db_error(e, anonymous))?),
+            false => None,
+        };
+        let wrap = hooks.wrap();
+        // Should the request be dropped midway, the pool rolls back whatever is left open.
+        self.in_transaction = wrap;
         let client = &self.client;
         let settings_values = settings_stmt.as_ref().map(|(_, values)| values);
         let settings_fut = async {
@@ -86,6 +148,8 @@ impl PgConn {
                 _ => Ok(None),
             }
         };
+        let begin_fut = simple(client, wrap.then_some("BEGIN"));
+        let pre_fut = simple(client, hooks.pre_request);
         let main_fut = query(client, &main_stmt, &main.params);
         let explain_fut = async {
             match (&explain_stmt, explain) {
@@ -102,7 +166,19 @@ impl PgConn {
                 _ => Ok::<_, tokio_postgres::Error>(None),
             }
         };
-        let (set, rows, plan) = futures_util::join!(settings_fut, main_fut, explain_fut);
+        let gucs_fut = read_gucs(client, gucs_stmt.as_ref());
+        // A failed transaction's COMMIT rolls it back, and answers without an error.
+        let commit_fut = simple(client, wrap.then_some("COMMIT"));
+        let (set, begun, pre, rows, plan, gucs, committed) = futures_util::join!(
+            settings_fut,
+            begin_fut,
+            pre_fut,
+            main_fut,
+            explain_fut,
+            gucs_fut,
+            commit_fut
+        );
+        self.in_transaction = false;
         if let Err(e) = set {
             self.settings.forget();
             return Err(db_error(e, anonymous));
@@ -110,9 +186,14 @@ impl PgConn {
         if settings_stmt.is_some() {
             self.settings = SessionSettings::merged(wanted, &self.defaults);
         }
+        // The first failure in pipeline order is the cause; the ones after it are "current
+        // transaction is aborted".
+        begun.and(pre).map_err(|e| db_error(e, anonymous))?;
         let rows = rows.map_err(|e| db_error(e, anonymous))?;
         let explain = plan.map_err(|e| db_error(e, anonymous))?;
-        Ok(ReadResult { rows, explain })
+        let gucs = gucs.map_err(|e| db_error(e, anonymous))?;
+        committed.map_err(|e| db_error(e, anonymous))?;
+        Ok(ReadResult { rows, explain, gucs })
     }
 }
 
@@ -122,6 +203,8 @@ pub struct WriteResult {
     pub rows: Vec<Row>,
     /// Rows the bare statement affected (for statements that return none).
     pub affected: u64,
+    /// What SQL left in `response.headers` and `response.status`, when [`Hooks::response`].
+    pub gucs: ResponseGucs,
 }
 
 impl PgConn {
@@ -133,19 +216,25 @@ impl PgConn {
         wanted: &SessionSettings,
         main: &Statement,
         returns_rows: bool,
+        hooks: Hooks<'_>,
         anonymous: bool,
     ) -> Result<WriteResult, Error> {
         self.apply_settings(wanted, anonymous).await?;
         let stmt = self.prepare_cached(&main.text).await.map_err(|e| db_error(e, anonymous))?;
+        let gucs_stmt = match hooks.response {
+            true => Some(self.prepare_cached(READ_GUCS).await.map_err(|e| db_error(e, anonymous))?),
+            false => None,
+        };
         self.in_transaction = true;
         let client = &self.client;
-        // BEGIN and the statement travel in one round trip.
+        // BEGIN, the hooks and the statement travel in one round trip.
         let begin = client.batch_execute("BEGIN");
+        let pre = simple(client, hooks.pre_request);
         let run = run_write(client, &stmt, &main.params, returns_rows);
-        let (begun, ran) = futures_util::join!(begin, run);
-        match (begun, ran) {
-            (Ok(()), Ok((rows, affected))) => Ok(WriteResult { rows, affected }),
-            (Err(e), _) | (_, Err(e)) => {
+        let gucs = read_gucs(client, gucs_stmt.as_ref());
+        match futures_util::join!(begin, pre, run, gucs) {
+            (Ok(()), Ok(()), Ok((rows, affected)), Ok(gucs)) => Ok(WriteResult { rows, affected, gucs }),
+            (Err(e), ..) | (_, Err(e), ..) | (_, _, Err(e), _) | (.., Err(e)) => {
                 let _ = self.finish(false, anonymous).await;
                 Err(db_error(e, anonymous))
             }
@@ -165,6 +254,7 @@ impl PgConn {
         main: &Statement,
         returns_rows: bool,
         before_commit: Option<String>,
+        hooks: Hooks<'_>,
         anonymous: bool,
     ) -> Result<Pipelined, Error> {
         let local = if self.is_prepared(&main.text) {
@@ -175,6 +265,11 @@ impl PgConn {
             None
         };
         let stmt = self.prepare_cached(&main.text).await.map_err(|e| db_error(e, anonymous))?;
+        let gucs_stmt = match hooks.response {
+            true => Some(self.prepare_cached(READ_GUCS).await.map_err(|e| db_error(e, anonymous))?),
+            false => None,
+        };
+        let pre_request_sql = hooks.pre_request.map(str::to_owned);
         let client = self.client.clone();
         let params = main.params.clone();
         let mut running = Box::pin(async move {
@@ -190,19 +285,22 @@ impl PgConn {
                     None => Ok(()),
                 }
             };
+            let pre = simple(client, pre_request_sql.as_deref());
             let run = run_write(client, &stmt, &params, returns_rows);
-            let marker = async {
-                match &before_commit {
-                    Some(sql) => client.batch_execute(sql).await,
-                    None => Ok(()),
-                }
-            };
+            let gucs = read_gucs(client, gucs_stmt.as_ref());
+            let marker = simple(client, before_commit.as_deref());
             let commit = client.batch_execute("COMMIT");
-            match futures_util::join!(begin, set, run, marker, commit) {
-                (Ok(()), Ok(()), Ok((rows, affected)), Ok(()), Ok(())) => Ok(WriteResult { rows, affected }),
-                (Err(e), ..) | (_, Err(e), ..) | (_, _, Err(e), ..) | (.., Err(e), _) | (.., Err(e)) => {
-                    Err(db_error(e, anonymous))
+            match futures_util::join!(begin, set, pre, run, gucs, marker, commit) {
+                (Ok(()), Ok(()), Ok(()), Ok((rows, affected)), Ok(gucs), Ok(()), Ok(())) => {
+                    Ok(WriteResult { rows, affected, gucs })
                 }
+                (Err(e), ..)
+                | (_, Err(e), ..)
+                | (_, _, Err(e), ..)
+                | (_, _, _, Err(e), ..)
+                | (.., Err(e), _, _)
+                | (.., Err(e), _)
+                | (.., Err(e)) => Err(db_error(e, anonymous)),
             }
         });
         // The first poll puts every request on the connection, in order.
@@ -231,10 +329,30 @@ impl PgConn {
 
     /// Opens a transaction with the request's settings in force, for a write of several
     /// statements ([`PgConn::run`] each, then [`PgConn::finish`]).
-    pub async fn begin(&mut self, wanted: &SessionSettings, anonymous: bool) -> Result<(), Error> {
+    pub async fn begin(
+        &mut self,
+        wanted: &SessionSettings,
+        hooks: Hooks<'_>,
+        anonymous: bool,
+    ) -> Result<(), Error> {
         self.apply_settings(wanted, anonymous).await?;
         self.in_transaction = true;
-        self.client.batch_execute("BEGIN").await.map_err(|e| db_error(e, anonymous))
+        let sql = match hooks.pre_request {
+            Some(pre) => format!("BEGIN; {pre}"),
+            None => "BEGIN".to_owned(),
+        };
+        let begun = self.client.batch_execute(&sql).await;
+        if let Err(e) = begun {
+            let _ = self.finish(false, anonymous).await;
+            return Err(db_error(e, anonymous));
+        }
+        Ok(())
+    }
+
+    /// What SQL left in `response.headers` and `response.status` in the open transaction.
+    pub async fn response_gucs(&mut self, anonymous: bool) -> Result<ResponseGucs, Error> {
+        let stmt = self.prepare_cached(READ_GUCS).await.map_err(|e| db_error(e, anonymous))?;
+        read_gucs(&self.client, Some(&stmt)).await.map_err(|e| db_error(e, anonymous))
     }
 
     /// Runs one statement inside the transaction of [`PgConn::begin`]; on error the transaction
@@ -327,17 +445,17 @@ fn is_stale_plan(db: &crate::error::DatabaseError) -> bool {
         && db.message.starts_with("cached plan must not change result type")
 }
 
-/// Converts a driver error: a database error keeps its SQLSTATE, anything else means the
-/// connection is unusable (503).
+/// Converts a driver error: a database error keeps its SQLSTATE (or is the response a
+/// `RAISE SQLSTATE 'PGRST'` wrote), anything else means the connection is unusable (503).
 pub fn db_error(e: tokio_postgres::Error, anonymous: bool) -> Error {
     match e.as_db_error() {
-        Some(db) => Error::Database(Box::new(crate::error::DatabaseError {
+        Some(db) => Error::database(crate::error::DatabaseError {
             code: db.code().code().to_owned(),
             message: db.message().to_owned(),
             details: db.detail().map(str::to_owned),
             hint: db.hint().map(str::to_owned),
             anonymous,
-        })),
+        }),
         None => Error::Unavailable(e.to_string()),
     }
 }

@@ -29,7 +29,7 @@ pub mod storage;
 mod tls;
 mod value;
 
-pub use conn::{db_error, Pipelined, ReadResult, WriteResult};
+pub use conn::{db_error, Hooks, Pipelined, ReadResult, ResponseGucs, WriteResult};
 pub use pool::{connect, connect_without_tls, Db, PgConn, Running};
 pub use settings::{SessionSettings, Setting};
 pub use tls::PgTarget;
@@ -88,9 +88,12 @@ impl PgBackend {
         if plan.transaction.is_some_and(|t| t.read_only) {
             settings.set(Setting::ReadOnly, "on".into());
         }
+        let pre_request = self.reloader.pre_request();
         // Watched while its statements run: a client that goes away cancels them.
         let mut conn = Running::new(self.db.get().await?, self.db.tls());
-        let ran = self.run_read(&mut conn, plan, &settings, caller.principal.anonymous).await;
+        let ran = self
+            .run_read(&mut conn, plan, &settings, pre_request.as_deref(), caller.principal.anonymous)
+            .await;
         let mut conn = conn.done();
         if plan.call.as_ref().is_some_and(|c| c.volatile) {
             // A volatile function may have changed session settings behind the record's back.
@@ -105,28 +108,33 @@ impl PgBackend {
     }
 
     /// The statements of a read on `conn`, and the response; for POST /rpc the marker its
-    /// COMMIT carried.
+    /// COMMIT carried. A function call (or any read, with a pre-request function) runs in a
+    /// transaction that ends with reading `response.headers` and `response.status`.
     async fn run_read(
         &self,
         conn: &mut PgConn,
         plan: &ReadPlan,
         settings: &SessionSettings,
+        pre_request: Option<&String>,
         anonymous: bool,
     ) -> Result<(Result<Response<Body>, Error>, Option<Marker>), Error> {
         let config = &*self.config;
         let statements = sql::render_read(plan, config.db_max_rows);
         let profile = crate::response::profile(config, &plan.schema);
+        let pre_request = pre_request.map(String::as_str);
         if let Some(explain) = &plan.explain {
             let stmt = sql::explain(&statements.main, explain);
+            let hooks = Hooks { pre_request, response: false };
             if plan.transaction.is_some_and(|t| !t.read_only) {
                 // EXPLAIN ANALYZE runs the call: whatever it writes is rolled back.
-                let result = conn.write(settings, &stmt, true, anonymous).await?;
+                let result = conn.write(settings, &stmt, true, hooks, anonymous).await?;
                 conn.finish(false, anonymous).await?;
                 return Ok((Ok(render::plan(explain, &result.rows)), None));
             }
-            let result = conn.read(settings, &stmt, None, anonymous).await?;
+            let result = conn.read(settings, &stmt, None, hooks, anonymous).await?;
             return Ok((Ok(render::plan(explain, &result.rows)), None));
         }
+        let hooks = Hooks { pre_request, response: plan.call.is_some() || pre_request.is_some() };
         match plan.transaction {
             None => {
                 if plan.call.as_ref().is_some_and(|c| c.volatile) {
@@ -134,19 +142,21 @@ impl PgBackend {
                     // record must not claim to know them.
                     conn.settings.forget();
                 }
-                let result =
-                    conn.read(settings, &statements.main, statements.explain.as_ref(), anonymous).await?;
+                let result = conn
+                    .read(settings, &statements.main, statements.explain.as_ref(), hooks, anonymous)
+                    .await?;
+                let gucs = result.gucs.clone();
                 let response =
                     render::read(plan, &statements, result, config.db_max_rows, profile.as_deref());
-                Ok((response, None))
+                Ok((response.and_then(|r| with_gucs(r, &gucs)), None))
             }
             Some(tx) => {
-                let result = conn.write(settings, &statements.main, true, anonymous).await?;
-                let read = ReadResult { rows: result.rows, explain: None };
+                let result = conn.write(settings, &statements.main, true, hooks, anonymous).await?;
+                let read = ReadResult { rows: result.rows, explain: None, gucs: ResponseGucs::default() };
                 let response = render::read(plan, &statements, read, config.db_max_rows, profile.as_deref());
                 let commit = response.is_ok() && !tx.rollback;
                 let marker = transaction::end_write(conn, commit, self.cache.as_ref(), anonymous).await?;
-                Ok((response, marker))
+                Ok((response.and_then(|r| with_gucs(r, &result.gucs)), marker))
             }
         }
     }
@@ -157,6 +167,7 @@ impl PgBackend {
             SessionSettings::of_request(&self.config, caller, &plan.schema, plan.timezone.as_deref());
         let profile = crate::response::profile(&self.config, &plan.schema);
         let blind = plan.commits_blind();
+        let pre_request = self.reloader.pre_request();
         // Boxed: the write's future (~9 KB) would otherwise be part of every request's,
         // reads included, and copied whole at each `.await` above this one.
         let write = Box::pin(transaction::write(
@@ -166,6 +177,7 @@ impl PgBackend {
             settings,
             caller.principal.anonymous,
             profile,
+            pre_request,
         ));
         if blind {
             // Its whole transaction is queued on the connection at once (PgConn::write_committed):
@@ -213,4 +225,13 @@ impl PgBackend {
     pub fn account_store(&self) -> accounts::PgAccounts {
         accounts::PgAccounts::new((*self.target).clone())
     }
+}
+
+/// `response` with what SQL left in `response.headers` and `response.status`. PostgREST applies
+/// them after the transaction: a write is committed even if they are invalid (PGRST111/112).
+pub fn with_gucs(response: Response<Body>, gucs: &ResponseGucs) -> Result<Response<Body>, Error> {
+    if gucs.headers.is_none() && gucs.status.is_none() {
+        return Ok(response);
+    }
+    crate::response::overrides::from_sql(response, gucs.headers.as_deref(), gucs.status.as_deref())
 }

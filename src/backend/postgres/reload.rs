@@ -22,15 +22,35 @@ pub struct Reloader {
     wake: Arc<Notify>,
     cache: Option<Arc<crate::cache::ResponseCache>>,
     realtime: Option<Arc<crate::realtime::Realtime>>,
+    /// The statement that calls the pre-request function, if there is one.
+    pre_request: Arc<arc_swap::ArcSwapOption<String>>,
 }
 
-/// Whether the role's or the database's settings name a PostgREST pre-request function.
+/// The pre-request function the connecting role's settings name (PostgREST's in-database
+/// configuration, `ALTER ROLE .. SET pgrst.db_pre_request`, which overrides the file's): the
+/// database's own setting before the role-wide one.
 const PRE_REQUEST_IN_DATABASE: &str = "
-SELECT EXISTS (
-  SELECT 1 FROM pg_catalog.pg_db_role_setting s, unnest(s.setconfig) c
-  WHERE s.setrole IN (0, (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = current_user))
-    AND s.setdatabase IN (0, (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database()))
-    AND (c LIKE 'pgrst.db\\_pre\\_request=%' OR c LIKE 'pgrst.pre\\_request=%'))";
+SELECT substr(c, strpos(c, '=') + 1) FROM pg_catalog.pg_db_role_setting s, unnest(s.setconfig) c
+WHERE s.setrole = (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = current_user)
+  AND s.setdatabase IN (0, (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database()))
+  AND (c LIKE 'pgrst.db\\_pre\\_request=%' OR c LIKE 'pgrst.pre\\_request=%')
+ORDER BY s.setdatabase DESC LIMIT 1";
+
+/// `SELECT "schema"."fn"()` for `db-pre-request`'s `schema.fn` (or `fn`, found on the
+/// request's search path), as PostgREST calls it.
+pub fn pre_request_statement(function: &str) -> String {
+    let mut sql = String::from("SELECT ");
+    match function.split_once('.') {
+        Some((schema, name)) => {
+            crate::backend::push_ident(&mut sql, schema);
+            sql.push('.');
+            crate::backend::push_ident(&mut sql, name);
+        }
+        None => crate::backend::push_ident(&mut sql, function),
+    }
+    sql.push_str("()");
+    sql
+}
 
 impl Reloader {
     /// Starts the reload task; it loads the cache at once and retries until it succeeds. Each
@@ -42,7 +62,16 @@ impl Reloader {
         cache: Option<Arc<crate::cache::ResponseCache>>,
         realtime: Option<Arc<crate::realtime::Realtime>>,
     ) -> Reloader {
-        let reloader = Reloader { config, target, schema, wake: Arc::new(Notify::new()), cache, realtime };
+        let pre_request = config.db_pre_request.as_deref().map(|f| Arc::new(pre_request_statement(f)));
+        let reloader = Reloader {
+            config,
+            target,
+            schema,
+            wake: Arc::new(Notify::new()),
+            cache,
+            realtime,
+            pre_request: Arc::new(arc_swap::ArcSwapOption::new(pre_request)),
+        };
         let task = reloader.clone();
         tokio::spawn(async move {
             let mut attempt = 0u32;
@@ -71,6 +100,12 @@ impl Reloader {
         reloader
     }
 
+    /// The statement that calls the pre-request function, if one is set (in the database or
+    /// by `db-pre-request`), as of the last load.
+    pub fn pre_request(&self) -> Option<Arc<String>> {
+        self.pre_request.load_full()
+    }
+
     /// Asks for a reload.
     pub fn request(&self) {
         if let Some(c) = &self.cache {
@@ -83,17 +118,12 @@ impl Reloader {
         let started = std::time::Instant::now();
         let ticket = self.cache.as_ref().map(|c| c.reload_ticket());
         let mut client = crate::backend::postgres::connect(&self.target).await?;
-        // PostgREST also reads its options from the role's settings (`db-config`): a
-        // pre-request function set there would refuse callers rowgate would let in. Until
-        // rowgate calls one, it serves nothing (503) rather than serve without it.
-        if client.query_one(PRE_REQUEST_IN_DATABASE, &[]).await?.get::<_, bool>(0) {
-            tracing::error!(
-                "the database sets a PostgREST pre-request function for this role (ALTER ROLE ... SET \
-                 pgrst.db_pre_request); rowgate does not call one yet and serves nothing until it is removed \
-                 (then reload the schema cache)"
-            );
-            return Ok(());
-        }
+        // PostgREST also reads its options from the role's settings (`db-config`); of those,
+        // the pre-request function decides who gets in, so it is read here too.
+        let in_database: Option<String> =
+            client.query_opt(PRE_REQUEST_IN_DATABASE, &[]).await?.map(|row| row.get(0));
+        let function = in_database.filter(|f| !f.is_empty()).or_else(|| self.config.db_pre_request.clone());
+        self.pre_request.store(function.as_deref().map(|f| Arc::new(pre_request_statement(f))));
         let keyed = self.config.cache_key_claims.as_deref();
         let cache = super::introspect::load(&mut client, &self.config.db_schemas, keyed).await?;
         let relations = cache.relations.len();

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use http::{header, HeaderValue, Response, StatusCode};
 
-use super::{render, sql, Db, PgConn, ReadResult, SessionSettings};
+use super::{render, sql, with_gucs, Db, Hooks, PgConn, ReadResult, ResponseGucs, SessionSettings};
 use crate::cache::{Marker, ResponseCache};
 use crate::error::Error;
 use crate::response::Body;
@@ -36,13 +36,17 @@ pub async fn write(
     settings: SessionSettings,
     anonymous: bool,
     profile: Option<String>,
+    pre_request: Option<Arc<String>>,
 ) -> Result<Response<Body>, Error> {
     let statements = sql::render_write(&plan);
+    let pre_request = pre_request.as_deref().map(String::as_str);
+    let hooks = Hooks { pre_request, response: true };
     let mut slot = db.get_for_write(plan.commits_blind()).await?;
     let conn = &mut slot.conn;
     if !plan.nested.is_empty() {
         let (response, marker) =
-            nested_insert(conn, cache.as_ref(), &plan, &settings, anonymous, profile.as_deref()).await?;
+            nested_insert(conn, cache.as_ref(), &plan, &settings, hooks, anonymous, profile.as_deref())
+                .await?;
         drop(slot);
         if let Some(marker) = marker {
             marker.wait().await;
@@ -52,7 +56,8 @@ pub async fn write(
     if let Some(explain) = &plan.explain {
         // The plan of the write; with ANALYZE it runs, and is always rolled back.
         let stmt = sql::explain(&statements.main, explain);
-        let result = conn.write(&settings, &stmt, true, anonymous).await?;
+        let result =
+            conn.write(&settings, &stmt, true, Hooks { pre_request, response: false }, anonymous).await?;
         conn.finish(false, anonymous).await?;
         return Ok(render::plan(explain, &result.rows));
     }
@@ -64,6 +69,7 @@ pub async fn write(
                 &statements.main,
                 statements.returns_rows,
                 marker.as_ref().and_then(|m| m.sql()),
+                hooks,
                 anonymous,
             )
             .await?;
@@ -74,16 +80,17 @@ pub async fn write(
         if let Some(marker) = marker {
             marker.wait().await;
         }
-        return render::write(&plan, &statements, &result, profile.as_deref());
+        return render::write(&plan, &statements, &result, profile.as_deref())
+            .and_then(|r| with_gucs(r, &result.gucs));
     }
-    let result = conn.write(&settings, &statements.main, statements.returns_rows, anonymous).await?;
+    let result = conn.write(&settings, &statements.main, statements.returns_rows, hooks, anonymous).await?;
     let response = render::write(&plan, &statements, &result, profile.as_deref());
     let marker = end_write(conn, response.is_ok() && !plan.rollback, cache.as_ref(), anonymous).await?;
     drop(slot);
     if let Some(marker) = marker {
         marker.wait().await;
     }
-    response
+    response.and_then(|r| with_gucs(r, &result.gucs))
 }
 
 /// rowgate's nested insert, in one transaction: each parent object inserted on its own (so its
@@ -94,6 +101,7 @@ async fn nested_insert(
     cache: Option<&Arc<ResponseCache>>,
     plan: &crate::plan::MutatePlan,
     settings: &SessionSettings,
+    hooks: Hooks<'_>,
     anonymous: bool,
     profile: Option<&str>,
 ) -> Result<(Response<Body>, Option<Marker>), Error> {
@@ -117,7 +125,7 @@ async fn nested_insert(
             }
         }
     }
-    conn.begin(settings, anonymous).await?;
+    conn.begin(settings, hooks, anonymous).await?;
     let mut keys = Vec::with_capacity(objects.len());
     for (object, raw) in objects.iter().zip(&raw_objects) {
         let rows = conn.run(&sql::insert_parent(plan, raw.get(), &returned), anonymous).await?;
@@ -145,7 +153,7 @@ async fn nested_insert(
         Some(read) => {
             let statements = sql::render_read(&read, None);
             let rows = conn.run(&statements.main, anonymous).await?;
-            let result = ReadResult { rows, explain: None };
+            let result = ReadResult { rows, explain: None, gucs: ResponseGucs::default() };
             render::read(&read, &statements, result, None, profile)
         }
         None => Ok(Response::new(Body::default())),
@@ -166,6 +174,7 @@ async fn nested_insert(
         }
         Ok(r)
     });
+    let gucs = conn.response_gucs(anonymous).await?;
     let marker = end_write(conn, response.is_ok() && !plan.rollback, cache, anonymous).await?;
-    Ok((response?, marker))
+    Ok((with_gucs(response?, &gucs)?, marker))
 }

@@ -268,6 +268,18 @@ pub fn send_raw(base: &str, requests: &[(&str, &str)]) -> Vec<(u16, String)> {
     responses
 }
 
+/// The status line of a GET of `path` on `base`, as it travels (with its reason phrase).
+pub fn status_line(base: &str, path: &str) -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let addr = base.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+    stream.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").expect("send");
+    let mut line = String::new();
+    BufReader::new(stream).read_line(&mut line).expect("status line");
+    line.trim_end().to_owned()
+}
+
 /// Sends a request to the default server (or, inside `on_both!`'s SQLite run, its twin).
 pub fn request(method: &str, path: &str, headers: &[(&str, &str)]) -> Resp {
     request_to(twin::target(&harness().base), method, path, headers)
