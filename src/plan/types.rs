@@ -66,6 +66,8 @@ pub struct Call {
     pub scalar: bool,
     /// The function is VOLATILE.
     pub volatile: bool,
+    /// The function may set `response.headers` or `response.status`.
+    pub sets_response: bool,
 }
 
 /// A call's arguments, as the SQL stage binds them.

@@ -130,6 +130,9 @@ pub struct Relation {
     pub writable: Writable,
     /// The OID of its row type (`pg_class.reltype`), which computed fields take.
     pub row_type: u32,
+    /// A trigger on it (or on a table under the view) may set `response.headers` or
+    /// `response.status` (PostgreSQL; see `introspect::RESPONSE_SETTERS`).
+    pub sets_response: bool,
 }
 
 /// The writes a relation takes (`pg_relation_is_updatable`).
@@ -157,6 +160,7 @@ impl Relation {
             unique_keys: Vec::new(),
             foreign_keys: Vec::new(),
             base_relations: Vec::new(),
+            sets_response: false,
             comment: None,
             writable: Writable::default(),
             row_type: 0,
@@ -231,6 +235,9 @@ pub struct Function {
     pub volatility: Volatility,
     /// `COMMENT ON FUNCTION`.
     pub comment: Option<String>,
+    /// It may set `response.headers` or `response.status` (its source names them, or names a
+    /// function that does).
+    pub sets_response: bool,
 }
 
 /// Everything rowgate knows about the database's exposed schemas.

@@ -83,7 +83,7 @@ SELECT n.nspname::text, p.proname::text, obj_description(p.oid, 'pg_proc'),
        coalesce(args.out_names, '{}'), coalesce(args.out_types, '{}'), coalesce(args.out_oids, '{}'),
        coalesce(args.out_enums, '{}'), coalesce(args.in_oids, '{}'), p.prorows::float8,
        rc.relkind::text, coalesce(ct.names, '{}'), coalesce(ct.types, '{}'), coalesce(ct.oids, '{}'),
-       coalesce(ct.enums, '{}')
+       coalesce(ct.enums, '{}'), p.oid
 FROM pg_proc p
 JOIN pg_namespace n ON n.oid = p.pronamespace
 JOIN pg_type rt ON rt.oid = p.prorettype
@@ -118,6 +118,28 @@ LEFT JOIN LATERAL (
 ) ct ON true
 WHERE n.nspname = ANY($1) AND p.prokind = 'f'
 ORDER BY 1, 2, p.oid";
+
+/// What may set `response.headers` or `response.status`: functions whose source names them, or
+/// names such a function (a helper), and the relations with a trigger calling one. Read from the
+/// source text, so C and internal functions are left out; a helper is found by its name.
+const RESPONSE_SETTERS: &str = "
+WITH RECURSIVE src AS (
+  SELECT p.oid, lower(p.proname::text) AS name, lower(p.prosrc) AS body
+  FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+  WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND p.prolang NOT IN (12, 13)
+), setters(oid, name) AS (
+  SELECT oid, name FROM src WHERE strpos(body, 'response.') > 0
+  UNION
+  SELECT s.oid, s.name FROM src s JOIN setters t ON strpos(s.body, t.name) > 0
+)
+SELECT 'f', s.oid, NULL::text, NULL::text FROM setters s
+UNION ALL
+SELECT DISTINCT 'r', c.oid, n.nspname::text, c.relname::text
+FROM pg_trigger t
+JOIN setters s ON s.oid = t.tgfoid
+JOIN pg_class c ON c.oid = t.tgrelid
+JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE NOT t.tgisinternal";
 
 /// PostgREST's data representations: implicit casts by a function the authenticator may call,
 /// from a domain to `json` (`to json`: how answers write it), or to a domain from `text`
@@ -470,6 +492,20 @@ pub async fn load(
 
     views_relationships(&tx, &mut by_oid).await?;
 
+    let mut setter_functions = std::collections::HashSet::new();
+    let mut setter_relations = std::collections::HashSet::new();
+    for row in tx.query(RESPONSE_SETTERS, &[]).await? {
+        match row.get::<_, &str>(0) {
+            "f" => setter_functions.insert(row.get::<_, u32>(1)),
+            _ => setter_relations.insert(QualifiedName { schema: row.get(2), name: row.get(3) }),
+        };
+    }
+    for rel in by_oid.values_mut() {
+        // A write to a view reaches its base tables' triggers too.
+        rel.sets_response = setter_relations.contains(&rel.name)
+            || rel.base_relations.iter().any(|base| setter_relations.contains(base));
+    }
+
     let mut functions: HashMap<QualifiedName, Vec<Function>> = HashMap::new();
     for row in tx.query(FUNCTIONS, &[&schemas]).await? {
         let name = QualifiedName { schema: row.get(0), name: row.get(1) };
@@ -540,6 +576,7 @@ pub async fn load(
             return_type,
             returns,
             rows: row.get(20),
+            sets_response: setter_functions.contains(&row.get::<_, u32>(26)),
             args,
         });
     }

@@ -134,7 +134,11 @@ impl PgBackend {
             let result = conn.read(settings, &stmt, None, hooks, anonymous).await?;
             return Ok((Ok(render::plan(explain, &result.rows)), None));
         }
-        let hooks = Hooks { pre_request, response: plan.call.is_some() || pre_request.is_some() };
+        // What SQL may have left in `response.*` is read after a function that may set them (by
+        // its source), and after everything once a pre-request function runs; anything else
+        // runs without the transaction reading them takes.
+        let sets_response = plan.call.as_ref().is_some_and(|c| c.sets_response);
+        let hooks = Hooks { pre_request, response: sets_response || pre_request.is_some() };
         match plan.transaction {
             None => {
                 if plan.call.as_ref().is_some_and(|c| c.volatile) {
@@ -151,6 +155,9 @@ impl PgBackend {
                 Ok((response.and_then(|r| with_gucs(r, &gucs)), None))
             }
             Some(tx) => {
+                // POST /rpc: its transaction is there anyway, and what it writes may fire
+                // triggers that set them.
+                let hooks = Hooks { pre_request, response: true };
                 let result = conn.write(settings, &statements.main, true, hooks, anonymous).await?;
                 let read = ReadResult { rows: result.rows, explain: None, gucs: ResponseGucs::default() };
                 let response = render::read(plan, &statements, read, config.db_max_rows, profile.as_deref());

@@ -40,7 +40,9 @@ pub async fn write(
 ) -> Result<Response<Body>, Error> {
     let statements = sql::render_write(&plan);
     let pre_request = pre_request.as_deref().map(String::as_str);
-    let hooks = Hooks { pre_request, response: true };
+    // Read after a write whose triggers may set them, and after every write once a
+    // pre-request function runs.
+    let hooks = Hooks { pre_request, response: pre_request.is_some() || plan.relation.sets_response };
     let mut slot = db.get_for_write(plan.commits_blind()).await?;
     let conn = &mut slot.conn;
     if !plan.nested.is_empty() {
@@ -174,7 +176,10 @@ async fn nested_insert(
         }
         Ok(r)
     });
-    let gucs = conn.response_gucs(anonymous).await?;
+    let gucs = match hooks.response {
+        true => conn.response_gucs(anonymous).await?,
+        false => ResponseGucs::default(),
+    };
     let marker = end_write(conn, response.is_ok() && !plan.rollback, cache, anonymous).await?;
     Ok((with_gucs(response?, &gucs)?, marker))
 }
