@@ -143,6 +143,7 @@ pub(super) fn plan(
             args,
             scalar: matches!(result, ResultShape::Scalar | ResultShape::ScalarSet | ResultShape::Void),
             volatile: function.volatility == Volatility::Volatile,
+            sets_response: function.sets_response,
         }),
         result,
         transaction: post.then_some(RpcTransaction {
