@@ -54,6 +54,118 @@ pub struct Explain {
     pub content_type: String,
 }
 
+/// A media type handler chosen for a read ([`crate::schema::MediaHandler`]): the body is one
+/// value, the function's own or the aggregate's over the rows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Handler {
+    /// The aggregate; `None`: the function's own value.
+    pub aggregate: Option<crate::schema::QualifiedName>,
+    /// The relation whose row type the aggregate takes (`None`: `anyelement`).
+    pub row_type: Option<crate::schema::QualifiedName>,
+    /// The body is bytes (a `bytea` domain), else text.
+    pub binary: bool,
+    /// The `Content-Type` header.
+    pub content_type: String,
+}
+
+/// What a read's handlers are looked up for: the function called or the relation read (a
+/// function returning a table's rows is that table), and whether `select=` is the default.
+pub struct HandlerTarget<'a> {
+    /// Handlers in the schema cache.
+    pub handlers: &'a [crate::schema::MediaHandler],
+    /// The function or relation.
+    pub identifier: &'a crate::schema::QualifiedName,
+    /// No `select=` (or `select=*`): handlers of the identifier itself apply.
+    pub default_select: bool,
+}
+
+impl HandlerTarget<'_> {
+    /// PostgREST's lookup for one accepted media type: the identifier's `*/*` handler, then its
+    /// handler of that type (both only with the default `select`), then an `anyelement`
+    /// aggregate of that type.
+    fn lookup(&self, media_type: &str) -> Option<Handler> {
+        let own = |wanted: &str| {
+            self.handlers.iter().find(|h| {
+                self.default_select
+                    && h.applies_to.as_ref() == Some(self.identifier)
+                    && h.media_type == wanted
+            })
+        };
+        let any_relation =
+            || self.handlers.iter().find(|h| h.applies_to.is_none() && h.media_type == media_type);
+        let found = own("*/*").or_else(|| own(media_type)).or_else(any_relation)?;
+        Some(Handler {
+            aggregate: found.aggregate.clone(),
+            row_type: found.aggregate.as_ref().and(found.applies_to.clone()),
+            binary: found.binary,
+            content_type: handler_content_type(&found.media_type),
+        })
+    }
+}
+
+/// A handler's `Content-Type`, as PostgREST writes it: `*/*` answers `application/octet-stream`;
+/// the types PostgREST knows as text carry a charset.
+fn handler_content_type(media_type: &str) -> String {
+    match media_type {
+        "*/*" => "application/octet-stream".to_owned(),
+        "application/json" | "application/geo+json" | "text/csv" | "text/plain" | "text/xml" => {
+            format!("{media_type}; charset=utf-8")
+        }
+        other => other.to_owned(),
+    }
+}
+
+/// [`negotiate`], with the database's media type handlers: a handler that fits an accepted
+/// media type answers it, before rowgate's own (PostgREST's vendor types and plans excepted,
+/// which no handler overrides).
+pub fn negotiate_with_handlers(
+    accept: &[MediaType],
+    plan_enabled: bool,
+    postgis: bool,
+    target: &HandlerTarget<'_>,
+) -> Result<(Media, Option<Explain>, Option<Handler>), Error> {
+    if !target.handlers.is_empty() {
+        // No Accept header is `*/*`.
+        let any = [MediaType::Any];
+        let wanted = if accept.is_empty() { &any[..] } else { accept };
+        for media in wanted {
+            let name = match media {
+                MediaType::ArrayJson { .. } | MediaType::SingleObject { .. } | MediaType::Plan { .. } => {
+                    // Not overridable; rowgate's negotiation from here on.
+                    break;
+                }
+                MediaType::Json => "application/json".to_owned(),
+                MediaType::Csv => "text/csv".to_owned(),
+                MediaType::GeoJson => "application/geo+json".to_owned(),
+                MediaType::OpenApi => "application/openapi+json".to_owned(),
+                MediaType::Any => "*/*".to_owned(),
+                MediaType::Other(other) => other.to_ascii_lowercase(),
+            };
+            if let Some(handler) = target.lookup(&name) {
+                return Ok((Media::Json { strip_nulls: false }, None, Some(handler)));
+            }
+            if producible(media, plan_enabled, postgis) {
+                break;
+            }
+        }
+    }
+    let (media, explain) = negotiate(accept, plan_enabled, postgis)?;
+    Ok((media, explain, None))
+}
+
+/// Whether rowgate itself answers `media`.
+fn producible(media: &MediaType, plan_enabled: bool, postgis: bool) -> bool {
+    match media {
+        MediaType::Json | MediaType::Any | MediaType::ArrayJson { .. } | MediaType::SingleObject { .. } => {
+            true
+        }
+        MediaType::Csv => true,
+        MediaType::GeoJson => postgis,
+        MediaType::Plan { raw } => plan_enabled && explain(raw).is_some(),
+        MediaType::OpenApi | MediaType::Other(_) => false,
+    }
+}
+
 /// Picks the response media type, in the client's order of preference; with `plan_enabled`,
 /// a plan media type yields the media type it plans for and the [`Explain`] asked for.
 pub fn negotiate(

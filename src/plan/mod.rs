@@ -14,7 +14,7 @@ mod types;
 
 use rowgate_request::{ApiRequest, EmbedPath, Method, SelectItem, Target};
 
-pub use media::{Explain, Media};
+pub use media::{Explain, Handler, Media};
 pub use mutate::{
     location_columns, put_mismatch, BodyColumn, MutatePlan, Mutation, Nested, OnConflict, Returning,
 };
@@ -72,8 +72,17 @@ impl Plan {
             }
             Method::Options => return Ok(Plan::Options(allowed_methods(&relation))),
         };
-        let (media, explain) =
-            media::negotiate(&request.accept, config.db_plan_enabled, schema.postgis.is_some())?;
+        let target = media::HandlerTarget {
+            handlers: &schema.media_handlers,
+            identifier: &relation.name,
+            default_select: default_select(request),
+        };
+        let (media, explain, handler) = media::negotiate_with_handlers(
+            &request.accept,
+            config.db_plan_enabled,
+            schema.postgis.is_some(),
+            &target,
+        )?;
         let (timezone, applied) = preferences(&request.preferences, schema)?;
         reject_embed_paths(request, config)?;
         let planner = Planner::top(&relation, schema, schema_name, &request.query, config);
@@ -103,8 +112,15 @@ impl Plan {
             transaction: None,
             explain,
             postgis: schema.postgis.clone(),
+            handler,
         }))
     }
+}
+
+/// Whether the request selects what PostgREST's default `select=*` does (a relation's own
+/// media type handlers apply only then).
+fn default_select(request: &ApiRequest) -> bool {
+    matches!(request.query.select.as_slice(), [] | [SelectItem::Star])
 }
 
 /// The schema from `Accept-Profile`/`Content-Profile`, or the default; 406 PGRST106 for one

@@ -247,6 +247,7 @@ impl MutatePlan {
             transaction: None,
             explain: None,
             postgis: self.postgis.clone(),
+            handler: None,
         })
     }
 }

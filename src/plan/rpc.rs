@@ -38,6 +38,23 @@ pub(super) fn plan(
     let qualified = QualifiedName { schema: schema_name.to_owned(), name: name.to_owned() };
     let overloads = schema.functions.get(&qualified).map(Vec::as_slice).unwrap_or(&[]);
 
+    // A raw body (bytes, text, XML) goes whole to a function's single unnamed parameter of
+    // that type.
+    let raw_type = match request.content_type.as_deref() {
+        Some("application/octet-stream") if post => Some("bytea"),
+        Some("text/plain") if post => Some("text"),
+        Some("text/xml") if post => Some("xml"),
+        _ => None,
+    };
+    if let Some(type_name) = raw_type {
+        return plan_call(
+            request,
+            schema,
+            config,
+            &qualified,
+            raw_call(overloads, type_name, body, &qualified, request)?,
+        );
+    }
     // The argument names the request gives, and where their values come from.
     let json_body =
         post && !matches!(request.content_type.as_deref(), Some("application/x-www-form-urlencoded"));
@@ -84,9 +101,85 @@ pub(super) fn plan(
     let whole_body = matches!(source, Source::Body(_));
     let function = choose(overloads, &given, json_body, whole_body, &qualified, schema)?;
     let args = call_args(function, &given, source, request)?;
+    plan_call(request, schema, config, &qualified, (function, args))
+}
+
+/// The function with a single unnamed parameter of `type_name` that takes a raw body, and the
+/// body as its argument; PGRST202 if there is none.
+fn raw_call<'f>(
+    overloads: &'f [Function],
+    type_name: &str,
+    body: &[u8],
+    name: &QualifiedName,
+    request: &ApiRequest,
+) -> Result<(&'f Function, CallArgs), Error> {
+    let takes =
+        |f: &&Function| matches!(f.args.as_slice(), [a] if a.name.is_empty() && a.type_name == type_name);
+    let Some(function) = overloads.iter().find(takes) else {
+        let qualified = format!("{}.{}", name.schema, name.name);
+        let content_type = request.content_type.as_deref().unwrap_or_default();
+        let kind = match content_type {
+            "application/octet-stream" => "bytea",
+            "text/xml" => "xml",
+            _ => "text",
+        };
+        return Err(Error::Api {
+            code: code::FUNCTION_NOT_FOUND,
+            message: format!("Could not find the function {qualified} in the schema cache"),
+            details: Some(
+                format!(
+                    "Searched for the function {qualified} with a single unnamed {kind} parameter, but no matches \
+                     were found in the schema cache."
+                )
+                .into(),
+            ),
+            hint: None,
+        });
+    };
+    // Bytes as bytea's hex input; text and XML must be UTF-8, as the database's text is.
+    let payload = match type_name {
+        "bytea" => {
+            let mut hex = String::with_capacity(2 + 2 * body.len());
+            hex.push_str("\\x");
+            for b in body {
+                hex.push_str(&format!("{b:02x}"));
+            }
+            hex
+        }
+        _ => String::from_utf8(body.to_vec()).map_err(|_| {
+            Error::Request(rowgate_request::RequestError::InvalidBody("The body is not valid UTF-8".into()))
+        })?,
+    };
+    Ok((function, CallArgs::Body { payload, type_name: type_name.to_owned() }))
+}
+
+/// The read plan of calling `function` with `args`.
+fn plan_call(
+    request: &ApiRequest,
+    schema: &SchemaCache,
+    config: &Config,
+    qualified: &QualifiedName,
+    (function, args): (&Function, CallArgs),
+) -> Result<ReadPlan, Error> {
+    let schema_name = qualified.schema.as_str();
+    let post = matches!(request.method, Method::Post);
     let (relation, result, columns) = result_relation(function, schema)?;
-    let (media, explain) =
-        media::negotiate(&request.accept, config.db_plan_enabled, schema.postgis.is_some())?;
+    // A function returning a table's rows is that table, for handlers (as PostgREST has it).
+    let identifier = match &function.returns {
+        crate::schema::FunctionResult::Composite(table) => table.clone(),
+        _ => function.name.clone(),
+    };
+    let target = media::HandlerTarget {
+        handlers: &schema.media_handlers,
+        identifier: &identifier,
+        default_select: matches!(request.query.select.as_slice(), [] | [SelectItem::Star]),
+    };
+    let (media, explain, handler) = media::negotiate_with_handlers(
+        &request.accept,
+        config.db_plan_enabled,
+        schema.postgis.is_some(),
+        &target,
+    )?;
 
     let mut planner = Planner::top(&relation, schema, schema_name, &request.query, config);
     planner.label = Some("pgrst_call");
@@ -153,6 +246,7 @@ pub(super) fn plan(
         }),
         explain,
         postgis: schema.postgis.clone(),
+        handler,
     })
 }
 

@@ -53,6 +53,8 @@ pub struct ReadPlan {
     pub explain: Option<Explain>,
     /// PostGIS's schema, for `application/geo+json`.
     pub postgis: Option<String>,
+    /// A media type handler of the database's makes the body (PostgreSQL).
+    pub handler: Option<super::Handler>,
 }
 
 /// A function call in `FROM`.

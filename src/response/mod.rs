@@ -149,8 +149,16 @@ pub fn finish(
         headers.insert(header::ETAG, v);
     }
     let has_body = plan.result != ResultShape::Void;
-    if has_body {
-        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(plan.media.content_type()));
+    match &plan.handler {
+        Some(handler) => {
+            if let Ok(v) = HeaderValue::from_str(&handler.content_type) {
+                headers.insert(header::CONTENT_TYPE, v);
+            }
+        }
+        None if has_body => {
+            headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(plan.media.content_type()));
+        }
+        None => {}
     }
     if let Ok(v) = HeaderValue::from_str(&content_range) {
         headers.insert(header::CONTENT_RANGE, v);

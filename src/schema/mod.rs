@@ -240,6 +240,21 @@ pub struct Function {
     pub sets_response: bool,
 }
 
+/// PostgREST's media type handler: a function returning a domain named like a media type
+/// (`CREATE DOMAIN "text/html" AS text`), or an aggregate over a relation's rows returning one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MediaHandler {
+    /// The domain's name, lower-case: `application/vnd.twkb`, or `*/*` for any.
+    pub media_type: String,
+    /// The function, or the relation the aggregate takes; `None`: an aggregate of
+    /// `anyelement`, for every relation.
+    pub applies_to: Option<QualifiedName>,
+    /// The aggregate; `None`: the function's own value is the body.
+    pub aggregate: Option<QualifiedName>,
+    /// The domain is a `bytea`: the body is its bytes (else its text).
+    pub binary: bool,
+}
+
 /// Everything rowgate knows about the database's exposed schemas.
 #[derive(Debug, Default)]
 pub struct SchemaCache {
@@ -255,6 +270,8 @@ pub struct SchemaCache {
     pub time_zones: bool,
     /// The schema PostGIS is installed in, if it is (for `application/geo+json`).
     pub postgis: Option<String>,
+    /// Media type handlers in the exposed schemas (PostgreSQL).
+    pub media_handlers: Vec<MediaHandler>,
     /// What each relation reads, for the response cache.
     pub dependencies: Dependencies,
     /// PostgREST's data representations: the function of an implicit cast from a domain to

@@ -12,6 +12,7 @@ mod errors;
 mod geo;
 mod hooks;
 mod limits;
+mod media_handlers;
 mod observability;
 mod operations;
 mod oracle;

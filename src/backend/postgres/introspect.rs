@@ -141,6 +141,31 @@ JOIN pg_class c ON c.oid = t.tgrelid
 JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE NOT t.tgisinternal";
 
+/// Media type handlers, as PostgREST finds them: domains named like a media type (or `*/*`);
+/// aggregates in the exposed schemas returning one, of a relation's row type or `anyelement`;
+/// and functions there returning one (not a set).
+const MEDIA_HANDLERS: &str = "
+WITH media_types AS (
+  SELECT t.oid, lower(t.typname::text) AS media_type, b.typname = 'bytea' AS binary
+  FROM pg_type t JOIN pg_type b ON b.oid = t.typbasetype
+  WHERE t.typtype = 'd' AND (t.typname ~* '^[A-Za-z0-9.-]+/[A-Za-z0-9.+-]+$' OR t.typname = '*/*')
+)
+SELECT m.media_type, m.binary, an.nspname::text, a.relname::text, pn.nspname::text, p.proname::text, true
+FROM media_types m
+JOIN pg_proc p ON p.prorettype = m.oid
+JOIN pg_namespace pn ON pn.oid = p.pronamespace
+JOIN pg_aggregate agg ON agg.aggfnoid = p.oid
+JOIN pg_type arg ON arg.oid = p.proargtypes[0]
+LEFT JOIN pg_class a ON a.oid = arg.typrelid AND a.relkind IN ('r', 'v', 'm', 'f', 'p')
+LEFT JOIN pg_namespace an ON an.oid = a.relnamespace
+WHERE pn.nspname = ANY($1) AND p.pronargs = 1 AND (a.oid IS NOT NULL OR arg.typname = 'anyelement')
+UNION ALL
+SELECT m.media_type, m.binary, pn.nspname::text, p.proname::text, NULL, NULL, false
+FROM media_types m
+JOIN pg_proc p ON p.prorettype = m.oid
+JOIN pg_namespace pn ON pn.oid = p.pronamespace
+WHERE pn.nspname = ANY($1) AND NOT p.proretset AND p.prokind = 'f'";
+
 /// PostgREST's data representations: implicit casts by a function the authenticator may call,
 /// from a domain to `json` (`to json`: how answers write it), or to a domain from `text`
 /// (`from text`: how filters' values are read) or from `json` (`from json`: how bodies' are);
@@ -586,6 +611,22 @@ pub async fn load(
     for row in tx.query(TYPE_NAMES, &[&schemas]).await? {
         type_names.insert(row.get(0));
     }
+    let mut media_handlers = Vec::new();
+    for row in tx.query(MEDIA_HANDLERS, &[&schemas]).await? {
+        let name = |schema: usize, name: usize| -> Option<QualifiedName> {
+            Some(QualifiedName {
+                schema: row.get::<_, Option<String>>(schema)?,
+                name: row.get::<_, Option<String>>(name)?,
+            })
+        };
+        let aggregate = row.get::<_, bool>(6);
+        media_handlers.push(crate::schema::MediaHandler {
+            media_type: row.get(0),
+            binary: row.get(1),
+            applies_to: name(2, 3),
+            aggregate: if aggregate { name(4, 5) } else { None },
+        });
+    }
     let postgis = tx
         .query_opt(
             "SELECT n.nspname::text FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace \
@@ -616,6 +657,7 @@ pub async fn load(
         type_names,
         time_zones: true,
         postgis,
+        media_handlers,
         dependencies,
         json_representations,
         text_parsers,

@@ -24,6 +24,13 @@ pub fn read(
     profile: Option<&str>,
 ) -> Result<Response<Body>, Error> {
     let rows = &result.rows;
+    if stmts.shape == RowShape::Handler {
+        // One row: the handler's body (bytes, or NULL for none) and the rows it read.
+        let row = rows.first();
+        let body = row.and_then(|r| r.get::<_, Option<RawValue>>(0)).map(|RawValue(b)| b.to_vec());
+        let n = row.map_or(0, |r| r.get::<_, i64>(1).max(0) as u64);
+        return finish(plan, n, None, profile, || Ok(body.unwrap_or_default()));
+    }
     // With an exact count the first column is the total and the second marks a real row.
     let (skip, total) = if stmts.counted {
         let total = rows.first().map_or(0, |r| r.get::<_, i64>(0)).max(0) as u64;
@@ -79,7 +86,7 @@ fn body(
         None => out.extend_from_slice(b"null"),
     };
     Ok(match (shape, media) {
-        (RowShape::Empty, _) => Vec::new(),
+        (RowShape::Empty | RowShape::Handler, _) => Vec::new(),
         (_, _) if result == ResultShape::Void => Vec::new(),
         (RowShape::Json { columns }, _) if result == ResultShape::Scalar => {
             let mut out = Vec::with_capacity(64);

@@ -8,8 +8,8 @@ use rowgate_request::{
 
 use super::{push_ident, push_qualified, Params, Render, Statement};
 use crate::plan::{
-    ArgValue, Call, CallArgs, Condition, EmbedPlan, Expr, Media, OrderBy, OutputColumn, ReadPlan, RowWindow,
-    SCALAR_COLUMN,
+    ArgValue, Call, CallArgs, Condition, EmbedPlan, Expr, Handler, Media, OrderBy, OutputColumn, ReadPlan,
+    ResultShape, RowWindow, SCALAR_COLUMN,
 };
 use crate::schema::FunctionArg;
 use crate::schema::{QualifiedName, ValueKind};
@@ -31,6 +31,8 @@ pub enum RowShape {
     GeoJson,
     /// No values: HEAD only needs the number of rows.
     Empty,
+    /// One row: the body a media type handler made (bytes), and the number of rows it read.
+    Handler,
 }
 
 /// Everything the database stage runs for one read.
@@ -69,6 +71,9 @@ pub fn render_read(plan: &ReadPlan, max_rows: Option<u64>) -> ReadStatements {
     where_clause(&plan.conditions, &mut from_where, &mut params);
     let where_params = params.0.len();
 
+    if let (Some(handler), false) = (&plan.handler, plan.head) {
+        return handler_read(plan, handler, from_where, params);
+    }
     let mut list = String::with_capacity(256);
     let shape =
         select_list(&plan.columns, plan.media, plan.head, plan.postgis.as_deref(), &mut list, &mut params);
@@ -127,6 +132,58 @@ pub fn render_read(plan: &ReadPlan, max_rows: Option<u64>) -> ReadStatements {
             Some(PreferCount::Estimated) => max_rows.map(|m| m.saturating_add(1)),
             _ => None,
         },
+    }
+}
+
+/// A read whose body a media type handler makes: the aggregate over the page's rows (each a
+/// record of the output columns, cast to the relation's row type when the aggregate takes it),
+/// or the function's own value; as bytes or text, and the number of rows.
+fn handler_read(
+    plan: &ReadPlan,
+    handler: &Handler,
+    from_where: String,
+    mut params: Params,
+) -> ReadStatements {
+    let mut inner = String::with_capacity(128 + from_where.len());
+    inner.push_str("SELECT ");
+    aliased_list(&plan.columns, &mut inner, &mut params);
+    inner.push_str(&from_where);
+    group_by(&plan.columns, Some(0), &mut inner, &mut params);
+    grouped_order_by(&plan.order, &plan.columns, Some(0), &mut inner, &mut params);
+    window(plan.window, &mut inner);
+    let first_key = plan.columns.iter().find(|c| c.is_output()).map_or("pgrst_scalar", |c| c.key.as_str());
+    let scalar = matches!(plan.result, ResultShape::Scalar | ResultShape::ScalarSet);
+    let mut text = String::with_capacity(inner.len() + 128);
+    text.push_str("SELECT ");
+    match &handler.aggregate {
+        Some(aggregate) => {
+            push_qualified(&mut text, aggregate);
+            text.push_str("(pgrst_h");
+            if scalar {
+                text.push('.');
+                push_ident(&mut text, first_key);
+            } else if let Some(row_type) = &handler.row_type {
+                text.push_str("::");
+                push_qualified(&mut text, row_type);
+            }
+            text.push(')');
+        }
+        None => {
+            text.push_str("(pg_catalog.array_agg(pgrst_h.");
+            push_ident(&mut text, first_key);
+            text.push_str("))[1]");
+        }
+    }
+    text.push_str(if handler.binary { "::bytea" } else { "::text" });
+    text.push_str(", pg_catalog.count(*) FROM (");
+    text.push_str(&inner);
+    text.push_str(") pgrst_h");
+    ReadStatements {
+        main: Statement { text, params: params.0 },
+        counted: false,
+        shape: RowShape::Handler,
+        explain: None,
+        estimate_threshold: None,
     }
 }
 
