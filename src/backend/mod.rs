@@ -131,6 +131,16 @@ impl Backend {
         }
     }
 
+    /// Whether a pre-request function runs before every request (PostgreSQL's `db-pre-request`):
+    /// it reads the whole request and may refuse it or change what it sees, so no answer can be
+    /// served from the response cache.
+    pub fn calls_pre_request(&self) -> bool {
+        match self {
+            Backend::Postgres(pg) => pg.pre_request().is_some(),
+            Backend::Sqlite(_) => false,
+        }
+    }
+
     /// The schema changed under a request: reload the schema cache.
     pub fn reload_schema(&self) {
         match self {

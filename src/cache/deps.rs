@@ -27,10 +27,14 @@ pub fn row_key(table: u32, column: &str, value: &str) -> String {
 
 /// What a read plan depends on, or `None` if it cannot be cached: the union of its relations'
 /// dependencies, any table if it calls a user function (the RPC itself, computed fields and
-/// relationships). A table the plan reads only by key values (`id=eq.5`, `id=in.(1,2)`, an
+/// relationships); never a call of a function that may set `response.*`. A table the plan reads only by key values (`id=eq.5`, `id=in.(1,2)`, an
 /// embed joined on such a column) depends on those rows alone.
 pub fn plan_deps(plan: &ReadPlan, schema: &SchemaCache) -> Option<Deps> {
-    if plan.transaction.is_some() || plan.explain.is_some() {
+    // A function that may set response headers (cookies, say) answers for one caller.
+    if plan.transaction.is_some()
+        || plan.explain.is_some()
+        || plan.call.as_ref().is_some_and(|c| c.sets_response)
+    {
         return None;
     }
     let mut walk = Walk { schema, deps: Deps::default(), unbounded: false };

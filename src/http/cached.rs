@@ -47,7 +47,9 @@ pub struct Cacheable {
 /// Looks the request up in the response cache.
 pub async fn lookup(state: &AppState, parts: &Parts, principal: &Principal) -> Lookup {
     let get = matches!(parts.method, http::Method::GET | http::Method::HEAD);
-    let Some(cache) = state.cache.as_ref().filter(|_| get) else { return Lookup::Skipped };
+    let Some(cache) = state.cache.as_ref().filter(|_| get && !state.backend.calls_pre_request()) else {
+        return Lookup::Skipped;
+    };
     state.backend.sync_cache(cache).await;
     let start = cache.changes.position();
     let key = cache.key(&parts.method, &parts.uri, &parts.headers, &principal.role, &principal.claims);
@@ -84,7 +86,9 @@ pub fn remember(
     mut r: Response<Body>,
 ) -> Response<Body> {
     let success = r.status().is_success();
-    if let Some(v) = cache_control(&state.config, route).filter(|_| success) {
+    // One that SQL set (`response.headers`) stands.
+    let set_by_sql = r.headers().contains_key(header::CACHE_CONTROL);
+    if let Some(v) = cache_control(&state.config, route).filter(|_| success && !set_by_sql) {
         r.headers_mut().insert(header::CACHE_CONTROL, v.clone());
     }
     match cacheable {

@@ -108,7 +108,12 @@ impl HandlerTarget<'_> {
 fn handler_content_type(media_type: &str) -> String {
     match media_type {
         "*/*" => "application/octet-stream".to_owned(),
-        "application/json" | "application/geo+json" | "text/csv" | "text/plain" | "text/xml" => {
+        "application/json"
+        | "application/geo+json"
+        | "application/openapi+json"
+        | "text/csv"
+        | "text/plain"
+        | "text/xml" => {
             format!("{media_type}; charset=utf-8")
         }
         other => other.to_owned(),
@@ -130,10 +135,11 @@ pub fn negotiate_with_handlers(
         let wanted = if accept.is_empty() { &any[..] } else { accept };
         for media in wanted {
             let name = match media {
-                MediaType::ArrayJson { .. } | MediaType::SingleObject { .. } | MediaType::Plan { .. } => {
-                    // Not overridable; rowgate's negotiation from here on.
-                    break;
-                }
+                // PostgREST's own, which no handler overrides: rowgate's negotiation from here
+                // (a plan it may not give is passed over, as there).
+                MediaType::ArrayJson { .. } | MediaType::SingleObject { .. } => break,
+                MediaType::Plan { .. } if plan_enabled => break,
+                MediaType::Plan { .. } => continue,
                 MediaType::Json => "application/json".to_owned(),
                 MediaType::Csv => "text/csv".to_owned(),
                 MediaType::GeoJson => "application/geo+json".to_owned(),

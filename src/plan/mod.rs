@@ -119,7 +119,7 @@ impl Plan {
 
 /// Whether the request selects what PostgREST's default `select=*` does (a relation's own
 /// media type handlers apply only then).
-fn default_select(request: &ApiRequest) -> bool {
+pub(super) fn default_select(request: &ApiRequest) -> bool {
     matches!(request.query.select.as_slice(), [] | [SelectItem::Star])
 }
 

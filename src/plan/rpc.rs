@@ -52,7 +52,7 @@ pub(super) fn plan(
             schema,
             config,
             &qualified,
-            raw_call(overloads, type_name, body, &qualified, request)?,
+            raw_call(overloads, type_name, body, &qualified)?,
         );
     }
     // The argument names the request gives, and where their values come from.
@@ -111,18 +111,12 @@ fn raw_call<'f>(
     type_name: &str,
     body: &[u8],
     name: &QualifiedName,
-    request: &ApiRequest,
 ) -> Result<(&'f Function, CallArgs), Error> {
     let takes =
         |f: &&Function| matches!(f.args.as_slice(), [a] if a.name.is_empty() && a.type_name == type_name);
     let Some(function) = overloads.iter().find(takes) else {
         let qualified = format!("{}.{}", name.schema, name.name);
-        let content_type = request.content_type.as_deref().unwrap_or_default();
-        let kind = match content_type {
-            "application/octet-stream" => "bytea",
-            "text/xml" => "xml",
-            _ => "text",
-        };
+        let kind = type_name;
         return Err(Error::Api {
             code: code::FUNCTION_NOT_FOUND,
             message: format!("Could not find the function {qualified} in the schema cache"),
@@ -141,8 +135,10 @@ fn raw_call<'f>(
         "bytea" => {
             let mut hex = String::with_capacity(2 + 2 * body.len());
             hex.push_str("\\x");
+            const DIGITS: &[u8; 16] = b"0123456789abcdef";
             for b in body {
-                hex.push_str(&format!("{b:02x}"));
+                hex.push(char::from(DIGITS[usize::from(b >> 4)]));
+                hex.push(char::from(DIGITS[usize::from(b & 15)]));
             }
             hex
         }
@@ -172,7 +168,7 @@ fn plan_call(
     let target = media::HandlerTarget {
         handlers: &schema.media_handlers,
         identifier: &identifier,
-        default_select: matches!(request.query.select.as_slice(), [] | [SelectItem::Star]),
+        default_select: super::default_select(request),
     };
     let (media, explain, handler) = media::negotiate_with_handlers(
         &request.accept,

@@ -84,11 +84,12 @@ pub enum CallArgs {
         /// The arguments it gives.
         args: Vec<crate::schema::FunctionArg>,
     },
-    /// The whole body as the one unnamed json/jsonb argument.
+    /// The whole body as the one unnamed argument: json or jsonb, or a raw body's bytea (as
+    /// bytea's hex input), text or xml.
     Body {
         /// The body.
         payload: String,
-        /// `json` or `jsonb`.
+        /// The parameter's type.
         type_name: String,
     },
 }

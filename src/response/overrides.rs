@@ -15,8 +15,14 @@ pub fn from_sql(
     status: Option<&str>,
 ) -> Result<Response<Body>, Error> {
     if let Some(text) = status {
-        *response.status_mut() = parse_status(text)
+        let status = parse_status(text)
             .ok_or_else(|| Error::api(code::GUC_STATUS, "response.status guc must be a valid status code"))?;
+        if status != response.status() {
+            // The ETag validated the answer rowgate built: a 304 must never stand in for
+            // another status.
+            response.headers_mut().remove(header::ETAG);
+        }
+        *response.status_mut() = status;
     }
     if let Some(text) = headers {
         let pairs = parse_headers(text).ok_or_else(|| {
@@ -25,24 +31,24 @@ pub fn from_sql(
                 "response.headers guc must be a JSON array composed of objects with a single key and a string value",
             )
         })?;
+        // The body's framing stays the server's to write.
+        let framing = |name: &HeaderName| {
+            name == header::CONTENT_LENGTH || name == header::TRANSFER_ENCODING || name == header::CONNECTION
+        };
+        let pairs: Vec<_> = pairs.into_iter().filter(|(name, _)| !framing(name)).collect();
         let map = response.headers_mut();
         for (name, _) in &pairs {
             map.remove(name);
         }
         for (name, value) in pairs {
-            // The body's framing stays the server's to write.
-            if name != header::CONTENT_LENGTH
-                && name != header::TRANSFER_ENCODING
-                && name != header::CONNECTION
-            {
-                map.append(name, value);
-            }
+            map.append(name, value);
         }
     }
     Ok(response)
 }
 
-/// The status in `text`: its leading digits, as PostgREST reads them.
+/// The status in `text`: its leading digits, as PostgREST reads them (a number that is no HTTP
+/// status, which PostgREST would send as it is, is refused here).
 fn parse_status(text: &str) -> Option<StatusCode> {
     let digits: &str = &text[..text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len())];
     StatusCode::from_u16(digits.parse().ok()?).ok()
@@ -91,7 +97,7 @@ mod tests {
     }
 
     #[test]
-    fn what_postgrest_refuses_is_a_500() {
+    fn unreadable_settings_are_a_500() {
         for (headers, status, code) in [
             (Some(r#"{"X-Test": "1"}"#), None, "PGRST111"),
             (Some(r#"[{"X-A": "1", "X-B": "2"}]"#), None, "PGRST111"),

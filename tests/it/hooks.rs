@@ -58,6 +58,12 @@ BEGIN
   RETURN json_build_object('queued', job);
 END $$;
 
+CREATE FUNCTION hooks.find(id int) RETURNS json LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  PERFORM set_config('response.status', '404', true);
+  RETURN json_build_object('error', 'no item ' || id);
+END $$;
+
 CREATE FUNCTION hooks.bad_headers() RETURNS text LANGUAGE sql AS
   $$ SELECT set_config('response.headers', '{"X-Not": "an array"}', true) $$;
 CREATE FUNCTION hooks.bad_status() RETURNS text LANGUAGE sql AS
@@ -162,6 +168,13 @@ fn a_function_sets_headers_and_repeats_set_cookie() {
 fn a_function_sets_the_status() {
     let r = call("POST", "/rpc/enqueue", &[], Some(r#"{"job": "resize"}"#));
     assert_eq!((r.status, r.json()), (202, json!({"queued": "resize"})));
+}
+
+#[test]
+fn a_status_set_by_sql_carries_no_etag() {
+    // The ETag validated rowgate's 200: a conditional GET must never turn the 404 into a 304.
+    let r = call("GET", "/rpc/find?id=7", &[], None);
+    assert_eq!((r.status, r.header("etag"), r.json()), (404, None, json!({"error": "no item 7"})));
 }
 
 #[test]

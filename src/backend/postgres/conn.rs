@@ -131,10 +131,7 @@ impl PgConn {
             Some(s) => Some(self.prepare_cached(&s.text).await.map_err(|e| db_error(e, anonymous))?),
             None => None,
         };
-        let gucs_stmt = match hooks.response {
-            true => Some(self.prepare_cached(READ_GUCS).await.map_err(|e| db_error(e, anonymous))?),
-            false => None,
-        };
+        let gucs_stmt = self.gucs_statement(hooks, anonymous).await?;
         let wrap = hooks.wrap();
         // Should the request be dropped midway, the pool rolls back whatever is left open.
         self.in_transaction = wrap;
@@ -186,6 +183,7 @@ impl PgConn {
         if settings_stmt.is_some() {
             self.settings = SessionSettings::merged(wanted, &self.defaults);
         }
+        self.forget_after(hooks);
         // The first failure in pipeline order is the cause; the ones after it are "current
         // transaction is aborted".
         begun.and(pre).map_err(|e| db_error(e, anonymous))?;
@@ -221,10 +219,7 @@ impl PgConn {
     ) -> Result<WriteResult, Error> {
         self.apply_settings(wanted, anonymous).await?;
         let stmt = self.prepare_cached(&main.text).await.map_err(|e| db_error(e, anonymous))?;
-        let gucs_stmt = match hooks.response {
-            true => Some(self.prepare_cached(READ_GUCS).await.map_err(|e| db_error(e, anonymous))?),
-            false => None,
-        };
+        let gucs_stmt = self.gucs_statement(hooks, anonymous).await?;
         self.in_transaction = true;
         let client = &self.client;
         // BEGIN, the hooks and the statement travel in one round trip.
@@ -232,7 +227,9 @@ impl PgConn {
         let pre = simple(client, hooks.pre_request);
         let run = run_write(client, &stmt, &main.params, returns_rows);
         let gucs = read_gucs(client, gucs_stmt.as_ref());
-        match futures_util::join!(begin, pre, run, gucs) {
+        let ran = futures_util::join!(begin, pre, run, gucs);
+        self.forget_after(hooks);
+        match ran {
             (Ok(()), Ok(()), Ok((rows, affected)), Ok(gucs)) => Ok(WriteResult { rows, affected, gucs }),
             (Err(e), ..) | (_, Err(e), ..) | (_, _, Err(e), _) | (.., Err(e)) => {
                 let _ = self.finish(false, anonymous).await;
@@ -265,11 +262,10 @@ impl PgConn {
             None
         };
         let stmt = self.prepare_cached(&main.text).await.map_err(|e| db_error(e, anonymous))?;
-        let gucs_stmt = match hooks.response {
-            true => Some(self.prepare_cached(READ_GUCS).await.map_err(|e| db_error(e, anonymous))?),
-            false => None,
-        };
+        let gucs_stmt = self.gucs_statement(hooks, anonymous).await?;
         let pre_request_sql = hooks.pre_request.map(str::to_owned);
+        // Queued behind this write, the next request on the connection sets everything again.
+        self.forget_after(hooks);
         let client = self.client.clone();
         let params = main.params.clone();
         let mut running = Box::pin(async move {
@@ -327,8 +323,29 @@ impl PgConn {
         Ok(())
     }
 
-    /// Opens a transaction with the request's settings in force, for a write of several
-    /// statements ([`PgConn::run`] each, then [`PgConn::finish`]).
+    /// The prepared read of the response settings, when `hooks` asks for it.
+    async fn gucs_statement(
+        &mut self,
+        hooks: Hooks<'_>,
+        anonymous: bool,
+    ) -> Result<Option<tokio_postgres::Statement>, Error> {
+        if !hooks.response {
+            return Ok(None);
+        }
+        self.prepare_cached(READ_GUCS).await.map(Some).map_err(|e| db_error(e, anonymous))
+    }
+
+    /// Forgets what the connection holds after a pre-request function ran: it may have
+    /// changed session settings (`SET ROLE`, `set_config(.., false)`) behind the record's back.
+    fn forget_after(&mut self, hooks: Hooks<'_>) {
+        if hooks.pre_request.is_some() {
+            self.settings.forget();
+        }
+    }
+
+    /// Opens a transaction with the request's settings in force and calls the pre-request
+    /// function, for a write of several statements ([`PgConn::run`] each, then
+    /// [`PgConn::finish`]).
     pub async fn begin(
         &mut self,
         wanted: &SessionSettings,
@@ -337,6 +354,7 @@ impl PgConn {
     ) -> Result<(), Error> {
         self.apply_settings(wanted, anonymous).await?;
         self.in_transaction = true;
+        self.forget_after(hooks);
         let sql = match hooks.pre_request {
             Some(pre) => format!("BEGIN; {pre}"),
             None => "BEGIN".to_owned(),
@@ -350,9 +368,16 @@ impl PgConn {
     }
 
     /// What SQL left in `response.headers` and `response.status` in the open transaction.
+    /// On error the transaction is rolled back.
     pub async fn response_gucs(&mut self, anonymous: bool) -> Result<ResponseGucs, Error> {
-        let stmt = self.prepare_cached(READ_GUCS).await.map_err(|e| db_error(e, anonymous))?;
-        read_gucs(&self.client, Some(&stmt)).await.map_err(|e| db_error(e, anonymous))
+        let read = match self.prepare_cached(READ_GUCS).await {
+            Ok(stmt) => read_gucs(&self.client, Some(&stmt)).await,
+            Err(e) => Err(e),
+        };
+        if read.is_err() {
+            let _ = self.finish(false, anonymous).await;
+        }
+        read.map_err(|e| db_error(e, anonymous))
     }
 
     /// Runs one statement inside the transaction of [`PgConn::begin`]; on error the transaction

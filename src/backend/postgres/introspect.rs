@@ -120,17 +120,20 @@ WHERE n.nspname = ANY($1) AND p.prokind = 'f'
 ORDER BY 1, 2, p.oid";
 
 /// What may set `response.headers` or `response.status`: functions whose source names them, or
-/// names such a function (a helper), and the relations with a trigger calling one. Read from the
-/// source text, so C and internal functions are left out; a helper is found by its name.
+/// names such a function (a helper, found by its name as a word), and the relations with a
+/// trigger calling one. Read from the source text, so C and internal functions are left out; a
+/// SQL-standard body (`BEGIN ATOMIC`), which keeps no source text, is assumed to.
 const RESPONSE_SETTERS: &str = "
 WITH RECURSIVE src AS (
   SELECT p.oid, lower(p.proname::text) AS name, lower(p.prosrc) AS body
   FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
   WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND p.prolang NOT IN (12, 13)
 ), setters(oid, name) AS (
-  SELECT oid, name FROM src WHERE strpos(body, 'response.') > 0
+  SELECT oid, name FROM src WHERE strpos(body, 'response.') > 0 OR body = ''
   UNION
-  SELECT s.oid, s.name FROM src s JOIN setters t ON strpos(s.body, t.name) > 0
+  SELECT s.oid, s.name FROM src s JOIN setters t
+    ON strpos(s.body, t.name) > 0
+   AND s.body ~ ('(^|[^a-z0-9_$])' || regexp_replace(t.name, '([^a-z0-9_])', '\\\\\\1', 'g') || '([^a-z0-9_$]|$)')
 )
 SELECT 'f', s.oid, NULL::text, NULL::text FROM setters s
 UNION ALL

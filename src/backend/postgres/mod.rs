@@ -134,9 +134,9 @@ impl PgBackend {
             let result = conn.read(settings, &stmt, None, hooks, anonymous).await?;
             return Ok((Ok(render::plan(explain, &result.rows)), None));
         }
-        // What SQL may have left in `response.*` is read after a function that may set them (by
-        // its source), and after everything once a pre-request function runs; anything else
-        // runs without the transaction reading them takes.
+        // Reading what SQL left in `response.*` takes a transaction around the read, so it is
+        // read only where SQL may have set it: after a function whose source may, and after
+        // everything once a pre-request function runs.
         let sets_response = plan.call.as_ref().is_some_and(|c| c.sets_response);
         let hooks = Hooks { pre_request, response: sets_response || pre_request.is_some() };
         match plan.transaction {
@@ -146,10 +146,10 @@ impl PgBackend {
                     // record must not claim to know them.
                     conn.settings.forget();
                 }
-                let result = conn
+                let mut result = conn
                     .read(settings, &statements.main, statements.explain.as_ref(), hooks, anonymous)
                     .await?;
-                let gucs = result.gucs.clone();
+                let gucs = std::mem::take(&mut result.gucs);
                 let response =
                     render::read(plan, &statements, result, config.db_max_rows, profile.as_deref());
                 Ok((response.and_then(|r| with_gucs(r, &gucs)), None))
@@ -157,8 +157,8 @@ impl PgBackend {
             Some(tx) => {
                 // POST /rpc: its transaction is there anyway, and what it writes may fire
                 // triggers that set them.
-                let hooks = Hooks { pre_request, response: true };
-                let result = conn.write(settings, &statements.main, true, hooks, anonymous).await?;
+                let post_hooks = Hooks { pre_request, response: true };
+                let result = conn.write(settings, &statements.main, true, post_hooks, anonymous).await?;
                 let read = ReadResult { rows: result.rows, explain: None, gucs: ResponseGucs::default() };
                 let response = render::read(plan, &statements, read, config.db_max_rows, profile.as_deref());
                 let commit = response.is_ok() && !tx.rollback;
@@ -197,6 +197,11 @@ impl PgBackend {
                 .await
                 .unwrap_or_else(|_| Err(Error::api(code::INTERNAL, "Internal server error")))
         }
+    }
+
+    /// The statement calling the pre-request function, if one is set.
+    pub fn pre_request(&self) -> Option<Arc<String>> {
+        self.reloader.pre_request()
     }
 
     /// The pool.

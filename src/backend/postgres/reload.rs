@@ -34,7 +34,7 @@ SELECT substr(c, strpos(c, '=') + 1) FROM pg_catalog.pg_db_role_setting s, unnes
 WHERE s.setrole = (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = current_user)
   AND s.setdatabase IN (0, (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database()))
   AND (c LIKE 'pgrst.db\\_pre\\_request=%' OR c LIKE 'pgrst.pre\\_request=%')
-ORDER BY s.setdatabase DESC LIMIT 1";
+ORDER BY s.setdatabase DESC, c LIKE 'pgrst.db\\_pre\\_request=%' DESC LIMIT 1";
 
 /// `SELECT "schema"."fn"()` for `db-pre-request`'s `schema.fn` (or `fn`, found on the
 /// request's search path), as PostgREST calls it.

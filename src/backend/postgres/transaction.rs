@@ -42,7 +42,9 @@ pub async fn write(
     let pre_request = pre_request.as_deref().map(String::as_str);
     // Read after a write whose triggers may set them, and after every write once a
     // pre-request function runs.
-    let hooks = Hooks { pre_request, response: pre_request.is_some() || plan.relation.sets_response };
+    let triggers_set_response =
+        plan.relation.sets_response || plan.nested.iter().any(|n| n.child.sets_response);
+    let hooks = Hooks { pre_request, response: pre_request.is_some() || triggers_set_response };
     let mut slot = db.get_for_write(plan.commits_blind()).await?;
     let conn = &mut slot.conn;
     if !plan.nested.is_empty() {
