@@ -50,6 +50,8 @@ pub struct MutatePlan {
     pub explain: Option<super::Explain>,
     /// PostGIS's schema, for `application/geo+json`.
     pub postgis: Option<String>,
+    /// A media type handler of the database's makes the representation (PostgreSQL).
+    pub handler: Option<super::Handler>,
     /// rowgate's nested insert: keys of the body that name a to-many relationship hold the
     /// children to insert with each row.
     pub nested: Vec<Nested>,
@@ -263,8 +265,17 @@ pub(super) fn plan(
 ) -> Result<MutatePlan, Error> {
     let prefs = &request.preferences;
     let query = &request.query;
-    let (media, explain) =
-        media::negotiate(&request.accept, config.db_plan_enabled, schema.postgis.is_some())?;
+    let target = media::HandlerTarget {
+        handlers: &schema.media_handlers,
+        identifier: &relation.name,
+        default_select: super::default_select(request),
+    };
+    let (media, explain, handler) = media::negotiate_with_handlers(
+        &request.accept,
+        config.db_plan_enabled,
+        schema.postgis.is_some(),
+        &target,
+    )?;
     let planner = Planner::top(&relation, schema, schema_name, query, config);
     if request.method != Method::Post && (!query.ranges.is_empty() || !query.order.is_empty()) {
         if request.method == Method::Put && query.ranges.iter().any(|(p, _)| p.is_empty()) {
@@ -472,6 +483,8 @@ pub(super) fn plan(
         applied.push("patch=by-key".to_owned());
     }
 
+    // A handler makes a representation only (and never a nested insert's).
+    let handler = handler.filter(|_| matches!(returning, Returning::Representation(_)) && nested.is_empty());
     Ok(MutatePlan {
         relation,
         schema: schema_name.to_owned(),
@@ -488,6 +501,7 @@ pub(super) fn plan(
         applied,
         explain,
         postgis: schema.postgis.clone(),
+        handler,
         nested,
     })
 }

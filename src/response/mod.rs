@@ -250,7 +250,13 @@ pub fn finish_write(
     }
     applied_header(headers, &plan.applied);
     if body.is_some() {
-        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(plan.media.content_type()));
+        let content_type = match &plan.handler {
+            Some(handler) => HeaderValue::from_str(&handler.content_type).ok(),
+            None => Some(HeaderValue::from_static(plan.media.content_type())),
+        };
+        if let Some(v) = content_type {
+            headers.insert(header::CONTENT_TYPE, v);
+        }
         if let Some(p) = profile.and_then(|p| HeaderValue::from_str(p).ok()) {
             headers.insert("content-profile", p);
         }

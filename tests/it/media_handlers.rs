@@ -47,6 +47,7 @@ CREATE AGGREGATE media.counters_json(media.counters) (
   initcond = '{}', stype = media."application/json", sfunc = media.counters_step);
 
 GRANT SELECT ON ALL TABLES IN SCHEMA media TO web_anon;
+GRANT INSERT ON media.lines TO web_anon;
 GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA media TO web_anon;
 "#);
         let mut args = default_args(&harness().superuser_uri);
@@ -101,6 +102,35 @@ fn an_aggregate_answers_for_a_tables_rows() {
                 "hint": null
             })
         )
+    );
+}
+
+#[test]
+fn a_handler_counts_and_makes_a_writes_representation() {
+    let r = send_to(
+        base(),
+        "GET",
+        "/lines?order=id&limit=1",
+        &[("accept", "text/tab-separated-values"), ("prefer", "count=exact")],
+        None,
+    );
+    assert_eq!(
+        (r.status, r.header("content-range"), r.body.as_str()),
+        (206, Some("0-0/3"), "id\tname\n1\tline-1\n")
+    );
+    // Rolled back: the other tests read the table.
+    let prefer = ("prefer", "return=representation, tx=rollback");
+    let headers = [("accept", "text/tab-separated-values"), ("content-type", "application/json"), prefer];
+    let r = send_to(
+        base(),
+        "POST",
+        "/lines",
+        &headers,
+        Some(r#"[{"id": 4, "name": "line-4"}, {"id": 5, "name": "line-5"}]"#),
+    );
+    assert_eq!(
+        (r.status, r.header("content-type"), r.body.as_str()),
+        (201, Some("text/tab-separated-values"), "id\tname\n4\tline-4\n5\tline-5\n")
     );
 }
 

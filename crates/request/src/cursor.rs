@@ -22,6 +22,11 @@ impl PErr {
         let source = format!("failed to parse {what} ({input})");
         let message = format!("{} (line 1, column {})", haskell_show(&source), self.pos.saturating_add(1));
         let unexpected = match self.unexpected {
+            // Parsec's `eof` reports the character it found as `show c` ('t'), and that message
+            // wins over the others' ("t") wherever the end of input was one of the options.
+            Some(c) if self.expecting.ends_with("end of input") => {
+                format!("unexpected {}", haskell_show_char(c))
+            }
             Some(c) => format!("unexpected {}", haskell_show(&c.to_string())),
             None => "unexpected end of input".to_string(),
         };
@@ -31,6 +36,18 @@ impl PErr {
             format!("{unexpected} expecting {}", self.expecting)
         };
         RequestError::Parse { message, details }
+    }
+}
+
+/// Quotes a character the way Haskell's `show` does: `'t'`, `'\''`, `'\\'`, `'\233'`.
+fn haskell_show_char(c: char) -> String {
+    match c {
+        '\'' => "'\\''".to_owned(),
+        '"' => "'\"'".to_owned(),
+        _ => {
+            let shown = haskell_show(&c.to_string());
+            format!("'{}'", &shown[1..shown.len() - 1])
+        }
     }
 }
 

@@ -90,12 +90,12 @@ pub(crate) fn json_path(c: &mut Cursor) -> Result<Vec<JsonStep>, PErr> {
             return Ok(steps);
         };
         let start = c.pos;
-        let index_fail = match json_index(c) {
+        let (index_fail, had_digits) = match json_index(c) {
             Ok(idx) => {
                 steps.push(JsonStep { as_text, key: JsonKey::Index(idx) });
                 continue;
             }
-            Err(pos) => pos,
+            Err(failed) => failed,
         };
         c.pos = start;
         let key = if c.peek() == Some('"') {
@@ -109,7 +109,13 @@ pub(crate) fn json_path(c: &mut Cursor) -> Result<Vec<JsonStep>, PErr> {
             .map_err(|e| {
                 // A malformed negative index is blamed where the index went wrong.
                 if e.pos == start && index_fail > start {
-                    c.err_at(index_fail, "digit, \"->\", \"::\", \".\", \",\" or end of input")
+                    // Parsec, committed by the minus: only a digit may follow it; after digits,
+                    // more of them or the path's end.
+                    let expecting = match had_digits {
+                        true => "digit, \"->\", \"::\", \".\", \",\" or end of input",
+                        false => "digit",
+                    };
+                    c.err_at(index_fail, expecting)
                 } else {
                     e
                 }
@@ -119,15 +125,16 @@ pub(crate) fn json_path(c: &mut Cursor) -> Result<Vec<JsonStep>, PErr> {
     }
 }
 
-/// An optional minus, digits and a proper end; otherwise the position where it went wrong.
-fn json_index(c: &mut Cursor) -> Result<i64, usize> {
+/// An optional minus, digits and a proper end; otherwise the position where it went wrong and
+/// whether digits came before it.
+fn json_index(c: &mut Cursor) -> Result<i64, (usize, bool)> {
     let neg = c.eat('-');
     let digits = c.take_while(|ch| ch.is_ascii_digit());
     if digits.is_empty() || !at_index_end(c) {
-        return Err(c.pos);
+        return Err((c.pos, !digits.is_empty()));
     }
     // An index too large for i64 cannot address any real array element; it parses as a key.
-    let n: i64 = digits.parse().map_err(|_| c.pos)?;
+    let n: i64 = digits.parse().map_err(|_| (c.pos, true))?;
     Ok(if neg { -n } else { n })
 }
 

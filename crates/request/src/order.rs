@@ -169,5 +169,12 @@ mod tests {
                 "input {input:?}"
             );
         }
+        // Where the end of input was an option, Parsec shows the character as Haskell shows a
+        // Char.
+        let RequestError::Parse { details, .. } = request_order("order", "id.asc.nullslasttt").unwrap_err()
+        else {
+            panic!()
+        };
+        assert_eq!(details, "unexpected 't' expecting \",\" or end of input");
     }
 }

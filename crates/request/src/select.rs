@@ -386,6 +386,16 @@ mod tests {
                 "input {input:?}"
             );
         }
+        // A minus commits a JSON index: only a digit may follow it; after digits, the path goes on.
+        for (input, details) in [
+            ("data->>--34", "unexpected \"-\" expecting digit"),
+            ("data->>-78xy", "unexpected 'x' expecting digit, \"->\", \"::\", \".\", \",\" or end of input"),
+        ] {
+            let Err(RequestError::Parse { details: got, .. }) = request_select(input) else {
+                panic!("{input} parsed")
+            };
+            assert_eq!(got, details, "input {input:?}");
+        }
     }
 
     #[test]

@@ -25,11 +25,12 @@ pub fn read(
 ) -> Result<Response<Body>, Error> {
     let rows = &result.rows;
     if stmts.shape == RowShape::Handler {
-        // One row: the handler's body (bytes, or NULL for none) and the rows it read.
+        // One row: the handler's body (bytes, or NULL for none), the rows it read, the total.
         let row = rows.first();
         let body = row.and_then(|r| r.get::<_, Option<RawValue>>(0)).map(|RawValue(b)| b.to_vec());
         let n = row.map_or(0, |r| r.get::<_, i64>(1).max(0) as u64);
-        return finish(plan, n, None, profile, || Ok(body.unwrap_or_default()));
+        let total = plan.count.and(row).map(|r| r.get::<_, i64>(2).max(0) as u64);
+        return finish(plan, n, total, profile, || Ok(body.unwrap_or_default()));
     }
     // With an exact count the first column is the total and the second marks a real row.
     let (skip, total) = if stmts.counted {
@@ -174,6 +175,14 @@ pub fn write(
         (true, None) => (0, 0),
         (false, _) => (result.affected, result.affected),
     };
+    if stmts.shape == RowShape::Handler {
+        // One row: the counts, the handler's body (bytes, or NULL for none), the rows it read.
+        let row = rows.first();
+        let body = row.and_then(|r| r.get::<_, Option<RawValue>>(3)).map(|RawValue(b)| b.to_vec());
+        let page = row.map_or(0, |r| r.get::<_, i64>(4).max(0) as u64);
+        let outcome = WriteOutcome { affected, inserted, page, location: None };
+        return finish_write(plan, outcome, profile, || Ok(body.unwrap_or_default()));
+    }
     let page: Vec<&tokio_postgres::Row> = if stmts.returns_rows {
         rows.iter().filter(|r| r.get::<_, Option<i32>>(2).is_some()).collect()
     } else {

@@ -31,7 +31,8 @@ pub enum RowShape {
     GeoJson,
     /// No values: HEAD only needs the number of rows.
     Empty,
-    /// One row: the body a media type handler made (bytes), and the number of rows it read.
+    /// One row: the body a media type handler made (bytes), the number of rows it read, and
+    /// (when counted) the total.
     Handler,
 }
 
@@ -151,31 +152,19 @@ fn handler_read(
     group_by(&plan.columns, Some(0), &mut inner, &mut params);
     grouped_order_by(&plan.order, &plan.columns, Some(0), &mut inner, &mut params);
     window(plan.window, &mut inner);
-    let first_key = plan.columns.iter().find(|c| c.is_output()).map_or("pgrst_scalar", |c| c.key.as_str());
     let scalar = matches!(plan.result, ResultShape::Scalar | ResultShape::ScalarSet);
-    let mut text = String::with_capacity(inner.len() + 128);
+    let mut text = String::with_capacity(2 * inner.len() + 128);
     text.push_str("SELECT ");
-    match &handler.aggregate {
-        Some(aggregate) => {
-            push_qualified(&mut text, aggregate);
-            text.push_str("(pgrst_h");
-            if scalar {
-                text.push('.');
-                push_ident(&mut text, first_key);
-            } else if let Some(row_type) = &handler.row_type {
-                text.push_str("::");
-                push_qualified(&mut text, row_type);
-            }
-            text.push(')');
-        }
-        None => {
-            text.push_str("(pg_catalog.array_agg(pgrst_h.");
-            push_ident(&mut text, first_key);
-            text.push_str("))[1]");
-        }
+    handler_body(handler, &plan.columns, scalar, &mut text);
+    text.push_str(", pg_catalog.count(*)");
+    if plan.count.is_some() {
+        // The total, by the same conditions (and parameters); counted exactly whatever the
+        // preference: the handler's one row leaves no room for the planner's estimate.
+        text.push_str(", (SELECT pg_catalog.count(*) FROM (SELECT 1");
+        text.push_str(&from_where);
+        text.push_str(") pgrst_c)");
     }
-    text.push_str(if handler.binary { "::bytea" } else { "::text" });
-    text.push_str(", pg_catalog.count(*) FROM (");
+    text.push_str(" FROM (");
     text.push_str(&inner);
     text.push_str(") pgrst_h");
     ReadStatements {
@@ -185,6 +174,33 @@ fn handler_read(
         explain: None,
         estimate_threshold: None,
     }
+}
+
+/// The body a media type handler makes of the rows `pgrst_h` (records of the output `columns`):
+/// the aggregate over them (cast to the relation's row type when the aggregate takes it; a
+/// `scalar` call's values themselves), or the function's own value; as bytes or text.
+pub(crate) fn handler_body(handler: &Handler, columns: &[OutputColumn], scalar: bool, sql: &mut String) {
+    let first_key = columns.iter().find(|c| c.is_output()).map_or(SCALAR_COLUMN, |c| c.key.as_str());
+    match &handler.aggregate {
+        Some(aggregate) => {
+            push_qualified(sql, aggregate);
+            sql.push_str("(pgrst_h");
+            if scalar {
+                sql.push('.');
+                push_ident(sql, first_key);
+            } else if let Some(row_type) = &handler.row_type {
+                sql.push_str("::");
+                push_qualified(sql, row_type);
+            }
+            sql.push(')');
+        }
+        None => {
+            sql.push_str("(pg_catalog.array_agg(pgrst_h.");
+            push_ident(sql, first_key);
+            sql.push_str("))[1]");
+        }
+    }
+    sql.push_str(if handler.binary { "::bytea" } else { "::text" });
 }
 
 /// A function call as a row source: `(SELECT pgrst_call.* FROM fn(args) AS pgrst_call)`. The
@@ -324,7 +340,7 @@ pub(crate) fn select_list(
 }
 
 /// `expr AS "key", ...` for the output columns: a record whose field names are the keys.
-fn aliased_list(columns: &[OutputColumn], sql: &mut String, params: &mut Params) {
+pub(crate) fn aliased_list(columns: &[OutputColumn], sql: &mut String, params: &mut Params) {
     for (i, col) in columns.iter().filter(|c| c.is_output()).enumerate() {
         if i > 0 {
             sql.push_str(", ");

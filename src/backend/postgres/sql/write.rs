@@ -70,6 +70,22 @@ pub fn render_write(plan: &MutatePlan) -> WriteStatements {
         "pg_catalog.count(*)"
     });
     sql.push_str(" AS inserted FROM pgrst_source) pgrst_stats LEFT JOIN LATERAL (SELECT 1 AS pgrst_present");
+    if let (Some(handler), Returning::Representation(columns)) = (&plan.handler, &plan.returning) {
+        // The handler's body over the representation's rows, and how many there are.
+        sql.push_str(", ");
+        super::read::handler_body(handler, columns, false, &mut sql);
+        sql.push_str(", pg_catalog.count(*) FROM (SELECT ");
+        super::read::aliased_list(columns, &mut sql, &mut params);
+        sql.push_str(" FROM pgrst_source AS pgrst_0");
+        where_clause(&plan.output_conditions, &mut sql, &mut params);
+        super::read::order_by(&plan.order, &mut sql, &mut params);
+        sql.push_str(") pgrst_h) pgrst_page ON true");
+        return WriteStatements {
+            main: Statement { text: sql, params: params.0 },
+            returns_rows,
+            shape: RowShape::Handler,
+        };
+    }
     let mut list = String::new();
     let shape = match &plan.returning {
         Returning::Representation(columns) => {
