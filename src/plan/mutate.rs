@@ -123,6 +123,9 @@ pub struct BodyColumn {
     /// The function that reads its value from the body's JSON, when the column's domain has a
     /// data representation from `json`.
     pub parse: Option<crate::schema::QualifiedName>,
+    /// The function that reads its value from text (a PUT's key in the URL), when the
+    /// column's domain has a data representation from `text`.
+    pub parse_text: Option<crate::schema::QualifiedName>,
 }
 
 /// `ON CONFLICT (target) DO ...`.
@@ -322,7 +325,7 @@ pub(super) fn plan(
                     return Err(payload::mismatch());
                 }
             }
-            let columns = body_columns(&relation, &payload, query.columns.as_deref(), &schema.json_parsers)?;
+            let columns = body_columns(&relation, &payload, query.columns.as_deref(), schema)?;
             let on_conflict = match prefs.resolution {
                 Some(resolution) => {
                     let target = match &query.on_conflict {
@@ -349,7 +352,7 @@ pub(super) fn plan(
             if payload.rows != 1 || put_key.iter().any(|(k, _)| !payload.keys.contains(k)) {
                 return Err(put_mismatch());
             }
-            let columns = body_columns(&relation, &payload, query.columns.as_deref(), &schema.json_parsers)?;
+            let columns = body_columns(&relation, &payload, query.columns.as_deref(), schema)?;
             let on_conflict = Some(OnConflict { target: relation.primary_key.clone(), merge: true });
             Mutation::Insert { payload, columns, missing_default, on_conflict, put_key }
         }
@@ -377,15 +380,14 @@ pub(super) fn plan(
                     hint: None,
                 });
             }
-            let all = body_columns(&relation, &payload, query.columns.as_deref(), &schema.json_parsers)?;
+            let all = body_columns(&relation, &payload, query.columns.as_deref(), schema)?;
             let (key, columns): (Vec<BodyColumn>, Vec<BodyColumn>) =
                 all.into_iter().partition(|c| pk.contains(&c.name));
             Mutation::UpdateByKey { payload, key, columns }
         }
         Method::Patch => {
             let payload = payload::first_only(read_body(true)?)?;
-            let mut columns =
-                body_columns(&relation, &payload, query.columns.as_deref(), &schema.json_parsers)?;
+            let mut columns = body_columns(&relation, &payload, query.columns.as_deref(), schema)?;
             if !missing_default {
                 // Without missing=default, a key named by columns= but absent is set to null.
                 columns.iter_mut().for_each(|c| c.in_payload = true);
@@ -544,7 +546,7 @@ fn nested_children(
         }
         let child_payload =
             Payload { json: String::new(), all_keys: keys.clone(), keys, rows: 0, textual: false };
-        let mut columns = body_columns(child, &child_payload, None, &schema.json_parsers)?;
+        let mut columns = body_columns(child, &child_payload, None, schema)?;
         columns.iter_mut().for_each(|c| c.in_payload = true);
         let link = fk
             .columns
@@ -574,7 +576,7 @@ fn body_columns(
     relation: &Relation,
     payload: &Payload,
     named: Option<&[String]>,
-    parsers: &std::collections::HashMap<u32, crate::schema::QualifiedName>,
+    schema: &SchemaCache,
 ) -> Result<Vec<BodyColumn>, Error> {
     let names: &[String] = named.unwrap_or(&payload.keys);
     for name in names {
@@ -589,7 +591,8 @@ fn body_columns(
             type_name: c.type_name.clone(),
             default: c.default.clone(),
             in_payload: payload.keys.contains(&c.name),
-            parse: parsers.get(&c.type_oid).cloned(),
+            parse: schema.json_parsers.get(&c.type_oid).cloned(),
+            parse_text: schema.text_parsers.get(&c.type_oid).cloned(),
         })
         .collect())
 }

@@ -366,6 +366,37 @@ fn missing_default_uses_identity_and_domain_defaults() {
     assert_eq!(r.json(), json!([{"id": 1, "title": "a", "level": 1}, {"id": 100, "title": "b", "level": 3}]));
 }
 
+#[test]
+fn put_by_a_domain_key_reads_both_sides_through_the_domains_representations() {
+    // The URL's `#FF0000` through the cast from text, the body's through the cast from json.
+    crate::support::sql(
+        "DROP TABLE IF EXISTS test.swatches;
+         CREATE TABLE test.swatches (color test.color PRIMARY KEY, name text);
+         GRANT SELECT, INSERT, UPDATE ON test.swatches TO web_anon;
+         NOTIFY rowgate, 'reload schema';",
+    );
+    let prefer = [("prefer", "return=representation")];
+    let put = |name: &str| {
+        write(
+            "PUT",
+            "/swatches?color=eq.%23FF0000",
+            &prefer,
+            &format!(r##"{{"color": "#FF0000", "name": "{name}"}}"##),
+        )
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut r = put("red");
+    while r.status == 404 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        r = put("red");
+    }
+    assert_eq!((r.status, r.json()), (201, json!([{"color": "#FF0000", "name": "red"}])), "{}", r.body);
+    let r = put("crimson");
+    assert_eq!((r.status, r.json()), (200, json!([{"color": "#FF0000", "name": "crimson"}])));
+    let r = write("PUT", "/swatches?color=eq.%23FF0000", &[], r##"{"color": "#00FF00", "name": "green"}"##);
+    assert_eq!((r.status, r.json()["code"].as_str()), (400, Some("PGRST115")));
+}
+
 fn a_key_that_is_no_integer_is_400() {
     // A form body's undecodable escape stays as written: "%zz" is no integer. (The messages
     // differ: PostgreSQL names the type and the value, SQLite says "datatype mismatch".)

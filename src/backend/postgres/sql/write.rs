@@ -124,10 +124,27 @@ fn write(plan: &MutatePlan, sql: &mut String, params: &mut Params) -> bool {
         Mutation::Insert { payload, columns, missing_default, on_conflict, put_key } => {
             insert_rows(&plan.relation.name, &payload.json, columns, *missing_default, &[], sql, params);
             for (i, (column, value)) in put_key.iter().enumerate() {
-                sql.push_str(if i == 0 { " WHERE pgrst_body." } else { " AND pgrst_body." });
-                push_ident(sql, column);
+                sql.push_str(if i == 0 { " WHERE " } else { " AND " });
+                // Both sides in the column's type: the body's value and the URL's read through
+                // the domain's representations, when it has them.
+                let body_column = columns.iter().find(|c| c.name == *column);
+                match body_column {
+                    Some(c) => body_value(c, Some("pgrst_body"), sql),
+                    None => {
+                        sql.push_str("pgrst_body.");
+                        push_ident(sql, column);
+                    }
+                }
                 sql.push_str(" = ");
-                params.push(sql, value.clone());
+                match body_column.and_then(|c| c.parse_text.as_ref()) {
+                    Some(parse) => {
+                        super::push_qualified(sql, parse);
+                        sql.push('(');
+                        params.push(sql, value.clone());
+                        sql.push_str("::text)");
+                    }
+                    None => params.push(sql, value.clone()),
+                }
             }
             if let Some(OnConflict { target, merge }) = on_conflict {
                 sql.push_str(" ON CONFLICT (");
