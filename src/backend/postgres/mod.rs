@@ -108,8 +108,9 @@ impl PgBackend {
     }
 
     /// The statements of a read on `conn`, and the response; for POST /rpc the marker its
-    /// COMMIT carried. A function call (or any read, with a pre-request function) runs in a
-    /// transaction that ends with reading `response.headers` and `response.status`.
+    /// COMMIT carried. A call of a function that may set `response.headers` or
+    /// `response.status` (any read, with a pre-request function) runs in a transaction that
+    /// ends with reading them.
     async fn run_read(
         &self,
         conn: &mut PgConn,

@@ -178,10 +178,7 @@ async fn nested_insert(
         }
         Ok(r)
     });
-    let gucs = match hooks.response {
-        true => conn.response_gucs(anonymous).await?,
-        false => ResponseGucs::default(),
-    };
+    let gucs = if hooks.response { conn.response_gucs(anonymous).await? } else { ResponseGucs::default() };
     let marker = end_write(conn, response.is_ok() && !plan.rollback, cache, anonymous).await?;
     Ok((with_gucs(response?, &gucs)?, marker))
 }
