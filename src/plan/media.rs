@@ -174,7 +174,7 @@ fn producible(media: &MediaType, plan_enabled: bool, postgis: bool) -> bool {
 
 /// Picks the response media type, in the client's order of preference; with `plan_enabled`,
 /// a plan media type yields the media type it plans for and the [`Explain`] asked for.
-pub fn negotiate(
+fn negotiate(
     accept: &[MediaType],
     plan_enabled: bool,
     postgis: bool,

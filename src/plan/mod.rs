@@ -72,17 +72,7 @@ impl Plan {
             }
             Method::Options => return Ok(Plan::Options(allowed_methods(&relation))),
         };
-        let target = media::HandlerTarget {
-            handlers: &schema.media_handlers,
-            identifier: &relation.name,
-            default_select: default_select(request),
-        };
-        let (media, explain, handler) = media::negotiate_with_handlers(
-            &request.accept,
-            config.db_plan_enabled,
-            schema.postgis.is_some(),
-            &target,
-        )?;
+        let (media, explain, handler) = negotiate(request, schema, config, &relation.name)?;
         let (timezone, applied) = preferences(&request.preferences, schema)?;
         reject_embed_paths(request, config)?;
         let planner = Planner::top(&relation, schema, schema_name, &request.query, config);
@@ -117,10 +107,21 @@ impl Plan {
     }
 }
 
-/// Whether the request selects what PostgREST's default `select=*` does (a relation's own
-/// media type handlers apply only then).
-pub(super) fn default_select(request: &ApiRequest) -> bool {
-    matches!(request.query.select.as_slice(), [] | [SelectItem::Star])
+/// The response's media type, plan output and media type handler for a request on
+/// `identifier` (the relation, or the function called); a relation's own handlers apply only
+/// with PostgREST's default `select=*`.
+fn negotiate(
+    request: &ApiRequest,
+    schema: &SchemaCache,
+    config: &Config,
+    identifier: &crate::schema::QualifiedName,
+) -> Result<(Media, Option<Explain>, Option<Handler>), Error> {
+    let target = media::HandlerTarget {
+        handlers: &schema.media_handlers,
+        identifier,
+        default_select: matches!(request.query.select.as_slice(), [] | [SelectItem::Star]),
+    };
+    media::negotiate_with_handlers(&request.accept, config.db_plan_enabled, schema.postgis.is_some(), &target)
 }
 
 /// The schema from `Accept-Profile`/`Content-Profile`, or the default; 406 PGRST106 for one

@@ -11,7 +11,7 @@ use rowgate_request::{
 };
 
 use super::payload::{self, Payload};
-use super::{media, Condition, Expr, Media, OutputColumn, Planner};
+use super::{Condition, Expr, Media, OutputColumn, Planner};
 use crate::config::{Config, TxEnd};
 use crate::error::{code, Error};
 use crate::schema::{Relation, SchemaCache, ValueKind};
@@ -268,17 +268,7 @@ pub(super) fn plan(
 ) -> Result<MutatePlan, Error> {
     let prefs = &request.preferences;
     let query = &request.query;
-    let target = media::HandlerTarget {
-        handlers: &schema.media_handlers,
-        identifier: &relation.name,
-        default_select: super::default_select(request),
-    };
-    let (media, explain, handler) = media::negotiate_with_handlers(
-        &request.accept,
-        config.db_plan_enabled,
-        schema.postgis.is_some(),
-        &target,
-    )?;
+    let (media, explain, handler) = super::negotiate(request, schema, config, &relation.name)?;
     let planner = Planner::top(&relation, schema, schema_name, query, config);
     if request.method != Method::Post && (!query.ranges.is_empty() || !query.order.is_empty()) {
         if request.method == Method::Put && query.ranges.iter().any(|(p, _)| p.is_empty()) {

@@ -8,8 +8,7 @@ use rowgate_request::{ApiRequest, Method, PreferHandling, PreferTx, SelectItem};
 
 use super::payload;
 use super::{
-    media, range, ArgValue, Call, CallArgs, Media, OutputColumn, Planner, ReadPlan, ResultShape,
-    RpcTransaction,
+    range, ArgValue, Call, CallArgs, Media, OutputColumn, Planner, ReadPlan, ResultShape, RpcTransaction,
 };
 use crate::config::{Config, TxEnd};
 use crate::error::{code, Error};
@@ -116,13 +115,12 @@ fn raw_call<'f>(
         |f: &&Function| matches!(f.args.as_slice(), [a] if a.name.is_empty() && a.type_name == type_name);
     let Some(function) = overloads.iter().find(takes) else {
         let qualified = format!("{}.{}", name.schema, name.name);
-        let kind = type_name;
         return Err(Error::Api {
             code: code::FUNCTION_NOT_FOUND,
             message: format!("Could not find the function {qualified} in the schema cache"),
             details: Some(
                 format!(
-                    "Searched for the function {qualified} with a single unnamed {kind} parameter, but no matches \
+                    "Searched for the function {qualified} with a single unnamed {type_name} parameter, but no matches \
                      were found in the schema cache."
                 )
                 .into(),
@@ -165,17 +163,7 @@ fn plan_call(
         crate::schema::FunctionResult::Composite(table) => table.clone(),
         _ => function.name.clone(),
     };
-    let target = media::HandlerTarget {
-        handlers: &schema.media_handlers,
-        identifier: &identifier,
-        default_select: super::default_select(request),
-    };
-    let (media, explain, handler) = media::negotiate_with_handlers(
-        &request.accept,
-        config.db_plan_enabled,
-        schema.postgis.is_some(),
-        &target,
-    )?;
+    let (media, explain, handler) = super::negotiate(request, schema, config, &identifier)?;
 
     let mut planner = Planner::top(&relation, schema, schema_name, &request.query, config);
     planner.label = Some("pgrst_call");

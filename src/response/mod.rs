@@ -149,16 +149,10 @@ pub fn finish(
         headers.insert(header::ETAG, v);
     }
     let has_body = plan.result != ResultShape::Void;
-    match &plan.handler {
-        Some(handler) => {
-            if let Ok(v) = HeaderValue::from_str(&handler.content_type) {
-                headers.insert(header::CONTENT_TYPE, v);
-            }
-        }
-        None if has_body => {
-            headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(plan.media.content_type()));
-        }
-        None => {}
+    if let Some(v) =
+        content_type(plan.media, plan.handler.as_ref()).filter(|_| has_body || plan.handler.is_some())
+    {
+        headers.insert(header::CONTENT_TYPE, v);
     }
     if let Ok(v) = HeaderValue::from_str(&content_range) {
         headers.insert(header::CONTENT_RANGE, v);
@@ -168,6 +162,14 @@ pub fn finish(
         headers.insert("content-profile", p);
     }
     Ok(response)
+}
+
+/// The `Content-Type` of a body in `media`, or of the media type handler that made it.
+fn content_type(media: Media, handler: Option<&crate::plan::Handler>) -> Option<HeaderValue> {
+    match handler {
+        Some(handler) => HeaderValue::from_str(&handler.content_type).ok(),
+        None => Some(HeaderValue::from_static(media.content_type())),
+    }
 }
 
 /// 406 PGRST116: a singular response (`vnd.pgrst.object+json`) for other than one row.
@@ -250,11 +252,7 @@ pub fn finish_write(
     }
     applied_header(headers, &plan.applied);
     if body.is_some() {
-        let content_type = match &plan.handler {
-            Some(handler) => HeaderValue::from_str(&handler.content_type).ok(),
-            None => Some(HeaderValue::from_static(plan.media.content_type())),
-        };
-        if let Some(v) = content_type {
+        if let Some(v) = content_type(plan.media, plan.handler.as_ref()) {
             headers.insert(header::CONTENT_TYPE, v);
         }
         if let Some(p) = profile.and_then(|p| HeaderValue::from_str(p).ok()) {

@@ -27,10 +27,8 @@ pub fn read(
     if stmts.shape == RowShape::Handler {
         // One row: the handler's body (bytes, or NULL for none), the rows it read, the total.
         let row = rows.first();
-        let body = row.and_then(|r| r.get::<_, Option<RawValue>>(0)).map(|RawValue(b)| b.to_vec());
-        let n = row.map_or(0, |r| r.get::<_, i64>(1).max(0) as u64);
-        let total = plan.count.and(row).map(|r| r.get::<_, i64>(2).max(0) as u64);
-        return finish(plan, n, total, profile, || Ok(body.unwrap_or_default()));
+        let total = plan.count.and(row).map(|r| count(r, 2));
+        return finish(plan, row.map_or(0, |r| count(r, 1)), total, profile, || Ok(handler_body(row, 0)));
     }
     // With an exact count the first column is the total and the second marks a real row.
     let (skip, total) = if stmts.counted {
@@ -178,10 +176,9 @@ pub fn write(
     if stmts.shape == RowShape::Handler {
         // One row: the counts, the handler's body (bytes, or NULL for none), the rows it read.
         let row = rows.first();
-        let body = row.and_then(|r| r.get::<_, Option<RawValue>>(3)).map(|RawValue(b)| b.to_vec());
-        let page = row.map_or(0, |r| r.get::<_, i64>(4).max(0) as u64);
-        let outcome = WriteOutcome { affected, inserted, page, location: None };
-        return finish_write(plan, outcome, profile, || Ok(body.unwrap_or_default()));
+        let outcome =
+            WriteOutcome { affected, inserted, page: row.map_or(0, |r| count(r, 4)), location: None };
+        return finish_write(plan, outcome, profile, || Ok(handler_body(row, 3)));
     }
     let page: Vec<&tokio_postgres::Row> = if stmts.returns_rows {
         rows.iter().filter(|r| r.get::<_, Option<i32>>(2).is_some()).collect()
@@ -231,4 +228,14 @@ fn csv(columns: &[String], rows: &[&tokio_postgres::Row], skip: usize) -> Vec<u8
             }
         }
     })
+}
+
+/// The bytes of the body a media type handler made, in column `i` (none for NULL).
+fn handler_body(row: Option<&tokio_postgres::Row>, i: usize) -> Vec<u8> {
+    row.and_then(|r| r.get::<_, Option<RawValue>>(i)).map_or_else(Vec::new, |RawValue(b)| b.to_vec())
+}
+
+/// A `count(*)` in column `i`.
+fn count(row: &tokio_postgres::Row, i: usize) -> u64 {
+    row.get::<_, i64>(i).max(0) as u64
 }
