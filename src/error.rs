@@ -89,6 +89,8 @@ pub mod code {
     pub const MAX_AFFECTED: Code = Code::new("PGRST124", 400);
     /// A path that names no resource.
     pub const INVALID_PATH: Code = Code::new("PGRST125", 404);
+    /// `GET /` with `openapi-mode = disabled`.
+    pub const OPENAPI_DISABLED: Code = Code::new("PGRST126", 404);
     /// No foreign key between a resource and the one it embeds.
     pub const NO_RELATIONSHIP: Code = Code::new("PGRST200", 400);
     /// More than one relationship an embed could use.

@@ -15,6 +15,7 @@ pub mod cluster;
 pub mod config;
 pub mod error;
 pub mod http;
+pub mod openapi;
 pub mod plan;
 pub mod realtime;
 pub mod response;

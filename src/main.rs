@@ -79,6 +79,11 @@ enum Command {
         #[arg(long = "server-port", default_value_t = 3001)]
         server_port: u16,
     },
+    /// Generate code from the database's schema.
+    Gen {
+        #[command(subcommand)]
+        what: GenWhat,
+    },
     /// Serve a small demo schema: an SQLite file in a temporary directory (the embedded
     /// default), or with --postgres a throwaway PostgreSQL (Ctrl-C stops it).
     Demo {
@@ -89,6 +94,23 @@ enum Command {
         #[arg(long)]
         postgres: bool,
     },
+}
+
+#[derive(Subcommand)]
+enum GenWhat {
+    /// Types of the exposed schemas for a typed client.
+    Types {
+        #[command(subcommand)]
+        language: GenLanguage,
+    },
+}
+
+#[derive(Subcommand)]
+enum GenLanguage {
+    /// The `Database` type `supabase gen types typescript` prints, for
+    /// `createClient<Database>()`: the schemas of `db-schemas`, read from `db-uri` (the same
+    /// options, variables and file as `rowgate serve`).
+    Typescript(Box<ServeArgs>),
 }
 
 #[derive(Subcommand)]
@@ -241,8 +263,31 @@ fn main() -> ExitCode {
         Command::Apikey { db_uri, action } => runtime.block_on(apikey(db_uri, action)),
         Command::Cache { db_uri, action } => runtime.block_on(cache(db_uri, action)),
         Command::Cluster { action } => cluster(action),
+        Command::Gen { what: GenWhat::Types { language: GenLanguage::Typescript(args) } } => {
+            runtime.block_on(gen_typescript(&args))
+        }
         Command::Ceiling { body_file, content_type, server_port } => {
             runtime.block_on(ceiling(body_file, content_type, server_port))
+        }
+    }
+}
+
+async fn gen_typescript(args: &ServeArgs) -> ExitCode {
+    let config = match Config::load(args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("rowgate: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match rowgate::backend::Backend::read_schema(&config).await {
+        Ok(schema) => {
+            print!("{}", rowgate::openapi::typescript::database_type(&schema, &config.db_schemas, "14"));
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("rowgate: {e}");
+            ExitCode::FAILURE
         }
     }
 }

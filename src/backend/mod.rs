@@ -107,6 +107,20 @@ impl Backend {
         }
     }
 
+    /// What `who` may use of `schema` (tables and views by the methods its grants or the access
+    /// rules allow, functions it may execute), which the OpenAPI description shows.
+    pub async fn usable(
+        &self,
+        who: &Principal,
+        schema: &str,
+        cache: &SchemaCache,
+    ) -> Result<crate::openapi::Usable, Error> {
+        match self {
+            Backend::Postgres(pg) => pg.usable(&who.role, schema).await,
+            Backend::Sqlite(lite) => Ok(lite.usable(who, schema, cache)),
+        }
+    }
+
     /// Brings the response cache up to date with commits rowgate has not been told of (another
     /// process's, on SQLite), before a look-up.
     pub async fn sync_cache(&self, cache: &ResponseCache) {
@@ -176,6 +190,19 @@ impl Backend {
             List => postgres::apikey::list(&c).await,
             Revoke { which } => postgres::apikey::revoke(&c, &which).await.map(|n| vec![n.to_string()]),
         }
+    }
+
+    /// The schema cache of the database `config` names, read once on a connection of its own
+    /// (`rowgate gen types`): nothing else is started.
+    pub async fn read_schema(config: &Config) -> Result<SchemaCache, String> {
+        if let Some(target) = &config.sqlite {
+            let c = sqlite::db::connect_admin(target)
+                .map_err(|e| format!("cannot open {}: {e}", config.db_uri))?;
+            return sqlite::introspect::load(&c, &config.db_schemas[0]).map_err(|e| e.to_string());
+        }
+        let target = postgres::PgTarget::parse(&config.db_uri)?;
+        let mut c = postgres::connect(&target).await.map_err(|e| format!("cannot connect: {e}"))?;
+        postgres::introspect::load(&mut c, &config.db_schemas, None).await.map_err(|e| e.to_string())
     }
 
     /// Where the built-in accounts live (SQLite's tables are created here).

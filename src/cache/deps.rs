@@ -252,6 +252,9 @@ mod tests {
             nullable: true,
             default: None,
             comment: None,
+            data_type: type_name.into(),
+            max_length: None,
+            enum_values: Vec::new(),
         };
         use crate::schema::ValueKind::*;
         assert_eq!(canonical_text(&col(Int4, "integer"), "007"), Some("7".into()));

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::Args;
 use serde::Deserialize;
 
-use super::{ErrorVerbosity, LogLevel, TxEnd};
+use super::{ErrorVerbosity, LogLevel, OpenApiMode, OpenApiVersion, TxEnd};
 
 /// Options of `rowgate serve`, each a CLI flag with an environment variable and, with the
 /// same kebab-case name, a key of the TOML file (unknown keys are an error). Every field is
@@ -150,6 +150,27 @@ pub struct ServeArgs {
     /// set on the role in the database overrides it [default: none].
     #[arg(long = "db-pre-request", env = "ROWGATE_DB_PRE_REQUEST", value_name = "FUNCTION")]
     pub db_pre_request: Option<String>,
+    /// A function whose JSON answers `GET /` instead of the generated OpenAPI description, as
+    /// PostgREST's (`fn`, in the schema asked for; PostgreSQL only) [default: none].
+    #[arg(long = "db-root-spec", env = "ROWGATE_DB_ROOT_SPEC", value_name = "FUNCTION")]
+    pub db_root_spec: Option<String>,
+    /// What `GET /` describes: follow-privileges (what the caller may use), ignore-privileges
+    /// (everything exposed) or disabled (404) [default: follow-privileges].
+    #[arg(long = "openapi-mode", env = "ROWGATE_OPENAPI_MODE", value_name = "MODE")]
+    pub openapi_mode: Option<OpenApiMode>,
+    /// The OpenAPI description declares the bearer token (JWT) security scheme
+    /// [default: false].
+    #[arg(long = "openapi-security-active", env = "ROWGATE_OPENAPI_SECURITY_ACTIVE", value_name = "BOOL")]
+    pub openapi_security_active: Option<bool>,
+    /// The URL clients reach the API at, when a proxy serves it elsewhere
+    /// (`https://example.com/api`): the OpenAPI description's host, base path and servers
+    /// [default: none].
+    #[arg(long = "openapi-server-proxy-uri", env = "ROWGATE_OPENAPI_SERVER_PROXY_URI", value_name = "URL")]
+    pub openapi_server_proxy_uri: Option<String>,
+    /// The OpenAPI version `GET /` answers with: 2.0 (PostgREST's) or 3.1;
+    /// `Accept: application/vnd.oai.openapi+json` asks for 3.1 either way [default: 2.0].
+    #[arg(long = "openapi-version", env = "ROWGATE_OPENAPI_VERSION", value_name = "VERSION")]
+    pub openapi_version: Option<OpenApiVersion>,
     /// NOTIFY channel for schema reloads [default: rowgate].
     #[arg(long = "db-channel", env = "ROWGATE_DB_CHANNEL", value_name = "NAME")]
     pub db_channel: Option<String>,

@@ -55,3 +55,31 @@ pub enum ErrorVerbosity {
     /// `code` and `message` only.
     Minimal,
 }
+
+/// `openapi-mode`: what the API root describes, as PostgREST's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OpenApiMode {
+    /// What the caller's role may use (its grants; on SQLite, the access rules).
+    #[default]
+    FollowPrivileges,
+    /// Everything in the schema, whoever asks.
+    IgnorePrivileges,
+    /// Nothing: the root answers 404 (PGRST126).
+    Disabled,
+}
+
+/// `openapi-version`: the OpenAPI version the root answers `application/openapi+json`,
+/// `application/json` and `*/*` with (`application/vnd.oai.openapi+json` always gets 3.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Deserialize)]
+pub enum OpenApiVersion {
+    /// Swagger 2.0, as PostgREST.
+    #[default]
+    #[value(name = "2.0")]
+    #[serde(rename = "2.0")]
+    V2,
+    /// OpenAPI 3.1.
+    #[value(name = "3.1")]
+    #[serde(rename = "3.1")]
+    V31,
+}

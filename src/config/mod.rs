@@ -11,13 +11,15 @@ mod db_uri;
 mod file;
 pub mod jwt_secret;
 pub mod postgrest;
+mod proxy_uri;
 mod rate_limit;
 mod realtime;
 mod role_path;
 
 pub use args::ServeArgs;
-pub use choices::{ErrorVerbosity, LogLevel, TxEnd};
+pub use choices::{ErrorVerbosity, LogLevel, OpenApiMode, OpenApiVersion, TxEnd};
 pub use db_uri::{PgUri, RootCerts, SslMode, TlsOptions};
+pub use proxy_uri::ProxyUri;
 pub use rate_limit::{Rate, RateLimits};
 pub use realtime::RealtimeSettings;
 pub use role_path::RolePath;
@@ -103,6 +105,16 @@ pub struct Config {
     pub db_extra_search_path: Vec<String>,
     /// `db-pre-request`: the function, as written (`schema.fn` or `fn`).
     pub db_pre_request: Option<String>,
+    /// `db-root-spec`: the function that answers `GET /`.
+    pub db_root_spec: Option<String>,
+    /// `openapi-mode`.
+    pub openapi_mode: OpenApiMode,
+    /// `openapi-security-active`.
+    pub openapi_security_active: bool,
+    /// `openapi-server-proxy-uri`, checked.
+    pub openapi_server_proxy_uri: Option<ProxyUri>,
+    /// `openapi-version`.
+    pub openapi_version: OpenApiVersion,
     /// `db-channel`.
     pub db_channel: String,
     /// `db-channel-enabled`.
@@ -292,6 +304,13 @@ impl Config {
         }
         let db_pre_request =
             a.db_pre_request.clone().or(file.db_pre_request.clone()).filter(|f| !f.is_empty());
+        let db_root_spec = a.db_root_spec.clone().or(file.db_root_spec.clone()).filter(|f| !f.is_empty());
+        if sqlite.is_some() && db_root_spec.is_some() {
+            return Err(invalid(
+                "db-root-spec",
+                "a root spec function needs PostgreSQL; an SQLite file has no functions".into(),
+            ));
+        }
         if sqlite.is_some() && db_pre_request.is_some() {
             return Err(invalid(
                 "db-pre-request",
@@ -400,6 +419,19 @@ impl Config {
             app_settings,
             ignored_postgrest_options,
             db_pre_request,
+            db_root_spec,
+            openapi_mode: a.openapi_mode.or(file.openapi_mode).unwrap_or_default(),
+            openapi_security_active: a
+                .openapi_security_active
+                .or(file.openapi_security_active)
+                .unwrap_or(false),
+            openapi_server_proxy_uri: match a.openapi_server_proxy_uri.or(file.openapi_server_proxy_uri) {
+                Some(u) if !u.is_empty() => {
+                    Some(ProxyUri::parse(&u).map_err(|e| invalid("openapi-server-proxy-uri", e))?)
+                }
+                _ => None,
+            },
+            openapi_version: a.openapi_version.or(file.openapi_version).unwrap_or_default(),
             db_uri,
             sqlite,
             db_schemas,

@@ -64,6 +64,10 @@ pub async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Bo
             }
         }
         Plan::Mutate(plan) => state.backend.write(plan, &caller).await,
+        Plan::Describe(plan) => {
+            let mounted = parts.extensions.get::<super::MountedAt>().map_or("", |m| m.0.as_str());
+            describe(state, &plan, &principal, &schema, mounted).await
+        }
         Plan::Options(allow) => {
             let mut r = Response::new(Body::default());
             r.headers_mut().insert(header::ALLOW, HeaderValue::from_static(allow));
@@ -84,6 +88,37 @@ pub async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Bo
     ServerTiming::mark(&mut timing, "response");
     if let Some(timing) = timing {
         response.headers_mut().insert(HeaderName::from_static("server-timing"), timing.header());
+    }
+    Ok(response)
+}
+
+/// `GET /`: the schema described as the caller may use it (by its grants, or SQLite's rules),
+/// unless `openapi-mode = ignore-privileges`.
+async fn describe(
+    state: &AppState,
+    plan: &crate::plan::DescribePlan,
+    principal: &crate::auth::Principal,
+    schema: &crate::schema::SchemaCache,
+    mounted: &str,
+) -> Result<Response<Body>, Error> {
+    use crate::openapi;
+    let config = &*state.config;
+    let usable = match openapi::follows_privileges(config) {
+        true => Some(state.backend.usable(principal, &plan.schema, schema).await?),
+        false => None,
+    };
+    let api = openapi::Api::new(
+        schema,
+        &plan.schema,
+        usable.as_ref(),
+        openapi::server(config, mounted),
+        config.openapi_security_active,
+    );
+    let mut response = openapi::respond(plan, &openapi::render(&api, plan));
+    if let Some(p) =
+        crate::response::profile(config, &plan.schema).and_then(|p| HeaderValue::from_str(&p).ok())
+    {
+        response.headers_mut().insert("content-profile", p);
     }
     Ok(response)
 }

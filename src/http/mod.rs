@@ -354,6 +354,9 @@ async fn endpoint(state: &AppState, req: Request<Incoming>, peer: IpAddr) -> Res
             if let Some(rest) = rest {
                 let mut req = req;
                 if prefixed {
+                    let mounted =
+                        if config.api_prefix == "/" { SUPABASE_REST } else { config.api_prefix.as_str() };
+                    req.extensions_mut().insert(MountedAt(mounted.trim_end_matches('/').to_owned()));
                     // The API sees its paths as if it were at the root.
                     let target = match req.uri().query() {
                         Some(q) => format!("{rest}?{q}"),
@@ -437,6 +440,11 @@ async fn realtime(state: &AppState, req: Request<Incoming>) -> Response<Body> {
 
 /// Where Supabase's clients look for the REST API.
 const SUPABASE_REST: &str = "/rest/v1";
+
+/// The path an API request came under (`/rest/v1`, or `api-prefix`), which the OpenAPI
+/// description names as the API's base path.
+#[derive(Debug, Clone)]
+pub struct MountedAt(pub String);
 
 /// The client a request comes from: the peer, or, when the peer is one of
 /// `server-trusted-proxies`, the address its `X-Forwarded-For` names before any trusted proxy

@@ -144,6 +144,7 @@ pub fn negotiate_with_handlers(
                 MediaType::Csv => "text/csv".to_owned(),
                 MediaType::GeoJson => "application/geo+json".to_owned(),
                 MediaType::OpenApi => "application/openapi+json".to_owned(),
+                MediaType::OpenApi31 => "application/vnd.oai.openapi+json".to_owned(),
                 MediaType::Any => "*/*".to_owned(),
                 MediaType::Other(other) => other.to_ascii_lowercase(),
             };
@@ -168,7 +169,7 @@ fn producible(media: &MediaType, plan_enabled: bool, postgis: bool) -> bool {
         MediaType::Csv => true,
         MediaType::GeoJson => postgis,
         MediaType::Plan { raw } => plan_enabled && explain(raw).is_some(),
-        MediaType::OpenApi | MediaType::Other(_) => false,
+        MediaType::OpenApi | MediaType::OpenApi31 | MediaType::Other(_) => false,
     }
 }
 
@@ -261,9 +262,51 @@ fn name(media: &MediaType) -> String {
         MediaType::SingleObject { .. } => "application/vnd.pgrst.object+json".into(),
         MediaType::Csv => "text/csv".into(),
         MediaType::OpenApi => "application/openapi+json".into(),
+        MediaType::OpenApi31 => "application/vnd.oai.openapi+json;version=3.1".into(),
         MediaType::GeoJson => "application/geo+json".into(),
         MediaType::Plan { raw } => format!("application/vnd.pgrst.plan{raw}"),
         MediaType::Any => "*/*".into(),
         MediaType::Other(raw) => raw.clone(),
     }
+}
+
+/// What the API root answers with: its OpenAPI version and `Content-Type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RootMedia {
+    /// OpenAPI 3.1 (else Swagger 2.0, PostgREST's).
+    pub v31: bool,
+    /// The `Content-Type`.
+    pub content_type: &'static str,
+}
+
+/// The root's media type, as PostgREST's (`application/openapi+json`, `application/json` or
+/// `*/*`, in the version `openapi-version` names), or OpenAPI 3.1 by its own media type; 406
+/// for anything else.
+pub fn negotiate_root(accept: &[MediaType], default_v31: bool) -> Result<RootMedia, Error> {
+    let openapi = |v31: bool| RootMedia {
+        v31,
+        content_type: if v31 {
+            "application/vnd.oai.openapi+json;version=3.1"
+        } else {
+            "application/openapi+json; charset=utf-8"
+        },
+    };
+    if accept.is_empty() {
+        return Ok(openapi(default_v31));
+    }
+    for media in accept {
+        return Ok(match media {
+            MediaType::OpenApi | MediaType::Any => openapi(default_v31),
+            MediaType::OpenApi31 => openapi(true),
+            MediaType::Json => {
+                RootMedia { v31: default_v31, content_type: "application/json; charset=utf-8" }
+            }
+            _ => continue,
+        });
+    }
+    let names: Vec<String> = accept.iter().map(name).collect();
+    Err(Error::api(
+        code::UNACCEPTABLE_MEDIA,
+        format!("None of these media types are available: {}", names.join(", ")),
+    ))
 }

@@ -12,9 +12,9 @@ mod rpc;
 mod select;
 mod types;
 
-use rowgate_request::{ApiRequest, EmbedPath, Method, SelectItem, Target};
+use rowgate_request::{ApiRequest, EmbedPath, MediaType, Method, SelectItem, Target};
 
-pub use media::{Explain, Handler, Media};
+pub use media::{Explain, Handler, Media, RootMedia};
 pub use mutate::{
     location_columns, put_mismatch, BodyColumn, MutatePlan, Mutation, Nested, OnConflict, Returning,
 };
@@ -49,15 +49,7 @@ impl Plan {
                 reject_embed_paths(request, config)?;
                 return Ok(Plan::Read(rpc::plan(request, body, schema, config, schema_name, function)?));
             }
-            Target::Root if request.method == Method::Options => {
-                return Ok(Plan::Options("OPTIONS,GET,HEAD"))
-            }
-            Target::Root => {
-                return Err(Error::api(
-                    code::UNSUPPORTED,
-                    "The OpenAPI root is not served by this version of rowgate yet",
-                ))
-            }
+            Target::Root => return root(request, body, schema, config, schema_name),
         };
         let relation = schema
             .relation(schema_name, name)
@@ -105,6 +97,46 @@ impl Plan {
             handler,
         }))
     }
+}
+
+/// `/`: the OpenAPI description, or `db-root-spec`'s function called as `GET /rpc/<fn>` would be
+/// (its JSON answers `application/openapi+json` too); 404 PGRST126 with `openapi-mode =
+/// disabled`, as PostgREST's.
+fn root(
+    request: &ApiRequest,
+    body: &[u8],
+    schema: &SchemaCache,
+    config: &Config,
+    schema_name: &str,
+) -> Result<Plan, Error> {
+    if config.openapi_mode == crate::config::OpenApiMode::Disabled {
+        return Err(Error::api(code::OPENAPI_DISABLED, "Root endpoint metadata is disabled"));
+    }
+    if request.method == Method::Options {
+        return Ok(Plan::Options("OPTIONS,GET,HEAD"));
+    }
+    if let Some(function) = &config.db_root_spec {
+        let mut call = request.clone();
+        for media in &mut call.accept {
+            if matches!(media, MediaType::OpenApi | MediaType::OpenApi31) {
+                *media = MediaType::Json;
+            }
+        }
+        return Ok(Plan::Read(rpc::plan(&call, body, schema, config, schema_name, function)?));
+    }
+    let head = match request.method {
+        Method::Get => false,
+        Method::Head => true,
+        other => {
+            return Err(Error::api(
+                code::UNSUPPORTED_METHOD,
+                format!("Unsupported HTTP method: {}", other.as_str()),
+            ))
+        }
+    };
+    let v31 = config.openapi_version == crate::config::OpenApiVersion::V31;
+    let media = media::negotiate_root(&request.accept, v31)?;
+    Ok(Plan::Describe(DescribePlan { schema: schema_name.to_owned(), media, head }))
 }
 
 /// The response's media type, plan output and media type handler for a request on

@@ -458,6 +458,9 @@ fn scalar(
         nullable: true,
         default: None,
         comment: None,
+        data_type: function.return_type.clone(),
+        max_length: None,
+        enum_values: Vec::new(),
     };
     let output = vec![OutputColumn {
         key: SCALAR_COLUMN.into(),

@@ -16,6 +16,19 @@ pub enum Plan {
     Mutate(MutatePlan),
     /// `OPTIONS`: the methods the resource takes, for the `Allow` header.
     Options(&'static str),
+    /// `GET /` (or `HEAD`): the OpenAPI description of a schema.
+    Describe(DescribePlan),
+}
+
+/// The API root's answer: which schema is described, and how.
+#[derive(Debug)]
+pub struct DescribePlan {
+    /// The schema (`Accept-Profile`, else the first of `db-schemas`).
+    pub schema: String,
+    /// The OpenAPI version and `Content-Type`.
+    pub media: super::media::RootMedia,
+    /// HEAD: headers only.
+    pub head: bool,
 }
 
 /// A GET or HEAD on a table or view.

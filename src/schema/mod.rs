@@ -88,6 +88,14 @@ pub struct Column {
     pub default: Option<String>,
     /// `COMMENT ON COLUMN`.
     pub comment: Option<String>,
+    /// The type as PostgREST's OpenAPI names it: a built-in type (or a domain over one) by its
+    /// base name without modifiers (`character varying`, `integer[]`), any other as
+    /// `format_type` shows it (`test.mood`).
+    pub data_type: String,
+    /// The most characters a value may have (`varchar(n)`, `char(n)`).
+    pub max_length: Option<u32>,
+    /// An enum's labels, in order (empty for any other type).
+    pub enum_values: Vec<String>,
 }
 
 /// A foreign key constraint.
@@ -238,6 +246,8 @@ pub struct Function {
     /// It may set `response.headers` or `response.status` (its source names them, or names a
     /// function that does).
     pub sets_response: bool,
+    /// Its OID (`pg_proc.oid`; 0 on SQLite), by which privileges are asked.
+    pub oid: u32,
 }
 
 /// PostgREST's media type handler: a function returning a domain named like a media type
@@ -253,6 +263,20 @@ pub struct MediaHandler {
     pub aggregate: Option<QualifiedName>,
     /// The domain is a `bytea`: the body is its bytes (else its text).
     pub binary: bool,
+}
+
+/// A type of an exposed schema that clients see by name: an enum, or a composite type (`CREATE
+/// TYPE ... AS (...)`), which typed clients and the OpenAPI description name.
+#[derive(Debug, Clone)]
+pub struct NamedType {
+    /// Its qualified name.
+    pub name: QualifiedName,
+    /// `format_type` of it, as columns' and arguments' type names write it.
+    pub type_name: String,
+    /// An enum's labels, in order (empty for a composite type).
+    pub labels: Vec<String>,
+    /// A composite type's attributes (name, type as `format_type` writes it).
+    pub attributes: Vec<(String, String)>,
 }
 
 /// Everything rowgate knows about the database's exposed schemas.
@@ -274,6 +298,10 @@ pub struct SchemaCache {
     pub media_handlers: Vec<MediaHandler>,
     /// What each relation reads, for the response cache.
     pub dependencies: Dependencies,
+    /// `COMMENT ON SCHEMA`, by exposed schema: the OpenAPI description's title and description.
+    pub schema_comments: HashMap<String, String>,
+    /// The enums and composite types of the exposed schemas, by name.
+    pub named_types: Vec<NamedType>,
     /// PostgREST's data representations: the function of an implicit cast from a domain to
     /// `json` (how its values are written in answers), by the domain's type OID.
     pub json_representations: HashMap<u32, QualifiedName>,

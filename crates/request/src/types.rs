@@ -14,6 +14,21 @@ pub enum Method {
     Options,
 }
 
+impl Method {
+    /// The method's name, as HTTP writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Get => "GET",
+            Method::Head => "HEAD",
+            Method::Post => "POST",
+            Method::Patch => "PATCH",
+            Method::Put => "PUT",
+            Method::Delete => "DELETE",
+            Method::Options => "OPTIONS",
+        }
+    }
+}
+
 /// What the path names: `/`, `/{relation}` or `/rpc/{function}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
@@ -428,6 +443,8 @@ pub enum MediaType {
     Csv,
     /// `application/openapi+json`.
     OpenApi,
+    /// `application/vnd.oai.openapi+json`, version 3.1 or none.
+    OpenApi31,
     /// `application/geo+json`.
     GeoJson,
     /// `application/vnd.pgrst.plan[+json|+text]` with its parameters (raw).

@@ -32,7 +32,15 @@ SELECT a.attrelid, a.attname::text, a.atttypid, format_type(a.atttypid, a.atttyp
                      AND dep.refobjsubid = a.attnum AND dep.deptype = 'i') END,
                 CASE WHEN t.typtype = 'd' THEN t.typdefault END),
        col_description(a.attrelid, a.attnum),
-       coalesce(bt.oid, t.oid), coalesce(bt.typtype, t.typtype)::text
+       coalesce(bt.oid, t.oid), coalesce(bt.typtype, t.typtype)::text,
+       -- PostgREST's data_type, which its OpenAPI shows.
+       CASE WHEN coalesce(bt.typnamespace, t.typnamespace) = 'pg_catalog'::regnamespace
+            THEN format_type(coalesce(bt.oid, t.oid), NULL)
+            ELSE format_type(a.atttypid, a.atttypmod) END,
+       information_schema._pg_char_max_length(information_schema._pg_truetypid(a.*, t.*),
+                                              information_schema._pg_truetypmod(a.*, t.*))::int4,
+       coalesce((SELECT array_agg(e.enumlabel::text ORDER BY e.enumsortorder) FROM pg_enum e
+                 WHERE e.enumtypid = coalesce(bt.oid, t.oid)), '{}')
 FROM pg_attribute a
 JOIN pg_class c ON c.oid = a.attrelid
 JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -186,6 +194,21 @@ JOIN pg_namespace pn ON pn.oid = p.pronamespace
 WHERE c.castcontext = 'i' AND c.castmethod = 'f' AND has_function_privilege(c.castfunc, 'execute')
   AND ((s.typtype = 'd' AND c.casttarget = 'json'::regtype)
     OR (t.typtype = 'd' AND c.castsource IN ('text'::regtype, 'json'::regtype)))";
+
+/// The enums and composite types (not a relation's row type) of the exposed schemas.
+const NAMED_TYPES: &str = "
+SELECT n.nspname::text, t.typname::text, format_type(t.oid, NULL),
+       coalesce((SELECT array_agg(e.enumlabel::text ORDER BY e.enumsortorder) FROM pg_enum e
+                 WHERE e.enumtypid = t.oid), '{}'),
+       coalesce((SELECT array_agg(a.attname::text ORDER BY a.attnum) FROM pg_attribute a
+                 WHERE a.attrelid = t.typrelid AND a.attnum > 0 AND NOT a.attisdropped), '{}'),
+       coalesce((SELECT array_agg(format_type(a.atttypid, NULL) ORDER BY a.attnum) FROM pg_attribute a
+                 WHERE a.attrelid = t.typrelid AND a.attnum > 0 AND NOT a.attisdropped), '{}')
+FROM pg_type t
+JOIN pg_namespace n ON n.oid = t.typnamespace
+LEFT JOIN pg_class c ON c.oid = t.typrelid
+WHERE n.nspname = ANY($1) AND (t.typtype = 'e' OR (t.typtype = 'c' AND c.relkind = 'c'))
+ORDER BY 1, 2";
 
 const TYPE_NAMES: &str = "
 SELECT t.typname::text FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
@@ -475,6 +498,9 @@ pub async fn load(
             nullable: row.get(4),
             default: row.get(5),
             comment: row.get(6),
+            data_type: row.get(9),
+            max_length: row.get::<_, Option<i32>>(10).and_then(|n| u32::try_from(n).ok()),
+            enum_values: row.get(11),
         });
     }
     let mut by_oid: HashMap<u32, Relation> = found
@@ -577,12 +603,15 @@ pub async fn load(
                     .zip(out_oids.into_iter().zip(out_enums))
                     .map(|((name, type_name), (oid, is_enum))| Column {
                         name,
+                        data_type: type_name.clone(),
                         type_name,
                         type_oid: oid,
                         kind: value_kind(oid, is_enum),
                         nullable: true,
                         default: None,
                         comment: None,
+                        max_length: None,
+                        enum_values: Vec::new(),
                     })
                     .collect(),
             )
@@ -605,6 +634,7 @@ pub async fn load(
             returns,
             rows: row.get(20),
             sets_response: setter_functions.contains(&row.get::<_, u32>(26)),
+            oid: row.get(26),
             args,
         });
     }
@@ -649,6 +679,29 @@ pub async fn load(
         };
         map.insert(row.get::<_, u32>(1), function);
     }
+    let mut schema_comments = HashMap::new();
+    for row in tx
+        .query(
+            "SELECT n.nspname::text, d.description FROM pg_namespace n \
+             JOIN pg_description d ON d.objoid = n.oid AND d.classoid = 'pg_namespace'::regclass \
+             WHERE n.nspname = ANY($1)",
+            &[&schemas],
+        )
+        .await?
+    {
+        schema_comments.insert(row.get(0), row.get(1));
+    }
+    let mut named_types = Vec::new();
+    for row in tx.query(NAMED_TYPES, &[&schemas]).await? {
+        let names: Vec<String> = row.get(4);
+        let types: Vec<String> = row.get(5);
+        named_types.push(crate::schema::NamedType {
+            name: QualifiedName { schema: row.get(0), name: row.get(1) },
+            type_name: row.get(2),
+            labels: row.get(3),
+            attributes: names.into_iter().zip(types).collect(),
+        });
+    }
     let exposed: Vec<u32> = by_oid.keys().copied().collect();
     let dependencies = super::dependencies::load(&tx, &exposed, keyed_claims).await?;
     tx.commit().await?;
@@ -665,6 +718,8 @@ pub async fn load(
         json_representations,
         text_parsers,
         json_parsers,
+        schema_comments,
+        named_types,
     })
 }
 

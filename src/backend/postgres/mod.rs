@@ -229,6 +229,11 @@ impl PgBackend {
         rights::table_access(&self.db, role, table).await
     }
 
+    /// What `role` may use of `schema`, for the OpenAPI description.
+    pub async fn usable(&self, role: &str, schema: &str) -> Result<crate::openapi::Usable, Error> {
+        rights::usable(&self.db, role, schema).await
+    }
+
     /// Storage's rows, on the pool's connections.
     pub fn storage_store(&self) -> storage::PgStorage {
         storage::PgStorage::new(self.db.clone())

@@ -60,3 +60,45 @@ pub async fn table_access(db: &Db, role: &str, table: &QualifiedName) -> Result<
         None => TableAccess { columns: Vec::new(), by_claims: false, by_row: false },
     })
 }
+
+/// Per relation of a schema, what `role` may do to it, as PostgREST's OpenAPI asks (a relation
+/// it owns, or has any privilege on, is described) and, beyond PostgREST, which of reading,
+/// inserting, updating and deleting its grants allow (a column's grant counts).
+const USABLE_RELATIONS: &str = "\
+SELECT c.relname::text,
+       has_table_privilege($1, c.oid, 'SELECT') OR has_any_column_privilege($1, c.oid, 'SELECT'),
+       has_table_privilege($1, c.oid, 'INSERT') OR has_any_column_privilege($1, c.oid, 'INSERT'),
+       has_table_privilege($1, c.oid, 'UPDATE') OR has_any_column_privilege($1, c.oid, 'UPDATE'),
+       has_table_privilege($1, c.oid, 'DELETE')
+FROM pg_class c
+JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = $2 AND c.relkind IN ('v', 'r', 'm', 'f', 'p') AND NOT c.relispartition";
+
+/// The functions of a schema `role` may execute.
+const USABLE_FUNCTIONS: &str = "\
+SELECT p.oid FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+WHERE n.nspname = $2 AND has_function_privilege($1, p.oid, 'EXECUTE')";
+
+/// What `role` may use of `schema`; a role that does not exist is PostgreSQL's own 42704, as
+/// any request it made would be.
+pub async fn usable(db: &Db, role: &str, schema: &str) -> Result<crate::openapi::Usable, Error> {
+    let conn = db.get().await?;
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&role, &schema];
+    let (relations, functions) = futures_util::try_join!(
+        conn.client.query(USABLE_RELATIONS, &params),
+        conn.client.query(USABLE_FUNCTIONS, &params),
+    )
+    .map_err(|e| db_error(e, false))?;
+    let mut usable = crate::openapi::Usable::default();
+    for row in relations {
+        let grants = crate::openapi::Grants {
+            read: row.get(1),
+            insert: row.get(2),
+            update: row.get(3),
+            delete: row.get(4),
+        };
+        usable.relations.insert(QualifiedName { schema: schema.to_owned(), name: row.get(0) }, grants);
+    }
+    usable.functions = functions.iter().map(|row| row.get(0)).collect();
+    Ok(usable)
+}

@@ -46,7 +46,17 @@ pub fn load(conn: &Connection, exposed: &str) -> rusqlite::Result<SchemaCache> {
                 nullable: r.get::<_, i64>(2)? == 0,
                 default: r.get(3)?,
                 comment: None,
+                data_type: data_type(&declared),
+                max_length: max_length(&declared),
+                enum_values: Vec::new(),
             });
+        }
+        // An `INTEGER PRIMARY KEY` is the rowid: never null, and NULL inserted is the next one.
+        if let [(_, key)] = pk.as_slice() {
+            if let Some(c) = columns.iter_mut().find(|c| c.name == *key && c.type_name == "integer") {
+                c.nullable = false;
+                c.default.get_or_insert_with(|| "NULL".to_owned());
+            }
         }
         let table = kind == "table";
         let mut relation = Relation::new(
@@ -248,4 +258,55 @@ pub fn value_kind(declared: &str) -> ValueKind {
         // NUMERIC, dates and no type at all: stored as given, rendered as stored.
         ValueKind::Other
     }
+}
+
+/// The PostgreSQL type a declared type stands for, as the OpenAPI description names it: the
+/// common SQL names by their PostgreSQL spelling, a type SQLite reads by affinity alone by
+/// that affinity (`INTEGER`, `TEXT`, `REAL`, `NUMERIC`), no type at all as `text`.
+pub fn data_type(declared: &str) -> String {
+    let t = declared.trim().to_ascii_lowercase();
+    let base = t.split('(').next().unwrap_or("").trim();
+    let known = match base {
+        "" => "text",
+        // SQLite's integers are 64-bit.
+        "int" | "integer" | "mediumint" => "bigint",
+        "tinyint" | "smallint" | "int2" => "smallint",
+        "bigint" | "int8" | "unsigned big int" => "bigint",
+        "bool" | "boolean" => "boolean",
+        "real" | "float" | "double" | "double precision" | "float8" => "double precision",
+        "numeric" | "decimal" => "numeric",
+        "varchar" | "character varying" | "nvarchar" | "varying character" | "native character" => {
+            "character varying"
+        }
+        "char" | "character" | "nchar" => "character",
+        "text" | "clob" => "text",
+        "date" => "date",
+        "datetime" | "timestamp" => "timestamp without time zone",
+        "timestamptz" => "timestamp with time zone",
+        "time" => "time without time zone",
+        "json" => "json",
+        "jsonb" => "jsonb",
+        "uuid" => "uuid",
+        "blob" => "bytea",
+        _ => match value_kind(&t) {
+            ValueKind::Bool => "boolean",
+            ValueKind::Json => "json",
+            ValueKind::Int8 => "bigint",
+            ValueKind::Text => "text",
+            ValueKind::Uuid => "uuid",
+            ValueKind::Numeric => "double precision",
+            _ => "numeric",
+        },
+    };
+    known.to_owned()
+}
+
+/// `VARCHAR(n)` and `CHAR(n)`'s `n`, which SQLite keeps but does not enforce.
+fn max_length(declared: &str) -> Option<u32> {
+    let t = declared.to_ascii_lowercase();
+    if !t.contains("char") {
+        return None;
+    }
+    let inside = t.split_once('(')?.1.split_once(')')?.0;
+    inside.trim().parse().ok()
 }

@@ -120,6 +120,28 @@ impl SqliteBackend {
         }
     }
 
+    /// What `who` may use of `schema`'s tables and views, by the access rules.
+    pub fn usable(
+        &self,
+        who: &Principal,
+        schema: &str,
+        cache: &crate::schema::SchemaCache,
+    ) -> crate::openapi::Usable {
+        use rules::Operation::*;
+        let mut usable = crate::openapi::Usable::default();
+        for name in cache.relations.keys().filter(|q| q.schema == schema) {
+            let may = |op| self.rules.allows(who, &name.name, op);
+            let grants = crate::openapi::Grants {
+                read: may(Select),
+                insert: may(Insert),
+                update: may(Update),
+                delete: may(Delete),
+            };
+            usable.relations.insert(name.clone(), grants);
+        }
+        usable
+    }
+
     /// Storage's rows in the file, under the rules' `storage.buckets` and `storage.objects`.
     pub fn storage_store(&self) -> Result<storage::SqliteStorage, String> {
         storage::SqliteStorage::open(self.db.clone(), self.rules.clone(), self.config.clone())

@@ -67,6 +67,9 @@ pub(super) fn column(name: &str, declared: &str) -> Column {
         nullable: true,
         default: None,
         comment: None,
+        data_type: introspect::data_type(declared),
+        max_length: None,
+        enum_values: Vec::new(),
     }
 }
 

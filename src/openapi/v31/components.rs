@@ -1,0 +1,258 @@
+//! `components` of the OpenAPI 3.1 description: JSON Schema for PostgreSQL's values, a
+//! relation's rows as read, inserted and updated, functions' arguments, the shared parameters,
+//! the error object and the security schemes; pruned to what the paths refer to.
+
+use serde_json::{json, Map, Value};
+
+use super::super::types::{element, json_type};
+use super::{schema_ref, ComponentNames};
+use crate::openapi::Api;
+use crate::schema::{Column, Relation};
+
+/// A value of PostgreSQL type `pg` (PostgREST's type name) as JSON Schema; `labels`: an enum's.
+pub(super) fn value_schema(pg: &str, labels: &[String], nullable: bool) -> Value {
+    let mut s = Map::new();
+    match json_type(pg) {
+        None => return json!({}),
+        Some("array") => {
+            s.insert("type".into(), types("array", nullable));
+            s.insert("items".into(), value_schema(element(pg), &[], true));
+        }
+        Some(t) => {
+            s.insert("type".into(), types(t, nullable));
+            let format = match pg {
+                "smallint" | "integer" => Some("int32"),
+                "bigint" => Some("int64"),
+                "real" => Some("float"),
+                "double precision" => Some("double"),
+                "uuid" => Some("uuid"),
+                "date" => Some("date"),
+                "timestamp with time zone" => Some("date-time"),
+                _ => None,
+            };
+            if let Some(f) = format {
+                s.insert("format".into(), json!(f));
+            }
+            if !labels.is_empty() {
+                let mut values: Vec<Value> = labels.iter().map(|l| json!(l)).collect();
+                if nullable {
+                    values.push(Value::Null);
+                }
+                s.insert("enum".into(), Value::Array(values));
+            }
+        }
+    }
+    if !matches!(json_type(pg), Some("string" | "integer" | "number" | "boolean" | "array"))
+        || pg.contains('.')
+    {
+        // Types JSON Schema has no name for keep PostgreSQL's in the description.
+        s.insert("description".into(), json!(pg));
+    }
+    Value::Object(s)
+}
+
+fn types(t: &str, nullable: bool) -> Value {
+    if nullable {
+        json!([t, "null"])
+    } else {
+        json!(t)
+    }
+}
+
+/// An object of `columns`; `required`: the non-null ones are.
+pub(super) fn object(columns: &[Column], required: bool) -> Value {
+    let props: Map<String, Value> =
+        columns.iter().map(|c| (c.name.clone(), column_schema(c, true))).collect();
+    let mut s = Map::new();
+    s.insert("type".into(), json!("object"));
+    s.insert("properties".into(), Value::Object(props));
+    if required {
+        let req: Vec<&str> = columns.iter().filter(|c| !c.nullable).map(|c| c.name.as_str()).collect();
+        if !req.is_empty() {
+            s.insert("required".into(), json!(req));
+        }
+    }
+    Value::Object(s)
+}
+
+/// A column: its type (with `null` when nullable), comment, default and length.
+fn column_schema(column: &Column, with_null: bool) -> Value {
+    let mut s = value_schema(&column.data_type, &column.enum_values, with_null && column.nullable);
+    if let Value::Object(m) = &mut s {
+        if let Some(c) = &column.comment {
+            m.insert("description".into(), json!(c));
+        }
+        if let Some(n) = column.max_length {
+            m.insert("maxLength".into(), json!(n));
+        }
+        if let Some(d) =
+            column.default.as_deref().and_then(|d| super::super::types::default_value(&column.data_type, d))
+        {
+            m.insert("default".into(), d);
+        }
+    }
+    s
+}
+
+/// A row as read, inserted and updated: every column; non-null ones always present in a row,
+/// required in an insert unless they have a default, nothing required in an update.
+fn relation_schemas(relation: &Relation, key: &str, out: &mut Map<String, Value>) {
+    let props: Map<String, Value> =
+        relation.columns.iter().map(|c| (c.name.clone(), column_schema(c, true))).collect();
+    let mut row = Map::new();
+    if let Some(c) = &relation.comment {
+        row.insert("description".into(), json!(c));
+    }
+    row.insert("type".into(), json!("object"));
+    row.insert("properties".into(), Value::Object(props.clone()));
+    let present: Vec<&str> =
+        relation.columns.iter().filter(|c| !c.nullable).map(|c| c.name.as_str()).collect();
+    if !present.is_empty() {
+        row.insert("required".into(), json!(present));
+    }
+    out.insert(key.to_owned(), Value::Object(row));
+    let needed: Vec<&str> = relation
+        .columns
+        .iter()
+        .filter(|c| !c.nullable && c.default.is_none())
+        .map(|c| c.name.as_str())
+        .collect();
+    let mut insert = json!({"type": "object", "properties": props});
+    if !needed.is_empty() {
+        insert["required"] = json!(needed);
+    }
+    out.insert(format!("{key}.insert"), insert);
+    out.insert(format!("{key}.update"), json!({"type": "object", "properties": props}));
+}
+
+/// `[A-Za-z0-9._-]`: every other character of a column name becomes `_` in a parameter key.
+pub(super) fn safe(name: &str) -> String {
+    name.chars()
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') { c } else { '_' })
+        .collect()
+}
+
+pub(super) fn components(api: &Api<'_>, names: &ComponentNames) -> Value {
+    let mut schemas = Map::new();
+    schemas.insert(
+        "Error".into(),
+        json!({
+            "type": "object",
+            "description": "PostgREST's error: a PostgreSQL SQLSTATE or a PGRST code, and what went wrong",
+            "properties": {
+                "code": {"type": "string"},
+                "message": {"type": "string"},
+                "details": {"type": ["string", "null"]},
+                "hint": {"type": ["string", "null"]},
+            },
+            "required": ["code", "message"],
+        }),
+    );
+    for resource in &api.resources {
+        relation_schemas(resource.relation, names.relation(&resource.relation.name.name), &mut schemas);
+    }
+    for function in &api.functions {
+        let key = names.function(&function.name.name);
+        let props: Map<String, Value> = function
+            .args
+            .iter()
+            .map(|a| {
+                let s = if a.variadic {
+                    json!({"type": "array", "items": value_schema(element(&a.type_name), &[], false)})
+                } else {
+                    value_schema(&a.type_name, &[], false)
+                };
+                (a.name.clone(), s)
+            })
+            .collect();
+        let mut args = json!({"type": "object", "properties": props});
+        if let Some(c) = &function.comment {
+            args["description"] = json!(c);
+        }
+        let required: Vec<&str> =
+            function.args.iter().filter(|a| !a.has_default && !a.variadic).map(|a| a.name.as_str()).collect();
+        if !required.is_empty() {
+            args["required"] = json!(required);
+        }
+        schemas.insert(format!("{key}.args"), args);
+    }
+    let mut parameters = Map::new();
+    let query = |name: &str, description: &str| json!({"name": name, "in": "query", "description": description, "required": false, "schema": {"type": "string"}});
+    parameters.insert(
+        "select".into(),
+        query("select", "The columns and embedded resources to return: `select=id,name,author(name)`"),
+    );
+    parameters.insert("order".into(), query("order", "Ordering: `order=name.desc.nullslast,id`"));
+    parameters.insert(
+        "limit".into(),
+        json!({"name": "limit", "in": "query", "description": "At most this many rows", "required": false, "schema": {"type": "integer", "minimum": 0}}),
+    );
+    parameters.insert(
+        "offset".into(),
+        json!({"name": "offset", "in": "query", "description": "Skip this many rows", "required": false, "schema": {"type": "integer", "minimum": 0}}),
+    );
+    parameters.insert(
+        "range".into(),
+        json!({"name": "Range", "in": "header", "description": "Rows by position: `0-24`", "required": false, "schema": {"type": "string", "pattern": "^\\d+-\\d*$"}}),
+    );
+    parameters.insert("columns".into(), query("columns", "The body's keys to insert: `columns=name,price`"));
+    parameters.insert("on_conflict".into(), query("on_conflict", "The unique columns an upsert resolves on"));
+    for resource in &api.resources {
+        let key = names.relation(&resource.relation.name.name);
+        for c in crate::openapi::filterable(resource.relation) {
+            let description = match &c.comment {
+                Some(comment) => format!("{comment} (a filter: `eq.value`, `in.(a,b)`, `is.null`, ...)"),
+                None => "A filter: `eq.value`, `gt.1`, `in.(a,b)`, `is.null`, `like.*x*`, ...".to_owned(),
+            };
+            parameters.insert(
+                format!("rowFilter.{key}.{}", safe(&c.name)),
+                json!({"name": c.name, "in": "query", "description": description, "required": false, "schema": {"type": "string"}}),
+            );
+        }
+    }
+    json!({
+        "schemas": schemas,
+        "parameters": parameters,
+        "responses": {"Error": {"description": "An error", "content": {"application/json": {"schema": schema_ref("Error")}}}},
+        "securitySchemes": {
+            "bearerAuth": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT", "description": "A JWT whose role claim names the database role"},
+            "apiKey": {"type": "apiKey", "in": "header", "name": "apikey", "description": "An API key (`rowgate apikey create`), or a JWT sent as one"},
+        },
+    })
+}
+
+/// `components` without the parameters, schemas and responses nothing refers to (a relation's
+/// insert schema when the caller may not insert, its filters when it may only insert).
+pub(super) fn used(mut components: Value, paths: &Value) -> Value {
+    let mut refs = std::collections::HashSet::new();
+    collect_refs(paths, &mut refs);
+    // Responses refer to schemas: one more pass over what is kept.
+    for kind in ["responses", "parameters"] {
+        if let Some(Value::Object(m)) = components.get(kind) {
+            for (name, v) in m {
+                if refs.contains(&format!("#/components/{kind}/{name}")) {
+                    collect_refs(v, &mut refs);
+                }
+            }
+        }
+    }
+    for kind in ["parameters", "schemas", "responses"] {
+        if let Some(Value::Object(m)) = components.get_mut(kind) {
+            m.retain(|name, _| refs.contains(&format!("#/components/{kind}/{name}")));
+        }
+    }
+    components
+}
+
+fn collect_refs(value: &Value, out: &mut std::collections::HashSet<String>) {
+    match value {
+        Value::Object(m) => {
+            if let Some(Value::String(r)) = m.get("$ref") {
+                out.insert(r.clone());
+            }
+            m.values().for_each(|v| collect_refs(v, out));
+        }
+        Value::Array(items) => items.iter().for_each(|v| collect_refs(v, out)),
+        _ => {}
+    }
+}
