@@ -167,6 +167,10 @@ pub struct ServeArgs {
     /// [default: none].
     #[arg(long = "openapi-server-proxy-uri", env = "ROWGATE_OPENAPI_SERVER_PROXY_URI", value_name = "URL")]
     pub openapi_server_proxy_uri: Option<String>,
+    /// Serve the API reference page at /rowgate/docs/: Swagger UI reading the API's OpenAPI
+    /// description, from which requests can be tried [default: false].
+    #[arg(long = "api-docs-enabled", env = "ROWGATE_API_DOCS_ENABLED", value_name = "BOOL")]
+    pub api_docs_enabled: Option<bool>,
     /// The OpenAPI version `GET /` answers with: 2.0 (PostgREST's) or 3.1;
     /// `Accept: application/vnd.oai.openapi+json` asks for 3.1 either way [default: 2.0].
     #[arg(long = "openapi-version", env = "ROWGATE_OPENAPI_VERSION", value_name = "VERSION")]

@@ -115,6 +115,8 @@ pub struct Config {
     pub openapi_server_proxy_uri: Option<ProxyUri>,
     /// `openapi-version`.
     pub openapi_version: OpenApiVersion,
+    /// `api-docs-enabled`.
+    pub api_docs_enabled: bool,
     /// `db-channel`.
     pub db_channel: String,
     /// `db-channel-enabled`.
@@ -432,6 +434,7 @@ impl Config {
                 _ => None,
             },
             openapi_version: a.openapi_version.or(file.openapi_version).unwrap_or_default(),
+            api_docs_enabled: a.api_docs_enabled.or(file.api_docs_enabled).unwrap_or(false),
             db_uri,
             sqlite,
             db_schemas,

@@ -6,6 +6,7 @@ mod api;
 mod cached;
 mod context;
 mod cors;
+mod docs;
 mod identify;
 mod rate_limit;
 mod static_files;
@@ -316,6 +317,12 @@ async fn endpoint(state: &AppState, req: Request<Incoming>, peer: IpAddr) -> Res
     match uri.path() {
         "/rowgate/metrics" if matches!(*req.method(), http::Method::GET | http::Method::HEAD) => {
             metrics(state)
+        }
+        path if state.config.api_docs_enabled
+            && (path == docs::PATH || path.starts_with(&format!("{}/", docs::PATH))) =>
+        {
+            let root = format!("{}/", state.config.api_prefix.trim_end_matches('/'));
+            docs::serve(path, req.method(), req.headers(), &root)
         }
         "/rowgate/apikey" if matches!(*req.method(), http::Method::GET | http::Method::HEAD) => {
             identify::describe_api_key(state, req.headers()).await.unwrap_or_else(|e| error_response(&e))

@@ -15,7 +15,7 @@ use http::{header, HeaderValue, Response};
 use crate::config::{Config, OpenApiMode};
 use crate::plan::DescribePlan;
 use crate::response::Body;
-use crate::schema::{Function, QualifiedName, Relation, RelationKind, SchemaCache};
+use crate::schema::{Function, QualifiedName, Relation, SchemaCache};
 
 /// What a role may do to one relation, by its grants (or SQLite's access rules).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -114,7 +114,7 @@ impl<'s> Api<'s> {
         let mut resources: Vec<Resource<'s>> = cache
             .relations
             .values()
-            .filter(|r| r.name.schema == schema)
+            .filter(|r| r.name.schema == schema && !r.partition)
             .filter_map(|relation| {
                 let takes = takes(relation);
                 let methods = match usable {
@@ -168,11 +168,11 @@ pub fn split_comment(comment: Option<&str>) -> (Option<&str>, Option<&str>) {
     }
 }
 
-/// The methods a relation takes: everything on a table, what PostgreSQL can do on a view.
+/// The methods a relation takes: what the database can do on it (every write on a table, what
+/// a view or foreign table allows; none on an SQLite full-text table).
 fn takes(relation: &Relation) -> Grants {
     let w = relation.writable;
-    let table = matches!(relation.kind, RelationKind::Table | RelationKind::PartitionedTable);
-    Grants { read: true, insert: table || w.insert, update: table || w.update, delete: table || w.delete }
+    Grants { read: true, insert: w.insert, update: w.update, delete: w.delete }
 }
 
 /// Whether PostgREST would call the function: not a trigger function, and either every argument
@@ -194,6 +194,25 @@ fn callable(function: &Function) -> bool {
 pub fn filterable(relation: &Relation) -> impl Iterator<Item = &crate::schema::Column> {
     const RESERVED: [&str; 8] = ["select", "order", "limit", "offset", "on_conflict", "columns", "and", "or"];
     relation.columns.iter().filter(|c| !RESERVED.contains(&c.name.as_str()))
+}
+
+/// A name as a JSON Pointer token (`~` and `/` escaped), for a `$ref`.
+pub fn pointer(name: &str) -> String {
+    name.replace('~', "~0").replace('/', "~1")
+}
+
+/// A relation's or function's name as a path segment of the description: the characters that
+/// would end or template the path (`/`, `?`, `#`, `{`, `}`, `%`) percent-encoded, as a client
+/// must send them.
+pub fn path_segment(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for c in name.chars() {
+        match c {
+            '/' | '?' | '#' | '{' | '}' | '%' => out.push_str(&format!("%{:02X}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// Where the API is reached, for `config` and a request that came under `mounted_at`.

@@ -79,10 +79,16 @@ fn paths(api: &Api<'_>) -> Map<String, Value> {
         }}),
     );
     for resource in &api.resources {
-        paths.insert(format!("/{}", resource.relation.name.name), Value::Object(relation_path(resource)));
+        paths.insert(
+            format!("/{}", super::path_segment(&resource.relation.name.name)),
+            Value::Object(relation_path(resource)),
+        );
     }
     for function in &api.functions {
-        paths.insert(format!("/rpc/{}", function.name.name), Value::Object(function_path(function)));
+        paths.insert(
+            format!("/rpc/{}", super::path_segment(&function.name.name)),
+            Value::Object(function_path(function)),
+        );
     }
     paths
 }
@@ -102,7 +108,9 @@ fn operation(tag: String, comment: Option<&str>) -> Map<String, Value> {
 }
 
 fn refs(names: impl IntoIterator<Item = String>) -> Value {
-    Value::Array(names.into_iter().map(|n| json!({"$ref": format!("#/parameters/{n}")})).collect())
+    Value::Array(
+        names.into_iter().map(|n| json!({"$ref": format!("#/parameters/{}", super::pointer(&n))})).collect(),
+    )
 }
 
 fn relation_path(resource: &Resource<'_>) -> Map<String, Value> {
@@ -125,7 +133,7 @@ fn relation_path(resource: &Resource<'_>) -> Map<String, Value> {
             ["select", "order", "range", "rangeUnit", "offset", "limit", "preferCount"].map(String::from),
         );
         let ok = json!({
-            "200": {"description": "OK", "schema": {"items": {"$ref": format!("#/definitions/{name}")}, "type": "array"}},
+            "200": {"description": "OK", "schema": {"items": {"$ref": format!("#/definitions/{}", super::pointer(name))}, "type": "array"}},
             "206": {"description": "Partial Content"},
         });
         item.insert("get".into(), with(&base, params, ok));
@@ -319,8 +327,8 @@ fn property(api: &Api<'_>, relation: &Relation, column: &Column) -> Value {
     s
 }
 
-/// The table and column a single-column foreign key on `column` points to, a table's before a
-/// view's.
+/// The table and column a single-column foreign key on `column` points to in the same schema,
+/// a table's before a view's.
 fn foreign_key(api: &Api<'_>, relation: &Relation, column: &str) -> Option<(String, String)> {
     let is_view = |fk: &crate::schema::ForeignKey| {
         api.cache
@@ -328,7 +336,10 @@ fn foreign_key(api: &Api<'_>, relation: &Relation, column: &str) -> Option<(Stri
             .get(&fk.target)
             .is_some_and(|r| matches!(r.kind, RelationKind::View | RelationKind::MaterializedView))
     };
-    let single = relation.foreign_keys.iter().filter(|fk| fk.columns.len() == 1 && fk.columns[0] == column);
+    // A key to another schema's table (`auth.users`) is no definition of this document.
+    let single = relation.foreign_keys.iter().filter(|fk| {
+        fk.columns.len() == 1 && fk.columns[0] == column && fk.target.schema == relation.name.schema
+    });
     let mut candidates: Vec<_> = single.collect();
     candidates.sort_by_key(|fk| is_view(fk));
     let fk = candidates.first()?;
@@ -367,7 +378,7 @@ fn parameters(api: &Api<'_>) -> Map<String, Value> {
         let name = &resource.relation.name.name;
         p.insert(
             format!("body.{name}"),
-            json!({"name": name, "description": name, "required": false, "in": "body", "schema": {"$ref": format!("#/definitions/{name}")}}),
+            json!({"name": name, "description": name, "required": false, "in": "body", "schema": {"$ref": format!("#/definitions/{}", super::pointer(name))}}),
         );
         for c in super::filterable(resource.relation) {
             let mut f = Map::new();

@@ -47,8 +47,13 @@ pub fn database_type(cache: &SchemaCache, schemas: &[String], postgrest_version:
 }
 
 fn write_schema(out: &mut String, ts: &Types<'_>, schema: &str) {
-    let mut relations: Vec<&Relation> =
-        ts.cache.relations.values().filter(|r| r.name.schema == schema).map(|r| &**r).collect();
+    let mut relations: Vec<&Relation> = ts
+        .cache
+        .relations
+        .values()
+        .filter(|r| r.name.schema == schema && !r.partition)
+        .map(|r| &**r)
+        .collect();
     relations.sort_by_key(|r| order(&r.name.name));
     let (views, tables): (Vec<&Relation>, Vec<&Relation>) = relations
         .into_iter()
@@ -246,7 +251,9 @@ impl Types<'_> {
             "record" => return "Record<string, unknown>".into(),
             _ => {}
         }
-        if let Some(t) = self.cache.named_types.iter().find(|t| t.type_name == bare) {
+        let named =
+            |t: &&NamedType| t.type_name == bare && (!t.labels.is_empty() || !t.attributes.is_empty());
+        if let Some(t) = self.cache.named_types.iter().find(named) {
             let section = if t.labels.is_empty() { "CompositeTypes" } else { "Enums" };
             return format!("Database[{}][\"{section}\"][{}]", quote(&t.name.schema), quote(&t.name.name));
         }

@@ -122,6 +122,8 @@ fn root(
                 *media = MediaType::Json;
             }
         }
+        // PostgREST calls `schema.fn`'s `fn` in the schema asked for.
+        let function = function.rsplit_once('.').map_or(function.as_str(), |(_, name)| name);
         return Ok(Plan::Read(rpc::plan(&call, body, schema, config, schema_name, function)?));
     }
     let head = match request.method {

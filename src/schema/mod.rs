@@ -141,6 +141,8 @@ pub struct Relation {
     /// A trigger on it (or on a table under the view) may set `response.headers` or
     /// `response.status` (PostgreSQL; see `introspect::RESPONSE_SETTERS`).
     pub sets_response: bool,
+    /// A partition of a partitioned table, which PostgREST's descriptions leave out.
+    pub partition: bool,
 }
 
 /// The writes a relation takes (`pg_relation_is_updatable`).
@@ -169,6 +171,7 @@ impl Relation {
             foreign_keys: Vec::new(),
             base_relations: Vec::new(),
             sets_response: false,
+            partition: false,
             comment: None,
             writable: Writable::default(),
             row_type: 0,

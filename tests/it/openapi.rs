@@ -18,6 +18,9 @@ pub fn schema() {
     SCHEMA.get_or_init(|| {
         sql(r#"
 DROP SCHEMA IF EXISTS shop CASCADE;
+DROP SCHEMA IF EXISTS shop_auth CASCADE;
+CREATE SCHEMA shop_auth;
+CREATE TABLE shop_auth.users (id int PRIMARY KEY);
 CREATE SCHEMA shop;
 COMMENT ON SCHEMA shop IS $$Shop API
 
@@ -36,7 +39,15 @@ CREATE TABLE shop.products (
 COMMENT ON TABLE shop.products IS $$Products
 What the shop sells$$;
 COMMENT ON COLUMN shop.products.name IS 'Shown to customers';
-CREATE TABLE shop.reviews (id int PRIMARY KEY, product_id int REFERENCES shop.products (id), body text);
+CREATE TABLE shop.reviews (id int PRIMARY KEY, product_id int REFERENCES shop.products (id), body text,
+                           shouted text GENERATED ALWAYS AS (upper(body)) STORED);
+-- A key to another schema's table: no note of it.
+CREATE TABLE shop.profiles (id int PRIMARY KEY REFERENCES shop_auth.users (id));
+-- Two column names that make the same component name.
+CREATE TABLE shop."お客様" ("名前" text, "住所" text);
+CREATE TABLE shop.events (id int, part int) PARTITION BY LIST (part);
+CREATE TABLE shop.events_1 PARTITION OF shop.events FOR VALUES IN (1);
+CREATE FUNCTION shop.upload(bytea) RETURNS int LANGUAGE sql AS $$ SELECT length($1) $$;
 CREATE TABLE shop.ledger (id int PRIMARY KEY, amount numeric NOT NULL);
 CREATE VIEW shop.cheap AS SELECT id, name FROM shop.products WHERE price < 10;
 CREATE FUNCTION shop.add(a int, b int DEFAULT 1) RETURNS int LANGUAGE sql IMMUTABLE AS $$ SELECT a + b $$;
@@ -49,6 +60,7 @@ GRANT SELECT ON shop.products, shop.reviews, shop.cheap TO web_anon;
 GRANT SELECT ON shop.products TO web_user;
 GRANT SELECT, INSERT ON shop.reviews TO web_user;
 GRANT SELECT, INSERT, UPDATE, DELETE ON shop.ledger TO web_user;
+GRANT SELECT ON shop.profiles, shop."お客様", shop.events TO web_user;
 "#);
     });
 }
@@ -115,6 +127,7 @@ fn the_root_describes_what_the_anonymous_role_may_use() {
             ("/rpc/add", &["get", "post"]),
             ("/rpc/restock", &["post"]),
             ("/rpc/root_doc", &["get", "post"]),
+            ("/rpc/upload", &["post"]),
         ])
     );
     assert_eq!(
@@ -137,6 +150,11 @@ fn the_root_describes_what_the_anonymous_role_may_use() {
     assert_eq!(
         doc["definitions"]["reviews"]["properties"]["product_id"]["description"],
         "Note:\nThis is a Foreign Key to `products.id`.<fk table='products' column='id'/>"
+    );
+    // A generated column's expression is no default.
+    assert_eq!(
+        doc["definitions"]["reviews"]["properties"]["shouted"],
+        json!({"format": "text", "type": "string"})
     );
     let products = &doc["paths"]["/products"]["get"];
     assert_eq!(
@@ -183,17 +201,26 @@ fn the_root_describes_what_the_anonymous_role_may_use() {
 #[test]
 fn a_token_shows_what_its_role_may_use() {
     let doc = root(shop(), &[("authorization", &token("web_user"))]).json();
+    // The partitioned table, not its partition.
     assert_eq!(
         paths(&doc),
         methods(&[
             ("/", &["get"]),
+            ("/events", &["get"]),
             ("/ledger", &["get", "post", "delete", "patch"]),
             ("/products", &["get"]),
+            ("/profiles", &["get"]),
             ("/reviews", &["get", "post"]),
+            ("/お客様", &["get"]),
             ("/rpc/add", &["get", "post"]),
             ("/rpc/restock", &["post"]),
             ("/rpc/root_doc", &["get", "post"]),
+            ("/rpc/upload", &["post"]),
         ])
+    );
+    assert_eq!(
+        doc["definitions"]["profiles"]["properties"]["id"]["description"],
+        "Note:\nThis is a Primary Key.<pk/>"
     );
 }
 
@@ -214,13 +241,17 @@ fn ignore_privileges_security_and_a_proxy() {
         [
             "/",
             "/cheap",
+            "/events",
             "/ledger",
             "/products",
+            "/profiles",
             "/reviews",
+            "/お客様",
             "/rpc/add",
             "/rpc/audit",
             "/rpc/restock",
-            "/rpc/root_doc"
+            "/rpc/root_doc",
+            "/rpc/upload"
         ]
     );
     assert_eq!(
@@ -344,6 +375,23 @@ fn openapi_31_describes_bodies_results_and_errors() {
         .unwrap()
         .contains(&json!("resolution=merge-duplicates")));
     assert_eq!(schemas["Error"]["required"], json!(["code", "message"]));
+    // The whole body of a function's single unnamed bytea argument.
+    assert_eq!(
+        doc["paths"]["/rpc/upload"]["post"]["requestBody"]["content"],
+        json!({"application/octet-stream": {"schema": {"type": "string"}}})
+    );
+    // Two columns whose names make one component name, each its own filter.
+    let filters: Vec<&str> = doc["paths"]["/お客様"]["get"]["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["$ref"].as_str())
+        .filter(|r| r.contains("rowFilter"))
+        .collect();
+    assert_eq!(
+        filters,
+        ["#/components/parameters/rowFilter.___.__", "#/components/parameters/rowFilter.___.___2"]
+    );
 }
 
 #[test]
@@ -441,4 +489,43 @@ fn on_sqlite_the_rules_decide() {
         "sqlite-3.1",
         &root(base, &[("authorization", &user), ("accept", "application/vnd.oai.openapi+json")]).json(),
     );
+}
+
+#[test]
+fn the_reference_page_is_off_unless_enabled() {
+    assert_eq!(send_to(shop(), "GET", "/rowgate/docs/", &[], None).status, 404);
+}
+
+#[test]
+fn the_reference_page_lists_the_tables_and_tries_a_request_in_a_browser() {
+    let base = server(|a| a.api_docs_enabled = Some(true));
+    sql("INSERT INTO shop.products (name, price) VALUES ('anvil', 5)");
+    let r = send_to(&base, "GET", "/rowgate/docs/", &[], None);
+    assert_eq!((r.status, r.header("content-type")), (200, Some("text/html; charset=utf-8")));
+    let js = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/js");
+    assert!(
+        js.join("node_modules/puppeteer-core").is_dir(),
+        "puppeteer-core is not installed: run `npm ci` in tests/js (scripts/test does)"
+    );
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    assert!(
+        Path::new(&chromium).exists(),
+        "chromium is not installed at {chromium}: scripts/prereqs installs Debian's"
+    );
+    let out = Command::new("node")
+        .arg("docs_page.mjs")
+        .current_dir(&js)
+        .env("ROWGATE_URL", &base)
+        .env("TABLE", "products")
+        .env("CHROMIUM", &chromium)
+        .output()
+        .expect("node is needed for the browser test");
+    let report = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "the page test failed:\n{report}");
+    let seen: Value = serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim()).expect(&report);
+    let tags: Vec<&str> = seen["tags"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    assert!(tags.contains(&"products") && tags.contains(&"reviews"), "{report}");
+    assert_eq!(seen["status"], "200", "{report}");
+    let rows: Value = serde_json::from_str(seen["body"].as_str().unwrap()).expect(&report);
+    assert!(rows.as_array().unwrap().iter().any(|r| r["name"] == "anvil"), "{report}");
 }

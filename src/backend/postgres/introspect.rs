@@ -13,16 +13,17 @@ use crate::schema::{
 
 const RELATIONS: &str = "
 SELECT c.oid, n.nspname::text, c.relname::text, c.relkind::text, obj_description(c.oid, 'pg_class'),
-       pg_relation_is_updatable(c.oid, true), c.reltype
+       pg_relation_is_updatable(c.oid, true), c.reltype, c.relispartition
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = ANY($1) AND c.relkind IN ('r', 'v', 'm', 'f', 'p')";
 
 const COLUMNS: &str = "
 SELECT a.attrelid, a.attname::text, a.atttypid, format_type(a.atttypid, a.atttypmod),
-       NOT a.attnotnull,
+       NOT (a.attnotnull OR (t.typtype = 'd' AND t.typnotnull)),
        -- The default an INSERT would use: the column's own, an identity's next value, or the
        -- domain's default.
-       coalesce(pg_get_expr(d.adbin, d.adrelid),
+       -- A generated column's expression is no default: nothing may be written to it.
+       coalesce(CASE WHEN a.attgenerated = '' THEN pg_get_expr(d.adbin, d.adrelid) END,
                 CASE WHEN a.attidentity <> '' THEN
                   (SELECT format('nextval(%L::regclass)', format('%I.%I', sn.nspname, sq.relname))
                    FROM pg_depend dep
@@ -468,7 +469,11 @@ pub async fn load(
 ) -> Result<SchemaCache, tokio_postgres::Error> {
     let tx = client.build_transaction().read_only(true).start().await?;
     let mut found: Vec<(u32, QualifiedName, RelationKind, Option<String>, i32, u32)> = Vec::new();
+    let mut partitions = std::collections::HashSet::new();
     for row in tx.query(RELATIONS, &[&schemas]).await? {
+        if row.get::<_, bool>(7) {
+            partitions.insert(row.get::<_, u32>(0));
+        }
         let kind = match row.get::<_, &str>(3) {
             "r" => RelationKind::Table,
             "p" => RelationKind::PartitionedTable,
@@ -508,6 +513,7 @@ pub async fn load(
         .map(|(oid, name, kind, comment, updatable, row_type)| {
             let mut rel = Relation::new(name, kind, columns.remove(&oid).unwrap_or_default());
             rel.oid = oid;
+            rel.partition = partitions.contains(&oid);
             rel.comment = comment;
             rel.row_type = row_type;
             // pg_relation_is_updatable: bit 1 << CMD_UPDATE (2), CMD_INSERT (3), CMD_DELETE (4).

@@ -61,9 +61,9 @@ pub async fn table_access(db: &Db, role: &str, table: &QualifiedName) -> Result<
     })
 }
 
-/// Per relation of a schema, what `role` may do to it, as PostgREST's OpenAPI asks (a relation
-/// it owns, or has any privilege on, is described) and, beyond PostgREST, which of reading,
-/// inserting, updating and deleting its grants allow (a column's grant counts).
+/// Per relation of a schema `role` may use (`USAGE`), which of reading, inserting, updating and
+/// deleting its grants allow (a grant on some columns counts). PostgREST describes a relation
+/// the role has any privilege on, with every method; the role's grants decide each here.
 const USABLE_RELATIONS: &str = "\
 SELECT c.relname::text,
        has_table_privilege($1, c.oid, 'SELECT') OR has_any_column_privilege($1, c.oid, 'SELECT'),
@@ -72,12 +72,14 @@ SELECT c.relname::text,
        has_table_privilege($1, c.oid, 'DELETE')
 FROM pg_class c
 JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE n.nspname = $2 AND c.relkind IN ('v', 'r', 'm', 'f', 'p') AND NOT c.relispartition";
+WHERE n.nspname = $2 AND c.relkind IN ('v', 'r', 'm', 'f', 'p') AND NOT c.relispartition
+  AND has_schema_privilege($1, n.oid, 'USAGE')";
 
 /// The functions of a schema `role` may execute.
 const USABLE_FUNCTIONS: &str = "\
 SELECT p.oid FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
-WHERE n.nspname = $2 AND has_function_privilege($1, p.oid, 'EXECUTE')";
+WHERE n.nspname = $2 AND has_function_privilege($1, p.oid, 'EXECUTE')
+  AND has_schema_privilege($1, n.oid, 'USAGE')";
 
 /// What `role` may use of `schema`; a role that does not exist is PostgreSQL's own 42704, as
 /// any request it made would be.

@@ -16,15 +16,17 @@ pub fn load(conn: &Connection, exposed: &str) -> rusqlite::Result<SchemaCache> {
     let mut cache = SchemaCache::default();
     // A virtual table's shadow tables (an FTS5 index's storage) are its own business.
     let mut objects = conn.prepare(
-        "SELECT s.name, s.type, coalesce(lower(s.sql) LIKE 'create virtual table%using fts5%', 0) \
+        "SELECT s.name, s.type, coalesce(lower(s.sql) LIKE 'create virtual table%using fts5%', 0), \
+         coalesce(t.wr, 0) \
          FROM sqlite_schema AS s LEFT JOIN pragma_table_list AS t ON t.schema = 'main' AND t.name = s.name \
          WHERE s.type IN ('table', 'view') AND coalesce(t.type, '') <> 'shadow' \
          AND s.name NOT LIKE 'sqlite\\_%' ESCAPE '\\' AND s.name NOT LIKE '\\_rowgate\\_%' ESCAPE '\\' ORDER BY s.name",
     )?;
-    let objects: Vec<(String, String, bool)> =
-        objects.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?.collect::<Result<_, _>>()?;
+    let objects: Vec<(String, String, bool, bool)> = objects
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+        .collect::<Result<_, _>>()?;
     let qualified = |name: &str| QualifiedName { schema: exposed.to_owned(), name: name.to_owned() };
-    for (i, (name, kind, fts5)) in objects.iter().enumerate() {
+    for (i, (name, kind, fts5, without_rowid)) in objects.iter().enumerate() {
         let mut pk: Vec<(i64, String)> = Vec::new();
         let mut columns = Vec::new();
         let mut info =
@@ -51,8 +53,9 @@ pub fn load(conn: &Connection, exposed: &str) -> rusqlite::Result<SchemaCache> {
                 enum_values: Vec::new(),
             });
         }
-        // An `INTEGER PRIMARY KEY` is the rowid: never null, and NULL inserted is the next one.
-        if let [(_, key)] = pk.as_slice() {
+        // An `INTEGER PRIMARY KEY` is the rowid (unless the table has none): never null, and
+        // NULL inserted is the next one.
+        if let ([(_, key)], false) = (pk.as_slice(), *without_rowid) {
             if let Some(c) = columns.iter_mut().find(|c| c.name == *key && c.type_name == "integer") {
                 c.nullable = false;
                 c.default.get_or_insert_with(|| "NULL".to_owned());

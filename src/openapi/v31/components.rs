@@ -125,13 +125,6 @@ fn relation_schemas(relation: &Relation, key: &str, out: &mut Map<String, Value>
     out.insert(format!("{key}.update"), json!({"type": "object", "properties": props}));
 }
 
-/// `[A-Za-z0-9._-]`: every other character of a column name becomes `_` in a parameter key.
-pub(super) fn safe(name: &str) -> String {
-    name.chars()
-        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') { c } else { '_' })
-        .collect()
-}
-
 pub(super) fn components(api: &Api<'_>, names: &ComponentNames) -> Value {
     let mut schemas = Map::new();
     schemas.insert(
@@ -151,7 +144,7 @@ pub(super) fn components(api: &Api<'_>, names: &ComponentNames) -> Value {
     for resource in &api.resources {
         relation_schemas(resource.relation, names.relation(&resource.relation.name.name), &mut schemas);
     }
-    for function in &api.functions {
+    for function in api.functions.iter().filter(|f| super::raw_body(f).is_none()) {
         let key = names.function(&function.name.name);
         let props: Map<String, Value> = function
             .args
@@ -198,14 +191,13 @@ pub(super) fn components(api: &Api<'_>, names: &ComponentNames) -> Value {
     parameters.insert("columns".into(), query("columns", "The body's keys to insert: `columns=name,price`"));
     parameters.insert("on_conflict".into(), query("on_conflict", "The unique columns an upsert resolves on"));
     for resource in &api.resources {
-        let key = names.relation(&resource.relation.name.name);
         for c in crate::openapi::filterable(resource.relation) {
             let description = match &c.comment {
                 Some(comment) => format!("{comment} (a filter: `eq.value`, `in.(a,b)`, `is.null`, ...)"),
                 None => "A filter: `eq.value`, `gt.1`, `in.(a,b)`, `is.null`, `like.*x*`, ...".to_owned(),
             };
             parameters.insert(
-                format!("rowFilter.{key}.{}", safe(&c.name)),
+                names.filter(&resource.relation.name.name, &c.name),
                 json!({"name": c.name, "in": "query", "description": description, "required": false, "schema": {"type": "string"}}),
             );
         }

@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 
 mod components;
 
-use components::{components, object, safe, used, value_schema};
+use components::{components, object, used, value_schema};
 
 use super::types::element;
 use super::{split_comment, Api, Resource};
@@ -92,11 +92,30 @@ pub fn document(api: &Api<'_>) -> Value {
     Value::Object(doc)
 }
 
-/// Component names for relations and functions: their own where OpenAPI allows it, else with
-/// every other character replaced by `_` (and a number added when two would collide).
+/// Component names for relations, functions and row filters: their own where OpenAPI allows
+/// it, else with every other character replaced by `_` (and a number added when two would
+/// collide: `名前` and `住所` are two columns).
 struct ComponentNames {
     relations: HashMap<String, String>,
     functions: HashMap<String, String>,
+    /// (relation, column) → the column's part of `rowFilter.<relation>.<column>`.
+    filters: HashMap<(String, String), String>,
+}
+
+/// `raw` with every character OpenAPI's component names do not take replaced by `_`, made
+/// unique among `taken`.
+fn unique(taken: &mut std::collections::HashSet<String>, raw: &str) -> String {
+    let base: String = raw
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_') { c } else { '_' })
+        .collect();
+    let mut candidate = base.clone();
+    let mut n = 2;
+    while !taken.insert(candidate.clone()) {
+        candidate = format!("{base}_{n}");
+        n += 1;
+    }
+    candidate
 }
 
 impl ComponentNames {
@@ -104,30 +123,32 @@ impl ComponentNames {
         let mut taken = std::collections::HashSet::new();
         // The error object's name is taken.
         taken.insert("Error".to_owned());
-        let mut name = |raw: &str| {
-            let base: String = raw
-                .chars()
-                .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_') { c } else { '_' })
-                .collect();
-            let mut candidate = base.clone();
-            let mut n = 2;
-            while !taken.insert(candidate.clone()) {
-                candidate = format!("{base}_{n}");
-                n += 1;
-            }
-            candidate
-        };
         let relations = api
             .resources
             .iter()
-            .map(|r| (r.relation.name.name.clone(), name(&r.relation.name.name)))
+            .map(|r| (r.relation.name.name.clone(), unique(&mut taken, &r.relation.name.name)))
             .collect();
         let functions = api
             .functions
             .iter()
-            .map(|f| (f.name.name.clone(), name(&format!("rpc_{}", f.name.name))))
+            .map(|f| (f.name.name.clone(), unique(&mut taken, &format!("rpc_{}", f.name.name))))
             .collect();
-        ComponentNames { relations, functions }
+        let mut filters = HashMap::new();
+        for r in &api.resources {
+            let mut columns = std::collections::HashSet::new();
+            for c in super::filterable(r.relation) {
+                let key = unique(&mut columns, &c.name);
+                filters.insert((r.relation.name.name.clone(), c.name.clone()), key);
+            }
+        }
+        ComponentNames { relations, functions, filters }
+    }
+
+    /// The key of the row filter on `column` of `relation`.
+    fn filter(&self, relation: &str, column: &str) -> String {
+        let rel = self.relation(relation);
+        let col = self.filters.get(&(relation.to_owned(), column.to_owned())).map_or(column, String::as_str);
+        format!("rowFilter.{rel}.{col}")
     }
 
     fn relation<'a>(&'a self, name: &'a str) -> &'a str {
@@ -163,12 +184,15 @@ fn paths(api: &Api<'_>, names: &ComponentNames) -> Map<String, Value> {
     );
     for resource in &api.resources {
         paths.insert(
-            format!("/{}", resource.relation.name.name),
+            format!("/{}", super::path_segment(&resource.relation.name.name)),
             Value::Object(relation_path(resource, names)),
         );
     }
     for function in &api.functions {
-        paths.insert(format!("/rpc/{}", function.name.name), Value::Object(function_path(function, names)));
+        paths.insert(
+            format!("/rpc/{}", super::path_segment(&function.name.name)),
+            Value::Object(function_path(function, names)),
+        );
     }
     paths
 }
@@ -218,9 +242,8 @@ fn relation_path(resource: &Resource<'_>, names: &ComponentNames) -> Map<String,
     let relation = resource.relation;
     let raw = &relation.name.name;
     let key = names.relation(raw);
-    let filters: Vec<Value> = super::filterable(relation)
-        .map(|c| param_ref(&format!("rowFilter.{key}.{}", safe(&c.name))))
-        .collect();
+    let filters: Vec<Value> =
+        super::filterable(relation).map(|c| param_ref(&names.filter(raw, &c.name))).collect();
     let comment = relation.comment.as_deref();
     let row = schema_ref(key);
     let mut item = Map::new();
@@ -349,21 +372,40 @@ fn function_path(function: &Function, names: &ComponentNames) -> Map<String, Val
     }
     let mut op = operation(&tag, format!("post_{key}"), comment, format!("Call {raw}"));
     op.insert("parameters".into(), json!([prefer(PREFER_CALL)]));
-    let args = schema_ref(&format!("{key}.args"));
-    op.insert(
-        "requestBody".into(),
-        json!({"required": true, "content": {"application/json": {"schema": args}}}),
-    );
+    let body = match raw_body(function) {
+        // A single unnamed argument takes the whole body, of its own media type.
+        Some(media) => {
+            json!({media: {"schema": if media == "application/json" { json!({}) } else { json!({"type": "string"}) }}})
+        }
+        None => json!({"application/json": {"schema": schema_ref(&format!("{key}.args"))}}),
+    };
+    op.insert("requestBody".into(), json!({"required": true, "content": body}));
     op.insert("responses".into(), Value::Object(responses));
     item.insert("post".into(), Value::Object(op));
     item
+}
+
+/// The media type of the whole body a function's single unnamed argument takes, if it has one.
+pub(super) fn raw_body(function: &Function) -> Option<&'static str> {
+    match function.args.as_slice() {
+        [arg] if arg.name.is_empty() => Some(match arg.type_name.as_str() {
+            "bytea" => "application/octet-stream",
+            "text" => "text/plain",
+            "xml" => "text/xml",
+            _ => "application/json",
+        }),
+        _ => None,
+    }
 }
 
 /// What a function returns, as a schema (`None` for `void`).
 fn result_schema(function: &Function, names: &ComponentNames) -> Option<Value> {
     let one = match &function.returns {
         FunctionResult::Void => return None,
-        FunctionResult::Composite(q) if names.relations.contains_key(&q.name) => {
+        // A row of a relation described here (another schema's is no component of this one).
+        FunctionResult::Composite(q)
+            if q.schema == function.name.schema && names.relations.contains_key(&q.name) =>
+        {
             schema_ref(names.relation(&q.name))
         }
         FunctionResult::Composite(_) => json!({"type": "object"}),
