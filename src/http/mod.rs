@@ -361,9 +361,12 @@ async fn endpoint(state: &AppState, req: Request<Incoming>, peer: IpAddr) -> Res
             if let Some(rest) = rest {
                 let mut req = req;
                 if prefixed {
-                    let mounted =
-                        if config.api_prefix == "/" { SUPABASE_REST } else { config.api_prefix.as_str() };
-                    req.extensions_mut().insert(MountedAt(mounted.trim_end_matches('/').to_owned()));
+                    if matches!(rest, "" | "/") {
+                        // Only the root describes where it was reached (the description's base).
+                        let mounted =
+                            if config.api_prefix == "/" { SUPABASE_REST } else { config.api_prefix.as_str() };
+                        req.extensions_mut().insert(MountedAt(mounted.trim_end_matches('/').to_owned()));
+                    }
                     // The API sees its paths as if it were at the root.
                     let target = match req.uri().query() {
                         Some(q) => format!("{rest}?{q}"),

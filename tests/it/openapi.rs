@@ -42,7 +42,8 @@ COMMENT ON COLUMN shop.products.name IS 'Shown to customers';
 CREATE TABLE shop.reviews (id int PRIMARY KEY, product_id int REFERENCES shop.products (id), body text,
                            shouted text GENERATED ALWAYS AS (upper(body)) STORED);
 -- A key to another schema's table: no note of it.
-CREATE TABLE shop.profiles (id int PRIMARY KEY REFERENCES shop_auth.users (id));
+CREATE TYPE shop.address AS (street text, city text);
+CREATE TABLE shop.profiles (id int PRIMARY KEY REFERENCES shop_auth.users (id), address shop.address);
 -- Two column names that make the same component name.
 CREATE TABLE shop."お客様" ("名前" text, "住所" text);
 CREATE TABLE shop.events (id int, part int) PARTITION BY LIST (part);
@@ -375,6 +376,19 @@ fn openapi_31_describes_bodies_results_and_errors() {
         .unwrap()
         .contains(&json!("resolution=merge-duplicates")));
     assert_eq!(schemas["Error"]["required"], json!(["code", "message"]));
+    // A composite type is a component of its own, as PostgREST answers its values: objects.
+    assert_eq!(
+        schemas["profiles"]["properties"]["address"],
+        json!({"anyOf": [{"$ref": "#/components/schemas/shop_address"}, {"type": "null"}]})
+    );
+    assert_eq!(
+        schemas["shop_address"],
+        json!({
+            "type": "object",
+            "description": "shop.address",
+            "properties": {"street": {"type": ["string", "null"]}, "city": {"type": ["string", "null"]}},
+        })
+    );
     // The whole body of a function's single unnamed bytea argument.
     assert_eq!(
         doc["paths"]["/rpc/upload"]["post"]["requestBody"]["content"],

@@ -63,6 +63,10 @@ fn generated_types_make_a_postgrest_js_program_type_check() {
     let types = String::from_utf8(out.stdout).expect("utf-8");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(types.contains("      mood: \"happy\" | \"sad\"\n"), "{types}");
+    assert!(
+        types.contains("          address: Database[\"shop\"][\"CompositeTypes\"][\"address\"] | null\n"),
+        "{types}"
+    );
     // Under tests/js, where the client's node_modules are found.
     let dir = js.join(".typed").join(std::process::id().to_string());
     std::fs::create_dir_all(&dir).unwrap();

@@ -10,13 +10,18 @@ use crate::openapi::Api;
 use crate::schema::{Column, Relation};
 
 /// A value of PostgreSQL type `pg` (PostgREST's type name) as JSON Schema; `labels`: an enum's.
-pub(super) fn value_schema(pg: &str, labels: &[String], nullable: bool) -> Value {
+/// A composite type is a reference to its component (PostgREST answers its values as objects).
+pub(super) fn value_schema(pg: &str, labels: &[String], nullable: bool, names: &ComponentNames) -> Value {
+    if let Some(key) = names.composite(pg) {
+        let one = schema_ref(key);
+        return if nullable { json!({"anyOf": [one, {"type": "null"}]}) } else { one };
+    }
     let mut s = Map::new();
     match json_type(pg) {
         None => return json!({}),
         Some("array") => {
             s.insert("type".into(), types("array", nullable));
-            s.insert("items".into(), value_schema(element(pg), &[], true));
+            s.insert("items".into(), value_schema(element(pg), &[], true, names));
         }
         Some(t) => {
             s.insert("type".into(), types(t, nullable));
@@ -60,9 +65,9 @@ fn types(t: &str, nullable: bool) -> Value {
 }
 
 /// An object of `columns`; `required`: the non-null ones are.
-pub(super) fn object(columns: &[Column], required: bool) -> Value {
+pub(super) fn object(columns: &[Column], required: bool, names: &ComponentNames) -> Value {
     let props: Map<String, Value> =
-        columns.iter().map(|c| (c.name.clone(), column_schema(c, true))).collect();
+        columns.iter().map(|c| (c.name.clone(), column_schema(c, true, names))).collect();
     let mut s = Map::new();
     s.insert("type".into(), json!("object"));
     s.insert("properties".into(), Value::Object(props));
@@ -76,8 +81,8 @@ pub(super) fn object(columns: &[Column], required: bool) -> Value {
 }
 
 /// A column: its type (with `null` when nullable), comment, default and length.
-fn column_schema(column: &Column, with_null: bool) -> Value {
-    let mut s = value_schema(&column.data_type, &column.enum_values, with_null && column.nullable);
+fn column_schema(column: &Column, with_null: bool, names: &ComponentNames) -> Value {
+    let mut s = value_schema(&column.data_type, &column.enum_values, with_null && column.nullable, names);
     if let Value::Object(m) = &mut s {
         if let Some(c) = &column.comment {
             m.insert("description".into(), json!(c));
@@ -96,9 +101,9 @@ fn column_schema(column: &Column, with_null: bool) -> Value {
 
 /// A row as read, inserted and updated: every column; non-null ones always present in a row,
 /// required in an insert unless they have a default, nothing required in an update.
-fn relation_schemas(relation: &Relation, key: &str, out: &mut Map<String, Value>) {
+fn relation_schemas(relation: &Relation, key: &str, names: &ComponentNames, out: &mut Map<String, Value>) {
     let props: Map<String, Value> =
-        relation.columns.iter().map(|c| (c.name.clone(), column_schema(c, true))).collect();
+        relation.columns.iter().map(|c| (c.name.clone(), column_schema(c, true, names))).collect();
     let mut row = Map::new();
     if let Some(c) = &relation.comment {
         row.insert("description".into(), json!(c));
@@ -142,7 +147,21 @@ pub(super) fn components(api: &Api<'_>, names: &ComponentNames) -> Value {
         }),
     );
     for resource in &api.resources {
-        relation_schemas(resource.relation, names.relation(&resource.relation.name.name), &mut schemas);
+        relation_schemas(
+            resource.relation,
+            names.relation(&resource.relation.name.name),
+            names,
+            &mut schemas,
+        );
+    }
+    for t in api.cache.named_types.iter().filter(|t| !t.attributes.is_empty()) {
+        let Some(key) = names.composite(&t.type_name) else { continue };
+        let props: Map<String, Value> =
+            t.attributes.iter().map(|(n, ty)| (n.clone(), value_schema(ty, &[], true, names))).collect();
+        schemas.insert(
+            key.to_owned(),
+            json!({"type": "object", "description": t.type_name, "properties": props}),
+        );
     }
     for function in api.functions.iter().filter(|f| super::raw_body(f).is_none()) {
         let key = names.function(&function.name.name);
@@ -151,9 +170,9 @@ pub(super) fn components(api: &Api<'_>, names: &ComponentNames) -> Value {
             .iter()
             .map(|a| {
                 let s = if a.variadic {
-                    json!({"type": "array", "items": value_schema(element(&a.type_name), &[], false)})
+                    json!({"type": "array", "items": value_schema(element(&a.type_name), &[], false, names)})
                 } else {
-                    value_schema(&a.type_name, &[], false)
+                    value_schema(&a.type_name, &[], false, names)
                 };
                 (a.name.clone(), s)
             })
@@ -218,14 +237,21 @@ pub(super) fn components(api: &Api<'_>, names: &ComponentNames) -> Value {
 pub(super) fn used(mut components: Value, paths: &Value) -> Value {
     let mut refs = std::collections::HashSet::new();
     collect_refs(paths, &mut refs);
-    // Responses refer to schemas: one more pass over what is kept.
-    for kind in ["responses", "parameters"] {
-        if let Some(Value::Object(m)) = components.get(kind) {
-            for (name, v) in m {
-                if refs.contains(&format!("#/components/{kind}/{name}")) {
-                    collect_refs(v, &mut refs);
+    // What is kept refers to more (a response to the error object, a row to a composite
+    // type): until nothing new is found.
+    loop {
+        let before = refs.len();
+        for kind in ["responses", "parameters", "schemas"] {
+            if let Some(Value::Object(m)) = components.get(kind) {
+                for (name, v) in m {
+                    if refs.contains(&format!("#/components/{kind}/{name}")) {
+                        collect_refs(v, &mut refs);
+                    }
                 }
             }
+        }
+        if refs.len() == before {
+            break;
         }
     }
     for kind in ["parameters", "schemas", "responses"] {

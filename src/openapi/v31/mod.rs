@@ -100,6 +100,8 @@ struct ComponentNames {
     functions: HashMap<String, String>,
     /// (relation, column) → the column's part of `rowFilter.<relation>.<column>`.
     filters: HashMap<(String, String), String>,
+    /// A composite type's name as columns write it (`format_type`) → its component.
+    composites: HashMap<String, String>,
 }
 
 /// `raw` with every character OpenAPI's component names do not take replaced by `_`, made
@@ -141,7 +143,19 @@ impl ComponentNames {
                 filters.insert((r.relation.name.name.clone(), c.name.clone()), key);
             }
         }
-        ComponentNames { relations, functions, filters }
+        let composites = api
+            .cache
+            .named_types
+            .iter()
+            .filter(|t| !t.attributes.is_empty())
+            .map(|t| (t.type_name.clone(), unique(&mut taken, &format!("{}_{}", t.name.schema, t.name.name))))
+            .collect();
+        ComponentNames { relations, functions, filters, composites }
+    }
+
+    /// The component of composite type `pg`, if it is one.
+    fn composite(&self, pg: &str) -> Option<&str> {
+        self.composites.get(pg).map(String::as_str)
     }
 
     /// The key of the row filter on `column` of `relation`.
@@ -353,9 +367,9 @@ fn function_path(function: &Function, names: &ComponentNames) -> Map<String, Val
             .iter()
             .filter(|a| !a.name.is_empty())
             .map(|a| {
-                let mut schema = value_schema(&a.type_name, &[], false);
+                let mut schema = value_schema(&a.type_name, &[], false, names);
                 if a.variadic {
-                    schema = json!({"type": "array", "items": value_schema(element(&a.type_name), &[], false)});
+                    schema = json!({"type": "array", "items": value_schema(element(&a.type_name), &[], false, names)});
                 }
                 let mut p = json!({"name": a.name, "in": "query", "required": !a.has_default && !a.variadic, "schema": schema});
                 if a.variadic {
@@ -409,8 +423,8 @@ fn result_schema(function: &Function, names: &ComponentNames) -> Option<Value> {
             schema_ref(names.relation(&q.name))
         }
         FunctionResult::Composite(_) => json!({"type": "object"}),
-        FunctionResult::Columns(columns) => object(columns, false),
-        FunctionResult::Scalar(_) => value_schema(&function.return_type, &[], true),
+        FunctionResult::Columns(columns) => object(columns, false, names),
+        FunctionResult::Scalar(_) => value_schema(&function.return_type, &[], true, names),
     };
     Some(if function.returns_set { json!({"type": "array", "items": one}) } else { one })
 }
