@@ -67,6 +67,16 @@ enum Command {
         #[command(subcommand)]
         action: ClusterAction,
     },
+    /// Ask a running rowgate whether it can serve (`GET /ready`): exit 0 if it answers 200, 1
+    /// otherwise. For container health checks, where no curl is at hand.
+    Health {
+        /// The readiness URL (plain HTTP).
+        #[arg(default_value = "http://127.0.0.1:3000/ready")]
+        url: String,
+        /// Give up after this many seconds.
+        #[arg(long, default_value_t = 5)]
+        timeout: u64,
+    },
     /// Serve one fixed answer with rowgate's HTTP stack (the benchmarks' ceiling).
     Ceiling {
         /// The body to answer with.
@@ -266,6 +276,7 @@ fn main() -> ExitCode {
         Command::Gen { what: GenWhat::Types { language: GenLanguage::Typescript(args) } } => {
             runtime.block_on(gen_typescript(&args))
         }
+        Command::Health { url, timeout } => health(&url, std::time::Duration::from_secs(timeout)),
         Command::Ceiling { body_file, content_type, server_port } => {
             runtime.block_on(ceiling(body_file, content_type, server_port))
         }
@@ -345,6 +356,45 @@ fn cluster(action: ClusterAction) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("rowgate cluster: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `rowgate health`: one `GET` of `url` over plain HTTP/1.1; success is a 200.
+fn health(url: &str, timeout: std::time::Duration) -> ExitCode {
+    use std::io::{Read, Write};
+    let check = || -> Result<String, String> {
+        let rest = url.strip_prefix("http://").ok_or("only http:// URLs are checked")?;
+        let (authority, path) = rest.find('/').map_or((rest, "/"), |i| (&rest[..i], &rest[i..]));
+        let address = if authority.contains(':') { authority.to_owned() } else { format!("{authority}:80") };
+        let target = std::net::ToSocketAddrs::to_socket_addrs(&address)
+            .map_err(|e| format!("{address}: {e}"))?
+            .next()
+            .ok_or_else(|| format!("{address}: no address"))?;
+        let mut stream = std::net::TcpStream::connect_timeout(&target, timeout).map_err(|e| e.to_string())?;
+        stream.set_read_timeout(Some(timeout)).map_err(|e| e.to_string())?;
+        let request = format!("GET {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).map_err(|e| e.to_string())?;
+        // The status line, however the answer's first bytes arrive.
+        let mut head = Vec::new();
+        let mut chunk = [0u8; 256];
+        while !head.contains(&b'\n') && head.len() < 1024 {
+            match stream.read(&mut chunk).map_err(|e| e.to_string())? {
+                0 => break,
+                n => head.extend_from_slice(&chunk[..n]),
+            }
+        }
+        Ok(String::from_utf8_lossy(&head).lines().next().unwrap_or("").to_owned())
+    };
+    match check() {
+        Ok(line) if line.split_whitespace().nth(1) == Some("200") => ExitCode::SUCCESS,
+        Ok(line) => {
+            eprintln!("rowgate: {url}: {line}");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("rowgate: {url}: {e}");
             ExitCode::FAILURE
         }
     }

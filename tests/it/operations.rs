@@ -83,6 +83,24 @@ fn live_and_ready() {
 }
 
 #[test]
+fn the_health_command_checks_readiness() {
+    let ready =
+        Command::new(ROWGATE).args(["health", &format!("{}/ready", harness().base)]).output().unwrap();
+    assert!(ready.status.success(), "{}", String::from_utf8_lossy(&ready.stderr));
+    // Nothing listens on a port just released.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let down =
+        Command::new(ROWGATE).args(["health", &format!("http://127.0.0.1:{port}/ready")]).output().unwrap();
+    assert_eq!(down.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&down.stderr);
+    assert!(stderr.starts_with(&format!("rowgate: http://127.0.0.1:{port}/ready: ")), "{stderr}");
+    // A 404 is no health.
+    let wrong =
+        Command::new(ROWGATE).args(["health", &format!("{}/nope/nope", harness().base)]).output().unwrap();
+    assert_eq!(wrong.status.code(), Some(1));
+}
+
+#[test]
 fn notify_reloads_the_schema_cache() {
     let _ = harness();
     sql("DROP TABLE IF EXISTS test.added_by_notify; CREATE TABLE test.added_by_notify (id int);
