@@ -114,7 +114,8 @@ async fn describe(
         openapi::server(config, mounted),
         config.openapi_security_active,
     );
-    let mut response = openapi::respond(plan, &openapi::render(&api, plan));
+    let document = (!plan.head).then(|| openapi::render(&api, plan));
+    let mut response = openapi::respond(plan, document.as_ref());
     if let Some(p) =
         crate::response::profile(config, &plan.schema).and_then(|p| HeaderValue::from_str(&p).ok())
     {

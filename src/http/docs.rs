@@ -51,12 +51,12 @@ window.ui = SwaggerUIBundle({
 /// `api-prefix`).
 pub fn serve(path: &str, method: &Method, headers: &HeaderMap, api_root: &str) -> Response<Body> {
     if !matches!(*method, Method::GET | Method::HEAD) {
-        return status(StatusCode::METHOD_NOT_ALLOWED);
+        return super::plain(StatusCode::METHOD_NOT_ALLOWED);
     }
     let (body, content_type): (Bytes, &str) = match path.strip_prefix(PATH).unwrap_or("") {
         // Relative asset URLs need the trailing slash.
         "" => {
-            let mut r = status(StatusCode::MOVED_PERMANENTLY);
+            let mut r = super::plain(StatusCode::MOVED_PERMANENTLY);
             r.headers_mut().insert(header::LOCATION, HeaderValue::from_static("/rowgate/docs/"));
             return r;
         }
@@ -68,7 +68,7 @@ pub fn serve(path: &str, method: &Method, headers: &HeaderMap, api_root: &str) -
             return asset(BUNDLE_GZ, &BUNDLE, "application/javascript; charset=utf-8", method, headers)
         }
         "/swagger-ui.css" => return asset(CSS_GZ, &CSS, "text/css; charset=utf-8", method, headers),
-        _ => return status(StatusCode::NOT_FOUND),
+        _ => return super::plain(StatusCode::NOT_FOUND),
     };
     let mut r = Response::new(if *method == Method::HEAD { Body::default() } else { Body::from(body) });
     r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
@@ -119,12 +119,6 @@ fn asset(
     if gzip {
         h.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
     }
-    r
-}
-
-fn status(code: StatusCode) -> Response<Body> {
-    let mut r = Response::new(Body::default());
-    *r.status_mut() = code;
     r
 }
 

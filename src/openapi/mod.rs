@@ -70,9 +70,9 @@ pub struct Server {
     pub port: u16,
     /// The API's path, `/` at the root.
     pub base_path: String,
-    /// Set by `openapi-server-proxy-uri`: an absolute URL; else the description names the
-    /// server by its path alone (OpenAPI 3), which clients resolve against where they read it.
-    pub proxied: bool,
+    /// OpenAPI 3's server URL: `openapi-server-proxy-uri`'s, else the API's path alone, which
+    /// clients resolve against where they read the description.
+    pub url: String,
 }
 
 /// One relation as described: the methods the caller may use on it.
@@ -223,7 +223,7 @@ pub fn server(config: &Config, mounted_at: &str) -> Server {
             host: p.host.clone(),
             port: p.port,
             base_path: p.path.clone(),
-            proxied: true,
+            url: p.url(),
         },
         None => {
             let host = match config.server_host {
@@ -231,12 +231,13 @@ pub fn server(config: &Config, mounted_at: &str) -> Server {
                 std::net::IpAddr::V6(ip) => format!("[{ip}]"),
                 ip => ip.to_string(),
             };
+            let base_path = if mounted_at.is_empty() { "/".to_owned() } else { mounted_at.to_owned() };
             Server {
                 scheme: "http".into(),
                 host,
                 port: config.server_port,
-                base_path: if mounted_at.is_empty() { "/".into() } else { mounted_at.to_owned() },
-                proxied: false,
+                url: base_path.clone(),
+                base_path,
             }
         }
     }
@@ -251,12 +252,11 @@ pub fn render(api: &Api<'_>, plan: &DescribePlan) -> serde_json::Value {
     }
 }
 
-/// The answer to `GET /` (or HEAD).
-pub fn respond(plan: &DescribePlan, document: &serde_json::Value) -> Response<Body> {
-    let body = if plan.head {
-        Body::default()
-    } else {
-        Body::from(serde_json::to_vec(document).unwrap_or_default())
+/// The answer to `GET /`, or to HEAD (`None`: no document is rendered for it).
+pub fn respond(plan: &DescribePlan, document: Option<&serde_json::Value>) -> Response<Body> {
+    let body = match document {
+        Some(d) => Body::from(serde_json::to_vec(d).unwrap_or_default()),
+        None => Body::default(),
     };
     let mut response = Response::new(body);
     response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(plan.media.content_type));

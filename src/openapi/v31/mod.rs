@@ -60,21 +60,10 @@ pub fn document(api: &Api<'_>) -> Value {
         })),
     );
     info.insert("version".into(), json!(env!("CARGO_PKG_VERSION")));
-    let server = if api.server.proxied {
-        crate::config::ProxyUri {
-            scheme: api.server.scheme.clone(),
-            host: api.server.host.clone(),
-            port: api.server.port,
-            path: api.server.base_path.clone(),
-        }
-        .url()
-    } else {
-        api.server.base_path.clone()
-    };
     let mut doc = Map::new();
     doc.insert("openapi".into(), json!("3.1.0"));
     doc.insert("info".into(), Value::Object(info));
-    doc.insert("servers".into(), json!([{"url": server}]));
+    doc.insert("servers".into(), json!([{"url": api.server.url}]));
     let paths = Value::Object(paths(api, &names));
     let components = used(components(api, &names), &paths);
     doc.insert("paths".into(), paths);
