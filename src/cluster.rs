@@ -97,6 +97,43 @@ impl TempCluster {
         Ok(cluster)
     }
 
+    /// Starts a streaming replica of `primary` in `dir`: its data copied by `pg_basebackup`
+    /// (with the settings that make it a standby following `primary`) when `dir/data` holds
+    /// none, then started as [`TempCluster::start_in`] starts a cluster.
+    pub fn start_replica(
+        dir: &Path,
+        primary: &TempCluster,
+        settings: &[String],
+    ) -> Result<TempCluster, ClusterError> {
+        let data = dir.join("data");
+        if !data.join("PG_VERSION").exists() {
+            let _ = std::fs::remove_dir_all(&data);
+            std::fs::create_dir_all(dir)?;
+            if primary.as_postgres {
+                run(Command::new("chown").arg("-R").arg("postgres").arg(dir))?;
+            }
+            let port = primary.port.to_string();
+            primary.pg(
+                "pg_basebackup",
+                &[
+                    "-D",
+                    path(&data),
+                    "-h",
+                    "127.0.0.1",
+                    "-p",
+                    &port,
+                    "-U",
+                    "postgres",
+                    "-X",
+                    "stream",
+                    "-R",
+                    "--no-sync",
+                ],
+            )?;
+        }
+        TempCluster::start_in(dir, settings)
+    }
+
     /// Stops the cluster of `dir` if one runs there (`rowgate cluster stop`): `fast` lets
     /// sessions end and writes a checkpoint, `immediate` does neither.
     pub fn stop_in(dir: &Path, mode: &str) -> Result<(), ClusterError> {

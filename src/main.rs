@@ -149,6 +149,10 @@ enum ClusterAction {
         /// A server setting beside rowgate's own, e.g. `--setting max_connections=600`.
         #[arg(long = "setting", value_name = "NAME=VALUE")]
         settings: Vec<String>,
+        /// Make DIR a streaming replica of the cluster running in this directory (copied with
+        /// pg_basebackup when DIR/data holds none).
+        #[arg(long = "replica-of", value_name = "PRIMARY_DIR")]
+        replica_of: Option<std::path::PathBuf>,
     },
     /// Stop the cluster of DIR, if it runs.
     Stop {
@@ -340,7 +344,12 @@ async fn admin_client(db_uri: Option<String>) -> Result<tokio_postgres::Client, 
 fn cluster(action: ClusterAction) -> ExitCode {
     use rowgate::cluster::TempCluster;
     let done = match action {
-        ClusterAction::Start { dir, settings } => TempCluster::start_in(&dir, &settings).map(|c| {
+        ClusterAction::Start { dir, settings, replica_of } => match replica_of {
+            Some(primary) => TempCluster::start_in(&primary, &[])
+                .and_then(|primary| TempCluster::start_replica(&dir, &primary, &settings)),
+            None => TempCluster::start_in(&dir, &settings),
+        }
+        .map(|c| {
             let started = serde_json::json!({
                 "port": c.port(),
                 "uri": c.uri("postgres", "postgres"),

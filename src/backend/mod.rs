@@ -30,7 +30,7 @@ use crate::schema::{SchemaCache, SharedSchema};
 /// The database a server serves.
 pub enum Backend {
     /// PostgreSQL: roles and row-level security decide what a caller sees.
-    Postgres(postgres::PgBackend),
+    Postgres(Box<postgres::PgBackend>),
     /// An SQLite file: the access rules (`db-rules`) decide.
     Sqlite(sqlite::SqliteBackend),
 }
@@ -85,9 +85,13 @@ impl Backend {
                 realtime,
                 keys_changed,
             )?),
-            None => {
-                Backend::Postgres(postgres::PgBackend::start(config, schema, cache, realtime, keys_changed)?)
-            }
+            None => Backend::Postgres(Box::new(postgres::PgBackend::start(
+                config,
+                schema,
+                cache,
+                realtime,
+                keys_changed,
+            )?)),
         })
     }
 
@@ -134,6 +138,7 @@ impl Backend {
     pub fn render_metrics(&self, out: &mut String) {
         if let Backend::Postgres(pg) = self {
             pg.db().render_metrics(out);
+            pg.render_replica_metrics(out);
         }
     }
 

@@ -138,6 +138,25 @@ pub struct ServeArgs {
         value_name = "SECONDS"
     )]
     pub db_pool_acquisition_timeout: Option<u64>,
+    /// Prepare each statement once per connection and reuse it (PostgREST's option). Set it to
+    /// false behind a pooler in transaction mode (PgBouncer, Supavisor): statements are then
+    /// sent whole each time (unnamed) and every setting is transaction-local [default: true].
+    #[arg(long = "db-prepared-statements", env = "ROWGATE_DB_PREPARED_STATEMENTS", value_name = "BOOL")]
+    pub db_prepared_statements: Option<bool>,
+    /// A connection URI that reaches PostgreSQL directly, not through a pooler in transaction
+    /// mode, for what such a pooler cannot carry: LISTEN (schema reloads, API keys, the
+    /// response cache's notifications) and the change feed (logical replication)
+    /// [default: db-uri].
+    #[arg(long = "db-uri-direct", env = "ROWGATE_DB_URI_DIRECT", value_name = "URI")]
+    pub db_uri_direct: Option<String>,
+    /// Connection URIs of read replicas, comma-separated: GET and HEAD of tables, views and
+    /// non-volatile functions go to one that is up and has replayed the client's last write;
+    /// writes and everything else to db-uri [default: none].
+    #[arg(long = "db-uri-read-replicas", env = "ROWGATE_DB_URI_READ_REPLICAS", value_name = "URIS")]
+    pub db_uri_read_replicas: Option<String>,
+    /// Milliseconds a read replica may lag behind the primary and still be used [default: 5000].
+    #[arg(long = "db-replica-max-lag", env = "ROWGATE_DB_REPLICA_MAX_LAG", value_name = "MS")]
+    pub db_replica_max_lag: Option<u64>,
     /// Hard cap on the rows a read returns [default: unlimited].
     #[arg(long = "db-max-rows", env = "ROWGATE_DB_MAX_ROWS", value_name = "N")]
     pub db_max_rows: Option<u64>,

@@ -99,6 +99,14 @@ pub struct Config {
     pub db_pool: usize,
     /// `db-pool-acquisition-timeout`.
     pub db_pool_acquisition_timeout: Duration,
+    /// `db-prepared-statements`.
+    pub db_prepared_statements: bool,
+    /// `db-uri-direct`, when given: what LISTEN and the change feed connect to.
+    pub db_uri_direct: Option<String>,
+    /// `db-uri-read-replicas`.
+    pub db_uri_read_replicas: Vec<String>,
+    /// `db-replica-max-lag`.
+    pub db_replica_max_lag: Duration,
     /// `db-max-rows`.
     pub db_max_rows: Option<u64>,
     /// `db-extra-search-path`.
@@ -304,6 +312,34 @@ impl Config {
         if sqlite.is_none() {
             PgUri::parse(&db_uri).map_err(|e| invalid("db-uri", e))?;
         }
+        if let Some(direct) = a.db_uri_direct.as_deref().or(file.db_uri_direct.as_deref()) {
+            if sqlite.is_some() {
+                return Err(invalid(
+                    "db-uri-direct",
+                    "a direct connection URI is PostgreSQL's; an SQLite file has no pooler in front".into(),
+                ));
+            }
+            PgUri::parse(direct).map_err(|e| invalid("db-uri-direct", e))?;
+        }
+        let db_uri_read_replicas: Vec<String> = a
+            .db_uri_read_replicas
+            .as_deref()
+            .or(file.db_uri_read_replicas.as_deref())
+            .unwrap_or("")
+            .split(',')
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+            .map(str::to_owned)
+            .collect();
+        if sqlite.is_some() && !db_uri_read_replicas.is_empty() {
+            return Err(invalid(
+                "db-uri-read-replicas",
+                "read replicas are PostgreSQL's; an SQLite file is read where it is written".into(),
+            ));
+        }
+        for uri in &db_uri_read_replicas {
+            PgUri::parse(uri).map_err(|e| invalid("db-uri-read-replicas", e))?;
+        }
         let db_pre_request =
             a.db_pre_request.clone().or(file.db_pre_request.clone()).filter(|f| !f.is_empty());
         let db_root_spec = a.db_root_spec.clone().or(file.db_root_spec.clone()).filter(|f| !f.is_empty());
@@ -442,6 +478,12 @@ impl Config {
             db_pool: db_pool as usize,
             db_pool_acquisition_timeout: Duration::from_secs(
                 a.db_pool_acquisition_timeout.or(file.db_pool_acquisition_timeout).unwrap_or(10),
+            ),
+            db_prepared_statements: a.db_prepared_statements.or(file.db_prepared_statements).unwrap_or(true),
+            db_uri_direct: a.db_uri_direct.or(file.db_uri_direct),
+            db_uri_read_replicas,
+            db_replica_max_lag: Duration::from_millis(
+                a.db_replica_max_lag.or(file.db_replica_max_lag).unwrap_or(5000),
             ),
             db_max_rows: a.db_max_rows.or(file.db_max_rows),
             db_extra_search_path: list(

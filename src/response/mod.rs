@@ -10,6 +10,11 @@ pub mod overrides;
 
 pub use body::Body;
 
+/// Marks a response read from a replica, which may lag the primary: the response cache does
+/// not store it as the current answer.
+#[derive(Debug, Clone, Copy)]
+pub struct MayLag;
+
 use http::{header, HeaderName, HeaderValue, Response, StatusCode};
 
 use crate::error::{code, Error};

@@ -118,7 +118,19 @@ fn deliberate_difference(entry: &Value) -> Option<&'static str> {
 
 #[test]
 fn requests_match_postgrest_12() {
-    let base = &harness().base;
+    let (compared, failures) = replay(&harness().base);
+    assert!(compared > 300, "only {compared} requests compared");
+    assert!(
+        failures.is_empty(),
+        "{} of {compared} requests differ from PostgREST 12.0.2:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// Sends the recorded requests (but those answered differently on purpose) to the rowgate at
+/// `base`: how many were compared, and what differed.
+pub fn replay(base: &str) -> (usize, Vec<String>) {
     let mut failures = Vec::new();
     let mut compared = 0;
     for line in TRANSCRIPT.lines().filter(|l| !l.trim().is_empty()) {
@@ -157,13 +169,7 @@ fn requests_match_postgrest_12() {
             failures.push(format!("{method} {path} {header_refs:?}: {}", problems.join("; ")));
         }
     }
-    assert!(compared > 300, "only {compared} requests compared");
-    assert!(
-        failures.is_empty(),
-        "{} of {compared} requests differ from PostgREST 12.0.2:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    (compared, failures)
 }
 
 /// The recorded request headers, as (name, value) pairs.

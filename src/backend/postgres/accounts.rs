@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
+use tokio_postgres::types::Type;
 use tokio_postgres::Client;
 
 use crate::accounts::store::{expires, random_token, token_hash, AccountStore, User};
@@ -55,13 +56,15 @@ impl PgAccounts {
         Ok(client)
     }
 
+    /// Runs `sql` as an unnamed statement, its parameters' types given (one round trip, and
+    /// nothing prepared that a pooler in transaction mode could lose).
     async fn query(
         &self,
         sql: &str,
-        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+        params: &[(&(dyn tokio_postgres::types::ToSql + Sync), Type)],
     ) -> Result<Vec<tokio_postgres::Row>, Error> {
         let client = self.client().await?;
-        client.query(sql, params).await.map_err(pg_error)
+        client.query_typed(sql, params).await.map_err(pg_error)
     }
 }
 
@@ -91,7 +94,13 @@ impl AccountStore for PgAccounts {
             let rows = self
                 .query(
                     "SELECT * FROM rowgate.account_create($1, $2, $3, $4, $5)",
-                    &[&id, &email, &password_hash, &token_hash(&refresh), &expires(now)],
+                    &[
+                        (&id, Type::TEXT),
+                        (&email, Type::TEXT),
+                        (&password_hash, Type::TEXT),
+                        (&token_hash(&refresh), Type::TEXT),
+                        (&expires(now), Type::INT8),
+                    ],
                 )
                 .await?;
             Ok(rows.first().map(|r| (pg_user(r), refresh)))
@@ -100,14 +109,19 @@ impl AccountStore for PgAccounts {
 
     fn by_email(&self, email: String) -> BoxFuture<'_, Result<Option<(User, String)>, Error>> {
         Box::pin(async move {
-            let rows = self.query("SELECT * FROM rowgate.account_by_email($1)", &[&email]).await?;
+            let rows =
+                self.query("SELECT * FROM rowgate.account_by_email($1)", &[(&email, Type::TEXT)]).await?;
             Ok(rows.first().map(|r| (pg_user(r), r.get(3))))
         })
     }
 
     fn user(&self, id: String) -> BoxFuture<'_, Result<Option<User>, Error>> {
         Box::pin(async move {
-            Ok(self.query("SELECT * FROM rowgate.account_by_id($1)", &[&id]).await?.first().map(pg_user))
+            Ok(self
+                .query("SELECT * FROM rowgate.account_by_id($1)", &[(&id, Type::TEXT)])
+                .await?
+                .first()
+                .map(pg_user))
         })
     }
 
@@ -116,7 +130,7 @@ impl AccountStore for PgAccounts {
             let refresh = random_token();
             self.query(
                 "SELECT rowgate.account_store_refresh($1, $2, $3)",
-                &[&user_id, &token_hash(&refresh), &expires(now)],
+                &[(&user_id, Type::TEXT), (&token_hash(&refresh), Type::TEXT), (&expires(now), Type::INT8)],
             )
             .await?;
             Ok(refresh)
@@ -134,7 +148,13 @@ impl AccountStore for PgAccounts {
             let rows = self
                 .query(
                     "SELECT * FROM rowgate.account_rotate($1, $2, $3, $4, $5)",
-                    &[&token_hash(&token), &token_hash(&successor), &now, &expires(now), &reuse],
+                    &[
+                        (&token_hash(&token), Type::TEXT),
+                        (&token_hash(&successor), Type::TEXT),
+                        (&now, Type::INT8),
+                        (&expires(now), Type::INT8),
+                        (&reuse, Type::INT8),
+                    ],
                 )
                 .await?;
             Ok(rows.first().map(|r| (pg_user(r), successor)))
@@ -142,6 +162,8 @@ impl AccountStore for PgAccounts {
     }
 
     fn logout(&self, user_id: String) -> BoxFuture<'_, Result<(), Error>> {
-        Box::pin(async move { self.query("SELECT rowgate.account_logout($1)", &[&user_id]).await.map(drop) })
+        Box::pin(async move {
+            self.query("SELECT rowgate.account_logout($1)", &[(&user_id, Type::TEXT)]).await.map(drop)
+        })
     }
 }

@@ -22,10 +22,9 @@ const LOOKUP: &str =
 /// The key whose SHA-256 is `hash`, if any.
 pub async fn lookup(db: &Db, hash: &[u8; 32]) -> Result<Option<StoredKey>, Error> {
     let mut conn = db.get().await?;
-    let stmt = conn.prepare_cached(LOOKUP).await.map_err(lookup_error)?;
     // bytea in text form: `\x` and hex, so the parameter stays a text-format value.
     let hex = format!("\\x{}", crate::hex(hash));
-    let rows = conn.client.query(&stmt, &[&hex]).await.map_err(lookup_error)?;
+    let rows = conn.query_text(LOOKUP, &[hex]).await.map_err(lookup_error)?;
     let Some(row) = rows.first() else { return Ok(None) };
     let stored: RawValue = row.get(0);
     Ok(Some(StoredKey {

@@ -1,6 +1,7 @@
 //! Running a request's statements on a pooled connection: reads with their settings pipelined
 //! ahead, writes in a transaction the response stage ends, and writes queued whole.
 
+use super::pool::{unspecified, Prepared};
 use super::{PgConn, RawValue, SessionSettings, Setting, TextParam};
 use tokio_postgres::Row;
 
@@ -52,7 +53,7 @@ const READ_GUCS: &str = "SELECT nullif(pg_catalog.current_setting('response.head
 /// [`ResponseGucs`], when `statement` (a prepared [`READ_GUCS`]) is given.
 async fn read_gucs(
     client: &tokio_postgres::Client,
-    statement: Option<&tokio_postgres::Statement>,
+    statement: Option<&Prepared>,
 ) -> Result<ResponseGucs, tokio_postgres::Error> {
     let Some(statement) = statement else { return Ok(ResponseGucs::default()) };
     let rows = query(client, statement, &[]).await?;
@@ -64,6 +65,29 @@ async fn simple(client: &tokio_postgres::Client, sql: Option<&str>) -> Result<()
     match sql {
         Some(sql) => client.batch_execute(sql).await,
         None => Ok(()),
+    }
+}
+
+/// A settings statement of a pipeline, when there is one.
+async fn set(
+    client: &tokio_postgres::Client,
+    settings: Option<&(Prepared, Vec<String>)>,
+) -> Result<(), tokio_postgres::Error> {
+    match settings {
+        Some((stmt, values)) => execute(client, stmt, values).await.map(drop),
+        None => Ok(()),
+    }
+}
+
+impl PgConn {
+    /// The BEGIN of a request's transaction: in transaction mode it says whether the
+    /// transaction may write, as no session-level `default_transaction_read_only` does.
+    fn begin_sql(&self, wanted: &SessionSettings) -> &'static str {
+        match (self.transaction_pooled(), wanted.get(Setting::ReadOnly)) {
+            (false, _) => "BEGIN",
+            (true, Some("on")) => "BEGIN READ ONLY",
+            (true, _) => "BEGIN READ WRITE",
+        }
     }
 }
 
@@ -98,7 +122,13 @@ impl PgConn {
         hooks: Hooks<'_>,
         anonymous: bool,
     ) -> Result<ReadResult, Error> {
-        let mut settings_stmt = self.settings_statement(wanted).await.map_err(|e| db_error(e, anonymous))?;
+        let pooled = self.transaction_pooled();
+        let mut settings_stmt = match pooled {
+            // After BEGIN, transaction-local.
+            true => None,
+            false => self.settings_statement(wanted).await.map_err(|e| db_error(e, anonymous))?,
+        };
+        let local = self.in_transaction_settings(wanted).await.map_err(|e| db_error(e, anonymous))?;
         // The settings statement and the query run as two implicit transactions: if switching
         // the role failed (a token's role that does not exist or cannot be switched to), the
         // query would still run, as whoever the connection was before. The other settings
@@ -118,12 +148,12 @@ impl PgConn {
             // checks schema privileges as the current role, a statement is prepared only once
             // the request's role is in force.
             if let Some((stmt, values)) = settings_stmt.take() {
-                let applied = self.client.execute_raw(&stmt, values.iter().map(|v| TextParam(v))).await;
+                let applied = execute(&self.client, &stmt, &values).await;
                 if let Err(e) = applied {
                     self.settings.forget();
                     return Err(db_error(e, anonymous));
                 }
-                self.settings = SessionSettings::merged(wanted, &self.defaults);
+                self.remember(wanted);
             }
         }
         let main_stmt = self.prepare_cached(&main.text).await.map_err(|e| db_error(e, anonymous))?;
@@ -132,20 +162,15 @@ impl PgConn {
             None => None,
         };
         let gucs_stmt = self.gucs_statement(hooks, anonymous).await?;
-        let wrap = hooks.wrap();
+        // Behind a pooler every request is a transaction of its own, its settings inside.
+        let wrap = hooks.wrap() || pooled;
         // Should the request be dropped midway, the pool rolls back whatever is left open.
         self.in_transaction = wrap;
+        let begin_sql = self.begin_sql(wanted);
         let client = &self.client;
-        let settings_values = settings_stmt.as_ref().map(|(_, values)| values);
-        let settings_fut = async {
-            match (&settings_stmt, settings_values) {
-                (Some((stmt, _)), Some(values)) => {
-                    client.execute_raw(stmt, values.iter().map(|v| TextParam(v))).await.map(Some)
-                }
-                _ => Ok(None),
-            }
-        };
-        let begin_fut = simple(client, wrap.then_some("BEGIN"));
+        let settings_fut = set(client, settings_stmt.as_ref());
+        let begin_fut = simple(client, wrap.then_some(begin_sql));
+        let local_fut = set(client, local.as_ref());
         let pre_fut = simple(client, hooks.pre_request);
         let main_fut = query(client, &main_stmt, &main.params);
         let explain_fut = async {
@@ -166,9 +191,10 @@ impl PgConn {
         let gucs_fut = read_gucs(client, gucs_stmt.as_ref());
         // A failed transaction's COMMIT rolls it back, and answers without an error.
         let commit_fut = simple(client, wrap.then_some("COMMIT"));
-        let (set, begun, pre, rows, plan, gucs, committed) = futures_util::join!(
+        let (set, begun, local_set, pre, rows, plan, gucs, committed) = futures_util::join!(
             settings_fut,
             begin_fut,
+            local_fut,
             pre_fut,
             main_fut,
             explain_fut,
@@ -181,17 +207,29 @@ impl PgConn {
             return Err(db_error(e, anonymous));
         }
         if settings_stmt.is_some() {
-            self.settings = SessionSettings::merged(wanted, &self.defaults);
+            self.remember(wanted);
         }
         self.forget_after(hooks);
         // The first failure in pipeline order is the cause; the ones after it are "current
         // transaction is aborted".
-        begun.and(pre).map_err(|e| db_error(e, anonymous))?;
+        begun.and(local_set).and(pre).map_err(|e| db_error(e, anonymous))?;
         let rows = rows.map_err(|e| db_error(e, anonymous))?;
         let explain = plan.map_err(|e| db_error(e, anonymous))?;
         let gucs = gucs.map_err(|e| db_error(e, anonymous))?;
         committed.map_err(|e| db_error(e, anonymous))?;
         Ok(ReadResult { rows, explain, gucs })
+    }
+}
+
+impl PgConn {
+    /// Runs `sql` on its own (an implicit transaction) with text-format parameters.
+    pub async fn query_text(
+        &mut self,
+        sql: &str,
+        params: &[String],
+    ) -> Result<Vec<Row>, tokio_postgres::Error> {
+        let stmt = self.prepare_cached(sql).await?;
+        query(&self.client, &stmt, params).await
     }
 }
 
@@ -218,20 +256,24 @@ impl PgConn {
         anonymous: bool,
     ) -> Result<WriteResult, Error> {
         self.apply_settings(wanted, anonymous).await?;
+        let local = self.in_transaction_settings(wanted).await.map_err(|e| db_error(e, anonymous))?;
         let stmt = self.prepare_cached(&main.text).await.map_err(|e| db_error(e, anonymous))?;
         let gucs_stmt = self.gucs_statement(hooks, anonymous).await?;
         self.in_transaction = true;
         let client = &self.client;
         // BEGIN, the hooks and the statement travel in one round trip.
-        let begin = client.batch_execute("BEGIN");
+        let begin = client.batch_execute(self.begin_sql(wanted));
+        let local_set = set(client, local.as_ref());
         let pre = simple(client, hooks.pre_request);
         let run = run_write(client, &stmt, &main.params, returns_rows);
         let gucs = read_gucs(client, gucs_stmt.as_ref());
-        let ran = futures_util::join!(begin, pre, run, gucs);
+        let ran = futures_util::join!(begin, local_set, pre, run, gucs);
         self.forget_after(hooks);
         match ran {
-            (Ok(()), Ok(()), Ok((rows, affected)), Ok(gucs)) => Ok(WriteResult { rows, affected, gucs }),
-            (Err(e), ..) | (_, Err(e), ..) | (_, _, Err(e), _) | (.., Err(e)) => {
+            (Ok(()), Ok(()), Ok(()), Ok((rows, affected)), Ok(gucs)) => {
+                Ok(WriteResult { rows, affected, gucs })
+            }
+            (Err(e), ..) | (_, Err(e), ..) | (_, _, Err(e), ..) | (_, _, _, Err(e), _) | (.., Err(e)) => {
                 let _ = self.finish(false, anonymous).await;
                 Err(db_error(e, anonymous))
             }
@@ -254,7 +296,8 @@ impl PgConn {
         hooks: Hooks<'_>,
         anonymous: bool,
     ) -> Result<Pipelined, Error> {
-        let local = if self.is_prepared(&main.text) {
+        let pooled = self.transaction_pooled();
+        let local = if pooled || self.is_prepared(&main.text) {
             self.local_settings_statement(wanted).await.map_err(|e| db_error(e, anonymous))?
         } else {
             // Parsing checks privileges as the current role: the request's settings first.
@@ -273,14 +316,7 @@ impl PgConn {
             // READ WRITE: the session may hold a read's `default_transaction_read_only`, which
             // the local settings cannot change for a transaction already begun.
             let begin = client.batch_execute("BEGIN READ WRITE");
-            let set = async {
-                match &local {
-                    Some((stmt, values)) => {
-                        client.execute_raw(stmt, values.iter().map(|v| TextParam(v))).await.map(|_| ())
-                    }
-                    None => Ok(()),
-                }
-            };
+            let set = set(client, local.as_ref());
             let pre = simple(client, pre_request_sql.as_deref());
             let run = run_write(client, &stmt, &params, returns_rows);
             let gucs = read_gucs(client, gucs_stmt.as_ref());
@@ -299,6 +335,11 @@ impl PgConn {
                 | (.., Err(e)) => Err(db_error(e, anonymous)),
             }
         });
+        if pooled {
+            // A pooler may hand the server session to another client once a transaction ends:
+            // none is queued behind this one.
+            return Ok(Pipelined(Box::pin(std::future::ready(running.await))));
+        }
         // The first poll puts every request on the connection, in order.
         if let std::task::Poll::Ready(done) = futures_util::poll!(running.as_mut()) {
             return Ok(Pipelined(Box::pin(std::future::ready(done))));
@@ -310,25 +351,25 @@ impl PgConn {
     /// transaction) of its own: no later rollback can undo them behind the back of the
     /// connection's record of what it holds.
     async fn apply_settings(&mut self, wanted: &SessionSettings, anonymous: bool) -> Result<(), Error> {
+        if self.transaction_pooled() {
+            // Transaction-local, after BEGIN (in_transaction_settings).
+            return Ok(());
+        }
         if let Some((stmt, values)) =
             self.settings_statement(wanted).await.map_err(|e| db_error(e, anonymous))?
         {
             self.settings.forget();
-            if let Err(e) = self.client.execute_raw(&stmt, values.iter().map(|v| TextParam(v))).await {
+            if let Err(e) = execute(&self.client, &stmt, &values).await {
                 self.settings.forget();
                 return Err(db_error(e, anonymous));
             }
-            self.settings = SessionSettings::merged(wanted, &self.defaults);
+            self.remember(wanted);
         }
         Ok(())
     }
 
     /// The prepared read of the response settings, when `hooks` asks for it.
-    async fn gucs_statement(
-        &mut self,
-        hooks: Hooks<'_>,
-        anonymous: bool,
-    ) -> Result<Option<tokio_postgres::Statement>, Error> {
+    async fn gucs_statement(&mut self, hooks: Hooks<'_>, anonymous: bool) -> Result<Option<Prepared>, Error> {
         if !hooks.response {
             return Ok(None);
         }
@@ -353,14 +394,16 @@ impl PgConn {
         anonymous: bool,
     ) -> Result<(), Error> {
         self.apply_settings(wanted, anonymous).await?;
+        let local = self.in_transaction_settings(wanted).await.map_err(|e| db_error(e, anonymous))?;
         self.in_transaction = true;
         self.forget_after(hooks);
-        let sql = match hooks.pre_request {
-            Some(pre) => format!("BEGIN; {pre}"),
-            None => "BEGIN".to_owned(),
-        };
-        let begun = self.client.batch_execute(&sql).await;
-        if let Err(e) = begun {
+        let client = &self.client;
+        let (begun, local_set, pre) = futures_util::join!(
+            client.batch_execute(self.begin_sql(wanted)),
+            set(client, local.as_ref()),
+            simple(client, hooks.pre_request)
+        );
+        if let Err(e) = begun.and(local_set).and(pre) {
             let _ = self.finish(false, anonymous).await;
             return Err(db_error(e, anonymous));
         }
@@ -442,26 +485,55 @@ impl std::future::Future for Pipelined {
 /// Runs a write's statement: its rows if it returns rows, else the number of rows it affected.
 async fn run_write(
     client: &tokio_postgres::Client,
-    statement: &tokio_postgres::Statement,
+    statement: &Prepared,
     params: &[String],
     returns_rows: bool,
 ) -> Result<(Vec<Row>, u64), tokio_postgres::Error> {
     if returns_rows {
         query(client, statement, params).await.map(|rows| (rows, 0))
     } else {
-        client.execute_raw(statement, params.iter().map(|v| TextParam(v))).await.map(|n| (Vec::new(), n))
+        execute(client, statement, params).await.map(|n| (Vec::new(), n))
     }
 }
 
-/// Runs a prepared statement with text-format parameters and collects its rows.
+/// Runs a statement with text-format parameters and collects its rows.
 async fn query(
     client: &tokio_postgres::Client,
-    statement: &tokio_postgres::Statement,
+    statement: &Prepared,
     params: &[String],
 ) -> Result<Vec<Row>, tokio_postgres::Error> {
     use futures_util::TryStreamExt;
-    let stream = client.query_raw(statement, params.iter().map(|v| TextParam(v))).await?;
-    stream.try_collect().await
+    match statement {
+        Prepared::Named(s) => {
+            client.query_raw(s, params.iter().map(|v| TextParam(v))).await?.try_collect().await
+        }
+        Prepared::Unnamed(sql) => {
+            client.query_typed_raw(sql, unnamed_params(params)).await?.try_collect().await
+        }
+    }
+}
+
+/// Runs a statement with text-format parameters: the rows it affected.
+async fn execute(
+    client: &tokio_postgres::Client,
+    statement: &Prepared,
+    params: &[String],
+) -> Result<u64, tokio_postgres::Error> {
+    use futures_util::TryStreamExt;
+    match statement {
+        Prepared::Named(s) => client.execute_raw(s, params.iter().map(|v| TextParam(v))).await,
+        Prepared::Unnamed(sql) => {
+            let rows = client.query_typed_raw(sql, unnamed_params(params)).await?;
+            futures_util::pin_mut!(rows);
+            while rows.try_next().await?.is_some() {}
+            Ok(rows.rows_affected().unwrap_or(0))
+        }
+    }
+}
+
+/// Parameters of an unnamed statement: text, their types inferred as preparing infers them.
+fn unnamed_params(params: &[String]) -> impl Iterator<Item = (TextParam<'_>, tokio_postgres::types::Type)> {
+    params.iter().map(|v| (TextParam(v), unspecified()))
 }
 
 /// PostgreSQL's refusal to run a prepared statement whose result columns changed type.

@@ -22,6 +22,7 @@ pub mod introspect;
 mod pool;
 pub mod reload;
 mod render;
+pub mod replicas;
 mod rights;
 mod settings;
 pub mod sql;
@@ -55,6 +56,8 @@ pub struct PgBackend {
     /// `db-uri`, read once: every connection is made from it.
     target: Arc<PgTarget>,
     db: Db,
+    /// `db-uri-read-replicas`, if any.
+    replicas: Option<Arc<replicas::Replicas>>,
     cache: Option<Arc<ResponseCache>>,
     reloader: reload::Reloader,
 }
@@ -72,16 +75,68 @@ impl PgBackend {
     ) -> Result<PgBackend, String> {
         // An unreadable certificate stops the start, with the file's name.
         let target = Arc::new(PgTarget::parse(&config.db_uri)?);
+        let direct = match &config.db_uri_direct {
+            Some(uri) => Arc::new(PgTarget::parse(uri).map_err(|e| e.replace("db-uri", "db-uri-direct"))?),
+            None => target.clone(),
+        };
+        let db = Db::new(&config, &target);
+        let replicas = replicas::Replicas::start(&config, target.clone())?;
         let reloader =
-            reload::Reloader::start(config.clone(), target.clone(), schema, cache.clone(), realtime);
+            reload::Reloader::start(config.clone(), direct, db.clone(), schema, cache.clone(), realtime);
         reload::spawn_sigusr1(reloader.clone());
         reload::spawn_listener(config.clone(), reloader.clone(), keys_changed);
-        Ok(PgBackend { db: Db::new(&config, &target), target, config, cache, reloader })
+        Ok(PgBackend { db, replicas, target, config, cache, reloader })
     }
 
     /// A read, in one round trip with its settings: a GET, HEAD or a function call (POST /rpc
-    /// runs in a transaction rowgate ends once it has seen the result).
+    /// runs in a transaction rowgate ends once it has seen the result). With read replicas, a
+    /// read that cannot write goes to one that has replayed the client's last write, if one
+    /// has; a call that may write tells the client where its write is.
     pub async fn read(&self, plan: &ReadPlan, caller: &Caller<'_>) -> Result<Response<Body>, Error> {
+        let Some(replicas) = &self.replicas else { return self.read_on(&self.db, plan, caller).await };
+        let may_write = plan.transaction.is_some() || plan.call.as_ref().is_some_and(|c| c.volatile);
+        if !may_write {
+            if let Some(replica) = replicas.pick(replicas::since(caller.request.headers)) {
+                match self.read_on(&replica.db, plan, caller).await {
+                    Err(e) if replica_failure(&e) => replica.failed(&e),
+                    Ok(mut response) => {
+                        replica.served();
+                        // Behind the primary by up to db-replica-max-lag: never the response
+                        // cache's current answer.
+                        response.extensions_mut().insert(crate::response::MayLag);
+                        return Ok(response);
+                    }
+                    other => return other,
+                }
+            }
+        }
+        replicas.served_by_primary();
+        let response = self.read_on(&self.db, plan, caller).await?;
+        match may_write && response.status().is_success() {
+            true => Ok(self.tell_write_position(replicas, response).await),
+            false => Ok(response),
+        }
+    }
+
+    /// A write's response with the primary's position past it, for the client's next reads.
+    async fn tell_write_position(
+        &self,
+        replicas: &replicas::Replicas,
+        mut response: Response<Body>,
+    ) -> Response<Body> {
+        let lsn = replicas.write_position().await;
+        let cookie = replicas::set_cookie(lsn, self.config.db_replica_max_lag);
+        if let Ok(v) = http::HeaderValue::from_str(&cookie) {
+            response.headers_mut().append(http::header::SET_COOKIE, v);
+        }
+        if let Ok(v) = http::HeaderValue::from_str(&replicas::format_lsn(lsn)) {
+            response.headers_mut().insert(replicas::HEADER, v);
+        }
+        response
+    }
+
+    /// A read on the connections of `db`, the primary's or a replica's.
+    async fn read_on(&self, db: &Db, plan: &ReadPlan, caller: &Caller<'_>) -> Result<Response<Body>, Error> {
         let config = &*self.config;
         let mut settings =
             SessionSettings::of_request(config, caller, &plan.schema, plan.timezone.as_deref());
@@ -90,7 +145,7 @@ impl PgBackend {
         }
         let pre_request = self.reloader.pre_request();
         // Watched while its statements run: a client that goes away cancels them.
-        let mut conn = Running::new(self.db.get().await?, self.db.tls());
+        let mut conn = Running::new(db.get().await?, db.tls());
         let ran = self
             .run_read(&mut conn, plan, &settings, pre_request.as_deref(), caller.principal.anonymous)
             .await;
@@ -187,7 +242,7 @@ impl PgBackend {
             profile,
             pre_request,
         ));
-        if blind {
+        let response = if blind {
             // Its whole transaction is queued on the connection at once (PgConn::write_committed):
             // a client going away cannot interrupt it midway, so no task of its own is needed.
             write.await
@@ -197,6 +252,12 @@ impl PgBackend {
             tokio::spawn(write)
                 .await
                 .unwrap_or_else(|_| Err(Error::api(code::INTERNAL, "Internal server error")))
+        }?;
+        match &self.replicas {
+            Some(replicas) if response.status().is_success() => {
+                Ok(self.tell_write_position(replicas, response).await)
+            }
+            _ => Ok(response),
         }
     }
 
@@ -208,6 +269,13 @@ impl PgBackend {
     /// The pool.
     pub fn db(&self) -> &Db {
         &self.db
+    }
+
+    /// The read replicas' metrics, if there are replicas.
+    pub fn render_replica_metrics(&self, out: &mut String) {
+        if let Some(r) = &self.replicas {
+            r.render_metrics(out);
+        }
     }
 
     /// Whether a pooled connection can be had.
@@ -242,6 +310,17 @@ impl PgBackend {
     /// The built-in accounts' store, on a connection of its own as the authenticator.
     pub fn account_store(&self) -> accounts::PgAccounts {
         accounts::PgAccounts::new((*self.target).clone())
+    }
+}
+
+/// Whether a replica's read failed as a replica can, rather than as the request would anywhere:
+/// no connection, a recovery conflict (40001), a shutdown (57P01..57P03), a read-only refusal
+/// of a function that writes (25006), or a column type the replica has not replayed yet.
+fn replica_failure(e: &Error) -> bool {
+    match e {
+        Error::Unavailable(_) | Error::PoolTimeout | Error::SchemaChanged => true,
+        Error::Database(db) => matches!(db.code.as_str(), "40001" | "57P01" | "57P02" | "57P03" | "25006"),
+        _ => false,
     }
 }
 

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool::managed::{self, Metrics, Object, Pool, PoolError, RecycleError, RecycleResult, Timeouts};
+use tokio_postgres::types::{Kind, Type};
 use tokio_postgres::{Client, NoTls, Statement};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
@@ -46,6 +47,38 @@ pub async fn connect_without_tls(config: &tokio_postgres::Config) -> Result<Clie
     Ok(client)
 }
 
+/// How a connection's statements and settings reach PostgreSQL.
+#[derive(Clone)]
+pub enum Mode {
+    /// Statements prepared once and kept, session settings remembered and sent only when they
+    /// differ: a connection is one PostgreSQL session.
+    Session,
+    /// Behind a pooler in transaction mode (`db-prepared-statements = false`), where each
+    /// transaction may run on another server session: every statement is sent whole (unnamed),
+    /// every request runs in a transaction of its own with all its settings transaction-local,
+    /// and nothing is left on the session.
+    Transaction {
+        /// The settings sent as startup options in session mode (`statement_timeout`,
+        /// `app.settings.*`), which a pooler refuses or drops: set in each transaction instead.
+        startup: Arc<Vec<(String, String)>>,
+    },
+}
+
+/// A statement as a connection runs it.
+#[derive(Clone)]
+pub enum Prepared {
+    /// Prepared on the connection, run by name.
+    Named(Statement),
+    /// Sent whole with its parameters each time ([`Mode::Transaction`]).
+    Unnamed(Arc<str>),
+}
+
+/// The type of a parameter left for PostgreSQL to infer (OID 0), as preparing does.
+pub fn unspecified() -> Type {
+    static UNSPECIFIED: std::sync::OnceLock<Type> = std::sync::OnceLock::new();
+    UNSPECIFIED.get_or_init(|| Type::new("unspecified".into(), 0, Kind::Simple, "pg_catalog".into())).clone()
+}
+
 /// A pooled connection with its prepared statements and the session settings it holds.
 pub struct PgConn {
     /// The client, shared with the requests a pipelined write left queued on it
@@ -56,7 +89,7 @@ pub struct PgConn {
     statement_bytes: usize,
     /// `SELECT set_config(...), ...` statements by number of settings: session-level, and
     /// transaction-local (`is_local`).
-    settings_statements: [Vec<Option<Statement>>; 2],
+    settings_statements: [Vec<Option<Prepared>>; 2],
     /// The session settings this connection holds.
     pub settings: SessionSettings,
     /// Values of settings a request may leave unset (the server's own time zone).
@@ -64,6 +97,11 @@ pub struct PgConn {
     /// A write's transaction is open: if its request is dropped midway (the client went
     /// away), the pool rolls it back before anyone else uses the connection.
     pub in_transaction: bool,
+    /// How statements and settings are sent.
+    pub mode: Mode,
+    /// The pool's generation when this connection was made: behind a pooler, a schema reload
+    /// retires older connections (their type cache may lack a type created since).
+    generation: u64,
 }
 
 impl PgConn {
@@ -78,10 +116,27 @@ impl PgConn {
         self.statements.contains_key(sql)
     }
 
-    /// The prepared statement for `sql`, preparing it on first use.
-    pub async fn prepare_cached(&mut self, sql: &str) -> Result<Statement, tokio_postgres::Error> {
+    /// Whether this connection is behind a pooler in transaction mode.
+    pub fn transaction_pooled(&self) -> bool {
+        matches!(self.mode, Mode::Transaction { .. })
+    }
+
+    /// Records that the session holds `wanted` (with `defaults` for what it leaves unset); in
+    /// transaction mode nothing is held past a transaction, so nothing is recorded.
+    pub fn remember(&mut self, wanted: &SessionSettings) {
+        if !self.transaction_pooled() {
+            self.settings = SessionSettings::merged(wanted, &self.defaults);
+        }
+    }
+
+    /// The statement for `sql`: prepared on first use and kept, or in transaction mode sent
+    /// whole each time.
+    pub async fn prepare_cached(&mut self, sql: &str) -> Result<Prepared, tokio_postgres::Error> {
+        if self.transaction_pooled() {
+            return Ok(Prepared::Unnamed(sql.into()));
+        }
         if let Some(s) = self.statements.get(sql) {
-            return Ok(s.clone());
+            return Ok(Prepared::Named(s.clone()));
         }
         let stmt = self.client.prepare(sql).await?;
         if self.statements.len() >= MAX_PREPARED || self.statement_bytes + sql.len() > MAX_PREPARED_BYTES {
@@ -90,7 +145,7 @@ impl PgConn {
         }
         self.statement_bytes += sql.len();
         self.statements.insert(sql.to_owned(), stmt.clone());
-        Ok(stmt)
+        Ok(Prepared::Named(stmt))
     }
 
     /// The statement and its parameters that bring this connection's settings to `wanted`,
@@ -98,7 +153,7 @@ impl PgConn {
     pub async fn settings_statement(
         &mut self,
         wanted: &SessionSettings,
-    ) -> Result<Option<(Statement, Vec<String>)>, tokio_postgres::Error> {
+    ) -> Result<Option<(Prepared, Vec<String>)>, tokio_postgres::Error> {
         self.settings_statement_scoped(wanted, false).await
     }
 
@@ -107,20 +162,43 @@ impl PgConn {
     pub async fn local_settings_statement(
         &mut self,
         wanted: &SessionSettings,
-    ) -> Result<Option<(Statement, Vec<String>)>, tokio_postgres::Error> {
+    ) -> Result<Option<(Prepared, Vec<String>)>, tokio_postgres::Error> {
         self.settings_statement_scoped(wanted, true).await
+    }
+
+    /// In transaction mode, every setting of `wanted` and the startup ones, transaction-local,
+    /// for the statement after BEGIN; in session mode none (they were set before BEGIN).
+    pub async fn in_transaction_settings(
+        &mut self,
+        wanted: &SessionSettings,
+    ) -> Result<Option<(Prepared, Vec<String>)>, tokio_postgres::Error> {
+        match self.mode {
+            Mode::Transaction { .. } => self.settings_statement_scoped(wanted, true).await,
+            Mode::Session => Ok(None),
+        }
     }
 
     async fn settings_statement_scoped(
         &mut self,
         wanted: &SessionSettings,
         local: bool,
-    ) -> Result<Option<(Statement, Vec<String>)>, tokio_postgres::Error> {
+    ) -> Result<Option<(Prepared, Vec<String>)>, tokio_postgres::Error> {
         let diff = self.settings.differing(wanted, &self.defaults);
-        if diff.is_empty() {
+        let startup = match &self.mode {
+            Mode::Transaction { startup } => Some(startup.clone()),
+            Mode::Session => None,
+        };
+        let mut values: Vec<String> = Vec::with_capacity(2 * diff.len());
+        for (k, v) in startup.iter().flat_map(|s| s.iter()).map(|(k, v)| (k.as_str(), v.as_str())).chain(diff)
+        {
+            values.push(k.to_owned());
+            values.push(v.to_owned());
+        }
+        if values.is_empty() {
             return Ok(None);
         }
-        let n = diff.len();
+        let n = values.len() / 2;
+        let transaction_pooled = startup.is_some();
         let cache = &mut self.settings_statements[usize::from(local)];
         if cache.len() <= n {
             cache.resize(n + 1, None);
@@ -130,12 +208,15 @@ impl PgConn {
             None => {
                 let calls: Vec<String> =
                     (0..n).map(|i| format!("set_config(${}, ${}, {local})", 2 * i + 1, 2 * i + 2)).collect();
-                let s = self.client.prepare(&format!("SELECT {}", calls.join(", "))).await?;
+                let sql = format!("SELECT {}", calls.join(", "));
+                let s = match transaction_pooled {
+                    true => Prepared::Unnamed(sql.into()),
+                    false => Prepared::Named(self.client.prepare(&sql).await?),
+                };
                 self.settings_statements[usize::from(local)][n] = Some(s.clone());
                 s
             }
         };
-        let values = diff.into_iter().flat_map(|(k, v)| [k.to_owned(), v.to_owned()]).collect();
         Ok(Some((stmt, values)))
     }
 }
@@ -195,6 +276,55 @@ impl Drop for Running {
 /// Creates and checks pooled connections.
 pub struct Manager {
     target: PgTarget,
+    mode: Mode,
+    /// Bumped by a schema reload in transaction mode: connections made before it are retired.
+    generation: Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// The types a result column may have that tokio-postgres does not know by itself: enums,
+/// domains, ranges, base types of extensions, composite types (not tables' row types), and
+/// arrays of them; `information_schema.sql_identifier` (a domain every database has) first.
+const USER_TYPES: &str = "SELECT 'information_schema.sql_identifier'::regtype::oid UNION ALL (
+  SELECT t.oid FROM pg_catalog.pg_type t
+  JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace
+  LEFT JOIN pg_catalog.pg_type e ON e.oid = t.typelem AND t.typcategory = 'A'
+  JOIN pg_catalog.pg_type b ON b.oid = coalesce(e.oid, t.oid)
+  WHERE n.nspname <> 'pg_catalog' AND n.nspname <> 'information_schema' AND n.nspname NOT LIKE 'pg\\_%'
+    AND t.typisdefined AND t.typtype <> 'p'
+    AND (b.typtype IN ('b', 'e', 'd', 'r', 'm') OR (b.typtype = 'c'
+      AND EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.oid = b.typrelid AND c.relkind = 'c')))
+  ORDER BY 1)";
+
+/// Teaches a new connection's client the database's types (see [`USER_TYPES`]), in one
+/// transaction that ends by deallocating the statements tokio-postgres prepared to look them
+/// up. Behind a pooler in transaction mode a named statement prepared in one transaction may be
+/// missing in the next (another server session), or left behind on a session another client
+/// then gets: so the lookups happen here, where they are safe, and none is left prepared. A type
+/// created later fails its lookup with 26000, and the reload that follows retires the
+/// connection ([`Db::retire`]). The types are declared as a statement's parameters, by OID:
+/// naming them would need `USAGE` on their schemas, which the authenticator may lack.
+async fn learn_types(client: &Client) -> Result<(), tokio_postgres::Error> {
+    use futures_util::TryStreamExt;
+    client.batch_execute("BEGIN READ ONLY").await?;
+    let learned = async {
+        let oids: Vec<u32> = client
+            .query_typed_raw(USER_TYPES, std::iter::empty::<(&str, Type)>())
+            .await?
+            .map_ok(|row| row.get::<_, u32>(0))
+            .try_collect()
+            .await?;
+        for chunk in oids.chunks(1000) {
+            let declared: Vec<Type> =
+                chunk.iter().map(|oid| Type::new(String::new(), *oid, Kind::Simple, String::new())).collect();
+            // Its parameter description names each type, which tokio-postgres then looks up.
+            client.prepare_typed("SELECT 1", &declared).await?;
+        }
+        Ok::<_, tokio_postgres::Error>(())
+    }
+    .await;
+    let ended =
+        client.batch_execute(if learned.is_ok() { "DEALLOCATE ALL; COMMIT" } else { "ROLLBACK" }).await;
+    learned.and(ended)
 }
 
 impl managed::Manager for Manager {
@@ -202,10 +332,18 @@ impl managed::Manager for Manager {
     type Error = tokio_postgres::Error;
 
     async fn create(&self) -> Result<PgConn, tokio_postgres::Error> {
+        let generation = self.generation.load(std::sync::atomic::Ordering::Acquire);
         let client = connect(&self.target).await?;
         let mut defaults = SessionSettings::default();
-        let tz = client.query_one("SELECT current_setting('timezone')", &[]).await?;
-        defaults.set(Setting::TimeZone, tz.get(0));
+        let tz = client.simple_query("SELECT current_setting('timezone')").await?;
+        let tz = tz.iter().find_map(|m| match m {
+            tokio_postgres::SimpleQueryMessage::Row(row) => row.get(0).map(str::to_owned),
+            _ => None,
+        });
+        defaults.set(Setting::TimeZone, tz.unwrap_or_else(|| "UTC".into()));
+        if let Mode::Transaction { .. } = self.mode {
+            learn_types(&client).await?;
+        }
         Ok(PgConn {
             client: Arc::new(client),
             statements: HashMap::new(),
@@ -214,12 +352,17 @@ impl managed::Manager for Manager {
             settings: SessionSettings::default(),
             defaults,
             in_transaction: false,
+            mode: self.mode.clone(),
+            generation,
         })
     }
 
     async fn recycle(&self, conn: &mut PgConn, _: &Metrics) -> RecycleResult<tokio_postgres::Error> {
         if conn.client.is_closed() {
             return Err(RecycleError::message("connection closed"));
+        }
+        if conn.generation < self.generation.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(RecycleError::message("retired after a schema reload"));
         }
         if conn.in_transaction {
             conn.client.batch_execute("ROLLBACK").await?;
@@ -246,6 +389,10 @@ pub struct Db {
     tls: MakeRustlsConnect,
     /// Requests that found no connection within `db-pool-acquisition-timeout`.
     timeouts: Arc<std::sync::atomic::AtomicU64>,
+    /// The generation connections are made in ([`Db::retire`]).
+    generation: Arc<std::sync::atomic::AtomicU64>,
+    /// Whether connections are behind a pooler in transaction mode.
+    transaction_pooled: bool,
 }
 
 /// A connection for a write, holding one of the write slots until it is dropped.
@@ -287,13 +434,23 @@ impl Db {
         // Session settings every request runs with, sent once as each connection opens:
         // `db-statement-timeout` and PostgREST's `app.settings.*` (PostgREST sets those in every
         // transaction; a function that changes one changes it for later requests here).
-        let mut options: Vec<String> = config
+        let startup: Vec<(String, String)> = config
             .db_statement_timeout
-            .map(|t| format!("statement_timeout={}", t.as_millis()))
+            .map(|t| ("statement_timeout".to_owned(), t.as_millis().to_string()))
             .into_iter()
-            .chain(config.app_settings.iter().map(|(k, v)| format!("{k}={v}")))
-            .map(|setting| format!("-c {}", escape_option(&setting)))
+            .chain(config.app_settings.iter().map(|(k, v)| (k.clone(), v.clone())))
             .collect();
+        let mode = match config.db_prepared_statements {
+            true => Mode::Session,
+            // A pooler refuses startup options or drops them: they go in each transaction.
+            false => Mode::Transaction { startup: Arc::new(startup.clone()) },
+        };
+        let mut options: Vec<String> = match mode {
+            Mode::Session => {
+                startup.iter().map(|(k, v)| format!("-c {}", escape_option(&format!("{k}={v}")))).collect()
+            }
+            Mode::Transaction { .. } => Vec::new(),
+        };
         if !options.is_empty() {
             options.sort();
             // After the options the URI gives, which stay.
@@ -303,7 +460,9 @@ impl Db {
         }
         pg.connect_timeout(Duration::from_secs(5));
         let tls = target.connector();
-        let pool = Pool::builder(Manager { target })
+        let generation = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let transaction_pooled = matches!(mode, Mode::Transaction { .. });
+        let pool = Pool::builder(Manager { target, mode, generation: generation.clone() })
             .max_size(config.db_pool)
             .timeouts(Timeouts {
                 wait: Some(config.db_pool_acquisition_timeout),
@@ -322,6 +481,17 @@ impl Db {
             acquisition_timeout: config.db_pool_acquisition_timeout,
             tls,
             timeouts: Arc::default(),
+            generation,
+            transaction_pooled,
+        }
+    }
+
+    /// Behind a pooler in transaction mode, retires every connection made so far (as each
+    /// comes back to the pool), so the next ones learn the types a schema change created.
+    pub fn retire(&self) {
+        if self.transaction_pooled {
+            self.generation.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+            self.pool.retain(|_, _| false);
         }
     }
 

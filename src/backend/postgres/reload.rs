@@ -17,7 +17,11 @@ use crate::schema::SharedSchema;
 #[derive(Clone)]
 pub struct Reloader {
     config: Arc<Config>,
+    /// What the schema is read from, LISTEN and the change feed connect to: `db-uri-direct`,
+    /// or `db-uri`.
     target: Arc<super::PgTarget>,
+    /// The pool, whose connections a reload retires behind a pooler in transaction mode.
+    db: super::Db,
     schema: Arc<SharedSchema>,
     wake: Arc<Notify>,
     cache: Option<Arc<crate::cache::ResponseCache>>,
@@ -58,6 +62,7 @@ impl Reloader {
     pub fn start(
         config: Arc<Config>,
         target: Arc<super::PgTarget>,
+        db: super::Db,
         schema: Arc<SharedSchema>,
         cache: Option<Arc<crate::cache::ResponseCache>>,
         realtime: Option<Arc<crate::realtime::Realtime>>,
@@ -66,6 +71,7 @@ impl Reloader {
         let reloader = Reloader {
             config,
             target,
+            db,
             schema,
             wake: Arc::new(Notify::new()),
             cache,
@@ -119,9 +125,13 @@ impl Reloader {
         let ticket = self.cache.as_ref().map(|c| c.reload_ticket());
         let mut client = crate::backend::postgres::connect(&self.target).await?;
         // PostgREST also reads its options from the role's settings (`db-config`); of those,
-        // the pre-request function decides who gets in, so it is read here too.
+        // the pre-request function decides who gets in, so it is read here too. In a
+        // transaction, as every statement here, so that a pooler in transaction mode keeps
+        // a statement's parse and its execution on one server session.
+        let tx = client.build_transaction().read_only(true).start().await?;
         let in_database: Option<String> =
-            client.query_opt(PRE_REQUEST_IN_DATABASE, &[]).await?.map(|row| row.get(0));
+            tx.query_opt(PRE_REQUEST_IN_DATABASE, &[]).await?.map(|row| row.get(0));
+        tx.commit().await?;
         let function = in_database.filter(|f| !f.is_empty()).or_else(|| self.config.db_pre_request.clone());
         self.pre_request.store(function.as_deref().map(|f| Arc::new(pre_request_statement(f))));
         let keyed = self.config.cache_key_claims.as_deref();
@@ -129,9 +139,14 @@ impl Reloader {
         let relations = cache.relations.len();
         let functions = cache.functions.values().map(Vec::len).sum::<usize>();
         if let Some(rt) = &self.realtime {
-            rt.set_published(super::changes::install::published(&client).await?);
+            let tx = client.build_transaction().read_only(true).start().await?;
+            let published = super::changes::install::published(&tx).await?;
+            tx.commit().await?;
+            rt.set_published(published);
         }
         self.schema.store_loaded(cache, started.elapsed());
+        // Behind a pooler, pooled connections know the types of when they were made.
+        self.db.retire();
         // After the store: an answer planned with the old snapshot started before this flush.
         if let Some(c) = &self.cache {
             c.flush();
@@ -246,7 +261,42 @@ async fn listen(
         listen.push_str("; LISTEN ");
         listen.push_str(super::changes::install::REALTIME_CHANNEL);
     }
+    listen.push_str("; LISTEN ");
+    listen.push_str(PROBE_CHANNEL);
     client.batch_execute(&listen).await?;
+    let missed = match probe(pg, &mut rx).await? {
+        // The listening connection closed meanwhile: start over.
+        None => return Ok(()),
+        Some(Probe::Direct { missed }) => missed,
+        Some(Probe::Pooled) => {
+            let needs = match (&reloader.cache, &reloader.realtime) {
+                (Some(_), _) => Some("the response cache (cache-enabled)"),
+                (None, Some(_)) => Some("realtime"),
+                (None, None) => None,
+            };
+            let advice =
+                "the connection goes through a pooler in transaction mode: notifications sent to it \
+                          never arrive; give a direct connection in db-uri-direct";
+            match needs {
+                // At start-up: refuse to serve what could not be kept correct.
+                Some(what) if !*connected_before => {
+                    tracing::error!("{what} needs LISTEN and a change feed, and {advice}");
+                    eprintln!("rowgate: {what} needs LISTEN and a change feed, and {advice}");
+                    std::process::exit(1);
+                }
+                Some(what) => tracing::error!("{what} is off until a direct connection returns: {advice}"),
+                None => tracing::warn!(
+                    "NOTIFY {} reloads and API-key changes will not be heard: {advice} (SIGUSR1 still reloads)",
+                    config.db_channel
+                ),
+            }
+            // Nothing heard here can be trusted: try again later.
+            return Ok(());
+        }
+    };
+    if missed {
+        reloader.request();
+    }
     keys_changed();
     let logical = match &reloader.cache {
         Some(cache) => {
@@ -368,6 +418,47 @@ async fn listen(
     match driver.await {
         Ok(result) => result,
         Err(_) => Ok(()),
+    }
+}
+
+/// The channel of [`probe`].
+const PROBE_CHANNEL: &str = "rowgate_direct_probe";
+
+/// What [`probe`] found.
+enum Probe {
+    /// Notifications arrive; `missed` says another one arrived meanwhile and was dropped.
+    Direct { missed: bool },
+    /// They do not: the connection goes through a pooler in transaction mode.
+    Pooled,
+}
+
+/// Whether notifications reach the listening connection, whose notifications `rx` receives:
+/// another connection sends one to [`PROBE_CHANNEL`]. Through a pooler in transaction mode the
+/// LISTEN was made by a server session the pooler has since lent to others, so it never arrives.
+/// `None` when the listening connection closed meanwhile.
+async fn probe(
+    pg: &super::PgTarget,
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<(String, String)>,
+) -> Result<Option<Probe>, tokio_postgres::Error> {
+    // Other instances probe the same channel: this one's notification is the one with its nonce.
+    let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let nonce = format!("{}-{}", std::process::id(), since_epoch.as_nanos());
+    let sender = crate::backend::postgres::connect(pg).await?;
+    sender.batch_execute(&format!("NOTIFY {PROBE_CHANNEL}, '{nonce}'")).await?;
+    drop(sender);
+    let mut missed = false;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match tokio::time::timeout_at(deadline, rx.recv()).await {
+            Ok(Some((channel, payload))) if channel == PROBE_CHANNEL => {
+                if payload == nonce {
+                    return Ok(Some(Probe::Direct { missed }));
+                }
+            }
+            Ok(Some(_)) => missed = true,
+            Ok(None) => return Ok(None),
+            Err(_) => return Ok(Some(Probe::Pooled)),
+        }
     }
 }
 

@@ -45,13 +45,12 @@ GROUP BY c.oid";
 /// What `role` may read of `table`, asked on a pooled connection (the catalog answers whatever
 /// role the session holds).
 pub async fn table_access(db: &Db, role: &str, table: &QualifiedName) -> Result<TableAccess, Error> {
-    let conn = db.get().await?;
-    let row = conn
-        .client
-        .query_opt(SQL, &[&role, &table.schema, &table.name])
+    let mut conn = db.get().await?;
+    let rows = conn
+        .query_text(SQL, &[role.to_owned(), table.schema.clone(), table.name.clone()])
         .await
         .map_err(|e| db_error(e, false))?;
-    Ok(match row {
+    Ok(match rows.into_iter().next() {
         Some(row) => {
             let by_row: bool = row.get(0);
             let reads_claims: bool = row.get(1);
@@ -84,13 +83,10 @@ WHERE n.nspname = $2 AND has_function_privilege($1, p.oid, 'EXECUTE')
 /// What `role` may use of `schema`; a role that does not exist is PostgreSQL's own 42704, as
 /// any request it made would be.
 pub async fn usable(db: &Db, role: &str, schema: &str) -> Result<crate::openapi::Usable, Error> {
-    let conn = db.get().await?;
-    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&role, &schema];
-    let (relations, functions) = futures_util::try_join!(
-        conn.client.query(USABLE_RELATIONS, &params),
-        conn.client.query(USABLE_FUNCTIONS, &params),
-    )
-    .map_err(|e| db_error(e, false))?;
+    let mut conn = db.get().await?;
+    let params = [role.to_owned(), schema.to_owned()];
+    let relations = conn.query_text(USABLE_RELATIONS, &params).await.map_err(|e| db_error(e, false))?;
+    let functions = conn.query_text(USABLE_FUNCTIONS, &params).await.map_err(|e| db_error(e, false))?;
     let mut usable = crate::openapi::Usable::default();
     for row in relations {
         let grants = crate::openapi::Grants {

@@ -44,6 +44,16 @@ impl PgTarget {
         PgTarget::new(&PgUri::parse(db_uri).map_err(|e| format!("invalid db-uri: {e}"))?)
     }
 
+    /// `host:port` of the first host, for logs and metrics.
+    pub fn describe(&self) -> String {
+        let host = match self.config.get_hosts().first() {
+            Some(tokio_postgres::config::Host::Tcp(h)) => h.clone(),
+            Some(tokio_postgres::config::Host::Unix(p)) => p.display().to_string(),
+            None => "localhost".into(),
+        };
+        format!("{host}:{}", self.config.get_ports().first().copied().unwrap_or(5432))
+    }
+
     /// The TLS connector tokio-postgres takes.
     pub fn connector(&self) -> MakeRustlsConnect {
         self.connector.clone()

@@ -159,6 +159,8 @@ pub fn stop_with_this_process(cluster: &TempCluster) {
         .spawn();
 }
 
+pub mod pgbouncer;
+pub mod replica;
 pub mod s3;
 pub mod twin;
 

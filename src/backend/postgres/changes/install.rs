@@ -1,7 +1,7 @@
 //! `rowgate cache install|uninstall`: what tells every rowgate which tables changed (logical
 //! decoding's publication or triggers) and the DDL event triggers.
 
-use tokio_postgres::Client;
+use tokio_postgres::{Client, GenericClient};
 
 use crate::backend::postgres::apikey::message;
 
@@ -104,7 +104,9 @@ pub async fn uninstall(client: &Client) -> Result<String, String> {
 pub const REALTIME_CHANNEL: &str = "rowgate_realtime";
 
 /// The tables whose changes realtime may send: the publication `supabase_realtime`'s.
-pub async fn published(client: &Client) -> Result<crate::realtime::Published, tokio_postgres::Error> {
+pub async fn published(
+    client: &impl GenericClient,
+) -> Result<crate::realtime::Published, tokio_postgres::Error> {
     let all: Option<bool> = client
         .query_opt(
             "SELECT puballtables FROM pg_catalog.pg_publication WHERE pubname = 'supabase_realtime'",

@@ -1,0 +1,153 @@
+//! Read replicas (`db-uri-read-replicas`) with real streaming replicas that `pg_basebackup`
+//! makes of a primary: reads go to a replica that is up, in time, and has replayed the
+//! client's last write; writes, volatile calls and everything else to the primary.
+
+use std::time::{Duration, Instant};
+
+use rowgate::cluster::TempCluster;
+use serde_json::json;
+
+use crate::support::replica::{caught_up, primary, replica, run};
+use crate::support::{request_to, send_to, start_server};
+
+/// A rowgate on the primary with `replica` as its read replica.
+fn serve(replica: &TempCluster, max_lag_ms: u64) -> String {
+    start_server(rowgate::config::ServeArgs {
+        db_uri: Some(primary().uri("postgres", "postgres")),
+        db_uri_read_replicas: Some(replica.uri("postgres", "postgres")),
+        db_replica_max_lag: Some(max_lag_ms),
+        db_schemas: Some("api".into()),
+        db_anon_role: Some("web_anon".into()),
+        server_host: Some("127.0.0.1".into()),
+        server_port: Some(0),
+        db_pool: Some(4),
+        ..rowgate::config::ServeArgs::default()
+    })
+}
+
+/// Where `GET /rpc/in_recovery` ran: true on the replica.
+fn read_on_replica(base: &str) -> bool {
+    read_on_replica_with(base, &[])
+}
+
+/// Where `GET /rpc/in_recovery` with `headers` ran.
+fn read_on_replica_with(base: &str, headers: &[(&str, &str)]) -> bool {
+    let r = request_to(base, "GET", "/rpc/in_recovery", headers);
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.json() == json!(true)
+}
+
+/// Asks until `want` holds (the replicas' health is read every 100 ms).
+fn eventually(what: &str, mut want: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !want() {
+        assert!(started.elapsed() < Duration::from_secs(20), "never: {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The `rowgate_lsn` cookie a write's response sets, as a `Cookie` header's value.
+fn cookie(r: &crate::support::Resp) -> String {
+    let set = r.header("set-cookie").unwrap_or_else(|| panic!("no Set-Cookie on {} {}", r.status, r.body));
+    set.split(';').next().unwrap().to_owned()
+}
+
+#[test]
+fn reads_go_to_the_replica_and_writes_and_volatile_calls_to_the_primary() {
+    let replica = replica(&[]);
+    let base = serve(&replica, 5000);
+    eventually("a GET is read on the replica", || read_on_replica(&base));
+    let post = send_to(&base, "POST", "/rpc/in_recovery", &[], Some("{}"));
+    assert_eq!((post.status, post.json()), (200, json!(false)), "POST /rpc runs on the primary");
+    let volatile = request_to(&base, "GET", "/rpc/in_recovery_volatile", &[]);
+    assert_eq!(
+        (volatile.status, volatile.json()),
+        (200, json!(false)),
+        "a volatile function runs on the primary"
+    );
+    let created = send_to(&base, "POST", "/notes", &[], Some(r#"{"id": 1, "body": "hello"}"#));
+    assert_eq!(created.status, 201, "{}", created.body);
+    let set = created.header("set-cookie").expect("the write's position in a cookie");
+    assert!(set.starts_with("rowgate_lsn=") && set.contains("HttpOnly"), "{set}");
+    let position = created.header("x-rowgate-lsn").expect("and in a header");
+    assert!(set.starts_with(&format!("rowgate_lsn={position};")), "{set} {position}");
+}
+
+#[test]
+fn a_client_reads_its_own_writes_under_concurrent_writes() {
+    // The replica applies each commit 300 ms after the primary: a read sent to it at once
+    // would miss the write it follows.
+    let replica = replica(&["recovery_min_apply_delay=300ms"]);
+    let base = serve(&replica, 5000);
+    eventually("a GET is read on the replica", || read_on_replica(&base));
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let base = base.clone();
+            std::thread::spawn(move || {
+                let (mut stale_without, mut stale_with, mut last) = (0, 0, String::new());
+                for i in 0..25 {
+                    let id = 1000 + t * 100 + i;
+                    let body = format!(r#"{{"id": {id}, "body": "note {id}"}}"#);
+                    let created =
+                        send_to(&base, "POST", "/notes", &[("Prefer", "return=minimal")], Some(&body));
+                    assert_eq!(created.status, 201, "{}", created.body);
+                    let path = format!("/notes?id=eq.{id}");
+                    // Without its cookie, a client is any reader: the replica may not have it yet.
+                    if request_to(&base, "GET", &path, &[]).json() == json!([]) {
+                        stale_without += 1;
+                    }
+                    let cookie = cookie(&created);
+                    let read = request_to(&base, "GET", &path, &[("Cookie", &cookie)]);
+                    if read.json() != json!([{"id": id, "body": format!("note {id}")}]) {
+                        stale_with += 1;
+                    }
+                    last = cookie;
+                }
+                (stale_without, stale_with, last)
+            })
+        })
+        .collect();
+    let (mut without, mut with, mut last) = (0, 0, String::new());
+    for t in threads {
+        let (a, b, cookie) = t.join().expect("a writer");
+        without += a;
+        with += b;
+        last = cookie;
+    }
+    println!("of 100 reads right after their write: {without} stale without the cookie, {with} with it");
+    assert_eq!(with, 0, "reads of one's own writes that missed them (without the cookie: {without} of 100)");
+    assert!(without > 50, "the replica was never behind ({without} of 100 stale reads without the cookie)");
+    // Once the replica has replayed them, the same client reads there again.
+    caught_up(&replica);
+    eventually("the replica serves the client again", || read_on_replica_with(&base, &[("Cookie", &last)]));
+}
+
+#[test]
+fn a_replica_that_lags_or_stops_is_skipped_and_used_again() {
+    let replica = replica(&[]);
+    let standby = replica.uri("postgres", "postgres");
+    let base = serve(&replica, 1000);
+    eventually("a GET is read on the replica", || read_on_replica(&base));
+    // Replay paused while the primary writes: past 1 s of lag the replica is left alone.
+    run(&standby, "SELECT pg_wal_replay_pause()");
+    let writer = std::thread::spawn(|| {
+        for i in 0..30 {
+            run(
+                &primary().uri("postgres", "postgres"),
+                &format!("INSERT INTO api.notes VALUES ({}, 'lag')", 5000 + i),
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    });
+    eventually("reads leave a replica beyond db-replica-max-lag", || !read_on_replica(&base));
+    writer.join().expect("the writer");
+    run(&standby, "SELECT pg_wal_replay_resume()");
+    eventually("reads return to the replica once it catches up", || read_on_replica(&base));
+    // Stopped: every read is still answered, by the primary.
+    replica.stop().expect("stop the replica");
+    for _ in 0..20 {
+        assert!(!read_on_replica(&base));
+    }
+    replica.restart().expect("start the replica again");
+    eventually("reads return to the restarted replica", || read_on_replica(&base));
+}
