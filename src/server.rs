@@ -67,6 +67,7 @@ pub fn start_state(config: Arc<Config>) -> Result<Arc<AppState>, String> {
         cache,
         accounts,
         realtime,
+        draining: std::sync::atomic::AtomicBool::new(false),
     }))
 }
 
@@ -184,7 +185,18 @@ pub async fn run(config: Arc<Config>, listener: TcpListener) -> Result<(), Strin
             }
         }
     }
-    crate::http::serve(listener, state.clone(), shutdown_signal(), SHUTDOWN_GRACE).await;
+    let draining = state.clone();
+    let shutdown = async move {
+        shutdown_signal().await;
+        let delay = draining.config.server_shutdown_delay;
+        if !delay.is_zero() {
+            // Out of the load balancer's rotation first, still serving what it sends meanwhile.
+            draining.draining.store(true, std::sync::atomic::Ordering::Relaxed);
+            tracing::info!(?delay, "answering /ready with 503 before closing the listener");
+            tokio::time::sleep(delay).await;
+        }
+    };
+    crate::http::serve(listener, state.clone(), shutdown, SHUTDOWN_GRACE).await;
     if let Some(cache) = &state.cache {
         cache.goodbye().await;
     }

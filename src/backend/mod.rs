@@ -43,6 +43,9 @@ pub struct Caller<'r> {
     pub request: RequestInfo<'r>,
     /// The schema cache snapshot the request was planned with.
     pub schema: &'r SchemaCache,
+    /// The answer will be stored as current (a response cache miss): read where writes are,
+    /// never on a replica that may lag.
+    pub current: bool,
 }
 
 /// The HTTP request's method, path and headers (names lower-case).

@@ -86,6 +86,8 @@ impl Rights {
             principal: who,
             request: RequestInfo { method: "GET", path: &path, headers: &headers },
             schema: &schema,
+            // After the change was visible on the primary: a replica may not have it yet.
+            current: true,
         };
         let response = self.backend.read(&plan, &caller).await?;
         let mut rows: Vec<Row> = match response.body().bytes() {

@@ -222,6 +222,11 @@ pub struct ServeArgs {
     /// Port to listen on [default: 3000].
     #[arg(long = "server-port", env = "ROWGATE_SERVER_PORT", value_name = "PORT")]
     pub server_port: Option<u16>,
+    /// Seconds between SIGTERM and closing the listener, during which `/ready` answers 503 and
+    /// requests are still served, so a load balancer's health checks take the instance out
+    /// before it stops accepting [default: 0].
+    #[arg(long = "server-shutdown-delay", env = "ROWGATE_SERVER_SHUTDOWN_DELAY", value_name = "SECONDS")]
+    pub server_shutdown_delay: Option<f64>,
     /// Longest accepted request target (path and query), in bytes [default: 16384].
     #[arg(long = "server-max-url-length", env = "ROWGATE_SERVER_MAX_URL_LENGTH", value_name = "BYTES")]
     pub server_max_url_length: Option<usize>,

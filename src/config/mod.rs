@@ -143,6 +143,8 @@ pub struct Config {
     pub server_host: IpAddr,
     /// `server-port`.
     pub server_port: u16,
+    /// `server-shutdown-delay`.
+    pub server_shutdown_delay: Duration,
     /// `server-max-url-length`.
     pub server_max_url_length: usize,
     /// `server-max-body-size`.
@@ -502,6 +504,10 @@ impl Config {
             db_safe_updates: a.db_safe_updates.or(file.db_safe_updates).unwrap_or(false),
             server_host,
             server_port: a.server_port.or(file.server_port).unwrap_or(3000),
+            server_shutdown_delay: Duration::try_from_secs_f64(
+                a.server_shutdown_delay.or(file.server_shutdown_delay).unwrap_or(0.0),
+            )
+            .map_err(|_| invalid("server-shutdown-delay", "not a number of seconds".into()))?,
             server_max_url_length: a
                 .server_max_url_length
                 .or(file.server_max_url_length)

@@ -45,7 +45,7 @@ pub async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Bo
             "Could not query the database for the schema cache. Retrying.",
         )
     })?;
-    let caller = Caller { principal: &principal, request: ctx.info(), schema: &schema };
+    let mut caller = Caller { principal: &principal, request: ctx.info(), schema: &schema, current: false };
     let plan = Plan::build(&request, &body, &schema, config)?;
     // OPTIONS plans and runs nothing: its timing has no plan or transaction, as PostgREST's.
     let runs = !matches!(plan, Plan::Options(_));
@@ -56,6 +56,7 @@ pub async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Bo
         Plan::Read(plan) => {
             let route = parts.uri.path().trim_start_matches('/');
             let cacheable = cached::cacheable(missed, route, &plan, &schema);
+            caller.current = cacheable.is_some();
             let answer = state.backend.read(&plan, &caller).await;
             match plan.transaction.is_none() && plan.explain.is_none() {
                 true => answer.map(|r| cached::remember(state, route, cacheable, r)),

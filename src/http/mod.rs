@@ -66,6 +66,9 @@ pub struct AppState {
     pub storage: Option<Arc<crate::storage::Storage>>,
     /// Realtime at `/realtime/v1`, when `realtime-enabled`.
     pub realtime: Option<Arc<crate::realtime::Realtime>>,
+    /// Shutting down: `/ready` answers 503 while requests are still served
+    /// (`server-shutdown-delay`).
+    pub draining: std::sync::atomic::AtomicBool,
 }
 
 /// Serves `listener` until `shutdown` completes, then lets in-flight requests finish (for at
@@ -491,7 +494,9 @@ fn under<'p>(path: &'p str, prefix: &str) -> Option<&'p str> {
 
 /// `/ready`: 200 once the schema cache is loaded and a pooled connection can be had.
 async fn ready(state: &AppState) -> Response<Body> {
-    let ready = state.schema.load().is_some() && state.backend.ready().await;
+    let ready = !state.draining.load(Ordering::Relaxed)
+        && state.schema.load().is_some()
+        && state.backend.ready().await;
     plain(if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE })
 }
 

@@ -31,5 +31,6 @@ mod storage;
 mod storage_s3;
 mod support;
 mod tls;
+mod topology;
 mod typed_client;
 mod writes;

@@ -95,14 +95,14 @@ impl PgBackend {
     pub async fn read(&self, plan: &ReadPlan, caller: &Caller<'_>) -> Result<Response<Body>, Error> {
         let Some(replicas) = &self.replicas else { return self.read_on(&self.db, plan, caller).await };
         let may_write = plan.transaction.is_some() || plan.call.as_ref().is_some_and(|c| c.volatile);
-        if !may_write {
+        if !may_write && !caller.current {
             if let Some(replica) = replicas.pick(replicas::since(caller.request.headers)) {
                 match self.read_on(&replica.db, plan, caller).await {
                     Err(e) if replica_failure(&e) => replica.failed(&e),
                     Ok(mut response) => {
                         replica.served();
                         // Behind the primary by up to db-replica-max-lag: never the response
-                        // cache's current answer.
+                        // cache's current answer (a miss it may store is read on the primary).
                         response.extensions_mut().insert(crate::response::MayLag);
                         return Ok(response);
                     }
