@@ -17,10 +17,14 @@ RUN RUSTFLAGS="-C target-feature=+crt-static" CARGO_PROFILE_RELEASE_DEBUG=false 
     CARGO_PROFILE_RELEASE_STRIP=symbols \
     cargo build --release --locked --target x86_64-unknown-linux-gnu \
  && install -D target/x86_64-unknown-linux-gnu/release/rowgate /out/rowgate \
- && mkdir -p /out/data /out/tmp && chown 65532:65532 /out/data && chmod 1777 /out/tmp
+ && mkdir -p /out/data /out/tmp
 
 FROM scratch
-COPY --from=build /out/ /
+COPY --from=build /out/rowgate /rowgate
+# COPY makes everything root's, and does not keep a directory's mode: the server's user must own
+# the directories it writes.
+COPY --from=build --chown=65532:65532 /out/tmp /tmp
+COPY --from=build --chown=65532:65532 /out/data /data
 USER 65532:65532
 WORKDIR /data
 VOLUME /data

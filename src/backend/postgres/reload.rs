@@ -285,10 +285,17 @@ async fn listen(
                     std::process::exit(1);
                 }
                 Some(what) => tracing::error!("{what} is off until a direct connection returns: {advice}"),
-                None => tracing::warn!(
-                    "NOTIFY {} reloads and API-key changes will not be heard: {advice} (SIGUSR1 still reloads)",
-                    config.db_channel
-                ),
+                None => {
+                    tracing::warn!(
+                        "NOTIFY {} reloads will not be heard, and API-key changes only as cached keys expire \
+                         (a minute): {advice} (SIGUSR1 still reloads)",
+                        config.db_channel
+                    );
+                    // Nothing needs it: no listening, and no probe every few seconds either.
+                    drop(client);
+                    let _ = driver.await;
+                    return std::future::pending().await;
+                }
             }
             // Nothing heard here can be trusted: try again later.
             return Ok(());
