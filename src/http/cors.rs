@@ -11,7 +11,7 @@ const METHODS: &str = "GET, POST, PATCH, PUT, DELETE, OPTIONS, HEAD";
 /// Response headers a browser script may read.
 const EXPOSED: &str = "Content-Encoding, Content-Location, Content-Range, Content-Type, Date, Location, \
                        Server, Transfer-Encoding, Range-Unit, Content-Profile, Preference-Applied, \
-                       Retry-After, WWW-Authenticate";
+                       Retry-After, WWW-Authenticate, X-Rowgate-Lsn";
 /// How long a browser may cache a preflight answer (PostgREST's one day).
 const MAX_AGE: &str = "86400";
 

@@ -59,6 +59,17 @@ fn reads_go_to_the_replica_and_writes_and_volatile_calls_to_the_primary() {
     eventually("a GET is read on the replica", || read_on_replica(&base));
     let post = send_to(&base, "POST", "/rpc/in_recovery", &[], Some("{}"));
     assert_eq!((post.status, post.json()), (200, json!(false)), "POST /rpc runs on the primary");
+    // A read that fails wherever it runs is the client's answer, and leaves the replica in use.
+    for _ in 0..5 {
+        let refused = request_to(&base, "GET", "/rpc/bump", &[]);
+        assert_eq!(
+            (refused.status, refused.json()["code"].clone()),
+            (405, json!("25006")),
+            "{}",
+            refused.body
+        );
+    }
+    assert!(read_on_replica(&base), "a client's failing read took the replica out of use");
     let volatile = request_to(&base, "GET", "/rpc/in_recovery_volatile", &[]);
     assert_eq!(
         (volatile.status, volatile.json()),
@@ -150,4 +161,37 @@ fn a_replica_that_lags_or_stops_is_skipped_and_used_again() {
     }
     replica.restart().expect("start the replica again");
     eventually("reads return to the restarted replica", || read_on_replica(&base));
+}
+
+#[test]
+fn a_table_created_on_the_primary_is_read_there_until_the_replica_has_replayed_it() {
+    let replica = replica(&[]);
+    let standby = replica.uri("postgres", "postgres");
+    let base = serve(&replica, 10_000);
+    eventually("a GET is read on the replica", || read_on_replica(&base));
+    run(&standby, "SELECT pg_wal_replay_pause()");
+    run(
+        &primary().uri("postgres", "postgres"),
+        "CREATE TABLE api.fresh (id integer PRIMARY KEY); INSERT INTO api.fresh VALUES (1);
+         GRANT SELECT ON api.fresh TO web_anon; NOTIFY rowgate, 'reload schema';",
+    );
+    // Until the reload, the table is unknown (PGRST205); after it, the primary answers: the
+    // paused replica, still within db-replica-max-lag, has no such table yet.
+    let mut answers = Vec::new();
+    eventually("the new table is read", || {
+        let r = request_to(&base, "GET", "/fresh", &[]);
+        answers.push(r.status);
+        match r.status {
+            404 if r.json()["code"] == "PGRST205" => false,
+            200 => {
+                assert_eq!(r.json(), json!([{"id": 1}]));
+                true
+            }
+            _ => panic!("the new table answered {} {} (after {answers:?})", r.status, r.body),
+        }
+    });
+    assert!(!read_on_replica(&base), "a replica behind the schema cache was used");
+    run(&standby, "SELECT pg_wal_replay_resume()");
+    eventually("the replica is used again once it has the table", || read_on_replica(&base));
+    assert_eq!(request_to(&base, "GET", "/fresh", &[]).json(), json!([{"id": 1}]));
 }

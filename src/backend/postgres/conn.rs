@@ -110,6 +110,9 @@ impl PgConn {
                 self.forget_statements();
                 self.read_once(wanted, main, explain, hooks, anonymous).await
             }
+            // Behind a pooler, a type this connection never learned: a schema change the cache
+            // has not seen. The reload that SchemaChanged asks for makes connections that know it.
+            Err(Error::Database(db)) if self.lost_type_lookup(&db) => Err(Error::SchemaChanged),
             other => other,
         }
     }
@@ -222,6 +225,29 @@ impl PgConn {
 }
 
 impl PgConn {
+    /// Whether `db` is tokio-postgres's look-up of a type failing behind a pooler (its
+    /// statement was deallocated when the connection learned the types it knew); if so, the
+    /// connection is marked broken.
+    fn lost_type_lookup(&mut self, db: &crate::error::DatabaseError) -> bool {
+        let lost = self.transaction_pooled() && db.code == "26000";
+        self.broken |= lost;
+        lost
+    }
+
+    /// In transaction mode, sets the startup settings (`statement_timeout`, `app.settings.*`)
+    /// for the transaction just begun, for work outside a request's pipeline (storage).
+    pub async fn set_startup_locally(&mut self) -> Result<(), tokio_postgres::Error> {
+        let super::pool::Mode::Transaction { startup } = &self.mode else { return Ok(()) };
+        if startup.is_empty() {
+            return Ok(());
+        }
+        let calls: Vec<String> =
+            (0..startup.len()).map(|i| format!("set_config(${}, ${}, true)", 2 * i + 1, 2 * i + 2)).collect();
+        let values: Vec<String> = startup.iter().flat_map(|(k, v)| [k.clone(), v.clone()]).collect();
+        let sql = Prepared::Unnamed(format!("SELECT {}", calls.join(", ")).into());
+        execute(&self.client, &sql, &values).await.map(drop)
+    }
+
     /// Runs `sql` on its own (an implicit transaction) with text-format parameters.
     pub async fn query_text(
         &mut self,
@@ -275,7 +301,11 @@ impl PgConn {
             }
             (Err(e), ..) | (_, Err(e), ..) | (_, _, Err(e), ..) | (_, _, _, Err(e), _) | (.., Err(e)) => {
                 let _ = self.finish(false, anonymous).await;
-                Err(db_error(e, anonymous))
+                let e = db_error(e, anonymous);
+                if let Error::Database(db) = &e {
+                    self.lost_type_lookup(db);
+                }
+                Err(e)
             }
         }
     }

@@ -81,8 +81,15 @@ impl PgBackend {
         };
         let db = Db::new(&config, &target);
         let replicas = replicas::Replicas::start(&config, target.clone())?;
-        let reloader =
-            reload::Reloader::start(config.clone(), direct, db.clone(), schema, cache.clone(), realtime);
+        let reloader = reload::Reloader::start(
+            config.clone(),
+            direct,
+            db.clone(),
+            replicas.clone(),
+            schema,
+            cache.clone(),
+            realtime,
+        );
         reload::spawn_sigusr1(reloader.clone());
         reload::spawn_listener(config.clone(), reloader.clone(), keys_changed);
         Ok(PgBackend { db, replicas, target, config, cache, reloader })
@@ -98,7 +105,9 @@ impl PgBackend {
         if !may_write && !caller.current {
             if let Some(replica) = replicas.pick(replicas::since(caller.request.headers)) {
                 match self.read_on(&replica.db, plan, caller).await {
-                    Err(e) if replica_failure(&e) => replica.failed(&e),
+                    Err(e) if replica_down(&e) => replica.failed(&e),
+                    // Answered on the primary instead, the replica left in use.
+                    Err(e) if replica_conflict(&e) => {}
                     Ok(mut response) => {
                         replica.served();
                         // Behind the primary by up to db-replica-max-lag: never the response
@@ -112,7 +121,8 @@ impl PgBackend {
         }
         replicas.served_by_primary();
         let response = self.read_on(&self.db, plan, caller).await?;
-        match may_write && response.status().is_success() {
+        // Whatever its status (SQL may set one), a call that may write may have committed.
+        match may_write {
             true => Ok(self.tell_write_position(replicas, response).await),
             false => Ok(response),
         }
@@ -253,11 +263,10 @@ impl PgBackend {
                 .await
                 .unwrap_or_else(|_| Err(Error::api(code::INTERNAL, "Internal server error")))
         }?;
+        // Whatever its status (`response.status` may set one), the write may have committed.
         match &self.replicas {
-            Some(replicas) if response.status().is_success() => {
-                Ok(self.tell_write_position(replicas, response).await)
-            }
-            _ => Ok(response),
+            Some(replicas) => Ok(self.tell_write_position(replicas, response).await),
+            None => Ok(response),
         }
     }
 
@@ -313,13 +322,24 @@ impl PgBackend {
     }
 }
 
-/// Whether a replica's read failed as a replica can, rather than as the request would anywhere:
-/// no connection, a recovery conflict (40001), a shutdown (57P01..57P03), a read-only refusal
-/// of a function that writes (25006), or a column type the replica has not replayed yet.
-fn replica_failure(e: &Error) -> bool {
+/// Whether a replica's read failed because the replica is unwell: no connection, or shutting
+/// down (57P01..57P03). It is skipped until its next check; the read goes to the primary.
+fn replica_down(e: &Error) -> bool {
     match e {
-        Error::Unavailable(_) | Error::PoolTimeout | Error::SchemaChanged => true,
-        Error::Database(db) => matches!(db.code.as_str(), "40001" | "57P01" | "57P02" | "57P03" | "25006"),
+        Error::Unavailable(_) | Error::PoolTimeout => true,
+        Error::Database(db) => matches!(db.code.as_str(), "57P01" | "57P02" | "57P03"),
+        _ => false,
+    }
+}
+
+/// Whether a replica's read failed as only a replica's can while the replica is well: a
+/// recovery conflict (40001), or a column type it has not replayed yet. The read goes to the
+/// primary. What a request makes fail everywhere (a GET that writes: 25006) is answered as it
+/// is, and never takes a replica out of use.
+fn replica_conflict(e: &Error) -> bool {
+    match e {
+        Error::SchemaChanged => true,
+        Error::Database(db) => db.code == "40001",
         _ => false,
     }
 }

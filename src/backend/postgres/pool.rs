@@ -102,6 +102,9 @@ pub struct PgConn {
     /// The pool's generation when this connection was made: behind a pooler, a schema reload
     /// retires older connections (their type cache may lack a type created since).
     generation: u64,
+    /// Behind a pooler, a type lookup failed (a type created since the connection was made):
+    /// the pool drops it rather than hand it out again.
+    pub broken: bool,
 }
 
 impl PgConn {
@@ -305,7 +308,8 @@ const USER_TYPES: &str = "SELECT 'information_schema.sql_identifier'::regtype::o
 /// naming them would need `USAGE` on their schemas, which the authenticator may lack.
 async fn learn_types(client: &Client) -> Result<(), tokio_postgres::Error> {
     use futures_util::TryStreamExt;
-    client.batch_execute("BEGIN READ ONLY").await?;
+    // A session the pooler lends may hold statements another client left: none may clash.
+    client.batch_execute("BEGIN READ ONLY; DEALLOCATE ALL").await?;
     let learned = async {
         let oids: Vec<u32> = client
             .query_typed_raw(USER_TYPES, std::iter::empty::<(&str, Type)>())
@@ -323,7 +327,8 @@ async fn learn_types(client: &Client) -> Result<(), tokio_postgres::Error> {
     }
     .await;
     let ended =
-        client.batch_execute(if learned.is_ok() { "DEALLOCATE ALL; COMMIT" } else { "ROLLBACK" }).await;
+        // A rollback does not undo PREPARE: deallocated either way.
+        client.batch_execute(if learned.is_ok() { "DEALLOCATE ALL; COMMIT" } else { "ROLLBACK; DEALLOCATE ALL" }).await;
     learned.and(ended)
 }
 
@@ -352,13 +357,14 @@ impl managed::Manager for Manager {
             settings: SessionSettings::default(),
             defaults,
             in_transaction: false,
+            broken: false,
             mode: self.mode.clone(),
             generation,
         })
     }
 
     async fn recycle(&self, conn: &mut PgConn, _: &Metrics) -> RecycleResult<tokio_postgres::Error> {
-        if conn.client.is_closed() {
+        if conn.client.is_closed() || conn.broken {
             return Err(RecycleError::message("connection closed"));
         }
         if conn.generation < self.generation.load(std::sync::atomic::Ordering::Acquire) {

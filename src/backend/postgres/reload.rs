@@ -22,6 +22,8 @@ pub struct Reloader {
     target: Arc<super::PgTarget>,
     /// The pool, whose connections a reload retires behind a pooler in transaction mode.
     db: super::Db,
+    /// The read replicas, told where the primary was when the schema was read.
+    replicas: Option<Arc<super::replicas::Replicas>>,
     schema: Arc<SharedSchema>,
     wake: Arc<Notify>,
     cache: Option<Arc<crate::cache::ResponseCache>>,
@@ -63,6 +65,7 @@ impl Reloader {
         config: Arc<Config>,
         target: Arc<super::PgTarget>,
         db: super::Db,
+        replicas: Option<Arc<super::replicas::Replicas>>,
         schema: Arc<SharedSchema>,
         cache: Option<Arc<crate::cache::ResponseCache>>,
         realtime: Option<Arc<crate::realtime::Realtime>>,
@@ -72,6 +75,7 @@ impl Reloader {
             config,
             target,
             db,
+            replicas,
             schema,
             wake: Arc::new(Notify::new()),
             cache,
@@ -128,6 +132,17 @@ impl Reloader {
         // the pre-request function decides who gets in, so it is read here too. In a
         // transaction, as every statement here, so that a pooler in transaction mode keeps
         // a statement's parse and its execution on one server session.
+        // Where the primary is before the catalog is read: replicas serve requests planned with
+        // this cache once they have replayed that far (None when db-uri is a standby).
+        let position = match &self.replicas {
+            Some(_) => client
+                .simple_query("SELECT pg_catalog.pg_current_wal_lsn()::text")
+                .await
+                .ok()
+                .and_then(|m| super::replicas::first_value(&m))
+                .and_then(|t| super::replicas::parse_lsn(&t)),
+            None => None,
+        };
         let tx = client.build_transaction().read_only(true).start().await?;
         let in_database: Option<String> =
             tx.query_opt(PRE_REQUEST_IN_DATABASE, &[]).await?.map(|row| row.get(0));
@@ -144,9 +159,15 @@ impl Reloader {
             tx.commit().await?;
             rt.set_published(published);
         }
+        if let (Some(replicas), Some(lsn)) = (&self.replicas, position) {
+            replicas.schema_read_at(lsn);
+        }
         self.schema.store_loaded(cache, started.elapsed());
         // Behind a pooler, pooled connections know the types of when they were made.
         self.db.retire();
+        if let Some(replicas) = &self.replicas {
+            replicas.retire();
+        }
         // After the store: an answer planned with the old snapshot started before this flush.
         if let Some(c) = &self.cache {
             c.flush();
@@ -286,15 +307,18 @@ async fn listen(
                 }
                 Some(what) => tracing::error!("{what} is off until a direct connection returns: {advice}"),
                 None => {
-                    tracing::warn!(
-                        "NOTIFY {} reloads will not be heard, and API-key changes only as cached keys expire \
-                         (a minute): {advice} (SIGUSR1 still reloads)",
-                        config.db_channel
-                    );
-                    // Nothing needs it: no listening, and no probe every few seconds either.
+                    if !WARNED.swap(true, Ordering::Relaxed) {
+                        tracing::warn!(
+                            "NOTIFY {} reloads will not be heard, and API-key changes only as cached keys \
+                             expire (a minute): {advice} (SIGUSR1 still reloads)",
+                            config.db_channel
+                        );
+                    }
+                    // Nothing needs it: probe again only now and then.
                     drop(client);
                     let _ = driver.await;
-                    return std::future::pending().await;
+                    tokio::time::sleep(Duration::from_secs(60)).await;
+                    return Ok(());
                 }
             }
             // Nothing heard here can be trusted: try again later.
@@ -427,6 +451,9 @@ async fn listen(
         Err(_) => Ok(()),
     }
 }
+
+/// Whether the warning that notifications do not arrive was logged.
+static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// The channel of [`probe`].
 const PROBE_CHANNEL: &str = "rowgate_direct_probe";

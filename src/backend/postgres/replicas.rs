@@ -26,6 +26,9 @@ use crate::config::Config;
 /// How often the primary's position and the replicas' are read.
 const TICK: Duration = Duration::from_millis(100);
 
+/// How long a position may take to read, on the primary or a replica.
+const CLOCK_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// The cookie (and request or response header, `X-Rowgate-Lsn`) that carries a client's last
 /// write position.
 pub const COOKIE: &str = "rowgate_lsn";
@@ -50,6 +53,9 @@ pub struct Replicas {
     primary: Arc<PgTarget>,
     /// Reads the primary served while replicas are configured.
     primary_reads: AtomicU64,
+    /// The primary's position when the schema cache in use was read: a replica behind it may
+    /// lack a table or column requests are now planned with.
+    schema_lsn: AtomicU64,
 }
 
 /// One replica.
@@ -96,6 +102,7 @@ impl Replicas {
             clock: tokio::sync::Mutex::new(None),
             primary,
             primary_reads: AtomicU64::new(0),
+            schema_lsn: AtomicU64::new(0),
         });
         tokio::spawn(watch(Arc::downgrade(&replicas)));
         Ok(Some(replicas))
@@ -106,10 +113,23 @@ impl Replicas {
     pub fn pick(&self, since: Option<u64>) -> Option<&Replica> {
         let n = self.members.len();
         let start = self.next.fetch_add(1, Ordering::Relaxed);
-        (0..n).map(|i| &self.members[(start + i) % n]).find(|r| {
-            r.usable.load(Ordering::Acquire)
-                && since.is_none_or(|lsn| r.replayed.load(Ordering::Acquire) >= lsn)
-        })
+        let needed = since.unwrap_or(0).max(self.schema_lsn.load(Ordering::Acquire));
+        (0..n)
+            .map(|i| &self.members[(start + i) % n])
+            .find(|r| r.usable.load(Ordering::Acquire) && r.replayed.load(Ordering::Acquire) >= needed)
+    }
+
+    /// The schema cache about to be used was read when the primary was at `lsn`: replicas are
+    /// used once they have replayed that far.
+    pub fn schema_read_at(&self, lsn: u64) {
+        self.schema_lsn.fetch_max(lsn, Ordering::AcqRel);
+    }
+
+    /// Retires the replicas' pooled connections, as [`Db::retire`] does the primary's.
+    pub fn retire(&self) {
+        for r in &self.members {
+            r.db.retire();
+        }
     }
 
     /// Counts a read the primary served.
@@ -126,20 +146,23 @@ impl Replicas {
         }
     }
 
-    /// One position read on the clock connection (opened again if it closed).
+    /// One position read on the clock connection (opened again if it closed), within
+    /// [`CLOCK_TIMEOUT`]: a primary that does not answer holds up neither a write's response
+    /// nor the health task.
     async fn position(&self, sql: &str) -> Option<u64> {
-        let client = {
-            let mut held = self.clock.lock().await;
-            match held.as_ref().filter(|c| !c.is_closed()) {
-                Some(c) => c.clone(),
-                None => {
-                    let c = Arc::new(super::connect(&self.primary).await.ok()?);
-                    *held = Some(c.clone());
-                    c
-                }
+        let held = self.clock.lock().await.clone().filter(|c| !c.is_closed());
+        let client = match held {
+            Some(c) => c,
+            None => {
+                let c = Arc::new(
+                    tokio::time::timeout(CLOCK_TIMEOUT, super::connect(&self.primary)).await.ok()?.ok()?,
+                );
+                *self.clock.lock().await = Some(c.clone());
+                c
             }
         };
-        first_value(&client.simple_query(sql).await.ok()?).as_deref().and_then(parse_lsn)
+        let answer = tokio::time::timeout(CLOCK_TIMEOUT, client.simple_query(sql)).await.ok()?.ok()?;
+        first_value(&answer).as_deref().and_then(parse_lsn)
     }
 
     /// The lag of a replica that has replayed up to `replayed`, from the primary's samples:
@@ -236,14 +259,14 @@ async fn watch(replicas: std::sync::Weak<Replicas>) {
 /// decides whether it is usable.
 async fn check(replicas: &Replicas, replica: &Replica, conn: &mut Option<Client>, now: Instant) {
     if conn.as_ref().is_none_or(Client::is_closed) {
-        *conn = tokio::time::timeout(Duration::from_secs(2), super::connect(&replica.target))
+        *conn = tokio::time::timeout(CLOCK_TIMEOUT, super::connect(&replica.target))
             .await
             .ok()
             .and_then(Result::ok);
     }
     let asked = match conn.as_ref() {
         Some(c) => tokio::time::timeout(
-            Duration::from_secs(2),
+            CLOCK_TIMEOUT,
             c.simple_query(
                 "SELECT pg_catalog.pg_is_in_recovery()::text, pg_catalog.pg_last_wal_replay_lsn()::text",
             ),
@@ -308,7 +331,7 @@ pub fn set_cookie(lsn: u64, max_lag: Duration) -> String {
 }
 
 /// The first value of the first row of a simple query's answer.
-fn first_value(messages: &[SimpleQueryMessage]) -> Option<String> {
+pub fn first_value(messages: &[SimpleQueryMessage]) -> Option<String> {
     messages.iter().find_map(|m| match m {
         SimpleQueryMessage::Row(row) => row.get(0).map(str::to_owned),
         _ => None,

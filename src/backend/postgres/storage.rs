@@ -133,6 +133,8 @@ impl PgStorage {
         let client = conn.client.clone();
         conn.in_transaction = true;
         client.batch_execute("BEGIN").await.map_err(failed)?;
+        // Behind a pooler, what the connection's startup options would otherwise set.
+        conn.set_startup_locally().await.map_err(failed)?;
         let (role, claims, sub) = match who {
             Some(w) => (&*w.role, &*w.claims, w.sub.as_deref().unwrap_or("")),
             None => ("none", "", ""),

@@ -18,6 +18,10 @@ GRANT ALL ON api.notes TO web_anon;
 -- Where a read ran: true on a standby.
 CREATE FUNCTION api.in_recovery() RETURNS boolean STABLE LANGUAGE sql AS 'SELECT pg_is_in_recovery()';
 CREATE FUNCTION api.in_recovery_volatile() RETURNS boolean VOLATILE LANGUAGE sql AS 'SELECT pg_is_in_recovery()';
+-- Declared STABLE, yet it writes: refused in any read-only transaction, on a replica or not.
+CREATE SEQUENCE api.counter;
+CREATE FUNCTION api.bump() RETURNS bigint STABLE LANGUAGE plpgsql AS $$ BEGIN RETURN nextval('api.counter'); END $$;
+GRANT USAGE ON SEQUENCE api.counter TO web_anon;
 ";
 
 /// The primary, started on first use with [`SCHEMA`].
