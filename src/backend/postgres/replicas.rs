@@ -109,7 +109,7 @@ impl Replicas {
     }
 
     /// A replica for a read by a client whose last write is at `since`, if one may serve it:
-    /// usable, and past `since`. Round robin among those.
+    /// usable, and past both `since` and the schema cache's position. Round robin among those.
     pub fn pick(&self, since: Option<u64>) -> Option<&Replica> {
         let n = self.members.len();
         let start = self.next.fetch_add(1, Ordering::Relaxed);
