@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use rowgate::cluster::TempCluster;
 use serde_json::json;
 
-use crate::support::replica::{caught_up, primary, replica, run};
-use crate::support::{request_to, send_to, start_server};
+use crate::support::replica::{caught_up, primary, replica};
+use crate::support::{request_to, send_to, sql_at, start_server};
 
 /// A rowgate on the primary with `replica` as its read replica.
 fn serve(replica: &TempCluster, max_lag_ms: u64) -> String {
@@ -140,10 +140,10 @@ fn a_replica_that_lags_or_stops_is_skipped_and_used_again() {
     let base = serve(&replica, 1000);
     eventually("a GET is read on the replica", || read_on_replica(&base));
     // Replay paused while the primary writes: past 1 s of lag the replica is left alone.
-    run(&standby, "SELECT pg_wal_replay_pause()");
+    sql_at(&standby, "SELECT pg_wal_replay_pause()");
     let writer = std::thread::spawn(|| {
         for i in 0..30 {
-            run(
+            sql_at(
                 &primary().uri("postgres", "postgres"),
                 &format!("INSERT INTO api.notes VALUES ({}, 'lag')", 5000 + i),
             );
@@ -152,7 +152,7 @@ fn a_replica_that_lags_or_stops_is_skipped_and_used_again() {
     });
     eventually("reads leave a replica beyond db-replica-max-lag", || !read_on_replica(&base));
     writer.join().expect("the writer");
-    run(&standby, "SELECT pg_wal_replay_resume()");
+    sql_at(&standby, "SELECT pg_wal_replay_resume()");
     eventually("reads return to the replica once it catches up", || read_on_replica(&base));
     // Stopped: every read is still answered, by the primary.
     replica.stop().expect("stop the replica");
@@ -169,8 +169,8 @@ fn a_table_created_on_the_primary_is_read_there_until_the_replica_has_replayed_i
     let standby = replica.uri("postgres", "postgres");
     let base = serve(&replica, 10_000);
     eventually("a GET is read on the replica", || read_on_replica(&base));
-    run(&standby, "SELECT pg_wal_replay_pause()");
-    run(
+    sql_at(&standby, "SELECT pg_wal_replay_pause()");
+    sql_at(
         &primary().uri("postgres", "postgres"),
         "CREATE TABLE api.fresh (id integer PRIMARY KEY); INSERT INTO api.fresh VALUES (1);
          GRANT SELECT ON api.fresh TO web_anon; NOTIFY rowgate, 'reload schema';",
@@ -191,7 +191,7 @@ fn a_table_created_on_the_primary_is_read_there_until_the_replica_has_replayed_i
         }
     });
     assert!(!read_on_replica(&base), "a replica behind the schema cache was used");
-    run(&standby, "SELECT pg_wal_replay_resume()");
+    sql_at(&standby, "SELECT pg_wal_replay_resume()");
     eventually("the replica is used again once it has the table", || read_on_replica(&base));
     assert_eq!(request_to(&base, "GET", "/fresh", &[]).json(), json!([{"id": 1}]));
 }

@@ -7,18 +7,10 @@ import assert from 'node:assert/strict'
 import crypto from 'node:crypto'
 import WebSocket from 'ws'
 import { createClient } from '@supabase/supabase-js'
+import { jwt } from './jwt.mjs'
 
 const url = process.env.ROWGATE_URL
-const secret = process.env.ROWGATE_JWT_SECRET
 const vsn = process.env.REALTIME_VSN || '2.0.0'
-
-function jwt(claims) {
-  const enc = (o) => Buffer.from(JSON.stringify(o)).toString('base64url')
-  const head = enc({ alg: 'HS256', typ: 'JWT' })
-  const body = enc(claims)
-  const sig = crypto.createHmac('sha256', secret).update(`${head}.${body}`).digest('base64url')
-  return `${head}.${body}.${sig}`
-}
 
 const hour = () => Math.floor(Date.now() / 1000) + 3600
 const anonKey = jwt({ role: 'anon', exp: hour() })

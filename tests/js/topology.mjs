@@ -9,17 +9,9 @@
 import crypto from 'node:crypto'
 import WebSocket from 'ws'
 import { createClient } from '@supabase/supabase-js'
+import { jwt } from './jwt.mjs'
 
-const secret = process.env.ROWGATE_JWT_SECRET
 const [mode, ...args] = process.argv.slice(2)
-
-function jwt(claims) {
-  const enc = (o) => Buffer.from(JSON.stringify(o)).toString('base64url')
-  const head = enc({ alg: 'HS256', typ: 'JWT' })
-  const body = enc(claims)
-  const sig = crypto.createHmac('sha256', secret).update(`${head}.${body}`).digest('base64url')
-  return `${head}.${body}.${sig}`
-}
 const anonKey = jwt({ role: 'anon', exp: Math.floor(Date.now() / 1000) + 3600 })
 
 async function realtime(a, b, front) {

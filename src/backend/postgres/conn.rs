@@ -241,10 +241,8 @@ impl PgConn {
         if startup.is_empty() {
             return Ok(());
         }
-        let calls: Vec<String> =
-            (0..startup.len()).map(|i| format!("set_config(${}, ${}, true)", 2 * i + 1, 2 * i + 2)).collect();
         let values: Vec<String> = startup.iter().flat_map(|(k, v)| [k.clone(), v.clone()]).collect();
-        let sql = Prepared::Unnamed(format!("SELECT {}", calls.join(", ")).into());
+        let sql = Prepared::Unnamed(super::pool::set_config_sql(startup.len(), true).into());
         execute(&self.client, &sql, &values).await.map(drop)
     }
 

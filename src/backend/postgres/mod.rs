@@ -31,7 +31,7 @@ mod tls;
 mod value;
 
 pub use conn::{db_error, Hooks, Pipelined, ReadResult, ResponseGucs, WriteResult};
-pub use pool::{connect, connect_without_tls, Db, PgConn, Running};
+pub use pool::{connect, connect_without_tls, first_value, Db, PgConn, Running};
 pub use settings::{SessionSettings, Setting};
 pub use tls::PgTarget;
 pub use value::{RawValue, TextParam};

@@ -35,6 +35,22 @@ pub async fn connect(target: &PgTarget) -> Result<Client, tokio_postgres::Error>
     Ok(client)
 }
 
+/// The first value of the first row of a simple query's answer.
+pub fn first_value(messages: &[tokio_postgres::SimpleQueryMessage]) -> Option<String> {
+    messages.iter().find_map(|m| match m {
+        tokio_postgres::SimpleQueryMessage::Row(row) => row.get(0).map(str::to_owned),
+        _ => None,
+    })
+}
+
+/// `SELECT set_config($1, $2, local), ...` for `n` settings, their names and values the
+/// parameters in pairs.
+pub fn set_config_sql(n: usize, local: bool) -> String {
+    let calls: Vec<String> =
+        (0..n).map(|i| format!("set_config(${}, ${}, {local})", 2 * i + 1, 2 * i + 2)).collect();
+    format!("SELECT {}", calls.join(", "))
+}
+
 /// Opens one connection without TLS, whatever `config` says: for the PostgreSQL rowgate starts
 /// itself (`rowgate cluster`, the tests), which listens on the loopback address only.
 pub async fn connect_without_tls(config: &tokio_postgres::Config) -> Result<Client, tokio_postgres::Error> {
@@ -209,9 +225,7 @@ impl PgConn {
         let stmt = match &cache[n] {
             Some(s) => s.clone(),
             None => {
-                let calls: Vec<String> =
-                    (0..n).map(|i| format!("set_config(${}, ${}, {local})", 2 * i + 1, 2 * i + 2)).collect();
-                let sql = format!("SELECT {}", calls.join(", "));
+                let sql = set_config_sql(n, local);
                 let s = match transaction_pooled {
                     true => Prepared::Unnamed(sql.into()),
                     false => Prepared::Named(self.client.prepare(&sql).await?),
@@ -281,7 +295,7 @@ pub struct Manager {
     target: PgTarget,
     mode: Mode,
     /// Bumped by a schema reload in transaction mode: connections made before it are retired.
-    generation: Arc<std::sync::atomic::AtomicU64>,
+    generation: std::sync::atomic::AtomicU64,
 }
 
 /// The types a result column may have that tokio-postgres does not know by itself: enums,
@@ -340,11 +354,7 @@ impl managed::Manager for Manager {
         let generation = self.generation.load(std::sync::atomic::Ordering::Acquire);
         let client = connect(&self.target).await?;
         let mut defaults = SessionSettings::default();
-        let tz = client.simple_query("SELECT current_setting('timezone')").await?;
-        let tz = tz.iter().find_map(|m| match m {
-            tokio_postgres::SimpleQueryMessage::Row(row) => row.get(0).map(str::to_owned),
-            _ => None,
-        });
+        let tz = first_value(&client.simple_query("SELECT current_setting('timezone')").await?);
         defaults.set(Setting::TimeZone, tz.unwrap_or_else(|| "UTC".into()));
         if let Mode::Transaction { .. } = self.mode {
             learn_types(&client).await?;
@@ -395,10 +405,6 @@ pub struct Db {
     tls: MakeRustlsConnect,
     /// Requests that found no connection within `db-pool-acquisition-timeout`.
     timeouts: Arc<std::sync::atomic::AtomicU64>,
-    /// The generation connections are made in ([`Db::retire`]).
-    generation: Arc<std::sync::atomic::AtomicU64>,
-    /// Whether connections are behind a pooler in transaction mode.
-    transaction_pooled: bool,
 }
 
 /// A connection for a write, holding one of the write slots until it is dropped.
@@ -466,9 +472,7 @@ impl Db {
         }
         pg.connect_timeout(Duration::from_secs(5));
         let tls = target.connector();
-        let generation = Arc::new(std::sync::atomic::AtomicU64::new(0));
-        let transaction_pooled = matches!(mode, Mode::Transaction { .. });
-        let pool = Pool::builder(Manager { target, mode, generation: generation.clone() })
+        let pool = Pool::builder(Manager { target, mode, generation: Default::default() })
             .max_size(config.db_pool)
             .timeouts(Timeouts {
                 wait: Some(config.db_pool_acquisition_timeout),
@@ -487,16 +491,15 @@ impl Db {
             acquisition_timeout: config.db_pool_acquisition_timeout,
             tls,
             timeouts: Arc::default(),
-            generation,
-            transaction_pooled,
         }
     }
 
     /// Behind a pooler in transaction mode, retires every connection made so far (as each
     /// comes back to the pool), so the next ones learn the types a schema change created.
     pub fn retire(&self) {
-        if self.transaction_pooled {
-            self.generation.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        let manager = self.pool.manager();
+        if let Mode::Transaction { .. } = manager.mode {
+            manager.generation.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
             self.pool.retain(|_, _| false);
         }
     }

@@ -139,7 +139,7 @@ impl Reloader {
                 .simple_query("SELECT pg_catalog.pg_current_wal_lsn()::text")
                 .await
                 .ok()
-                .and_then(|m| super::replicas::first_value(&m))
+                .and_then(|m| super::first_value(&m))
                 .and_then(|t| super::replicas::parse_lsn(&t)),
             None => None,
         };

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use tokio_postgres::{Client, SimpleQueryMessage};
 
-use super::{Db, PgTarget};
+use super::{first_value, Db, PgTarget};
 use crate::config::Config;
 
 /// How often the primary's position and the replicas' are read.
@@ -328,14 +328,6 @@ pub fn since(headers: &[(&str, &str)]) -> Option<u64> {
 pub fn set_cookie(lsn: u64, max_lag: Duration) -> String {
     let age = (2 * max_lag.as_secs()).max(300);
     format!("{COOKIE}={}; Path=/; Max-Age={age}; HttpOnly; SameSite=Lax", format_lsn(lsn))
-}
-
-/// The first value of the first row of a simple query's answer.
-pub fn first_value(messages: &[SimpleQueryMessage]) -> Option<String> {
-    messages.iter().find_map(|m| match m {
-        SimpleQueryMessage::Row(row) => row.get(0).map(str::to_owned),
-        _ => None,
-    })
 }
 
 /// A WAL position in PostgreSQL's text form (`16/B374D848`) as one number.

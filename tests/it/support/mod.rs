@@ -130,12 +130,35 @@ pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
 
 /// Runs SQL as the superuser on the test database.
 pub fn sql(statements: &str) {
-    let uri = harness().superuser_uri.clone();
+    sql_at(&harness().superuser_uri, statements);
+}
+
+/// Runs SQL on the database at `uri`.
+pub fn sql_at(uri: &str, statements: &str) {
+    let uri = uri.to_owned();
     block_on(async move {
         let cfg: tokio_postgres::Config = uri.parse().expect("uri");
         let client = rowgate::backend::postgres::connect_without_tls(&cfg).await.expect("connect");
-        client.batch_execute(statements).await.expect("sql");
+        client.batch_execute(statements).await.unwrap_or_else(|e| panic!("{statements}: {e}"));
     });
+}
+
+/// Stops `child` (a server the tests started) when this test process exits, however it exits
+/// (static values are never dropped), then runs `after` (shell); reaps it meanwhile.
+pub fn stop_child_with_this_process(child: std::process::Child, after: &str) {
+    let watchdog = format!(
+        "while kill -0 {} 2>/dev/null; do sleep 1; done; kill {}; {after}",
+        std::process::id(),
+        child.id()
+    );
+    let _ = std::process::Command::new("sh")
+        .args(["-c", &watchdog])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn();
+    let mut child = child;
+    std::thread::spawn(move || child.wait());
 }
 
 /// Stops the cluster when the test process exits, even if it is killed or panics: static

@@ -59,26 +59,14 @@ fn start() -> u16 {
         let _ = std::process::Command::new("chown").args(["-R", "postgres", &d.to_string()]).status();
         command.args(["-u", "postgres"]);
     }
-    let mut child = command
+    let child = command
         .arg(dir.join("pgbouncer.ini"))
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("pgbouncer starts");
-    // Stopped when this process exits, however it exits (static values are never dropped).
-    let watchdog = format!(
-        "while kill -0 {} 2>/dev/null; do sleep 1; done; kill {}; rm -rf {d}",
-        std::process::id(),
-        child.id()
-    );
-    let _ = std::process::Command::new("sh")
-        .args(["-c", &watchdog])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn();
-    std::thread::spawn(move || child.wait());
+    super::stop_child_with_this_process(child, &format!("rm -rf {d}"));
     for _ in 0..200 {
         if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
             return port;

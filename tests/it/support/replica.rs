@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use rowgate::cluster::TempCluster;
 
-use super::{block_on, stop_with_this_process};
+use super::{block_on, sql_at, stop_with_this_process};
 
 const SCHEMA: &str = "
 CREATE ROLE web_anon NOLOGIN;
@@ -31,7 +31,7 @@ pub fn primary() -> &'static TempCluster {
         let cluster =
             TempCluster::start().unwrap_or_else(|e| panic!("cannot start the replicas' primary: {e}"));
         stop_with_this_process(&cluster);
-        run(&cluster.uri("postgres", "postgres"), SCHEMA);
+        sql_at(&cluster.uri("postgres", "postgres"), SCHEMA);
         cluster
     })
 }
@@ -47,16 +47,6 @@ pub fn replica(settings: &[&str]) -> TempCluster {
     replica
 }
 
-/// Runs `sql` on the database at `uri`.
-pub fn run(uri: &str, sql: &str) {
-    let (uri, sql) = (uri.to_owned(), sql.to_owned());
-    block_on(async move {
-        let cfg: tokio_postgres::Config = uri.parse().expect("uri");
-        let client = rowgate::backend::postgres::connect_without_tls(&cfg).await.expect("connect");
-        client.batch_execute(&sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
-    });
-}
-
 /// The first value `sql` returns at `uri`, as text.
 pub fn value(uri: &str, sql: &str) -> String {
     let (uri, sql) = (uri.to_owned(), sql.to_owned());
@@ -64,12 +54,7 @@ pub fn value(uri: &str, sql: &str) -> String {
         let cfg: tokio_postgres::Config = uri.parse().expect("uri");
         let client = rowgate::backend::postgres::connect_without_tls(&cfg).await.expect("connect");
         let rows = client.simple_query(&sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
-        rows.iter()
-            .find_map(|m| match m {
-                tokio_postgres::SimpleQueryMessage::Row(r) => r.get(0).map(str::to_owned),
-                _ => None,
-            })
-            .unwrap_or_default()
+        rowgate::backend::postgres::first_value(&rows).unwrap_or_default()
     })
 }
 

@@ -17,26 +17,14 @@ pub fn endpoint() -> &'static str {
             "moto_server is not installed: scripts/test makes tests/py/.venv from tests/py/requirements.txt"
         );
         let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
-        let mut child = std::process::Command::new(&program)
+        let child = std::process::Command::new(&program)
             .args(["-H", "127.0.0.1", "-p", &port.to_string()])
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
             .expect("moto_server starts");
-        // Stopped when this process exits, however it exits (static values are never dropped).
-        let watchdog = format!(
-            "while kill -0 {} 2>/dev/null; do sleep 1; done; kill {}",
-            std::process::id(),
-            child.id()
-        );
-        let _ = std::process::Command::new("sh")
-            .args(["-c", &watchdog])
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn();
-        std::thread::spawn(move || child.wait());
+        super::stop_child_with_this_process(child, ":");
         let endpoint = format!("http://127.0.0.1:{port}");
         let client = reqwest::blocking::Client::new();
         for _ in 0..200 {
