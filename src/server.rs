@@ -193,7 +193,11 @@ pub async fn run(config: Arc<Config>, listener: TcpListener) -> Result<(), Strin
             // Out of the load balancer's rotation first, still serving what it sends meanwhile.
             draining.draining.store(true, std::sync::atomic::Ordering::Relaxed);
             tracing::info!(?delay, "answering /ready with 503 before closing the listener");
-            tokio::time::sleep(delay).await;
+            tokio::select! {
+                () = tokio::time::sleep(delay) => {}
+                // An operator who means it now (a second Ctrl-C) does not wait out the delay.
+                () = shutdown_signal() => {}
+            }
         }
     };
     crate::http::serve(listener, state.clone(), shutdown, SHUTDOWN_GRACE).await;

@@ -8,6 +8,7 @@ mod context;
 mod cors;
 mod docs;
 mod identify;
+mod linger;
 mod rate_limit;
 mod static_files;
 mod target;
@@ -162,7 +163,7 @@ pub async fn serve_with<H, F>(
                     let response = handler(req, client);
                     async move { Ok::<_, Infallible>(response.await) }
                 });
-                let conn = http.serve_connection(TokioIo::new(target::LenientTarget::new(stream)), service).with_upgrades();
+                let conn = http.serve_connection(TokioIo::new(target::LenientTarget::new(linger::Lingering::new(stream))), service).with_upgrades();
                 let mut stopping = stopping.clone();
                 tokio::spawn(async move {
                     let mut conn = std::pin::pin!(conn);

@@ -5,7 +5,8 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
@@ -446,11 +447,18 @@ fn a_slow_consumer_is_dropped_and_the_others_are_served() {
         let body =
             json!({"messages": [{"topic": "busy", "event": "e", "payload": {"pad": "x".repeat(65536)}}]})
                 .to_string();
+        // The fast client reads as it comes; the sender keeps at most 8 broadcasts ahead of it,
+        // so that on a loaded machine it is not the one that falls behind.
+        let received = Arc::new(AtomicUsize::new(0));
+        let fast_count = received.clone();
         let fast_reader = tokio::spawn(async move {
             let mut n = 0;
             while n < 200 {
                 match fast.next().await {
-                    Some(Ok(Message::Text(_))) => n += 1,
+                    Some(Ok(Message::Text(_))) => {
+                        n += 1;
+                        fast_count.store(n, Ordering::SeqCst);
+                    }
                     Some(Ok(_)) => {}
                     // Closed: a count short of 200 fails the test; spinning on the ended stream
                     // would starve the runtime and hang it.
@@ -459,7 +467,12 @@ fn a_slow_consumer_is_dropped_and_the_others_are_served() {
             }
             n
         });
-        for _ in 0..200 {
+        for sent in 0..200usize {
+            let behind = tokio::time::Instant::now() + Duration::from_secs(10);
+            while sent.saturating_sub(received.load(Ordering::SeqCst)) > 8 {
+                assert!(tokio::time::Instant::now() < behind, "the fast client stopped receiving");
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
             let r = tokio::task::spawn_blocking({
                 let (base, body) = (base.clone(), body.clone());
                 move || {

@@ -221,6 +221,18 @@ fn oversized_body_is_413_and_writes_nothing() {
     let r = send_to(&base, "POST", "/notes", &[("content-type", "application/json")], Some(&body));
     assert_eq!((r.status, r.json()["code"].as_str()), (413, Some("RG002")), "{}", r.body);
     assert_eq!(notes(800..900), json!([]));
+    // Refused from its Content-Length while the client is still sending 16 MB: the connection
+    // reads the rest before closing, so the client gets the answer, not a reset.
+    for _ in 0..3 {
+        let r = send_to(
+            &base,
+            "POST",
+            "/notes",
+            &[("content-type", "application/json")],
+            Some(&"x".repeat(16 << 20)),
+        );
+        assert_eq!((r.status, r.json()["code"].as_str()), (413, Some("RG002")), "{}", r.body);
+    }
 }
 
 fn writes_are_refused_without_the_privilege() {
