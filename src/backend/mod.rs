@@ -43,9 +43,21 @@ pub struct Caller<'r> {
     pub request: RequestInfo<'r>,
     /// The schema cache snapshot the request was planned with.
     pub schema: &'r SchemaCache,
-    /// The answer will be stored as current (a response cache miss): read where writes are,
-    /// never on a replica that may lag.
-    pub current: bool,
+    /// How current the answer must be: one the response cache will store may not lag.
+    pub current: Current,
+}
+
+/// How current a read's answer must be, for where it may be read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Current {
+    /// As any client's read: a replica within `db-replica-max-lag` will do.
+    Lagging,
+    /// Stored as current by the response cache: on a replica only once it has replayed this
+    /// WAL position, through which the cache has applied every change it was sent.
+    Past(u64),
+    /// Read on the primary (the cache's feed gives no WAL positions; realtime's rights check
+    /// of a change just made visible there).
+    Primary,
 }
 
 /// The HTTP request's method, path and headers (names lower-case).

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use serde_json::Value;
 
-use super::{Backend, Caller, RequestInfo};
+use super::{Backend, Caller, Current, RequestInfo};
 use crate::auth::Principal;
 use crate::config::Config;
 use crate::error::{code, Error};
@@ -87,7 +87,7 @@ impl Rights {
             request: RequestInfo { method: "GET", path: &path, headers: &headers },
             schema: &schema,
             // After the change was visible on the primary: a replica may not have it yet.
-            current: true,
+            current: Current::Primary,
         };
         let response = self.backend.read(&plan, &caller).await?;
         let mut rows: Vec<Row> = match response.body().bytes() {

@@ -21,6 +21,9 @@ pub struct Changes {
     /// Microseconds since `epoch` until which the listener is known current (0: not live).
     pub(super) fence: AtomicU64,
     epoch: Instant,
+    /// The primary's WAL position through which every change has been applied here (logical
+    /// decoding reads positions; 0 where the feed gives none).
+    applied: AtomicU64,
 }
 
 #[derive(Default)]
@@ -49,12 +52,31 @@ impl Changes {
             flushed: AtomicU64::new(1),
             fence: AtomicU64::new(0),
             epoch: Instant::now(),
+            applied: AtomicU64::new(0),
         }
     }
 
     /// The current position; a query that starts after this call sees every change before it.
     pub fn position(&self) -> u64 {
         self.seq.load(Ordering::SeqCst)
+    }
+
+    /// The WAL position through which every change has been applied, if the feed gives
+    /// positions. Read after [`Changes::position`]: whatever a change's sequence number is at
+    /// most, its commit is at most this.
+    pub fn applied(&self) -> Option<u64> {
+        Some(self.applied.load(Ordering::SeqCst)).filter(|lsn| *lsn > 0)
+    }
+
+    /// Every change committed through `lsn` is about to be applied (called before they are,
+    /// so that a position read after a change's sequence number covers it).
+    pub fn applying_through(&self, lsn: u64) {
+        self.applied.fetch_max(lsn, Ordering::SeqCst);
+    }
+
+    /// The feed gives no positions (triggers' notifications): misses are read on the primary.
+    pub fn forget_applied(&self) {
+        self.applied.store(0, Ordering::SeqCst);
     }
 
     /// Whether the listener has recently proven that it receives notifications promptly.

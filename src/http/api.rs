@@ -7,10 +7,10 @@ use http::{header, HeaderName, HeaderValue, Request, Response};
 use hyper::body::Incoming;
 use rowgate_request::Method;
 
-use super::cached::{self, Lookup};
+use super::cached::{self, Cacheable, Lookup};
 use super::context::RequestContext;
 use super::AppState;
-use crate::backend::Caller;
+use crate::backend::{Caller, Current};
 use crate::config::Config;
 use crate::error::{code, Error};
 use crate::plan::Plan;
@@ -45,7 +45,8 @@ pub async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Bo
             "Could not query the database for the schema cache. Retrying.",
         )
     })?;
-    let mut caller = Caller { principal: &principal, request: ctx.info(), schema: &schema, current: false };
+    let mut caller =
+        Caller { principal: &principal, request: ctx.info(), schema: &schema, current: Current::Lagging };
     let plan = Plan::build(&request, &body, &schema, config)?;
     // OPTIONS plans and runs nothing: its timing has no plan or transaction, as PostgREST's.
     let runs = !matches!(plan, Plan::Options(_));
@@ -56,7 +57,7 @@ pub async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Bo
         Plan::Read(plan) => {
             let route = parts.uri.path().trim_start_matches('/');
             let cacheable = cached::cacheable(missed, route, &plan, &schema);
-            caller.current = cacheable.is_some();
+            caller.current = cacheable.as_ref().map_or(Current::Lagging, Cacheable::current);
             let answer = state.backend.read(&plan, &caller).await;
             match plan.transaction.is_none() && plan.explain.is_none() {
                 true => answer.map(|r| cached::remember(state, route, cacheable, r)),

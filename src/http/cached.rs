@@ -10,6 +10,7 @@ use http::{header, HeaderName, HeaderValue, Response};
 
 use super::AppState;
 use crate::auth::Principal;
+use crate::backend::Current;
 use crate::cache::{Deps, ResponseCache};
 use crate::config::Config;
 use crate::plan::ReadPlan;
@@ -36,12 +37,22 @@ pub struct Missed {
     cache: Arc<ResponseCache>,
     key: Bytes,
     start: u64,
+    /// The WAL position through which the cache had applied every change at `start`, where
+    /// its feed gives positions: a replica that has replayed it answers as the primary would.
+    applied: Option<u64>,
 }
 
 /// A read the cache may keep: where, under which key, and what it depends on.
 pub struct Cacheable {
     missed: Missed,
     deps: Deps,
+}
+
+impl Cacheable {
+    /// Where the answer may be read so that it is current when stored.
+    pub fn current(&self) -> Current {
+        self.missed.applied.map_or(Current::Primary, Current::Past)
+    }
 }
 
 /// Looks the request up in the response cache.
@@ -52,6 +63,8 @@ pub async fn lookup(state: &AppState, parts: &Parts, principal: &Principal) -> L
     };
     state.backend.sync_cache(cache).await;
     let start = cache.changes.position();
+    // After `start`: the feed records its position before the changes it covers.
+    let applied = cache.changes.applied();
     let key = cache.key(&parts.method, &parts.uri, &parts.headers, &principal.role, &principal.claims);
     match cache.lookup(&key) {
         crate::cache::Lookup::Hit(entry) => {
@@ -60,7 +73,7 @@ pub async fn lookup(state: &AppState, parts: &Parts, principal: &Principal) -> L
             *r.headers_mut() = entry.headers.clone();
             Lookup::Hit(r)
         }
-        crate::cache::Lookup::Miss => Lookup::Miss(Missed { cache: cache.clone(), key, start }),
+        crate::cache::Lookup::Miss => Lookup::Miss(Missed { cache: cache.clone(), key, start, applied }),
         crate::cache::Lookup::Bypass => Lookup::Skipped,
     }
 }
@@ -94,7 +107,7 @@ pub fn remember(
     // An answer that may lag the primary would be stored as current after changes it lacks.
     let current = r.extensions().get::<crate::response::MayLag>().is_none();
     match cacheable {
-        Some(Cacheable { missed: Missed { cache, key, start }, deps }) if success && current => {
+        Some(Cacheable { missed: Missed { cache, key, start, .. }, deps }) if success && current => {
             let bytes = r.body().bytes().cloned().unwrap_or_default();
             // Stored as a hit will be answered, so a hit costs one header map clone.
             let mut headers = r.headers().clone();

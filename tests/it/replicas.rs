@@ -5,6 +5,7 @@
 use std::time::{Duration, Instant};
 
 use rowgate::cluster::TempCluster;
+use rowgate::config::ServeArgs;
 use serde_json::json;
 
 use crate::support::replica::{caught_up, primary, replica};
@@ -12,7 +13,11 @@ use crate::support::{request_to, send_to, sql_at, start_server};
 
 /// A rowgate on the primary with `replica` as its read replica.
 fn serve(replica: &TempCluster, max_lag_ms: u64) -> String {
-    start_server(rowgate::config::ServeArgs {
+    start_server(serve_args(replica, max_lag_ms))
+}
+
+fn serve_args(replica: &TempCluster, max_lag_ms: u64) -> ServeArgs {
+    ServeArgs {
         db_uri: Some(primary().uri("postgres", "postgres")),
         db_uri_read_replicas: Some(replica.uri("postgres", "postgres")),
         db_replica_max_lag: Some(max_lag_ms),
@@ -21,8 +26,8 @@ fn serve(replica: &TempCluster, max_lag_ms: u64) -> String {
         server_host: Some("127.0.0.1".into()),
         server_port: Some(0),
         db_pool: Some(4),
-        ..rowgate::config::ServeArgs::default()
-    })
+        ..ServeArgs::default()
+    }
 }
 
 /// Where `GET /rpc/in_recovery` ran: true on the replica.
@@ -44,6 +49,20 @@ fn eventually(what: &str, mut want: impl FnMut() -> bool) {
         assert!(started.elapsed() < Duration::from_secs(20), "never: {what}");
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Reads answered so far by the primary and by the replica (`rowgate_reads_total`).
+fn reads(base: &str) -> (u64, u64) {
+    let metrics = request_to(base, "GET", "/rowgate/metrics", &[]).body;
+    let mut counts = (0, 0);
+    for line in metrics.lines().filter(|l| l.starts_with("rowgate_reads_total{")) {
+        let n: u64 = line.rsplit(' ').next().and_then(|n| n.parse().ok()).expect("a count");
+        match line.contains(r#"server="primary""#) {
+            true => counts.0 += n,
+            false => counts.1 += n,
+        }
+    }
+    counts
 }
 
 /// The `rowgate_lsn` cookie a write's response sets, as a `Cookie` header's value.
@@ -194,4 +213,84 @@ fn a_table_created_on_the_primary_is_read_there_until_the_replica_has_replayed_i
     sql_at(&standby, "SELECT pg_wal_replay_resume()");
     eventually("the replica is used again once it has the table", || read_on_replica(&base));
     assert_eq!(request_to(&base, "GET", "/fresh", &[]).json(), json!([{"id": 1}]));
+}
+
+/// GETs `path` until the response cache's answer is not a bypass (while its feed is late on a
+/// loaded machine, the cache steps aside): the answer, its `X-Cache`, and whether it was read
+/// on the replica.
+fn cached_read(base: &str, path: &str) -> (serde_json::Value, String, bool) {
+    let started = Instant::now();
+    loop {
+        let before = reads(base);
+        let r = request_to(base, "GET", path, &[]);
+        assert_eq!(r.status, 200, "{}", r.body);
+        let after = reads(base);
+        match r.header("x-cache") {
+            Some("bypass") => {
+                assert!(started.elapsed() < Duration::from_secs(20), "the cache never answered")
+            }
+            Some(x) => return (r.json(), x.to_owned(), after.1 > before.1),
+            None => panic!("no X-Cache on {path}"),
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// With the response cache on, a miss (an answer about to be stored as current) is read on a
+/// replica only once it has replayed every change the cache has applied: a write the replica
+/// lacks sends the miss to the primary, whatever the replica's lag.
+#[test]
+fn cache_misses_are_read_on_a_replica_that_has_every_change_the_cache_has_applied() {
+    let replica = replica(&[]);
+    let standby = replica.uri("postgres", "postgres");
+    // Only notes are cached: GET /rpc/in_recovery still tells where a read that is not stored ran.
+    let base = start_server(ServeArgs {
+        cache_enabled: Some(true),
+        cache_routes: Some("notes".into()),
+        ..serve_args(&replica, 10_000)
+    });
+    eventually("a GET is read on the replica", || read_on_replica(&base));
+    let created = send_to(
+        &base,
+        "POST",
+        "/notes",
+        &[("Prefer", "return=minimal")],
+        Some(r#"{"id": 7000, "body": "one"}"#),
+    );
+    assert_eq!(created.status, 201, "{}", created.body);
+    let one = json!([{"id": 7000, "body": "one"}]);
+    // Misses of new keys (limit=1, 2, ...) until the replica's replayed position is known.
+    let mut limit = 0;
+    eventually("a cache miss is read on the replica", || {
+        limit += 1;
+        let (body, x_cache, on_replica) = cached_read(&base, &format!("/notes?id=eq.7000&limit={limit}"));
+        assert_eq!((body, x_cache.as_str()), (one.clone(), "miss"));
+        on_replica
+    });
+    let path = format!("/notes?id=eq.7000&limit={limit}");
+    let (body, x_cache, _) = cached_read(&base, &path);
+    assert_eq!((body, x_cache.as_str()), (one, "hit"));
+    // The replica stops replaying; the cache applies a write at once.
+    sql_at(&standby, "SELECT pg_wal_replay_pause()");
+    let patched = send_to(&base, "PATCH", "/notes?id=eq.7000", &[], Some(r#"{"body": "two"}"#));
+    assert_eq!(patched.status, 204, "{}", patched.body);
+    let two = json!([{"id": 7000, "body": "two"}]);
+    assert_eq!(
+        cached_read(&base, &path),
+        (two.clone(), "miss".into(), false),
+        "the miss is read on the primary"
+    );
+    assert_eq!(cached_read(&base, &path), (two.clone(), "hit".into(), false));
+    limit += 1;
+    let new_key = format!("/notes?id=eq.7000&limit={limit}");
+    assert_eq!(cached_read(&base, &new_key), (two.clone(), "miss".into(), false));
+    // Still within db-replica-max-lag: reads that are not stored still go there.
+    assert!(read_on_replica(&base), "the paused replica was taken out of use");
+    sql_at(&standby, "SELECT pg_wal_replay_resume()");
+    eventually("cache misses return to the replica once it has replayed the write", || {
+        limit += 1;
+        let (body, x_cache, on_replica) = cached_read(&base, &format!("/notes?id=eq.7000&limit={limit}"));
+        assert_eq!((body, x_cache.as_str()), (two.clone(), "miss"));
+        on_replica
+    });
 }

@@ -41,7 +41,7 @@ use std::sync::Arc;
 
 use http::Response;
 
-use crate::backend::Caller;
+use crate::backend::{Caller, Current};
 use crate::cache::{Marker, ResponseCache};
 use crate::config::Config;
 use crate::error::{code, Error};
@@ -97,13 +97,20 @@ impl PgBackend {
 
     /// A read, in one round trip with its settings: a GET, HEAD or a function call (POST /rpc
     /// runs in a transaction rowgate ends once it has seen the result). With read replicas, a
-    /// read that cannot write goes to one that has replayed the client's last write, if one
-    /// has; a call that may write tells the client where its write is.
+    /// read that cannot write goes to one that has replayed the client's last write (and, for
+    /// the response cache, every change the cache has applied), if one has; a call that may
+    /// write tells the client where its write is.
     pub async fn read(&self, plan: &ReadPlan, caller: &Caller<'_>) -> Result<Response<Body>, Error> {
         let Some(replicas) = &self.replicas else { return self.read_on(&self.db, plan, caller).await };
         let may_write = plan.transaction.is_some() || plan.call.as_ref().is_some_and(|c| c.volatile);
-        if !may_write && !caller.current {
-            if let Some(replica) = replicas.pick(replicas::since(caller.request.headers)) {
+        let since = replicas::since(caller.request.headers);
+        let past = match caller.current {
+            Current::Lagging => Some(since),
+            Current::Past(applied) => Some(Some(since.map_or(applied, |s| s.max(applied)))),
+            Current::Primary => None,
+        };
+        if let Some(since) = past.filter(|_| !may_write) {
+            if let Some(replica) = replicas.pick(since) {
                 match self.read_on(&replica.db, plan, caller).await {
                     Err(e) if replica_down(&e) => replica.failed(&e),
                     // Answered on the primary instead, the replica left in use.
@@ -111,8 +118,10 @@ impl PgBackend {
                     Ok(mut response) => {
                         replica.served();
                         // Behind the primary by up to db-replica-max-lag: never the response
-                        // cache's current answer (a miss it may store is read on the primary).
-                        response.extensions_mut().insert(crate::response::MayLag);
+                        // cache's current answer.
+                        if caller.current == Current::Lagging {
+                            response.extensions_mut().insert(crate::response::MayLag);
+                        }
                         return Ok(response);
                     }
                     other => return other,

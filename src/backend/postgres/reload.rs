@@ -334,6 +334,11 @@ async fn listen(
             let logical: bool =
                 client.query_one(crate::backend::postgres::changes::decoder::MODE_SQL, &[]).await?.get(0);
             cache.logical.store(logical, Ordering::Relaxed);
+            if !logical {
+                // Notifications carry no WAL positions: one kept from an earlier logical feed
+                // would not cover what they report (the talker's flush follows).
+                cache.changes.forget_applied();
+            }
             logical
         }
         None => false,

@@ -24,7 +24,8 @@ CREATE FUNCTION api.bump() RETURNS bigint STABLE LANGUAGE plpgsql AS $$ BEGIN RE
 GRANT USAGE ON SEQUENCE api.counter TO web_anon;
 ";
 
-/// The primary, started on first use with [`SCHEMA`].
+/// The primary, started on first use with [`SCHEMA`] and `rowgate cache install` (its changes
+/// read by logical decoding).
 pub fn primary() -> &'static TempCluster {
     static PRIMARY: OnceLock<TempCluster> = OnceLock::new();
     PRIMARY.get_or_init(|| {
@@ -32,6 +33,15 @@ pub fn primary() -> &'static TempCluster {
             TempCluster::start().unwrap_or_else(|e| panic!("cannot start the replicas' primary: {e}"));
         stop_with_this_process(&cluster);
         sql_at(&cluster.uri("postgres", "postgres"), SCHEMA);
+        // The tests make replicas at the same time: one's checkpoint may recycle the WAL another
+        // pg_basebackup has yet to stream ("requested WAL segment ... has already been removed").
+        sql_at(&cluster.uri("postgres", "postgres"), "ALTER SYSTEM SET wal_keep_size = '1GB'");
+        sql_at(&cluster.uri("postgres", "postgres"), "SELECT pg_reload_conf()");
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_rowgate"))
+            .args(["cache", "install", "--db-uri", &cluster.uri("postgres", "postgres")])
+            .output()
+            .expect("run rowgate cache install");
+        assert!(out.status.success(), "cache install: {}", String::from_utf8_lossy(&out.stderr));
         cluster
     })
 }

@@ -319,6 +319,13 @@ pub async fn run(
         }
     }
     if let Some(cache) = &cache {
+        // Commits before the slot's start are never streamed: a replica is current enough
+        // for the cache once it has replayed to here (see `Changes::applied`).
+        let here: String =
+            helper.query_one("SELECT pg_catalog.pg_current_wal_insert_lsn()::text", &[]).await?.get(0);
+        if let Some(lsn) = crate::backend::postgres::replicas::parse_lsn(&here) {
+            cache.changes.applying_through(lsn);
+        }
         cache.flush();
         cache.listening();
     }
@@ -390,6 +397,8 @@ struct Batch {
     redo: Vec<Redo>,
     /// Committed transactions' rows for realtime.
     commits: Vec<RawCommit>,
+    /// The end of the last commit it holds, in the WAL.
+    through: u64,
 }
 
 enum Redo {
@@ -425,6 +434,7 @@ async fn settle(
         }
     }
     if let Some(cache) = cache {
+        cache.changes.applying_through(batch.through);
         for redo in batch.redo {
             match redo {
                 Redo::Columns(table, carried, unknown) => cache.columns_changed(table, carried, unknown),
@@ -642,6 +652,11 @@ fn decode(
         // A transaction's end (its changes arrive only once it committed). Its begin may have
         // come in an earlier batch: its id must be seen finished before this batch settles.
         b'C' => {
+            if m.remaining() < 17 {
+                return Err(short());
+            }
+            m.advance(9); // flags, the commit record's position
+            batch.through = batch.through.max(m.get_u64());
             if !batch.xids.contains(&open.xid) {
                 batch.xids.push(open.xid);
             }
