@@ -250,6 +250,14 @@ fn cache_misses_are_read_on_a_replica_that_has_every_change_the_cache_has_applie
         ..serve_args(&replica, 10_000)
     });
     eventually("a GET is read on the replica", || read_on_replica(&base));
+    // Before any write of its own, the cache's position is where its feed started.
+    let mut limit = 0;
+    eventually("a cache miss before any write is read on the replica", || {
+        limit += 1;
+        let (body, x_cache, on_replica) = cached_read(&base, &format!("/notes?id=eq.7000&limit={limit}"));
+        assert_eq!((body, x_cache.as_str()), (json!([]), "miss"));
+        on_replica
+    });
     let created = send_to(
         &base,
         "POST",
@@ -260,7 +268,6 @@ fn cache_misses_are_read_on_a_replica_that_has_every_change_the_cache_has_applie
     assert_eq!(created.status, 201, "{}", created.body);
     let one = json!([{"id": 7000, "body": "one"}]);
     // Misses of new keys (limit=1, 2, ...) until the replica's replayed position is known.
-    let mut limit = 0;
     eventually("a cache miss is read on the replica", || {
         limit += 1;
         let (body, x_cache, on_replica) = cached_read(&base, &format!("/notes?id=eq.7000&limit={limit}"));

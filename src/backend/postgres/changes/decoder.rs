@@ -147,13 +147,17 @@ impl Connection {
         }
     }
 
-    /// Runs a replication command that answers with rows or nothing.
-    async fn command(&mut self, sql: &str) -> Result<(), FeedError> {
+    /// Runs a replication command that answers with rows or nothing: the first row's values
+    /// as text (a null as empty).
+    async fn command(&mut self, sql: &str) -> Result<Vec<String>, FeedError> {
         frontend::query(sql, &mut self.out)?;
         self.flush().await?;
+        let mut first = None;
         loop {
-            match self.read().await?.tag {
-                b'Z' => return Ok(()),
+            let frame = self.read().await?;
+            match frame.tag {
+                b'Z' => return Ok(first.unwrap_or_default()),
+                b'D' if first.is_none() => first = Some(data_row(frame.body)?),
                 b'T' | b'D' | b'C' | b'N' | b'S' => {}
                 tag => return Err(FeedError::Protocol(format!("message '{}' after a command", tag as char))),
             }
@@ -224,6 +228,28 @@ fn pg_now() -> i64 {
 /// The NUL-terminated strings of a message body.
 fn cstrings(body: &[u8]) -> impl Iterator<Item = &str> {
     body.split(|b| *b == 0).filter(|s| !s.is_empty()).map(|s| std::str::from_utf8(s).unwrap_or(""))
+}
+
+/// A data row's values as text (a null as empty).
+fn data_row(mut body: Bytes) -> Result<Vec<String>, FeedError> {
+    let short = || FeedError::Protocol("short data row".into());
+    if body.remaining() < 2 {
+        return Err(short());
+    }
+    let n = body.get_i16().max(0);
+    let mut values = Vec::with_capacity(n as usize);
+    for _ in 0..n {
+        if body.remaining() < 4 {
+            return Err(short());
+        }
+        let len = body.get_i32();
+        let len = usize::try_from(len).unwrap_or(0);
+        if body.remaining() < len {
+            return Err(short());
+        }
+        values.push(String::from_utf8_lossy(&body.split_to(len)).into_owned());
+    }
+    Ok(values)
 }
 
 /// An error response's message (field `M`), with its SQLSTATE.
@@ -302,8 +328,11 @@ pub async fn run(
     };
     let slot = format!("rowgate_{instance}_{n}");
     // A temporary slot: it goes when the connection does, and a new one starts at the present.
-    conn.command(&format!("CREATE_REPLICATION_SLOT {slot} TEMPORARY LOGICAL pgoutput NOEXPORT_SNAPSHOT"))
+    // Its consistent point: commits that end after it are streamed, the others never are.
+    let created = conn
+        .command(&format!("CREATE_REPLICATION_SLOT {slot} TEMPORARY LOGICAL pgoutput NOEXPORT_SNAPSHOT"))
         .await?;
+    let consistent = created.get(1).and_then(|lsn| crate::backend::postgres::replicas::parse_lsn(lsn));
     frontend::query(
         &format!(
             "START_REPLICATION SLOT {slot} LOGICAL 0/0 (proto_version '1', publication_names '{}', messages 'true')",
@@ -319,12 +348,11 @@ pub async fn run(
         }
     }
     if let Some(cache) = &cache {
-        // Commits before the slot's start are never streamed: a replica is current enough
-        // for the cache once it has replayed to here (see `Changes::applied`).
-        let here: String =
-            helper.query_one("SELECT pg_catalog.pg_current_wal_insert_lsn()::text", &[]).await?.get(0);
-        if let Some(lsn) = crate::backend::postgres::replicas::parse_lsn(&here) {
-            cache.changes.applying_through(lsn);
+        // A replica that has replayed the commits before the consistent point is as current
+        // as the cache (see `Changes::applied`); without the point, only the primary is.
+        match consistent {
+            Some(lsn) => cache.changes.applying_through(lsn),
+            None => cache.changes.forget_applied(),
         }
         cache.flush();
         cache.listening();
