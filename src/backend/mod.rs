@@ -53,8 +53,8 @@ pub enum Current {
     /// As any client's read: a replica within `db-replica-max-lag` will do.
     Lagging,
     /// Stored as current by the response cache: on a replica only once it has replayed this
-    /// WAL position, through which the cache has applied every change it was sent.
-    Past(u64),
+    /// WAL position, which covers every change the cache counted before the read started.
+    Replayed(u64),
     /// Read on the primary (the cache's feed gives no WAL positions; realtime's rights check
     /// of a change just made visible there).
     Primary,

@@ -21,8 +21,8 @@ pub struct Changes {
     /// Microseconds since `epoch` until which the listener is known current (0: not live).
     pub(super) fence: AtomicU64,
     epoch: Instant,
-    /// The primary's WAL position through which every change has been applied here (logical
-    /// decoding reads positions; 0 where the feed gives none).
+    /// The primary's WAL position that covers every change recorded once its transaction was
+    /// visible (logical decoding's positions; 0 where the feed gives none).
     applied: AtomicU64,
 }
 
@@ -61,15 +61,17 @@ impl Changes {
         self.seq.load(Ordering::SeqCst)
     }
 
-    /// The WAL position through which every change has been applied, if the feed gives
-    /// positions. Read after [`Changes::position`]: whatever a change's sequence number is at
-    /// most, its commit is at most this.
+    /// The WAL position that covers every change recorded once visible, if the feed gives
+    /// positions. Read after [`Changes::position`], it covers each such change numbered at most
+    /// that position. (A change is also recorded on arrival, before it is visible; that record
+    /// only ever makes answers count as older, and the visible one follows with a higher
+    /// number, so an answer that lacks it is never served.)
     pub fn applied(&self) -> Option<u64> {
         Some(self.applied.load(Ordering::SeqCst)).filter(|lsn| *lsn > 0)
     }
 
-    /// Every change committed through `lsn` is about to be applied (called before they are,
-    /// so that a position read after a change's sequence number covers it).
+    /// Changes committed through `lsn` are about to be recorded as visible: called before they
+    /// are, so that a position read after a change's number covers it.
     pub fn applying_through(&self, lsn: u64) {
         self.applied.fetch_max(lsn, Ordering::SeqCst);
     }

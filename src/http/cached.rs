@@ -51,7 +51,7 @@ pub struct Cacheable {
 impl Cacheable {
     /// Where the answer may be read so that it is current when stored.
     pub fn current(&self) -> Current {
-        self.missed.applied.map_or(Current::Primary, Current::Past)
+        self.missed.applied.map_or(Current::Primary, Current::Replayed)
     }
 }
 

@@ -89,6 +89,10 @@ fn reads_go_to_the_replica_and_writes_and_volatile_calls_to_the_primary() {
         );
     }
     assert!(read_on_replica(&base), "a client's failing read took the replica out of use");
+    // An unlogged table, which a standby cannot read, is read on the primary.
+    let unlogged = request_to(&base, "GET", "/scratch", &[]);
+    assert_eq!((unlogged.status, unlogged.json()), (200, json!([{"id": 1}])), "{}", unlogged.body);
+    assert!(read_on_replica(&base), "the replica was taken out of use by an unlogged table");
     let volatile = request_to(&base, "GET", "/rpc/in_recovery_volatile", &[]);
     assert_eq!(
         (volatile.status, volatile.json()),

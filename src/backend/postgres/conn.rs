@@ -366,7 +366,11 @@ impl PgConn {
         if pooled {
             // A pooler may hand the server session to another client once a transaction ends:
             // none is queued behind this one.
-            return Ok(Pipelined(Box::pin(std::future::ready(running.await))));
+            let done = running.await;
+            if let Err(Error::Database(db)) = &done {
+                self.lost_type_lookup(db);
+            }
+            return Ok(Pipelined(Box::pin(std::future::ready(done))));
         }
         // The first poll puts every request on the connection, in order.
         if let std::task::Poll::Ready(done) = futures_util::poll!(running.as_mut()) {

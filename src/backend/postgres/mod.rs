@@ -106,7 +106,7 @@ impl PgBackend {
         let since = replicas::since(caller.request.headers);
         let past = match caller.current {
             Current::Lagging => Some(since),
-            Current::Past(applied) => Some(Some(since.map_or(applied, |s| s.max(applied)))),
+            Current::Replayed(applied) => Some(Some(since.map_or(applied, |s| s.max(applied)))),
             Current::Primary => None,
         };
         if let Some(since) = past.filter(|_| !may_write) {
@@ -342,13 +342,14 @@ fn replica_down(e: &Error) -> bool {
 }
 
 /// Whether a replica's read failed as only a replica's can while the replica is well: a
-/// recovery conflict (40001), or a column type it has not replayed yet. The read goes to the
-/// primary. What a request makes fail everywhere (a GET that writes: 25006) is answered as it
-/// is, and never takes a replica out of use.
+/// recovery conflict (40001), a column type it has not replayed yet, or a standby's refusals
+/// (0A000: an unlogged table, which a standby cannot read). The read goes to the primary. What
+/// a request makes fail everywhere (a GET that writes: 25006) is answered as it is, and never
+/// takes a replica out of use.
 fn replica_conflict(e: &Error) -> bool {
     match e {
         Error::SchemaChanged => true,
-        Error::Database(db) => db.code == "40001",
+        Error::Database(db) => matches!(db.code.as_str(), "40001" | "0A000"),
         _ => false,
     }
 }

@@ -15,6 +15,10 @@ CREATE SCHEMA api;
 GRANT USAGE ON SCHEMA api TO web_anon;
 CREATE TABLE api.notes (id integer PRIMARY KEY, body text NOT NULL);
 GRANT ALL ON api.notes TO web_anon;
+-- Not in the WAL: a standby refuses to read it (0A000).
+CREATE UNLOGGED TABLE api.scratch (id integer PRIMARY KEY);
+INSERT INTO api.scratch VALUES (1);
+GRANT SELECT ON api.scratch TO web_anon;
 -- Where a read ran: true on a standby.
 CREATE FUNCTION api.in_recovery() RETURNS boolean STABLE LANGUAGE sql AS 'SELECT pg_is_in_recovery()';
 CREATE FUNCTION api.in_recovery_volatile() RETURNS boolean VOLATILE LANGUAGE sql AS 'SELECT pg_is_in_recovery()';

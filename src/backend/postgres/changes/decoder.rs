@@ -332,7 +332,11 @@ pub async fn run(
     let created = conn
         .command(&format!("CREATE_REPLICATION_SLOT {slot} TEMPORARY LOGICAL pgoutput NOEXPORT_SNAPSHOT"))
         .await?;
+    // The answer's columns: slot_name, consistent_point, snapshot_name, output_plugin.
     let consistent = created.get(1).and_then(|lsn| crate::backend::postgres::replicas::parse_lsn(lsn));
+    if consistent.is_none() {
+        tracing::warn!(answer = ?created, "no consistent point in the slot's answer: cache misses read on the primary");
+    }
     frontend::query(
         &format!(
             "START_REPLICATION SLOT {slot} LOGICAL 0/0 (proto_version '1', publication_names '{}', messages 'true')",
@@ -363,6 +367,7 @@ pub async fn run(
     tracing::info!(slot, publications = %publications.join(","), "reading changes from logical decoding");
     let mut relations: HashMap<u32, Relation> = HashMap::new();
     let mut open = RawCommit::default();
+    let (mut carried, mut open_from): (Vec<Redo>, Option<usize>) = (Vec::new(), None);
     let mut received = 0u64;
     let mut acked = 0u64;
     let mut tick = tokio::time::interval(Duration::from_secs(1));
@@ -378,8 +383,10 @@ pub async fn run(
                 continue;
             }
         };
-        // Everything received already makes one batch, settled together.
-        let mut batch = Batch::default();
+        // Everything received already makes one batch, settled together, with the changes of
+        // a transaction whose commit had not been received by the last one.
+        let mut batch =
+            Batch { redo: std::mem::take(&mut carried), open_from: open_from.map(|_| 0), ..Batch::default() };
         let mut next = Some(frame);
         while let Some(frame) = next {
             if frame.tag != b'd' {
@@ -412,6 +419,12 @@ pub async fn run(
             }
             next = conn.buffered()?;
         }
+        // A transaction cut by the batch's end is re-recorded with the batch holding its commit,
+        // whose position covers it (see `Changes::applied`).
+        open_from = batch.open_from;
+        if let Some(from) = open_from {
+            carried = batch.redo.split_off(from);
+        }
         settle(&helper, cache.as_deref(), realtime.as_mut(), batch).await?;
     }
 }
@@ -427,6 +440,8 @@ struct Batch {
     commits: Vec<RawCommit>,
     /// The end of the last commit it holds, in the WAL.
     through: u64,
+    /// Where in `redo` the transaction begun and not yet committed starts.
+    open_from: Option<usize>,
 }
 
 enum Redo {
@@ -676,6 +691,7 @@ fn decode(
             let xid = m.get_u32();
             *open = RawCommit { xid, at, changes: Vec::new() };
             batch.xids.push(xid);
+            batch.open_from = Some(batch.redo.len());
         }
         // A transaction's end (its changes arrive only once it committed). Its begin may have
         // come in an earlier batch: its id must be seen finished before this batch settles.
@@ -683,8 +699,11 @@ fn decode(
             if m.remaining() < 17 {
                 return Err(short());
             }
-            m.advance(9); // flags, the commit record's position
+            // After the flags and the commit record's start: its end, which a replica has
+            // passed once it has replayed the commit.
+            m.advance(9);
             batch.through = batch.through.max(m.get_u64());
+            batch.open_from = None;
             if !batch.xids.contains(&open.xid) {
                 batch.xids.push(open.xid);
             }
