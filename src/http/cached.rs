@@ -37,8 +37,8 @@ pub struct Missed {
     cache: Arc<ResponseCache>,
     key: Bytes,
     start: u64,
-    /// The WAL position through which the cache had applied every change at `start`, where
-    /// its feed gives positions: a replica that has replayed it answers as the primary would.
+    /// The WAL position that covers every change the cache had counted at `start`, where its
+    /// feed gives positions: a replica that has replayed it answers as the primary would.
     applied: Option<u64>,
 }
 

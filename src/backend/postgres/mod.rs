@@ -98,7 +98,7 @@ impl PgBackend {
     /// A read, in one round trip with its settings: a GET, HEAD or a function call (POST /rpc
     /// runs in a transaction rowgate ends once it has seen the result). With read replicas, a
     /// read that cannot write goes to one that has replayed the client's last write (and, for
-    /// the response cache, every change the cache has applied), if one has; a call that may
+    /// the response cache, every change the cache has counted), if one has; a call that may
     /// write tells the client where its write is.
     pub async fn read(&self, plan: &ReadPlan, caller: &Caller<'_>) -> Result<Response<Body>, Error> {
         let Some(replicas) = &self.replicas else { return self.read_on(&self.db, plan, caller).await };
