@@ -343,11 +343,14 @@ async fn admin_client(db_uri: Option<String>) -> Result<tokio_postgres::Client, 
 
 fn cluster(action: ClusterAction) -> ExitCode {
     use rowgate::cluster::TempCluster;
+    // PostgreSQL's programs run in the cluster's directory: a relative path would be read
+    // from there.
+    let absolute = |dir: std::path::PathBuf| std::path::absolute(&dir).unwrap_or(dir);
     let done = match action {
-        ClusterAction::Start { dir, settings, replica_of } => match replica_of {
+        ClusterAction::Start { dir, settings, replica_of } => match replica_of.map(absolute) {
             Some(primary) => TempCluster::start_in(&primary, &[])
-                .and_then(|primary| TempCluster::start_replica(&dir, &primary, &settings)),
-            None => TempCluster::start_in(&dir, &settings),
+                .and_then(|primary| TempCluster::start_replica(&absolute(dir), &primary, &settings)),
+            None => TempCluster::start_in(&absolute(dir), &settings),
         }
         .map(|c| {
             let started = serde_json::json!({
@@ -359,7 +362,7 @@ fn cluster(action: ClusterAction) -> ExitCode {
             });
             println!("{started}");
         }),
-        ClusterAction::Stop { dir, mode } => TempCluster::stop_in(&dir, &mode),
+        ClusterAction::Stop { dir, mode } => TempCluster::stop_in(&absolute(dir), &mode),
     };
     match done {
         Ok(()) => ExitCode::SUCCESS,

@@ -310,3 +310,28 @@ fn a_column_type_change_is_picked_up_after_a_reload() {
         assert_eq!(request_to(base, "GET", "/retyped", &[]).json(), json!([{"id": 1, "v": "2"}]));
     }
 }
+
+/// `rowgate cluster start --dir D` and `cluster stop --dir D` with D relative to where they
+/// are run, as a user types them.
+#[test]
+fn the_cluster_command_takes_a_relative_directory() {
+    use std::os::unix::fs::PermissionsExt;
+    let parent = tempfile::tempdir().expect("a directory");
+    // PostgreSQL runs as `postgres` when the tests run as root: it must reach the directory.
+    std::fs::set_permissions(parent.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let cluster = |args: &[&str]| {
+        Command::new(ROWGATE)
+            .arg("cluster")
+            .args(args)
+            .current_dir(parent.path())
+            .output()
+            .expect("rowgate cluster")
+    };
+    let started = cluster(&["start", "--dir", "pg"]);
+    assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
+    let answer: serde_json::Value = serde_json::from_slice(&started.stdout).expect("JSON");
+    assert_eq!(answer["data"], json!(parent.path().join("pg").join("data")));
+    let stopped = cluster(&["stop", "--dir", "pg"]);
+    assert!(stopped.status.success(), "{}", String::from_utf8_lossy(&stopped.stderr));
+    assert!(!parent.path().join("pg/data/postmaster.pid").exists(), "the cluster still runs");
+}
