@@ -305,3 +305,29 @@ fn cache_misses_are_read_on_a_replica_that_has_every_change_the_cache_has_applie
         on_replica
     });
 }
+
+/// Every connection to the replica busy: a read waits a moment for one, then the primary
+/// answers it, and the replica stays in use.
+#[test]
+fn a_busy_replica_hands_reads_to_the_primary_after_a_short_wait() {
+    let replica = replica(&[]);
+    let base = serve(&replica, 5000);
+    eventually("a GET is read on the replica", || read_on_replica(&base));
+    // Four reads of 4 s hold the replica's four connections (db-pool 4).
+    let slow: Vec<_> = (0..4)
+        .map(|_| {
+            let base = base.clone();
+            std::thread::spawn(move || request_to(&base, "GET", "/rpc/slow", &[]))
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(1));
+    let started = Instant::now();
+    assert!(!read_on_replica(&base), "a read found a replica connection");
+    let waited = started.elapsed();
+    assert!(waited < Duration::from_secs(2), "the read waited {waited:?}, not the replicas' short wait");
+    for read in slow {
+        let r = read.join().expect("a slow read");
+        assert_eq!((r.status, r.json()), (200, json!(true)), "{}", r.body);
+    }
+    assert!(read_on_replica(&base), "the busy replica was taken out of use");
+}

@@ -335,20 +335,20 @@ impl PgBackend {
 /// down (57P01..57P03). It is skipped until its next check; the read goes to the primary.
 fn replica_down(e: &Error) -> bool {
     match e {
-        Error::Unavailable(_) | Error::PoolTimeout => true,
+        Error::Unavailable(_) => true,
         Error::Database(db) => matches!(db.code.as_str(), "57P01" | "57P02" | "57P03"),
         _ => false,
     }
 }
 
-/// Whether a replica's read failed as only a replica's can while the replica is well: a
-/// recovery conflict (40001), a column type it has not replayed yet, or a standby's refusals
-/// (0A000: an unlogged table, which a standby cannot read). The read goes to the primary. What
-/// a request makes fail everywhere (a GET that writes: 25006) is answered as it is, and never
-/// takes a replica out of use.
+/// Whether a replica's read failed as only a replica's can while the replica is well: every
+/// connection busy for the replicas' short wait, a recovery conflict (40001), a column type it
+/// has not replayed yet, or a standby's refusals (0A000: an unlogged table, which a standby
+/// cannot read). The read goes to the primary. What a request makes fail everywhere (a GET
+/// that writes: 25006) is answered as it is, and never takes a replica out of use.
 fn replica_conflict(e: &Error) -> bool {
     match e {
-        Error::SchemaChanged => true,
+        Error::SchemaChanged | Error::PoolTimeout => true,
         Error::Database(db) => matches!(db.code.as_str(), "40001" | "0A000"),
         _ => false,
     }

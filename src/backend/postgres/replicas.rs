@@ -29,6 +29,10 @@ const TICK: Duration = Duration::from_millis(100);
 /// How long a position may take to read, on the primary or a replica.
 const CLOCK_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// The longest a read waits for a replica's connection (at most `db-pool-acquisition-timeout`):
+/// the primary can answer it meanwhile.
+const BUSY_WAIT: Duration = Duration::from_millis(500);
+
 /// The cookie (and request or response header, `X-Rowgate-Lsn`) that carries a client's last
 /// write position.
 pub const COOKIE: &str = "rowgate_lsn";
@@ -81,12 +85,16 @@ impl Replicas {
         if config.db_uri_read_replicas.is_empty() {
             return Ok(None);
         }
+        let busy = Config {
+            db_pool_acquisition_timeout: config.db_pool_acquisition_timeout.min(BUSY_WAIT),
+            ..config.clone()
+        };
         let mut members = Vec::new();
         for uri in &config.db_uri_read_replicas {
             let target = PgTarget::parse(uri).map_err(|e| e.replace("db-uri", "db-uri-read-replicas"))?;
             members.push(Replica {
                 name: target.describe(),
-                db: Db::new(config, &target),
+                db: Db::new(&busy, &target),
                 target,
                 usable: AtomicBool::new(false),
                 replayed: AtomicU64::new(0),

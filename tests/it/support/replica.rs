@@ -21,6 +21,8 @@ INSERT INTO api.scratch VALUES (1);
 GRANT SELECT ON api.scratch TO web_anon;
 -- Where a read ran: true on a standby.
 CREATE FUNCTION api.in_recovery() RETURNS boolean STABLE LANGUAGE sql AS 'SELECT pg_is_in_recovery()';
+CREATE FUNCTION api.slow() RETURNS boolean STABLE LANGUAGE plpgsql
+  AS $$ BEGIN PERFORM pg_sleep(4); RETURN pg_is_in_recovery(); END $$;
 CREATE FUNCTION api.in_recovery_volatile() RETURNS boolean VOLATILE LANGUAGE sql AS 'SELECT pg_is_in_recovery()';
 -- Declared STABLE, yet it writes: refused in any read-only transaction, on a replica or not.
 CREATE SEQUENCE api.counter;
