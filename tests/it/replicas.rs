@@ -240,6 +240,20 @@ fn cached_read(base: &str, path: &str) -> (serde_json::Value, String, bool) {
     }
 }
 
+/// Reads row 7000 under new cache keys (`limit=` one more each time) until a miss is read on
+/// the replica, each answering `want`; the last key's path.
+fn miss_on_replica(base: &str, what: &str, limit: &mut u32, want: &serde_json::Value) -> String {
+    let mut path = String::new();
+    eventually(what, || {
+        *limit += 1;
+        path = format!("/notes?id=eq.7000&limit={limit}");
+        let (body, x_cache, on_replica) = cached_read(base, &path);
+        assert_eq!((&body, x_cache.as_str()), (want, "miss"));
+        on_replica
+    });
+    path
+}
+
 /// With the response cache on, a miss (an answer about to be stored as current) is read on a
 /// replica only once it has replayed every change the cache has applied: a write the replica
 /// lacks sends the miss to the primary, whatever the replica's lag.
@@ -256,12 +270,7 @@ fn cache_misses_are_read_on_a_replica_that_has_every_change_the_cache_has_applie
     eventually("a GET is read on the replica", || read_on_replica(&base));
     // Before any write of its own, the cache's position is where its feed started.
     let mut limit = 0;
-    eventually("a cache miss before any write is read on the replica", || {
-        limit += 1;
-        let (body, x_cache, on_replica) = cached_read(&base, &format!("/notes?id=eq.7000&limit={limit}"));
-        assert_eq!((body, x_cache.as_str()), (json!([]), "miss"));
-        on_replica
-    });
+    miss_on_replica(&base, "a cache miss before any write is read on the replica", &mut limit, &json!([]));
     let created = send_to(
         &base,
         "POST",
@@ -272,13 +281,7 @@ fn cache_misses_are_read_on_a_replica_that_has_every_change_the_cache_has_applie
     assert_eq!(created.status, 201, "{}", created.body);
     let one = json!([{"id": 7000, "body": "one"}]);
     // Misses of new keys (limit=1, 2, ...) until the replica's replayed position is known.
-    eventually("a cache miss is read on the replica", || {
-        limit += 1;
-        let (body, x_cache, on_replica) = cached_read(&base, &format!("/notes?id=eq.7000&limit={limit}"));
-        assert_eq!((body, x_cache.as_str()), (one.clone(), "miss"));
-        on_replica
-    });
-    let path = format!("/notes?id=eq.7000&limit={limit}");
+    let path = miss_on_replica(&base, "a cache miss is read on the replica", &mut limit, &one);
     let (body, x_cache, _) = cached_read(&base, &path);
     assert_eq!((body, x_cache.as_str()), (one, "hit"));
     // The replica stops replaying; the cache applies a write at once.
@@ -298,12 +301,8 @@ fn cache_misses_are_read_on_a_replica_that_has_every_change_the_cache_has_applie
     // Still within db-replica-max-lag: reads that are not stored still go there.
     assert!(read_on_replica(&base), "the paused replica was taken out of use");
     sql_at(&standby, "SELECT pg_wal_replay_resume()");
-    eventually("cache misses return to the replica once it has replayed the write", || {
-        limit += 1;
-        let (body, x_cache, on_replica) = cached_read(&base, &format!("/notes?id=eq.7000&limit={limit}"));
-        assert_eq!((body, x_cache.as_str()), (two.clone(), "miss"));
-        on_replica
-    });
+    let returned = "cache misses return to the replica once it has replayed the write";
+    miss_on_replica(&base, returned, &mut limit, &two);
 }
 
 /// Every connection to the replica busy: a read waits a moment for one, then the primary

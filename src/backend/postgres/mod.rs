@@ -104,12 +104,13 @@ impl PgBackend {
         let Some(replicas) = &self.replicas else { return self.read_on(&self.db, plan, caller).await };
         let may_write = plan.transaction.is_some() || plan.call.as_ref().is_some_and(|c| c.volatile);
         let since = replicas::since(caller.request.headers);
-        let past = match caller.current {
+        // The position a replica must have replayed (None: any), or None for the primary alone.
+        let wanted = match caller.current {
             Current::Lagging => Some(since),
-            Current::Replayed(applied) => Some(Some(since.map_or(applied, |s| s.max(applied)))),
+            Current::Replayed(applied) => Some(since.max(Some(applied))),
             Current::Primary => None,
         };
-        if let Some(since) = past.filter(|_| !may_write) {
+        if let Some(since) = wanted.filter(|_| !may_write) {
             if let Some(replica) = replicas.pick(since) {
                 match self.read_on(&replica.db, plan, caller).await {
                     Err(e) if replica_down(&e) => replica.failed(&e),
