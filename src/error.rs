@@ -130,8 +130,7 @@ pub mod code {
     pub const API_KEY_MISSING: Code = Code::new("RG010", 401);
     /// An unknown, revoked or expired API key.
     pub const API_KEY_INVALID: Code = Code::new("RG011", 403);
-    /// The API-key store is not installed in the database.
-    pub const API_KEY_STORE_MISSING: Code = Code::new("RG012", 500);
+    // RG012, retired: a missing API-key store answers as an unknown key (RG011) does.
     /// `Prefer: patch=by-key` with an object that lacks the primary key.
     pub const PATCH_BY_KEY: Code = Code::new("RG021", 400);
     /// A nested insert that cannot be one (an upsert, or no primary key).

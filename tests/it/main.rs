@@ -31,6 +31,7 @@ mod storage;
 mod storage_s3;
 mod support;
 mod tls;
+mod together;
 mod topology;
 mod typed_client;
 mod writes;

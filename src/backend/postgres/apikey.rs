@@ -9,7 +9,7 @@ use tokio_postgres::Client;
 use super::{db_error, Db, RawValue};
 use crate::apikey::admin::generate;
 use crate::apikey::StoredKey;
-use crate::error::{code, Error};
+use crate::error::Error;
 
 /// The SQL that creates the key store (idempotent).
 pub const INSTALL_SQL: &str = include_str!("apikey.sql");
@@ -19,12 +19,25 @@ pub const CHANNEL: &str = "rowgate_api_keys";
 const LOOKUP: &str =
     "SELECT key_hash, name, role, claims, expires_at, revoked FROM rowgate.lookup_api_key($1::text::bytea)";
 
-/// The key whose SHA-256 is `hash`, if any.
+/// The key whose SHA-256 is `hash`, if any. Without a key store (or one the authenticator may
+/// not read) no key exists: the caller gets the same answer as for any unknown key, and the
+/// operator a warning.
 pub async fn lookup(db: &Db, hash: &[u8; 32]) -> Result<Option<StoredKey>, Error> {
-    let mut conn = db.get().await?;
+    let mut conn = db.get_as_server().await?;
     // bytea in text form: `\x` and hex, so the parameter stays a text-format value.
     let hex = format!("\\x{}", crate::hex(hash));
-    let rows = conn.query_text(LOOKUP, &[hex]).await.map_err(lookup_error)?;
+    let rows = match conn.query_text(LOOKUP, &[hex]).await {
+        Ok(rows) => rows,
+        Err(e) if store_unreadable(&e) => {
+            static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+            if !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                tracing::warn!(error = %e, "an API key was presented, but the key store cannot be read: \
+                    run `rowgate apikey install` (or create a key), as a role that may grant the authenticator its use");
+            }
+            return Ok(None);
+        }
+        Err(e) => return Err(db_error(e, false)),
+    };
     let Some(row) = rows.first() else { return Ok(None) };
     let stored: RawValue = row.get(0);
     Ok(Some(StoredKey {
@@ -37,17 +50,10 @@ pub async fn lookup(db: &Db, hash: &[u8; 32]) -> Result<Option<StoredKey>, Error
     }))
 }
 
-/// A failed look-up: a missing key store is a configuration problem worth saying plainly.
-fn lookup_error(e: tokio_postgres::Error) -> Error {
-    if e.as_db_error().is_some_and(|d| {
-        d.code().code() == "42P01" || d.code().code() == "3F000" || d.code().code() == "42883"
-    }) {
-        return Error::api(
-            code::API_KEY_STORE_MISSING,
-            "The API-key store is not installed: run `rowgate apikey install` (or create a key)",
-        );
-    }
-    db_error(e, false)
+/// Whether a look-up failed because there is no key store (no schema, table or function) or
+/// the authenticator may not use it.
+fn store_unreadable(e: &tokio_postgres::Error) -> bool {
+    e.as_db_error().is_some_and(|d| matches!(d.code().code(), "42P01" | "3F000" | "42883" | "42501"))
 }
 
 /// Creates the key store if it is missing (idempotent; concurrent runs wait for each other).

@@ -546,7 +546,7 @@ async fn query(
 }
 
 /// Runs a statement with text-format parameters: the rows it affected.
-async fn execute(
+pub(super) async fn execute(
     client: &tokio_postgres::Client,
     statement: &Prepared,
     params: &[String],

@@ -165,7 +165,7 @@ impl PgBackend {
         }
         let pre_request = self.reloader.pre_request();
         // Watched while its statements run: a client that goes away cancels them.
-        let mut conn = Running::new(db.get().await?, db.tls());
+        let mut conn = Running::new(db.get_for_request().await?, db.tls());
         let ran = self
             .run_read(&mut conn, plan, &settings, pre_request.as_deref(), caller.principal.anonymous)
             .await;
@@ -299,7 +299,7 @@ impl PgBackend {
 
     /// Whether a pooled connection can be had.
     pub async fn ready(&self) -> bool {
-        self.db.get().await.is_ok()
+        self.db.get_for_request().await.is_ok()
     }
 
     /// Asks for a schema cache reload.

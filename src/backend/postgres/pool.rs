@@ -130,6 +130,21 @@ impl PgConn {
         self.statement_bytes = 0;
     }
 
+    /// Brings the session back to [`server_settings`] (nothing to do when it holds them, and
+    /// nothing behind a pooler in transaction mode, where no setting outlives a transaction).
+    async fn reset_session(&mut self) -> Result<(), tokio_postgres::Error> {
+        if self.transaction_pooled() {
+            return Ok(());
+        }
+        let server = SessionSettings::default();
+        let Some((stmt, values)) = self.settings_statement(&server).await? else { return Ok(()) };
+        // Unknown until it has run: an abandoned reset must not leave a record saying otherwise.
+        self.settings.forget();
+        super::conn::execute(&self.client, &stmt, &values).await?;
+        self.remember(&server);
+        Ok(())
+    }
+
     /// Whether `sql` is prepared on this connection.
     pub fn is_prepared(&self, sql: &str) -> bool {
         self.statements.contains_key(sql)
@@ -346,6 +361,33 @@ async fn learn_types(client: &Client) -> Result<(), tokio_postgres::Error> {
     learned.and(ended)
 }
 
+/// What a new connection's session holds before any request sets anything: the server's own
+/// time zone, search path and transaction mode, no role switched to, and no `request.*` value.
+/// A request leaves unset what it does not ask for at these values, and work the server does
+/// on its own ([`Db::get_as_server`]) runs with all of them.
+async fn server_settings(client: &Client) -> Result<SessionSettings, tokio_postgres::Error> {
+    let answer = client
+        .simple_query(
+            "SELECT current_setting('timezone'), current_setting('search_path'), \
+             current_setting('default_transaction_read_only')",
+        )
+        .await?;
+    let row = answer.iter().find_map(|m| match m {
+        tokio_postgres::SimpleQueryMessage::Row(row) => Some(row),
+        _ => None,
+    });
+    let value = |i: usize, or: &str| row.and_then(|r| r.get(i)).unwrap_or(or).to_owned();
+    let mut s = SessionSettings::default();
+    s.set(Setting::TimeZone, value(0, "UTC"));
+    s.set(Setting::SearchPath, value(1, "\"$user\", public"));
+    s.set(Setting::ReadOnly, value(2, "off"));
+    s.set(Setting::Role, "none".into());
+    for unset in [Setting::JwtClaims, Setting::Method, Setting::Path, Setting::Headers, Setting::Cookies] {
+        s.set(unset, String::new());
+    }
+    Ok(s)
+}
+
 impl managed::Manager for Manager {
     type Type = PgConn;
     type Error = tokio_postgres::Error;
@@ -353,9 +395,7 @@ impl managed::Manager for Manager {
     async fn create(&self) -> Result<PgConn, tokio_postgres::Error> {
         let generation = self.generation.load(std::sync::atomic::Ordering::Acquire);
         let client = connect(&self.target).await?;
-        let mut defaults = SessionSettings::default();
-        let tz = first_value(&client.simple_query("SELECT current_setting('timezone')").await?);
-        defaults.set(Setting::TimeZone, tz.unwrap_or_else(|| "UTC".into()));
+        let defaults = server_settings(&client).await?;
         if let Mode::Transaction { .. } = self.mode {
             learn_types(&client).await?;
         }
@@ -523,12 +563,30 @@ impl Db {
             false => None,
         };
         let slot = acquire(&self.writers).await.map_err(|_| Error::PoolTimeout)?.expect("never closed");
-        Ok(WriteConn { conn: self.get().await?, _slot: slot, running })
+        Ok(WriteConn { conn: self.get_for_request().await?, _slot: slot, running })
     }
 
-    /// A connection from the pool: 504 PGRST003 when none frees up in time, 503 when
-    /// PostgreSQL cannot be reached.
-    pub async fn get(&self) -> Result<Object<Manager>, Error> {
+    /// A connection for a request of the API, whose statements run only through
+    /// [`PgConn::read`] and [`PgConn::write`]: they bring every setting to the request's own
+    /// (from what the session holds, or in full when that is unknown) before its statement,
+    /// so nothing a previous borrower set is inherited. 504 PGRST003 when none frees up in
+    /// time, 503 when PostgreSQL cannot be reached.
+    pub async fn get_for_request(&self) -> Result<Object<Manager>, Error> {
+        self.get().await
+    }
+
+    /// A connection for work the server does outside a request's pipeline (storage's rows,
+    /// API keys, realtime's rights, the API's description), its session brought back to what
+    /// the authenticator had on connecting ([`server_settings`]): no role switched to,
+    /// read-write, no request's claims or headers. Behind a pooler in transaction mode
+    /// nothing is held past a transaction, and such work sets what it needs in its own.
+    pub async fn get_as_server(&self) -> Result<Object<Manager>, Error> {
+        let mut conn = self.get().await?;
+        conn.reset_session().await.map_err(|e| super::db_error(e, false))?;
+        Ok(conn)
+    }
+
+    async fn get(&self) -> Result<Object<Manager>, Error> {
         // Boxed: deadpool's future is ~6.7 KB, carried by every request's future and copied at
         // each `.await` on the way down; one allocation costs less.
         Box::pin(self.pool.get()).await.map_err(|e| match e {

@@ -45,7 +45,7 @@ GROUP BY c.oid";
 /// What `role` may read of `table`, asked on a pooled connection (the catalog answers whatever
 /// role the session holds).
 pub async fn table_access(db: &Db, role: &str, table: &QualifiedName) -> Result<TableAccess, Error> {
-    let mut conn = db.get().await?;
+    let mut conn = db.get_as_server().await?;
     let rows = conn
         .query_text(SQL, &[role.to_owned(), table.schema.clone(), table.name.clone()])
         .await
@@ -83,7 +83,7 @@ WHERE n.nspname = $2 AND has_function_privilege($1, p.oid, 'EXECUTE')
 /// What `role` may use of `schema`; a role that does not exist is PostgreSQL's own 42704, as
 /// any request it made would be.
 pub async fn usable(db: &Db, role: &str, schema: &str) -> Result<crate::openapi::Usable, Error> {
-    let mut conn = db.get().await?;
+    let mut conn = db.get_as_server().await?;
     let params = [role.to_owned(), schema.to_owned()];
     let relations = conn.query_text(USABLE_RELATIONS, &params).await.map_err(|e| db_error(e, false))?;
     let functions = conn.query_text(USABLE_FUNCTIONS, &params).await.map_err(|e| db_error(e, false))?;

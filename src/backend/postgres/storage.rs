@@ -129,7 +129,7 @@ impl PgStorage {
         who: Option<&Who>,
         work: impl for<'c> FnOnce(&'c Client) -> BoxFuture<'c, Result<T, StorageError>>,
     ) -> Result<T, StorageError> {
-        let mut conn = self.db.get().await.map_err(|e| from_api(&e))?;
+        let mut conn = self.db.get_as_server().await.map_err(|e| from_api(&e))?;
         let client = conn.client.clone();
         conn.in_transaction = true;
         client.batch_execute("BEGIN").await.map_err(failed)?;

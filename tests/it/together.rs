@@ -1,0 +1,340 @@
+//! Every service on one small pool, interleaved as an ordinary app uses them: sign-up and login,
+//! REST reads and writes under row-level security (or the access rules), uploads, downloads,
+//! listings and deletions, an API key, the API's description, and a realtime subscriber that
+//! must see the writes. On PostgreSQL directly, through PgBouncer in transaction mode, and on
+//! SQLite, each with a pool of one connection: whatever one request leaves on its connection
+//! (a read-only mode, a role, settings) is there for the next request of any service.
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use rowgate::config::ServeArgs;
+use serde_json::{json, Value};
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::support::pgbouncer::through_pgbouncer;
+use crate::support::{block_on, harness, send_to, sql, sql_at, start_server, JWT_SECRET};
+
+/// The database of these tests on the test cluster: Supabase's roles, storage, accounts and
+/// realtime installed, and a `todos` table each user owns rows of.
+const SCHEMA: &str = r#"
+CREATE TABLE public.todos (id serial PRIMARY KEY, owner text NOT NULL, title text NOT NULL);
+ALTER TABLE public.todos ENABLE ROW LEVEL SECURITY;
+CREATE POLICY own ON public.todos
+  USING (owner = current_setting('request.jwt.claims', true)::json ->> 'sub')
+  WITH CHECK (owner = current_setting('request.jwt.claims', true)::json ->> 'sub');
+GRANT SELECT, INSERT, DELETE ON public.todos TO authenticated;
+GRANT USAGE ON SEQUENCE public.todos_id_seq TO authenticated;
+GRANT ALL ON public.todos TO service_role;
+CREATE POLICY "own folder" ON storage.objects TO authenticated
+  USING ((storage.foldername(name))[1] = auth.uid()::text)
+  WITH CHECK ((storage.foldername(name))[1] = auth.uid()::text);
+"#;
+
+const SQLITE_SCHEMA: &str =
+    "CREATE TABLE todos (id INTEGER PRIMARY KEY, owner TEXT NOT NULL, title TEXT NOT NULL);";
+
+const RULES: &str = r#"
+[todos]
+select = { authenticated = "owner=eq.@jwt.sub", service_role = "true" }
+insert = { authenticated = "owner=eq.@jwt.sub", service_role = "true" }
+delete = { authenticated = "owner=eq.@jwt.sub", service_role = "true" }
+["storage.buckets"]
+select = { service_role = "true" }
+insert = { service_role = "true" }
+delete = { service_role = "true" }
+["storage.objects"]
+select = { service_role = "true", authenticated = "folder=eq.@jwt.sub" }
+insert = { service_role = "true", authenticated = "folder=eq.@jwt.sub" }
+update = { service_role = "true", authenticated = "folder=eq.@jwt.sub" }
+delete = { service_role = "true", authenticated = "folder=eq.@jwt.sub" }
+"#;
+
+/// The superuser's URI of a new database `name` on the test cluster, with Supabase's roles,
+/// storage, accounts and realtime installed, and [`SCHEMA`]. Each test has its own: realtime
+/// tells every reader of a table of a deleted row's key, whoever deleted it.
+fn database(name: &str) -> String {
+    crate::storage::setup();
+    sql(&format!("DROP DATABASE IF EXISTS {name}"));
+    sql(&format!("CREATE DATABASE {name}"));
+    let base = &harness().superuser_uri;
+    let superuser = format!("{}/{name}", &base[..base.rfind('/').expect("a database in the URI")]);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rowgate"))
+        .args(["realtime", "install", "--db-uri", &superuser, "--role", "Authenticator"])
+        .output()
+        .expect("rowgate realtime install");
+    assert!(out.status.success(), "realtime install: {}", String::from_utf8_lossy(&out.stderr));
+    let uri = superuser.clone();
+    block_on(async move {
+        let client = rowgate::backend::postgres::connect_without_tls(&uri.parse().unwrap()).await.unwrap();
+        rowgate::backend::postgres::storage::install(&client, "Authenticator").await.expect("storage");
+        rowgate::backend::postgres::accounts::install(&client, "Authenticator").await.expect("accounts");
+    });
+    sql_at(&superuser, SCHEMA);
+    sql_at(&superuser, "ALTER PUBLICATION supabase_realtime ADD TABLE public.todos");
+    superuser
+}
+
+/// What every server here runs: one connection, every service.
+fn args(db_uri: String) -> ServeArgs {
+    ServeArgs {
+        db_uri: Some(db_uri),
+        db_schemas: Some("public".into()),
+        db_anon_role: Some("anon".into()),
+        server_host: Some("127.0.0.1".into()),
+        server_port: Some(0),
+        db_pool: Some(1),
+        jwt_secret: Some(JWT_SECRET.into()),
+        storage_enabled: Some(true),
+        storage_dir: Some(tempfile::tempdir().unwrap().keep().join("storage")),
+        accounts_enabled: Some(true),
+        realtime_enabled: Some(true),
+        ..ServeArgs::default()
+    }
+}
+
+fn authenticator(superuser: &str) -> String {
+    crate::support::authenticator_uri(superuser)
+}
+
+#[test]
+fn every_service_in_turn_on_one_postgresql_connection() {
+    let base = start_server(args(authenticator(&database("together_direct"))));
+    an_app_s_day(&base);
+}
+
+#[test]
+fn every_service_in_turn_on_one_connection_through_pgbouncer() {
+    let direct = authenticator(&database("together_pooled"));
+    let base = start_server(ServeArgs {
+        db_uri_direct: Some(direct.clone()),
+        db_prepared_statements: Some(false),
+        ..args(through_pgbouncer(&direct))
+    });
+    an_app_s_day(&base);
+}
+
+#[test]
+fn every_service_in_turn_on_one_sqlite_connection() {
+    let dir = tempfile::tempdir().unwrap().keep();
+    let base = crate::sqlite::serve_sqlite(
+        &dir.join("together.db"),
+        SQLITE_SCHEMA,
+        RULES,
+        ServeArgs { realtime_tables: Some("todos".into()), ..args(String::new()) },
+    );
+    an_app_s_day(&base);
+}
+
+/// One request: its status and JSON body (null when empty).
+fn call(base: &str, method: &str, path: &str, bearer: Option<&str>, body: Option<&str>) -> (u16, Value) {
+    call_with(base, method, path, bearer, &[("content-type", "application/json")], body)
+}
+
+fn call_with(
+    base: &str,
+    method: &str,
+    path: &str,
+    bearer: Option<&str>,
+    extra: &[(&str, &str)],
+    body: Option<&str>,
+) -> (u16, Value) {
+    let auth = bearer.map(|t| format!("Bearer {t}"));
+    let mut headers: Vec<(&str, &str)> = extra.to_vec();
+    if let Some(a) = &auth {
+        headers.push(("authorization", a));
+    }
+    let r = send_to(base, method, path, &headers, body);
+    let v = serde_json::from_str(&r.body).unwrap_or_else(|_| Value::String(r.body.clone()));
+    (r.status, v)
+}
+
+fn service_token() -> String {
+    crate::storage::token(json!({"role": "service_role"}))
+}
+
+/// A realtime subscriber to `todos` as `token`: the changes it receives, in order.
+fn subscribe(base: &str, token: &str) -> mpsc::Receiver<Value> {
+    let (tx, rx) = mpsc::channel();
+    let url = format!("{}/realtime/v1/websocket?apikey={token}&vsn=1.0.0", base.replace("http://", "ws://"));
+    let token = token.to_owned();
+    let (ready_tx, ready_rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        block_on(async move {
+            let (mut ws, _) = tokio_tungstenite::connect_async(url).await.expect("websocket");
+            let changes = json!([{"event": "*", "schema": "public", "table": "todos"}]);
+            let join = json!({"topic": "realtime:todos", "event": "phx_join", "ref": "1", "join_ref": "1",
+                "payload": {"config": {"postgres_changes": changes}, "access_token": token}});
+            ws.send(Message::text(join.to_string())).await.unwrap();
+            let mut heartbeat = tokio::time::interval(Duration::from_secs(20));
+            loop {
+                tokio::select! {
+                    m = ws.next() => {
+                        let Some(Ok(Message::Text(t))) = m else { return };
+                        let v: Value = serde_json::from_str(t.as_str()).unwrap();
+                        if v["event"] == "system" && v["payload"]["extension"] == "postgres_changes" {
+                            let _ = ready_tx.send(v["payload"]["status"].clone());
+                        }
+                        if v["event"] == "postgres_changes" && tx.send(v["payload"]["data"].clone()).is_err() {
+                            return;
+                        }
+                    }
+                    _ = heartbeat.tick() => {
+                        let beat = json!({"topic": "phoenix", "event": "heartbeat", "payload": {}, "ref": "h"});
+                        if ws.send(Message::text(beat.to_string())).await.is_err() { return }
+                    }
+                }
+            }
+        })
+    });
+    let status = ready_rx.recv_timeout(Duration::from_secs(10)).expect("subscribed in time");
+    assert_eq!(status, "ok", "the subscription failed");
+    rx
+}
+
+/// The next change a subscriber receives.
+fn next_change(rx: &mpsc::Receiver<Value>) -> Value {
+    rx.recv_timeout(Duration::from_secs(10)).expect("a change in time")
+}
+
+/// Signs a user up; their access token and id.
+fn sign_up(base: &str, email: &str) -> (String, String) {
+    let (status, session) = call(
+        base,
+        "POST",
+        "/auth/v1/signup",
+        None,
+        Some(&json!({"email": email, "password": "correct horse"}).to_string()),
+    );
+    assert_eq!(status, 200, "{session}");
+    (session["access_token"].as_str().unwrap().to_owned(), session["user"]["id"].as_str().unwrap().to_owned())
+}
+
+/// The todos a caller sees, by title.
+fn titles(base: &str, token: Option<&str>) -> Vec<String> {
+    let (status, rows) = call(base, "GET", "/rest/v1/todos?select=title&order=id", token, None);
+    assert_eq!(status, 200, "{rows}");
+    rows.as_array().unwrap().iter().map(|r| r["title"].as_str().unwrap().to_owned()).collect()
+}
+
+/// An app's day on one connection: each step follows a request of another service.
+fn an_app_s_day(base: &str) {
+    let run = format!("{}{}", std::process::id(), rand_suffix());
+    let service = service_token();
+    let (alice, alice_id) = sign_up(base, &format!("alice-{run}@example.com"));
+    let (bob, bob_id) = sign_up(base, &format!("bob-{run}@example.com"));
+    let bucket = format!("avatars-{run}");
+
+    // A read (read-only on its connection), then a bucket created.
+    assert_eq!(titles(base, Some(&alice)), Vec::<String>::new());
+    let (status, body) =
+        call(base, "POST", "/storage/v1/bucket", Some(&service), Some(&json!({"name": bucket}).to_string()));
+    assert_eq!((status, body), (200, json!({"name": bucket})));
+
+    // A read, then an upload.
+    assert_eq!(titles(base, Some(&alice)), Vec::<String>::new());
+    let path = format!("/storage/v1/object/{bucket}/{alice_id}/me.txt");
+    let (status, body) = call_with(
+        base,
+        "POST",
+        &path,
+        Some(&alice),
+        &[("content-type", "text/plain")],
+        Some("alice's avatar"),
+    );
+    assert_eq!(status, 200, "{body}");
+
+    // A subscriber, then a write it must see.
+    let changes = subscribe(base, &alice);
+    let (status, body) = call(
+        base,
+        "POST",
+        "/rest/v1/todos",
+        Some(&alice),
+        Some(&json!({"owner": alice_id, "title": "buy milk"}).to_string()),
+    );
+    assert_eq!((status, body), (201, Value::String(String::new())));
+    let change = next_change(&changes);
+    assert_eq!((&change["type"], &change["record"]["title"]), (&json!("INSERT"), &json!("buy milk")));
+
+    // The API key store answers as the server, whatever the last request ran as.
+    let (status, body) = call(base, "GET", "/rest/v1/todos", None, None);
+    assert_eq!((status, &body["code"]), (401, &json!("42501")));
+    let (status, body) = call_with(base, "GET", "/rest/v1/todos", None, &[("apikey", "rg_not_a_key")], None);
+    assert_eq!((status, &body["code"]), (403, &json!("RG011")), "{body}");
+
+    // Another user's write, then reads: each sees their own.
+    let (status, _) = call(
+        base,
+        "POST",
+        "/rest/v1/todos",
+        Some(&bob),
+        Some(&json!({"owner": bob_id, "title": "bob's"}).to_string()),
+    );
+    assert_eq!(status, 201);
+    let (status, body) = call(
+        base,
+        "POST",
+        "/rest/v1/todos",
+        Some(&bob),
+        Some(&json!({"owner": alice_id, "title": "planted"}).to_string()),
+    );
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(titles(base, Some(&alice)), ["buy milk"]);
+    assert_eq!(titles(base, Some(&bob)), ["bob's"]);
+
+    // Downloads and listings after a read, each as its caller.
+    let (status, body) = call(base, "GET", &path, Some(&alice), None);
+    assert_eq!((status, body), (200, Value::String("alice's avatar".into())));
+    assert_eq!(titles(base, Some(&bob)), ["bob's"]);
+    let (status, _) = call(base, "GET", &path, Some(&bob), None);
+    assert_eq!(status, 400);
+    let list = json!({"prefix": alice_id}).to_string();
+    let (status, body) =
+        call(base, "POST", &format!("/storage/v1/object/list/{bucket}"), Some(&alice), Some(&list));
+    assert_eq!((status, body.as_array().map(Vec::len)), (200, Some(1)), "{body}");
+    let (status, body) =
+        call(base, "POST", &format!("/storage/v1/object/list/{bucket}"), Some(&bob), Some(&list));
+    assert_eq!((status, body), (200, json!([])));
+
+    // The API's description, then a refresh and the user, then a signed URL.
+    let (status, _) = call(base, "GET", "/rest/v1/", Some(&alice), None);
+    assert_eq!(status, 200);
+    let (status, user) = call(base, "GET", "/auth/v1/user", Some(&alice), None);
+    assert_eq!((status, &user["id"]), (200, &json!(alice_id)));
+    assert_eq!(titles(base, Some(&alice)), ["buy milk"]);
+    let (status, signed) = call(
+        base,
+        "POST",
+        &format!("/storage/v1/object/sign/{bucket}/{alice_id}/me.txt"),
+        Some(&alice),
+        Some(r#"{"expiresIn": 60}"#),
+    );
+    assert_eq!(status, 200, "{signed}");
+    let (status, body) =
+        call(base, "GET", &format!("/storage/v1{}", signed["signedURL"].as_str().unwrap()), None, None);
+    assert_eq!((status, body), (200, Value::String("alice's avatar".into())));
+
+    // A delete after a read, and the subscriber sees it.
+    assert_eq!(titles(base, Some(&alice)), ["buy milk"]);
+    let (status, _) = call(base, "DELETE", "/rest/v1/todos?title=eq.buy%20milk", Some(&alice), None);
+    assert_eq!(status, 204);
+    assert_eq!(next_change(&changes)["type"], "DELETE");
+    assert_eq!(titles(base, Some(&alice)), Vec::<String>::new());
+    let (status, body) = call(base, "DELETE", &path, Some(&alice), None);
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = call(base, "DELETE", &format!("/storage/v1/bucket/{bucket}"), Some(&service), None);
+    assert_eq!((status, body), (200, json!({"message": "Successfully deleted"})));
+
+    // Nothing the others did reached the subscriber.
+    if let Ok(change) = changes.recv_timeout(Duration::from_millis(300)) {
+        panic!("alice saw a change that is not hers: {change}");
+    }
+}
+
+fn rand_suffix() -> String {
+    let mut b = [0u8; 4];
+    getrandom::fill(&mut b).unwrap();
+    rowgate::hex(&b)
+}
