@@ -83,6 +83,30 @@ impl Storage {
             .await
     }
 
+    /// Whether `who` may write `bucket/key` (replacing an object of that name if `upsert`),
+    /// found by making the write and rolling it back: before an upload's bytes are taken, an
+    /// upload URL is signed or bytes are copied, so a refused caller costs no disk.
+    pub(super) async fn may_put(
+        &self,
+        who: &Who,
+        bucket: &str,
+        key: &str,
+        upsert: bool,
+    ) -> Result<(), StorageError> {
+        let trial = PutObject {
+            id: crate::uuid_v4(),
+            bucket_id: bucket.to_owned(),
+            name: key.to_owned(),
+            owner_id: who.sub.clone(),
+            metadata: "{}".to_owned(),
+            user_metadata: None,
+            version: String::new(),
+            upsert,
+            trial: true,
+        };
+        self.store.put_object(Some(who.clone()), trial).await.map(drop)
+    }
+
     /// Keeps an upload's bytes as a new version and writes its row (as `who`, or as the server);
     /// the bytes it replaced go once the row is committed, the new ones if it is not.
     pub(super) async fn store_upload(
@@ -118,6 +142,7 @@ impl Storage {
             user_metadata: upload.user_metadata,
             version: version.clone(),
             upsert,
+            trial: false,
         };
         match self.store.put_object(who, put).await {
             Ok(put) => {
@@ -141,6 +166,7 @@ impl Storage {
         upsert: bool,
     ) -> Result<Response<Body>, StorageError> {
         let settings = self.bucket_settings(bucket).await?;
+        self.may_put(&who, bucket, key, upsert).await?;
         let upload = self.receive(&settings, headers, body).await?;
         let owner = who.sub.clone();
         let id = self.store_upload(Some(who), owner, bucket, key, upload, upsert).await?;
@@ -292,6 +318,7 @@ impl Storage {
         if target.file_size_limit.is_some_and(|l| size > l.max(0) as u64) {
             return Err(StorageError::too_large());
         }
+        self.may_put(&who, &to.0, &to.1, upsert).await?;
         let old_version = source.version.as_deref().ok_or_else(StorageError::bytes_missing)?;
         let version = crate::uuid_v4();
         self.files.duplicate(old_version, &version).await.map_err(StorageError::bytes_unreadable)?;
@@ -307,6 +334,7 @@ impl Storage {
             user_metadata: source.user_metadata.clone(),
             version: version.clone(),
             upsert,
+            trial: false,
         };
         match self.store.put_object(Some(who), put).await {
             Ok(put) => {
@@ -326,12 +354,11 @@ impl Storage {
         bucket: &str,
         key: &str,
     ) -> Result<Response<Body>, StorageError> {
-        if self.store.object(None, bucket.to_owned(), key.to_owned()).await?.is_none() {
-            return Err(StorageError::no_such_key());
-        }
+        // One answer for an object that is not there and one the caller may not delete (or
+        // see): which of the two it is, is not the caller's to learn.
         let deleted = self.store.delete_objects(who, bucket.to_owned(), vec![key.to_owned()]).await?;
         if deleted.is_empty() {
-            return Err(StorageError::access_denied("Access denied"));
+            return Err(StorageError::no_such_key());
         }
         self.files.remove(deleted.into_iter().filter_map(|o| o.version)).await;
         Ok(message("Successfully deleted"))

@@ -120,9 +120,9 @@ impl Storage {
     ) -> Result<Response<Body>, StorageError> {
         self.bucket_settings(bucket).await?;
         let upsert = super::upsert_asked(headers);
-        if !upsert && self.store.object(None, bucket.to_owned(), key.to_owned()).await?.is_some() {
-            return Err(StorageError::key_exists());
-        }
+        // The upload through the URL writes as the server: whoever signs it must be allowed
+        // the write it stands for (an INSERT, and with upsert the UPDATE of what is there).
+        self.may_put(&who, bucket, key, upsert).await?;
         let url = format!("{bucket}/{key}");
         let token = self.signer.sign(&Claims {
             url: url.clone(),

@@ -141,6 +141,9 @@ pub struct PutObject {
     pub version: String,
     /// Replace an object of that name.
     pub upsert: bool,
+    /// Only find out whether the write is allowed: it is made, then rolled back (Supabase's
+    /// check of the caller's right before it signs an upload URL or takes an upload's bytes).
+    pub trial: bool,
 }
 
 /// A written object.

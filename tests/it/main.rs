@@ -28,6 +28,7 @@ mod rpc;
 mod sqlite;
 mod static_files;
 mod storage;
+mod storage_abuse;
 mod storage_s3;
 mod support;
 mod tls;

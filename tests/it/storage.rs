@@ -243,7 +243,7 @@ fn errors_have_supabase_storage_s_shape(base: &str) {
 }
 
 /// The files under `dir`.
-fn files_in(dir: &Path) -> Vec<std::path::PathBuf> {
+pub(crate) fn files_in(dir: &Path) -> Vec<std::path::PathBuf> {
     let mut found = Vec::new();
     let mut dirs = vec![dir.to_owned()];
     while let Some(d) = dirs.pop() {

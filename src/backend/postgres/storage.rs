@@ -129,6 +129,16 @@ impl PgStorage {
         who: Option<&Who>,
         work: impl for<'c> FnOnce(&'c Client) -> BoxFuture<'c, Result<T, StorageError>>,
     ) -> Result<T, StorageError> {
+        self.transaction_ending(who, true, work).await
+    }
+
+    /// [`PgStorage::transaction`], committed if `keep` and `work` succeeded, else rolled back.
+    async fn transaction_ending<T>(
+        &self,
+        who: Option<&Who>,
+        keep: bool,
+        work: impl for<'c> FnOnce(&'c Client) -> BoxFuture<'c, Result<T, StorageError>>,
+    ) -> Result<T, StorageError> {
         let mut conn = self.db.get_as_server().await.map_err(|e| from_api(&e))?;
         let client = conn.client.clone();
         conn.in_transaction = true;
@@ -148,7 +158,7 @@ impl PgStorage {
             .await
             .map_err(failed)?;
         let result = work(&client).await;
-        let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
+        let end = if result.is_ok() && keep { "COMMIT" } else { "ROLLBACK" };
         client.batch_execute(end).await.map_err(failed)?;
         conn.in_transaction = false;
         result
@@ -309,7 +319,7 @@ impl StorageStore for PgStorage {
         Box::pin(async move {
             let (upsert, server) = (put.upsert, who.is_none());
             let result = self
-                .transaction(who.as_ref(), |c| {
+                .transaction_ending(who.as_ref(), !put.trial, |c| {
                     Box::pin(async move {
                         // The row's columns; the server's own write adds whether to upsert.
                         let params: [&(dyn ToSql + Sync); 8] = [

@@ -7,6 +7,7 @@
 //! it, a delete removes the rows the `delete` rule keeps. What the server does on its own (a
 //! public bucket, a signed URL) reads and writes past the rules.
 
+mod put;
 mod reads;
 mod tables;
 
@@ -97,6 +98,15 @@ impl SqliteStorage {
         &self,
         f: impl FnOnce(&Connection) -> Result<T, StorageError> + Send + 'static,
     ) -> Result<T, StorageError> {
+        self.write_ending(true, f).await
+    }
+
+    /// [`SqliteStorage::write`], kept if `keep` and `f` succeeded, else rolled back.
+    async fn write_ending<T: Send + 'static>(
+        &self,
+        keep: bool,
+        f: impl FnOnce(&Connection) -> Result<T, StorageError> + Send + 'static,
+    ) -> Result<T, StorageError> {
         let (db, reads) = (Arc::clone(&self.db), Arc::clone(&self.server_reads));
         // On a task of its own, so that the cache is emptied after the commit even when the
         // request that asked for the write is gone.
@@ -106,7 +116,7 @@ impl SqliteStorage {
                     let inner = (|| {
                         c.execute_batch("SAVEPOINT rowgate_storage").map_err(failed)?;
                         let result = f(c);
-                        if result.is_err() {
+                        if result.is_err() || !keep {
                             c.execute_batch("ROLLBACK TO rowgate_storage").map_err(failed)?;
                         }
                         c.execute_batch("RELEASE rowgate_storage").map_err(failed)?;
@@ -121,13 +131,6 @@ impl SqliteStorage {
         let result = write.await.map_err(|_| StorageError::internal("A storage write failed"))?;
         result.map_err(api_failed)?
     }
-}
-
-/// Whether the row `rowid` of `table` satisfies `rule`.
-fn holds(c: &Connection, table: &str, rowid: i64, rule: &Rule) -> Result<bool, StorageError> {
-    let mut q = Query::new(format!("SELECT EXISTS (SELECT 1 FROM {table} WHERE 1"));
-    q.bind(" AND rowid = ", rowid.to_string()).rule(rule).text(")");
-    c.query_row(&q.sql, q.params(), |r| r.get(0)).map_err(failed)
 }
 
 impl StorageStore for SqliteStorage {
@@ -315,52 +318,7 @@ impl StorageStore for SqliteStorage {
                 ),
                 None => (None, None),
             };
-            self.write(move |c| {
-                let existing: Option<(i64, Option<String>, String)> = c
-                    .query_row(
-                        &format!("SELECT rowid, version, id FROM {OBJECTS} WHERE bucket_id = ?1 AND name = ?2"),
-                        [&put.bucket_id, &put.name],
-                        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-                    )
-                    .optional()
-                    .map_err(failed)?;
-                let owner = owner_uuid(put.owner_id.as_deref());
-                match existing {
-                    Some(_) if !put.upsert => Err(StorageError::key_exists()),
-                    Some((rowid, replaced, id)) => {
-                        if let Some(rule) = update_rule {
-                            let rule = rule?;
-                            if !holds(c, OBJECTS, rowid, &rule)? {
-                                return Err(refused());
-                            }
-                            replace(c, rowid, &put, owner)?;
-                            if !holds(c, OBJECTS, rowid, &rule)? {
-                                return Err(refused());
-                            }
-                        } else {
-                            replace(c, rowid, &put, owner)?;
-                        }
-                        Ok(Put { id, replaced })
-                    }
-                    None => {
-                        c.execute(
-                            &format!(
-                                "INSERT INTO {OBJECTS} (id, bucket_id, name, owner, owner_id, metadata, user_metadata, version) \
-                                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
-                            ),
-                            rusqlite::params![put.id, put.bucket_id, put.name, owner, put.owner_id, put.metadata, put.user_metadata, put.version],
-                        )
-                        .map_err(failed)?;
-                        if let Some(rule) = insert_rule {
-                            if !holds(c, OBJECTS, c.last_insert_rowid(), &rule?)? {
-                                return Err(refused());
-                            }
-                        }
-                        Ok(Put { id: put.id, replaced: None })
-                    }
-                }
-            })
-            .await
+            self.write_ending(!put.trial, move |c| put::put_row(c, put, insert_rule, update_rule)).await
         })
     }
 
@@ -550,19 +508,6 @@ impl StorageStore for SqliteStorage {
             .await
         })
     }
-}
-
-/// Writes `put` over the row `rowid`.
-fn replace(c: &Connection, rowid: i64, put: &PutObject, owner: Option<String>) -> Result<(), StorageError> {
-    c.execute(
-        &format!(
-            "UPDATE {OBJECTS} SET metadata = ?2, user_metadata = ?3, version = ?4, owner = ?5, owner_id = ?6, \
-             updated_at = {NOW} WHERE rowid = ?1"
-        ),
-        rusqlite::params![rowid, put.metadata, put.user_metadata, put.version, owner, put.owner_id],
-    )
-    .map(drop)
-    .map_err(failed)
 }
 
 #[cfg(test)]

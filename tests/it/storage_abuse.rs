@@ -1,0 +1,209 @@
+//! Storage as a stranger tries it, on both backends: signing an upload URL for someone else's
+//! object, uploading where one may not, learning which objects exist, and what such attempts
+//! cost the server (bytes taken, files written).
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use serde_json::{json, Value};
+
+use crate::storage::{call_on, files_in, setup, token, RULES};
+use crate::support::send_to;
+
+const ALICE: &str = "6f1d6c6e-1111-4c49-9c47-5e5d3b2a1a11";
+const BOB: &str = "7e2d6c6e-2222-4c49-9c47-5e5d3b2a1a22";
+
+/// A storage server on PostgreSQL and its `storage-dir`.
+fn postgres() -> &'static (String, PathBuf) {
+    static SERVER: OnceLock<(String, PathBuf)> = OnceLock::new();
+    SERVER.get_or_init(|| {
+        setup();
+        let dir = tempfile::tempdir().unwrap().keep().join("storage");
+        (crate::storage::serve(&dir), dir)
+    })
+}
+
+/// A storage server on a fresh SQLite file under the access rules of [`RULES`], and its
+/// `storage-dir`.
+fn sqlite() -> &'static (String, PathBuf) {
+    static SERVER: OnceLock<(String, PathBuf)> = OnceLock::new();
+    SERVER.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap().keep();
+        let args = rowgate::config::ServeArgs {
+            storage_enabled: Some(true),
+            storage_dir: Some(dir.join("storage")),
+            ..Default::default()
+        };
+        let base = crate::sqlite::serve_sqlite(
+            &dir.join("abuse.db"),
+            "CREATE TABLE t (id INTEGER PRIMARY KEY);",
+            RULES,
+            args,
+        );
+        (base, dir.join("storage"))
+    })
+}
+
+/// A test on each backend.
+macro_rules! on_both {
+    ($name:ident) => {
+        mod $name {
+            #[test]
+            fn on_postgres() {
+                let (base, dir) = super::postgres();
+                super::$name(base, dir);
+            }
+            #[test]
+            fn on_sqlite() {
+                let (base, dir) = super::sqlite();
+                super::$name(base, dir);
+            }
+        }
+    };
+}
+
+on_both!(signing_an_upload_url_takes_the_right_to_make_that_upload);
+on_both!(an_upload_one_may_not_make_is_refused_before_its_bytes_are_taken);
+on_both!(deleting_an_object_one_cannot_see_answers_as_a_missing_one_does);
+
+/// A private bucket of a name no other test uses, made by the service role.
+fn bucket(base: &str, name: &str) -> String {
+    let id = format!("{name}-{}", std::process::id());
+    let service = token(json!({"role": "service_role"}));
+    let (status, body) =
+        call_on(base, "POST", "/bucket", Some(&service), Some(&json!({"name": id}).to_string()));
+    assert_eq!(status, 200, "{body}");
+    id
+}
+
+/// Uploads `text` as the holder of `token` (raw body, as storage-js sends a string).
+fn upload(base: &str, method: &str, path: &str, token: Option<&str>, text: &str) -> (u16, Value) {
+    let bearer = token.map(|t| format!("Bearer {t}"));
+    let mut headers = vec![("content-type", "text/plain")];
+    if let Some(b) = &bearer {
+        headers.push(("authorization", b));
+    }
+    let r = send_to(base, method, &format!("/storage/v1{path}"), &headers, Some(text));
+    (r.status, serde_json::from_str(&r.body).unwrap_or(Value::String(r.body)))
+}
+
+/// The text of `bucket/key` as the service role reads it.
+fn content(base: &str, bucket: &str, key: &str) -> (u16, String) {
+    let service = token(json!({"role": "service_role"}));
+    let r = send_to(
+        base,
+        "GET",
+        &format!("/storage/v1/object/{bucket}/{key}"),
+        &[("authorization", &format!("Bearer {service}"))],
+        None,
+    );
+    (r.status, r.body)
+}
+
+/// `POST /object/upload/sign/...` as the holder of `token`, with `x-upsert`.
+fn sign_upload(base: &str, bucket: &str, key: &str, token: Option<&str>, upsert: bool) -> (u16, Value) {
+    let bearer = token.map(|t| format!("Bearer {t}"));
+    let mut headers =
+        vec![("content-type", "application/json"), ("x-upsert", if upsert { "true" } else { "false" })];
+    if let Some(b) = &bearer {
+        headers.push(("authorization", b));
+    }
+    let r = send_to(
+        base,
+        "POST",
+        &format!("/storage/v1/object/upload/sign/{bucket}/{key}"),
+        &headers,
+        Some("{}"),
+    );
+    (r.status, serde_json::from_str(&r.body).unwrap_or(Value::String(r.body)))
+}
+
+fn signing_an_upload_url_takes_the_right_to_make_that_upload(base: &str, _: &Path) {
+    let (alice, bob) = (
+        token(json!({"role": "authenticated", "sub": ALICE})),
+        token(json!({"role": "authenticated", "sub": BOB})),
+    );
+    let bucket = bucket(base, "sign-upload");
+    let mine = format!("{ALICE}/avatar.txt");
+    assert_eq!(upload(base, "POST", &format!("/object/{bucket}/{mine}"), Some(&alice), "alice's").0, 200);
+
+    // Neither a stranger nor another user may sign a replacement of Alice's object, or a new
+    // object in her folder.
+    for who in [None, Some(bob.as_str())] {
+        for (key, upsert) in [(mine.clone(), true), (format!("{ALICE}/planted.txt"), false)] {
+            let (status, body) = sign_upload(base, &bucket, &key, who, upsert);
+            assert_eq!((status, &body["statusCode"]), (400, &json!("403")), "{who:?} signed {key}: {body}");
+            assert_eq!(body["error"], "Unauthorized", "{body}");
+        }
+    }
+    assert_eq!(content(base, &bucket, &mine), (200, "alice's".to_owned()));
+    assert_eq!(content(base, &bucket, &format!("{ALICE}/planted.txt")).0, 400);
+
+    // Without upsert, an existing object is a conflict, as before.
+    let (status, body) = sign_upload(base, &bucket, &mine, Some(&alice), false);
+    assert_eq!((status, &body["statusCode"]), (400, &json!("409")), "{body}");
+
+    // Bob signs in his own folder, Alice a replacement of her own: both URLs work.
+    for (who, key, text) in
+        [(&bob, format!("{BOB}/b.txt"), "bob's"), (&alice, mine.clone(), "alice's, again")]
+    {
+        let (status, signed) = sign_upload(base, &bucket, &key, Some(who), true);
+        assert_eq!(status, 200, "{signed}");
+        let (status, body) = upload(
+            base,
+            "PUT",
+            &format!("/object/upload/sign/{bucket}/{key}?token={}", signed["token"].as_str().unwrap()),
+            None,
+            text,
+        );
+        assert_eq!((status, body), (200, json!({"Key": format!("{bucket}/{key}")})));
+        assert_eq!(content(base, &bucket, &key), (200, text.to_owned()));
+    }
+}
+
+fn an_upload_one_may_not_make_is_refused_before_its_bytes_are_taken(base: &str, dir: &Path) {
+    let bucket = bucket(base, "refused");
+    let before = files_in(dir).len();
+    // 100 MB announced, 1 KB sent: the refusal must come without waiting for the rest.
+    let addr = base.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
+    let head = format!(
+        "POST /storage/v1/object/{bucket}/{ALICE}/big.bin HTTP/1.1\r\nhost: x\r\n\
+         content-type: application/octet-stream\r\ncontent-length: 100000000\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(&[b'x'; 1024]).unwrap();
+    let mut answer = [0u8; 2048];
+    let n = stream.read(&mut answer).expect("an answer before the body is sent");
+    let answer = String::from_utf8_lossy(&answer[..n]);
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert!(answer.contains(r#""statusCode":"403""#), "{answer}");
+    assert_eq!(files_in(dir).len(), before, "a refused upload was written");
+    assert_eq!(content(base, &bucket, &format!("{ALICE}/big.bin")).0, 400);
+}
+
+fn deleting_an_object_one_cannot_see_answers_as_a_missing_one_does(base: &str, _: &Path) {
+    let (alice, bob) = (
+        token(json!({"role": "authenticated", "sub": ALICE})),
+        token(json!({"role": "authenticated", "sub": BOB})),
+    );
+    let bucket = bucket(base, "oracle");
+    let mine = format!("{ALICE}/secret.txt");
+    assert_eq!(upload(base, "POST", &format!("/object/{bucket}/{mine}"), Some(&alice), "x").0, 200);
+    let not_found = json!({"statusCode": "404", "code": "NoSuchKey", "error": "not_found", "message": "Object not found"});
+    for key in [mine.clone(), format!("{ALICE}/nothing.txt")] {
+        let answer = call_on(base, "DELETE", &format!("/object/{bucket}/{key}"), Some(&bob), None);
+        assert_eq!(answer, (400, not_found.clone()), "{key}");
+        let answer = call_on(
+            base,
+            "POST",
+            &format!("/object/sign/{bucket}/{key}"),
+            Some(&bob),
+            Some(r#"{"expiresIn": 60}"#),
+        );
+        assert_eq!(answer, (400, not_found.clone()), "{key}");
+    }
+    assert_eq!(content(base, &bucket, &mine), (200, "x".to_owned()));
+}
