@@ -15,6 +15,14 @@ use super::files::{Files, ReceiveError, Received};
 /// The largest user metadata accepted (as Supabase's).
 const MAX_USER_METADATA: usize = 1024 * 1024;
 
+/// The largest other text field of a multipart upload (`cacheControl`, `contentType`, a field
+/// rowgate does not read): each is read into memory, so each is bounded.
+const MAX_TEXT_FIELD: usize = 8 * 1024;
+
+/// What a multipart body may hold beyond its file: the text fields at their bounds, 16 of them
+/// at most, and the boundaries and part headers around them.
+const MULTIPART_OVERHEAD: u64 = (MAX_USER_METADATA + 16 * MAX_TEXT_FIELD + 64 * 1024) as u64;
+
 /// An upload, its bytes received.
 #[derive(Debug)]
 pub struct Upload {
@@ -56,10 +64,13 @@ pub async fn receive(
     allowed: impl Fn(&str) -> bool,
 ) -> Result<Upload, StorageError> {
     let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
     if let Some(boundary) = multer::parse_boundary(content_type).ok().filter(|_| is_multipart(content_type)) {
+        if declared.is_some_and(|n| n > limit.saturating_add(MULTIPART_OVERHEAD)) {
+            return Err(StorageError::too_large());
+        }
         return multipart(files, body, boundary, limit, allowed).await;
     }
-    let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
     if declared.is_some_and(|n| n > limit) {
         return Err(StorageError::too_large());
     }
@@ -93,8 +104,10 @@ async fn multipart(
     limit: u64,
     allowed: impl Fn(&str) -> bool,
 ) -> Result<Upload, StorageError> {
+    // The whole body too, for a body of unknown length: the file's own limit is checked as it
+    // is received, each text field's as it is read.
     let constraints = multer::Constraints::new()
-        .size_limit(multer::SizeLimit::new().for_field("metadata", MAX_USER_METADATA as u64));
+        .size_limit(multer::SizeLimit::new().whole_stream(limit.saturating_add(MULTIPART_OVERHEAD)));
     let mut form = multer::Multipart::with_constraints(body, boundary, constraints);
     let (mut cache_control, mut content_type, mut user_metadata) = (None, None, None);
     let mut upload: Option<(Received, String)> = None;
@@ -121,7 +134,11 @@ async fn multipart(
             upload = Some((received, mime));
             continue;
         }
-        let text = field.text().await.map_err(form_error)?;
+        let bound = match name.as_str() {
+            "metadata" | "userMetadata" => MAX_USER_METADATA,
+            _ => MAX_TEXT_FIELD,
+        };
+        let text = text_field(field, bound).await?;
         match name.as_str() {
             "cacheControl" => cache_control = Some(format!("max-age={}", text.trim())),
             "contentType" => content_type = Some(text.trim().to_owned()),
@@ -138,6 +155,18 @@ async fn multipart(
         cache_control: cache_control.unwrap_or_else(|| "no-cache".into()),
         user_metadata,
     })
+}
+
+/// A text field's value, refused (413) as soon as it passes `bound` bytes, before the rest is read.
+async fn text_field(mut field: multer::Field<'_>, bound: usize) -> Result<String, StorageError> {
+    let mut bytes = Vec::new();
+    while let Some(chunk) = field.chunk().await.map_err(form_error)? {
+        if bytes.len() + chunk.len() > bound {
+            return Err(StorageError::too_large());
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    String::from_utf8(bytes).map_err(|_| StorageError::invalid_request("A form field is not UTF-8"))
 }
 
 fn form_error(e: multer::Error) -> StorageError {

@@ -66,6 +66,7 @@ macro_rules! on_both {
 on_both!(signing_an_upload_url_takes_the_right_to_make_that_upload);
 on_both!(an_upload_one_may_not_make_is_refused_before_its_bytes_are_taken);
 on_both!(deleting_an_object_one_cannot_see_answers_as_a_missing_one_does);
+on_both!(a_multipart_text_field_past_its_bound_is_refused_before_the_rest_is_read);
 
 /// A private bucket of a name no other test uses, made by the service role.
 fn bucket(base: &str, name: &str) -> String {
@@ -166,18 +167,11 @@ fn an_upload_one_may_not_make_is_refused_before_its_bytes_are_taken(base: &str, 
     let bucket = bucket(base, "refused");
     let before = files_in(dir).len();
     // 100 MB announced, 1 KB sent: the refusal must come without waiting for the rest.
-    let addr = base.trim_start_matches("http://");
-    let mut stream = std::net::TcpStream::connect(addr).unwrap();
-    stream.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
     let head = format!(
         "POST /storage/v1/object/{bucket}/{ALICE}/big.bin HTTP/1.1\r\nhost: x\r\n\
          content-type: application/octet-stream\r\ncontent-length: 100000000\r\n\r\n"
     );
-    stream.write_all(head.as_bytes()).unwrap();
-    stream.write_all(&[b'x'; 1024]).unwrap();
-    let mut answer = [0u8; 2048];
-    let n = stream.read(&mut answer).expect("an answer before the body is sent");
-    let answer = String::from_utf8_lossy(&answer[..n]);
+    let answer = answer_before_the_end(base, &head, &[b'x'; 1024]);
     assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
     assert!(answer.contains(r#""statusCode":"403""#), "{answer}");
     assert_eq!(files_in(dir).len(), before, "a refused upload was written");
@@ -206,4 +200,44 @@ fn deleting_an_object_one_cannot_see_answers_as_a_missing_one_does(base: &str, _
         assert_eq!(answer, (400, not_found.clone()), "{key}");
     }
     assert_eq!(content(base, &bucket, &mine), (200, "x".to_owned()));
+}
+
+/// Sends `head` and then `body` on a new connection, without ending the request; the answer's
+/// first bytes, which must come within 5 s.
+fn answer_before_the_end(base: &str, head: &str, body: &[u8]) -> String {
+    let mut stream = std::net::TcpStream::connect(base.trim_start_matches("http://")).unwrap();
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(body).unwrap();
+    let mut answer = [0u8; 2048];
+    let n = stream.read(&mut answer).expect("an answer before the body is sent");
+    String::from_utf8_lossy(&answer[..n]).into_owned()
+}
+
+fn a_multipart_text_field_past_its_bound_is_refused_before_the_rest_is_read(base: &str, _: &Path) {
+    let alice = token(json!({"role": "authenticated", "sub": ALICE}));
+    let bucket = bucket(base, "fields");
+    let path = format!("/storage/v1/object/{bucket}/{ALICE}/f.txt");
+    // A body of unknown length whose `cacheControl` field goes on and on: refused once it
+    // passes its bound, not read whole.
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {alice}\r\n\
+         content-type: multipart/form-data; boundary=XX\r\ntransfer-encoding: chunked\r\n\r\n"
+    );
+    let part = format!(
+        "--XX\r\ncontent-disposition: form-data; name=\"cacheControl\"\r\n\r\n{}",
+        "9".repeat(64 * 1024)
+    );
+    let chunk = format!("{:x}\r\n{part}\r\n", part.len());
+    let answer = answer_before_the_end(base, &head, chunk.as_bytes());
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert!(answer.contains(r#""statusCode":"413""#), "{answer}");
+    // A declared length past the bucket's limit and what a form may add: refused at once.
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {alice}\r\n\
+         content-type: multipart/form-data; boundary=XX\r\ncontent-length: 1000000000\r\n\r\n"
+    );
+    let answer = answer_before_the_end(base, &head, b"--XX\r\n");
+    assert!(answer.contains(r#""statusCode":"413""#), "{answer}");
+    assert_eq!(content(base, &bucket, &format!("{ALICE}/f.txt")).0, 400);
 }

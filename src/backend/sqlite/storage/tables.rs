@@ -220,7 +220,12 @@ impl Query {
 }
 
 /// Whether the row `rowid` of `table` satisfies `rule`.
-pub(super) fn holds(c: &rusqlite::Connection, table: &str, rowid: i64, rule: &Rule) -> Result<bool, StorageError> {
+pub(super) fn holds(
+    c: &rusqlite::Connection,
+    table: &str,
+    rowid: i64,
+    rule: &Rule,
+) -> Result<bool, StorageError> {
     let mut q = Query::new(format!("SELECT EXISTS (SELECT 1 FROM {table} WHERE 1"));
     q.bind(" AND rowid = ", rowid.to_string()).rule(rule).text(")");
     c.query_row(&q.sql, q.params(), |r| r.get(0)).map_err(failed)
