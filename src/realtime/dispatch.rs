@@ -11,7 +11,7 @@ use std::collections::hash_map::Entry;
 /// hashes several per subscriber, where SipHash showed in profiles).
 type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures_util::stream::{self, StreamExt};
 use serde_json::{Map, Value};
@@ -19,7 +19,7 @@ use tokio_tungstenite::tungstenite::Message;
 
 use super::change::{Change, Commit, Kind, Row, TableAccess};
 use super::frame::Outbound;
-use super::hub::{PgChannel, Who};
+use super::hub::{PgChannel, Stop, Who};
 use super::Realtime;
 
 /// Commits taken together at most (their checks are shared).
@@ -28,10 +28,30 @@ const MAX_BATCH: usize = 256;
 /// Checks run at once against the database.
 const CONCURRENT_CHECKS: usize = 8;
 
+/// Batches waiting for the patterned channels' matcher at most; past it, those channels are
+/// told they fell behind and closed, rather than anyone waiting for them.
+const PATTERNED_BACKLOG: usize = 64;
+
+/// The time one channel's filter patterns may take to match in any second: past it the
+/// channel's connection is told and closed, so that no subscriber holds up the patterned
+/// others for long.
+const PATTERN_BUDGET: Duration = Duration::from_millis(100);
+
+/// Which channels a delivery is for: those whose filters are only comparisons, matched on the
+/// dispatcher's task, or those with a pattern (`like`, `match`, ...), whose time in proportion
+/// to the text matched is spent on a thread of their own, never ahead of the others.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Part {
+    Plain,
+    Patterned,
+}
+
 /// Takes the feed's commits until it is dropped, delivering them in order, and tells
 /// subscribers the feed's news.
 pub async fn run(rt: Arc<Realtime>, mut rx: tokio::sync::mpsc::Receiver<Commit>) {
     let news = rt.feed.news.clone();
+    let (patterned, backlog) = tokio::sync::mpsc::channel(PATTERNED_BACKLOG);
+    tokio::spawn(run_patterned(rt.clone(), backlog));
     loop {
         tokio::select! {
             first = rx.recv() => {
@@ -43,13 +63,26 @@ pub async fn run(rt: Arc<Realtime>, mut rx: tokio::sync::mpsc::Receiver<Commit>)
                         Err(_) => break,
                     }
                 }
-                deliver(&rt, commits).await;
+                let commits = Arc::new(commits);
+                deliver(&rt, &commits, Part::Plain).await;
+                if rt.hub.listening().iter().any(|c| c.patterned) && patterned.try_send(commits).is_err() {
+                    for c in rt.hub.listening().iter().filter(|c| c.patterned) {
+                        c.outbox.stop(Stop::Overflowed);
+                    }
+                }
             }
             () = news.wake.notified() => {}
         }
         for event in news.take() {
             rt.feed_event(event);
         }
+    }
+}
+
+/// Delivers each batch to the patterned channels, in order.
+async fn run_patterned(rt: Arc<Realtime>, mut backlog: tokio::sync::mpsc::Receiver<Arc<Vec<Commit>>>) {
+    while let Some(commits) = backlog.recv().await {
+        deliver(&rt, &commits, Part::Patterned).await;
     }
 }
 
@@ -130,10 +163,11 @@ struct Shape<'a> {
     topic: &'a str,
 }
 
-async fn deliver(rt: &Realtime, commits: Vec<Commit>) {
+async fn deliver(rt: &Realtime, commits: &Arc<Vec<Commit>>, part: Part) {
     let changes: Vec<(&Commit, &Change)> =
         commits.iter().flat_map(|c| c.changes.iter().map(move |ch| (c, ch))).collect();
-    let channels = rt.hub.listening();
+    let channels: Vec<Arc<PgChannel>> =
+        rt.hub.listening().iter().filter(|c| c.patterned == (part == Part::Patterned)).cloned().collect();
     let Some(access) = rt.access.get() else { return };
     if changes.is_empty() || channels.is_empty() {
         return;
@@ -142,11 +176,25 @@ async fn deliver(rt: &Realtime, commits: Vec<Commit>) {
     // others (the response cache's publication has every table).
     let published = rt.published.load();
     let schema = rt.schema.load();
-    let servable = |c: &Change| {
-        published.contains(&c.relation.name)
-            && schema.as_ref().is_some_and(|s| s.relations.contains_key(&c.relation.name))
+    let servable: Vec<bool> = changes
+        .iter()
+        .map(|(_, c)| {
+            published.contains(&c.relation.name)
+                && schema.as_ref().is_some_and(|s| s.relations.contains_key(&c.relation.name))
+        })
+        .collect();
+    let pending = match part {
+        Part::Plain => matches(&changes, &channels, &servable, false),
+        Part::Patterned => {
+            let commits = commits.clone();
+            let matched = tokio::task::spawn_blocking(move || {
+                let changes: Vec<(&Commit, &Change)> =
+                    commits.iter().flat_map(|c| c.changes.iter().map(move |ch| (c, ch))).collect();
+                matches(&changes, &channels, &servable, true)
+            });
+            matched.await.unwrap_or_default()
+        }
     };
-    let pending = matches(&changes, &channels, servable);
     if pending.is_empty() {
         return;
     }
@@ -304,26 +352,45 @@ async fn deliver(rt: &Realtime, commits: Vec<Commit>) {
     rt.metrics.delivered.fetch_add(sent, std::sync::atomic::Ordering::Relaxed);
 }
 
-/// Every (change, channel) whose bindings take the change, in commit order.
+/// Every (change, channel) whose bindings take the change, in commit order, of the changes
+/// marked `servable`. With `timed`, each channel's matching counts against its
+/// [`PATTERN_BUDGET`]: one past it is stopped (its connection told and closed) and matched no
+/// more.
 fn matches(
     changes: &[(&Commit, &Change)],
     channels: &[Arc<PgChannel>],
-    servable: impl Fn(&Change) -> bool,
+    servable: &[bool],
+    timed: bool,
 ) -> Vec<Pending> {
     let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let mut pending = Vec::new();
     for (i, (_, change)) in changes.iter().enumerate() {
-        if !servable(change) {
+        if !servable[i] {
             continue;
         }
         let values = if change.kind == Kind::Delete { &change.old_record } else { &change.record };
         for ch in channels {
+            if timed && ch.outbox.stopped().is_some() {
+                continue;
+            }
+            let started = timed.then(Instant::now);
             let ids: Vec<u32> = ch
                 .bindings
                 .iter()
                 .filter(|b| b.matches(&change.relation.name, change.kind, values))
                 .map(|b| b.id)
                 .collect();
+            if let Some(started) = started {
+                let mut spent = ch.matching.lock().unwrap_or_else(|e| e.into_inner());
+                if spent.0.elapsed() > Duration::from_secs(1) {
+                    *spent = (started, Duration::ZERO);
+                }
+                spent.1 += started.elapsed();
+                if spent.1 > PATTERN_BUDGET {
+                    ch.outbox.stop(Stop::SlowFilters);
+                    continue;
+                }
+            }
             if ids.is_empty() {
                 continue;
             }
@@ -422,7 +489,6 @@ pub fn timestamp(at: SystemTime) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     #[test]
     fn commit_timestamps_are_utc_milliseconds() {

@@ -10,8 +10,16 @@ use serde_json::{Map, Value};
 /// At most this many values in an `in` list (Supabase's limit).
 const MAX_IN_VALUES: usize = 100;
 
-/// The longest `match` pattern (every change of the table is tested against it).
-const MAX_PATTERN: usize = 1024;
+/// The longest `like`, `ilike`, `match` or `imatch` pattern, in bytes: every change of the table
+/// is tested against it.
+pub const MAX_PATTERN: usize = 512;
+
+/// The largest automaton a pattern may compile to (past it, the pattern is refused as too
+/// complex).
+const PATTERN_LIMIT: usize = 128 * 1024;
+
+/// The cache a pattern's lazy DFA fills as it matches (one, on the thread that matches patterns).
+const PATTERN_CACHE: usize = 64 * 1024;
 
 /// A filter's conditions, all of which must hold.
 #[derive(Debug, Clone, PartialEq)]
@@ -35,10 +43,8 @@ pub enum Op {
     Compare(Cmp, String),
     /// `in.(a,b)`.
     In(Vec<String>),
-    /// `like` / `ilike` (`%` and `*` any text, `_` one character).
-    Like(String, bool),
-    /// `match` / `imatch`.
-    Match(regex::Regex),
+    /// `like`, `ilike`, `match` or `imatch`.
+    Pattern(Pattern),
     /// `is.null|not_null|true|false|unknown`.
     Is(IsValue),
     /// `isdistinct.value`.
@@ -50,12 +56,80 @@ impl PartialEq for Op {
         match (self, other) {
             (Op::Compare(a, x), Op::Compare(b, y)) => a == b && x == y,
             (Op::In(a), Op::In(b)) => a == b,
-            (Op::Like(a, i), Op::Like(b, j)) => a == b && i == j,
-            (Op::Match(a), Op::Match(b)) => a.as_str() == b.as_str(),
+            (Op::Pattern(a), Op::Pattern(b)) => a.source == b.source,
             (Op::Is(a), Op::Is(b)) => a == b,
             (Op::IsDistinct(a), Op::IsDistinct(b)) => a == b,
             _ => false,
         }
+    }
+}
+
+/// A pattern, compiled once into an automaton that matches in time linear in the text (for a
+/// pattern of bounded size): a LIKE is translated into one, and a regular expression is never
+/// run by backtracking.
+#[derive(Debug, Clone)]
+pub struct Pattern {
+    /// The operator and pattern as the subscriber wrote them (`ilike:%a%`).
+    source: String,
+    regex: regex_automata::meta::Regex,
+}
+
+impl Pattern {
+    /// A `like` (`ilike` with `insensitive`) pattern: `%` (or PostgREST's `*`) any run of
+    /// characters, `_` exactly one, `\` makes the next character itself.
+    fn like(pattern: &str, insensitive: bool) -> Result<Pattern, String> {
+        let mut re = String::from(r"(?s)\A");
+        let mut chars = pattern.chars();
+        while let Some(c) = chars.next() {
+            match c {
+                // Any run of bytes: in UTF-8 text, what follows can only begin at a character.
+                '%' | '*' => re.push_str("(?-u:.)*"),
+                '_' => re.push('.'),
+                '\\' => re.push_str(&regex::escape(&chars.next().map(String::from).unwrap_or_default())),
+                c => re.push_str(&regex::escape(c.encode_utf8(&mut [0; 4]))),
+            }
+        }
+        re.push_str(r"\z");
+        let op = if insensitive { "ilike" } else { "like" };
+        Pattern::compile(format!("{op}:{pattern}"), pattern, &re, insensitive)
+    }
+
+    /// A `match` (`imatch` with `insensitive`) regular expression, found anywhere in the text.
+    fn regex(pattern: &str, insensitive: bool) -> Result<Pattern, String> {
+        let op = if insensitive { "imatch" } else { "match" };
+        Pattern::compile(format!("{op}:{pattern}"), pattern, pattern, insensitive)
+    }
+
+    fn compile(source: String, pattern: &str, re: &str, insensitive: bool) -> Result<Pattern, String> {
+        if pattern.len() > MAX_PATTERN {
+            return Err(format!("pattern longer than {MAX_PATTERN} bytes"));
+        }
+        let regex = regex_automata::meta::Builder::new()
+            .configure(
+                regex_automata::meta::Config::new()
+                    .nfa_size_limit(Some(PATTERN_LIMIT))
+                    .onepass_size_limit(Some(PATTERN_LIMIT))
+                    .dfa_size_limit(Some(PATTERN_LIMIT))
+                    .hybrid_cache_capacity(PATTERN_CACHE)
+                    // No backtracking: a pattern of bounded size matches in linear time.
+                    .backtrack(false),
+            )
+            .syntax(regex_automata::util::syntax::Config::new().case_insensitive(insensitive).utf8(false))
+            .build(re)
+            .map_err(|e| match e.size_limit() {
+                Some(_) => format!("pattern too complex: {pattern:?}"),
+                None => format!("invalid pattern: {pattern:?}"),
+            })?;
+        Ok(Pattern { source, regex })
+    }
+
+    /// The memory it may hold: its automaton and its lazy DFA's cache.
+    pub fn cost(&self) -> usize {
+        self.regex.memory_usage() + PATTERN_CACHE
+    }
+
+    fn is_match(&self, text: &str) -> bool {
+        self.regex.is_match(text)
     }
 }
 
@@ -102,6 +176,23 @@ impl Filter {
         Ok(Filter(conditions))
     }
 
+    /// Whether a condition tests a pattern: a filter that may take time in proportion to the
+    /// text it is tested on, matched apart from the others.
+    pub fn has_pattern(&self) -> bool {
+        self.0.iter().any(|c| matches!(c.op, Op::Pattern(_)))
+    }
+
+    /// The memory its patterns may hold, for a connection's budget.
+    pub fn cost(&self) -> usize {
+        self.0
+            .iter()
+            .map(|c| match &c.op {
+                Op::Pattern(p) => p.cost(),
+                _ => 0,
+            })
+            .sum()
+    }
+
     /// The columns its conditions read.
     pub fn columns(&self) -> impl Iterator<Item = &str> {
         self.0.iter().map(|c| c.column.as_str())
@@ -137,14 +228,7 @@ impl Condition {
                 Cmp::Gte => o.is_ge(),
             }),
             (Op::In(list), v) => Some(list.iter().any(|w| compare(v, w) == Some(std::cmp::Ordering::Equal))),
-            (Op::Like(pattern, insensitive), v) => {
-                let text = as_text(v);
-                Some(match insensitive {
-                    true => like(&text.to_lowercase(), &pattern.to_lowercase()),
-                    false => like(&text, pattern),
-                })
-            }
-            (Op::Match(re), v) => Some(re.is_match(&as_text(v))),
+            (Op::Pattern(p), v) => Some(p.is_match(&as_text(v))),
         };
         match held {
             Some(h) => h != self.negated,
@@ -182,20 +266,8 @@ fn condition(part: &str) -> Result<Condition, String> {
             }
             Op::In(values)
         }
-        "like" => Op::Like(unquote(value), false),
-        "ilike" => Op::Like(unquote(value), true),
-        "match" | "imatch" => {
-            let pattern = unquote(value);
-            if pattern.len() > MAX_PATTERN {
-                return Err(format!("regular expression longer than {MAX_PATTERN} bytes"));
-            }
-            let re = regex::RegexBuilder::new(&pattern)
-                .case_insensitive(op == "imatch")
-                .size_limit(1 << 16)
-                .build()
-                .map_err(|_| format!("invalid regular expression: {pattern:?}"))?;
-            Op::Match(re)
-        }
+        "like" | "ilike" => Op::Pattern(Pattern::like(&unquote(value), op == "ilike")?),
+        "match" | "imatch" => Op::Pattern(Pattern::regex(&unquote(value), op == "imatch")?),
         "is" => Op::Is(match value.to_ascii_lowercase().as_str() {
             "null" => IsValue::Null,
             "not_null" => IsValue::NotNull,
@@ -286,31 +358,6 @@ fn as_text(v: &Value) -> std::borrow::Cow<'_, str> {
     }
 }
 
-/// SQL's LIKE: `%` (or PostgREST's `*`) any run of characters, `_` exactly one.
-fn like(text: &str, pattern: &str) -> bool {
-    let t: Vec<char> = text.chars().collect();
-    let p: Vec<char> = pattern.chars().collect();
-    // Iterative matching with one backtrack point for the last wildcard run.
-    let (mut ti, mut pi, mut star, mut mark) = (0, 0, None, 0);
-    while ti < t.len() {
-        if pi < p.len() && (p[pi] == '_' || (p[pi] == t[ti] && p[pi] != '%' && p[pi] != '*')) {
-            ti += 1;
-            pi += 1;
-        } else if pi < p.len() && (p[pi] == '%' || p[pi] == '*') {
-            star = Some(pi);
-            mark = ti;
-            pi += 1;
-        } else if let Some(s) = star {
-            pi = s + 1;
-            mark += 1;
-            ti = mark;
-        } else {
-            return false;
-        }
-    }
-    p[pi..].iter().all(|c| *c == '%' || *c == '*')
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -362,6 +409,36 @@ mod tests {
         assert!(passes("title=ilike.FOO%", json!({"title": "foobar"})));
         assert!(passes("title=match.^a.c$", json!({"title": "abc"})));
         assert!(passes("title=imatch.^A", json!({"title": "abc"})));
+        assert!(passes(r"title=like.100\%", json!({"title": "100%"})));
+        assert!(!passes(r"title=like.100\%", json!({"title": "1000"})));
+        assert!(passes("title=like.a.c", json!({"title": "a.c"})));
+        assert!(!passes("title=like.a.c", json!({"title": "abc"})));
+        assert!(passes("title=like.a_c", json!({"title": "a\nc"})));
+        assert!(passes("title=ilike.ÉTÉ", json!({"title": "été"})));
+    }
+
+    #[test]
+    fn patterns_are_bounded_and_match_in_linear_time() {
+        let long = format!("title=like.{}", "a".repeat(MAX_PATTERN + 1));
+        assert_eq!(Filter::parse(&long).unwrap_err(), format!("pattern longer than {MAX_PATTERN} bytes"));
+        let wide = format!("%a{}b", "_".repeat(400));
+        assert_eq!(
+            Filter::parse(&format!("title=like.{wide}")).unwrap_err(),
+            format!("pattern too complex: {wide:?}")
+        );
+        // A pattern a backtracking matcher takes quadratic (or exponential) time over.
+        // An `a` every 101 characters, `b` between: never a `b` 101 after an `a`.
+        let text = format!("a{}", "b".repeat(100)).repeat(2000);
+        let record = json!({"title": text});
+        let started = std::time::Instant::now();
+        for filter in [
+            format!("title=like.%{}c", "a%".repeat(200)),
+            format!("title=like.%a{}b", "_".repeat(100)),
+            "title=match.(a*)*c".to_owned(),
+        ] {
+            assert!(!passes(&filter, record.clone()), "{filter}");
+        }
+        assert!(started.elapsed() < std::time::Duration::from_secs(2), "{:?}", started.elapsed());
     }
 
     #[test]

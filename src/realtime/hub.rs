@@ -3,7 +3,7 @@
 //! ([`PgChannel`]), with the set of tables the feed is asked to convert.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 
 use arc_swap::{ArcSwap, ArcSwapOption};
@@ -27,31 +27,56 @@ pub struct Outbox {
     /// Its serializer.
     pub vsn: Vsn,
     queue: tokio::sync::mpsc::Sender<Message>,
-    overflowed: AtomicBool,
-    /// Wakes the connection's task when it overflowed.
+    /// Why nothing more is queued: a [`Stop`] as a number, 0 while it is not stopped.
+    stopped: AtomicU8,
+    /// Wakes the connection's task when it stopped.
     pub wake: Notify,
+}
+
+/// Why a connection's outbox takes nothing more; its task tells the client and closes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// It did not read its messages fast enough.
+    Overflowed = 1,
+    /// Its filters took longer to match than any connection may make the others wait.
+    SlowFilters = 2,
 }
 
 impl Outbox {
     /// A connection's outbox of `capacity` messages, and the receiving end its task drains.
     pub fn new(id: u64, vsn: Vsn, capacity: usize) -> (Arc<Outbox>, tokio::sync::mpsc::Receiver<Message>) {
         let (queue, rx) = tokio::sync::mpsc::channel(capacity.max(1));
-        (Arc::new(Outbox { id, vsn, queue, overflowed: AtomicBool::new(false), wake: Notify::new() }), rx)
+        (Arc::new(Outbox { id, vsn, queue, stopped: AtomicU8::new(0), wake: Notify::new() }), rx)
     }
 
-    /// Queues `m`; false if the connection is gone or overflowed (now or before).
+    /// Queues `m`; false if the connection is gone or stopped (now or before).
     pub fn push(&self, m: Message) -> bool {
-        if self.overflowed.load(Ordering::Relaxed) {
+        if self.stopped.load(Ordering::Relaxed) != 0 {
             return false;
         }
         match self.queue.try_send(m) {
             Ok(()) => true,
             Err(tokio::sync::mpsc::error::TrySendError::Full(_)) => {
-                self.overflowed.store(true, Ordering::Relaxed);
-                self.wake.notify_one();
+                self.stop(Stop::Overflowed);
                 false
             }
             Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) => false,
+        }
+    }
+
+    /// Takes nothing more, for `why` (the first reason stays), and wakes the connection's task.
+    pub fn stop(&self, why: Stop) {
+        if self.stopped.compare_exchange(0, why as u8, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Why it stopped, if it did.
+    pub fn stopped(&self) -> Option<Stop> {
+        match self.stopped.load(Ordering::Relaxed) {
+            1 => Some(Stop::Overflowed),
+            2 => Some(Stop::SlowFilters),
+            _ => None,
         }
     }
 }
@@ -109,6 +134,11 @@ pub struct PgChannel {
     pub join_ref: Arc<str>,
     /// Its bindings, in the client's order.
     pub bindings: Vec<Binding>,
+    /// Whether a binding's filter tests a pattern: such channels are matched apart, so that
+    /// no pattern delays the others' deliveries.
+    pub patterned: bool,
+    /// The time its patterns took to match in the current second, and when that second began.
+    pub matching: Mutex<(std::time::Instant, std::time::Duration)>,
     /// Whom it acts for; replaced when the client sends a new token.
     pub who: ArcSwap<Who>,
 }

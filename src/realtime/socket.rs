@@ -5,7 +5,7 @@
 //! closed with Supabase's message.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use arc_swap::ArcSwap;
@@ -16,7 +16,7 @@ use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::Message;
 
 use super::frame::{self, BroadcastBody, InPayload, Inbound, Outbound, Vsn};
-use super::hub::{Outbox, PgChannel, Who};
+use super::hub::{Outbox, PgChannel, Stop, Who};
 use super::join::{self, JoinConfig};
 use super::Realtime;
 
@@ -26,6 +26,13 @@ const IDLE: Duration = Duration::from_secs(60);
 
 /// A channel's `postgres_changes` bindings at most (each is tested against every change).
 const MAX_BINDINGS: usize = 100;
+
+/// A connection's bindings at most, over all its channels.
+const MAX_CONNECTION_BINDINGS: usize = 1000;
+
+/// The memory a connection's filter patterns may hold, over all its channels (each pattern's
+/// automaton and its cache).
+const MAX_PATTERN_MEMORY: usize = 2 * 1024 * 1024;
 
 /// How long one write to a client may take before the client counts as gone.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -85,8 +92,16 @@ where
             biased;
             () = outbox.wake.notified() => {
                 conn.rt.metrics.overflowed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                conn.system_all("Too many messages queued for this client: it is not reading fast enough");
-                break Some((CloseCode::Again, "slow consumer"));
+                match outbox.stopped() {
+                    Some(Stop::SlowFilters) => {
+                        conn.system_all("This client's filters take too long to match: use fewer or simpler patterns");
+                        break Some((CloseCode::Policy, "filters too slow"));
+                    }
+                    _ => {
+                        conn.system_all("Too many messages queued for this client: it is not reading fast enough");
+                        break Some((CloseCode::Again, "slow consumer"));
+                    }
+                }
             }
             frame = stream.next() => {
                 let inbound = match frame {
@@ -281,6 +296,24 @@ impl Connection {
         }
     }
 
+    /// Why `new` bindings would take this connection past its budget, if they would: every
+    /// binding is tested against every change, and a pattern holds memory.
+    fn over_budget(&self, new: &[super::hub::Binding]) -> Option<String> {
+        let held = self.channels.values().filter_map(|j| j.pg.as_ref()).flat_map(|pg| pg.bindings.iter());
+        let (count, memory) = held.chain(new).fold((0, 0), |(n, bytes), b| (n + 1, bytes + b.filter.cost()));
+        if count > MAX_CONNECTION_BINDINGS {
+            return Some(format!(
+                "Too many postgres_changes bindings: at most {MAX_CONNECTION_BINDINGS} per connection"
+            ));
+        }
+        (memory > MAX_PATTERN_MEMORY).then(|| {
+            format!(
+                "Too many filter patterns: at most {} KiB of them per connection",
+                MAX_PATTERN_MEMORY / 1024
+            )
+        })
+    }
+
     async fn join(&mut self, m: Inbound) {
         let Some(name) = m.topic.strip_prefix("realtime:") else {
             return self.reply(&m, false, r#"{"reason":"unmatched topic"}"#);
@@ -340,6 +373,9 @@ impl Connection {
                 Err(e) => problem = Some(e),
             }
         }
+        if problem.is_none() {
+            problem = self.over_budget(&bindings);
+        }
         if problem.is_none() && !bindings.is_empty() {
             if let Err(e) = self.rt.check_columns(&who.principal, &bindings).await {
                 problem = Some(e);
@@ -353,6 +389,8 @@ impl Connection {
                     topic: topic.clone(),
                     join_ref: join_ref.clone(),
                     bindings: Vec::new(),
+                    patterned: false,
+                    matching: Mutex::new((Instant::now(), Duration::ZERO)),
                     who: ArcSwap::from_pointee(who.clone()),
                 };
                 self.out.extend(ch.system(false, &e));
@@ -364,6 +402,8 @@ impl Connection {
                     outbox: self.outbox.clone(),
                     topic: topic.clone(),
                     join_ref: join_ref.clone(),
+                    patterned: bindings.iter().any(|b| b.filter.has_pattern()),
+                    matching: Mutex::new((Instant::now(), Duration::ZERO)),
                     bindings,
                     who: ArcSwap::from_pointee(who.clone()),
                 });

@@ -22,6 +22,7 @@ mod postgrest_config;
 mod postgrest_js;
 mod read;
 mod realtime;
+mod realtime_abuse;
 mod replicas;
 mod rls;
 mod rpc;

@@ -136,14 +136,14 @@ fn serve_args(db_uri: String) -> ServeArgs {
 }
 
 /// A realtime server on the PostgreSQL cluster, with `extra` settings.
-fn pg_server(extra: impl FnOnce(&mut ServeArgs)) -> String {
+pub(crate) fn pg_server(extra: impl FnOnce(&mut ServeArgs)) -> String {
     let mut args = serve_args(pg().uri());
     extra(&mut args);
     start_server(args)
 }
 
 /// A realtime server on a fresh SQLite file, with `extra` settings.
-fn sqlite_server(extra: impl FnOnce(&mut ServeArgs)) -> String {
+pub(crate) fn sqlite_server(extra: impl FnOnce(&mut ServeArgs)) -> String {
     let dir = tempfile::tempdir().unwrap().keep();
     let db = dir.join("rt.db");
     rusqlite::Connection::open(&db).unwrap().execute_batch(SQLITE_SCHEMA).unwrap();
@@ -200,7 +200,7 @@ fn supabase_js_realtime_on_sqlite() {
 }
 
 /// A signed token with `claims`.
-fn token(claims: Value) -> String {
+pub(crate) fn token(claims: Value) -> String {
     use base64::Engine;
     let b64 = |v: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v);
     let head = b64(br#"{"alg":"HS256","typ":"JWT"}"#);
@@ -221,25 +221,26 @@ fn hmac_sha256(key: &[u8], msg: &[u8]) -> [u8; 32] {
     outer.finalize().into()
 }
 
-fn exp() -> u64 {
+pub(crate) fn exp() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() + 3600
 }
 
-type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+pub(crate) type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 /// A WebSocket to `base`'s /realtime/v1 with serializer `vsn`.
-async fn connect(base: &str, vsn: &str) -> Socket {
+pub(crate) async fn connect(base: &str, vsn: &str) -> Socket {
     let key = token(json!({"role": "anon", "exp": exp()}));
     let url = format!("{}/realtime/v1/websocket?apikey={key}&vsn={vsn}", base.replace("http://", "ws://"));
     tokio_tungstenite::connect_async(url).await.expect("websocket").0
 }
 
-async fn send(ws: &mut Socket, frame: Value) {
+pub(crate) async fn send(ws: &mut Socket, frame: Value) {
     ws.send(Message::text(frame.to_string())).await.unwrap();
 }
 
 /// The next text frame, as JSON.
-async fn next(ws: &mut Socket) -> Value {
+pub(crate) async fn next(ws: &mut Socket) -> Value {
     loop {
         let m = tokio::time::timeout(Duration::from_secs(5), ws.next()).await.expect("a frame in time");
         match m.expect("open").expect("a frame") {
@@ -510,7 +511,7 @@ fn a_slow_consumer_is_dropped_and_the_others_are_served() {
 }
 
 /// Frames until one satisfies `want` (the others are skipped).
-async fn next_matching(ws: &mut Socket, want: impl Fn(&Value) -> bool) -> Value {
+pub(crate) async fn next_matching(ws: &mut Socket, want: impl Fn(&Value) -> bool) -> Value {
     loop {
         let m = tokio::time::timeout(Duration::from_secs(30), next(ws)).await.expect("the frame in time");
         if want(&m) {
