@@ -35,6 +35,18 @@ pub fn hex(bytes: &[u8]) -> String {
     out
 }
 
+/// The key of a client address (rate limits, login limits): an IPv6 client's /64, which one
+/// host can use whole; an IPv4-mapped address as the IPv4 one.
+pub fn client_key(client: std::net::IpAddr) -> std::net::IpAddr {
+    match client {
+        std::net::IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => std::net::IpAddr::V4(v4),
+            None => std::net::IpAddr::V6((u128::from(v6) & !u128::from(u64::MAX)).into()),
+        },
+        v4 => v4,
+    }
+}
+
 /// `N` bytes from the system's random source.
 pub fn random_bytes<const N: usize>() -> [u8; N] {
     let mut b = [0u8; N];

@@ -1,8 +1,11 @@
 //! How many wrong passwords logins may try, in 15-minute windows: 5 for one address from one
 //! client, 50 from one client whatever the address (one client trying many accounts), 100 for
-//! one address whatever the client (guesses spread over many clients). A stranger can so lock
-//! out no one but itself: a user's own client keeps its own count. A right password clears its
-//! client's count for the address. At most 16 logins of one address are checked at once.
+//! one address whatever the client (guesses spread over many clients). The last is the only
+//! count strangers share with a user, so it never stops a client the user has logged in (or
+//! signed up) from within 30 days: a stranger can lock out no one but itself, however many
+//! strangers there are. A right password clears its client's count for the address. At most
+//! 16 logins of one address are checked at once. A client is its IPv4 address, or its IPv6
+//! /64 (the least one host is given), so that one host cannot be many clients.
 //!
 //! The windows are bounded in memory: addresses longer than an e-mail address can be are
 //! refused before they get here, and each table keeps at most [`MAX_ENTRIES`] windows, the
@@ -22,6 +25,8 @@ const CLIENT_FAILURES: u32 = 50;
 const ADDRESS_FAILURES: u32 = 100;
 /// How long failures count.
 const WINDOW: Duration = Duration::from_secs(15 * 60);
+/// How long a client stays known for an address after a login or sign-up from it.
+const KNOWN: Duration = Duration::from_secs(30 * 24 * 3600);
 /// Logins of one address checked at once at most: with the failures, it bounds the guesses
 /// parallel requests can make before the limit sees them.
 const MAX_IN_FLIGHT: u32 = 16;
@@ -87,6 +92,27 @@ struct Tables {
     clients: Windows<IpAddr>,
     addresses: Windows<String>,
     in_flight: HashMap<String, u32>,
+    /// When each client last logged in (or signed up) as each address.
+    known: HashMap<(IpAddr, String), Instant>,
+}
+
+impl Tables {
+    fn known(&self, pair: &(IpAddr, String)) -> bool {
+        self.known.get(pair).is_some_and(|at| at.elapsed() < KNOWN)
+    }
+
+    fn remember(&mut self, pair: (IpAddr, String)) {
+        if self.known.len() >= MAX_ENTRIES && !self.known.contains_key(&pair) {
+            self.known.retain(|_, at| at.elapsed() < KNOWN);
+            if self.known.len() >= MAX_ENTRIES {
+                let oldest = self.known.iter().min_by_key(|(_, at)| **at).map(|(k, _)| k.clone());
+                if let Some(oldest) = oldest {
+                    self.known.remove(&oldest);
+                }
+            }
+        }
+        self.known.insert(pair, Instant::now());
+    }
 }
 
 /// The login limits of a server.
@@ -115,17 +141,24 @@ impl LoginLimits {
     /// Whether `client` may try a password for `address` (lower-cased) now; while it is
     /// checked it counts as in flight.
     pub fn attempt(&self, client: IpAddr, address: &str) -> Option<Attempt<'_>> {
+        let client = crate::client_key(client);
         let mut t = self.tables.lock().unwrap_or_else(|e| e.into_inner());
         let pair = (client, address.to_owned());
         let limited = t.pairs.failures(&pair) >= PAIR_FAILURES
             || t.clients.failures(&client) >= CLIENT_FAILURES
-            || t.addresses.failures(&pair.1) >= ADDRESS_FAILURES;
+            || (t.addresses.failures(&pair.1) >= ADDRESS_FAILURES && !t.known(&pair));
         let in_flight = t.in_flight.get(address).copied().unwrap_or(0);
         if limited || in_flight >= MAX_IN_FLIGHT {
             return None;
         }
         t.in_flight.insert(pair.1, in_flight + 1);
         Some(Attempt { limits: self, client, address: address.to_owned(), outcome: None })
+    }
+
+    /// `client` signed up as `address` (lower-cased): it is known for it, as after a login.
+    pub fn signed_up(&self, client: IpAddr, address: &str) {
+        let mut t = self.tables.lock().unwrap_or_else(|e| e.into_inner());
+        t.remember((crate::client_key(client), address.to_owned()));
     }
 
     /// A login let in by [`LoginLimits::attempt`] is over.
@@ -139,7 +172,10 @@ impl LoginLimits {
         }
         let pair = (client, address.to_owned());
         match outcome {
-            Some(true) => t.pairs.clear(&pair),
+            Some(true) => {
+                t.pairs.clear(&pair);
+                t.remember(pair);
+            }
             Some(false) => {
                 t.pairs.failed(&pair);
                 t.clients.failed(&client);
@@ -184,6 +220,39 @@ mod tests {
             fail(&limits, IpAddr::from([10, 0, (i / 256) as u8, (i % 256) as u8]), "carol@example.com");
         }
         assert!(limits.attempt(client(9), "carol@example.com").is_none());
+    }
+
+    #[test]
+    fn no_number_of_strangers_locks_a_user_out_of_a_client_they_used() {
+        let limits = LoginLimits::default();
+        limits.attempt(client(3), "erin@example.com").unwrap().outcome = Some(true);
+        limits.signed_up(client(4), "erin@example.com");
+        for stranger in 0..25u8 {
+            for _ in 0..PAIR_FAILURES {
+                if let Some(mut guess) =
+                    limits.attempt(IpAddr::from([10, 1, 0, stranger]), "erin@example.com")
+                {
+                    guess.outcome = Some(false);
+                }
+            }
+        }
+        assert!(limits.attempt(client(3), "erin@example.com").is_some(), "where erin logged in");
+        assert!(limits.attempt(client(4), "erin@example.com").is_some(), "where erin signed up");
+        assert!(limits.attempt(client(5), "erin@example.com").is_none(), "a client erin never used");
+    }
+
+    #[test]
+    fn an_ipv6_host_is_one_client_however_many_addresses_it_takes() {
+        let limits = LoginLimits::default();
+        for i in 0..PAIR_FAILURES {
+            let ip: std::net::Ipv6Addr = format!("2001:db8:1:2::{:x}", i + 1).parse().unwrap();
+            fail(&limits, IpAddr::V6(ip), "finn@example.com");
+        }
+        let next: std::net::Ipv6Addr = "2001:db8:1:2:ffff::1".parse().unwrap();
+        assert!(limits.attempt(IpAddr::V6(next), "finn@example.com").is_none());
+        let other: std::net::Ipv6Addr = "2001:db8:1:3::1".parse().unwrap();
+        assert!(limits.attempt(IpAddr::V6(other), "finn@example.com").is_some());
+        assert_eq!(crate::client_key("::ffff:10.0.0.1".parse().unwrap()), IpAddr::from([10, 0, 0, 1]));
     }
 
     #[test]

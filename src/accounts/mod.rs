@@ -11,8 +11,8 @@
 //! - `GET /auth/v1/user` (bearer) → the user; `POST /auth/v1/logout` (bearer) → 204.
 //!
 //! Passwords are hashed with Argon2id and never logged or returned. Wrong passwords are limited
-//! per client and address, per client and per address (`limits`: 429 until the window passes,
-//! and a stranger can lock out no one but itself). Errors have GoTrue's
+//! per client and address, per client and per address (`limits`: 429 until the window passes;
+//! the last never stops a client the user has used, so strangers lock out no one but themselves). Errors have GoTrue's
 //! shape: `{"code": 400, "error_code": "invalid_credentials", "msg": "..."}`.
 
 use std::net::IpAddr;
@@ -203,7 +203,7 @@ impl Accounts {
             })
             .unwrap_or_default();
         let result = match (method, path, grant.as_ref()) {
-            (&Method::POST, "/auth/v1/signup", _) => self.signup(&body).await,
+            (&Method::POST, "/auth/v1/signup", _) => self.signup(&body, client).await,
             (&Method::POST, "/auth/v1/token", "password") => self.login(&body, client).await,
             (&Method::POST, "/auth/v1/token", "refresh_token") => self.refresh(&body).await,
             (&Method::POST, "/auth/v1/token", _) => {
@@ -231,7 +231,7 @@ impl Accounts {
         respond(status, body)
     }
 
-    async fn signup(&self, body: &[u8]) -> Result<Answer, Answer> {
+    async fn signup(&self, body: &[u8], client: IpAddr) -> Result<Answer, Answer> {
         let (email, password) = credentials(body)?;
         if !email.contains('@') || email.len() > MAX_EMAIL {
             return Err(fail(
@@ -259,6 +259,7 @@ impl Accounts {
                 "User already registered",
             ));
         };
+        self.limits.signed_up(client, &user.email.to_lowercase());
         self.session(&user, refresh, now).map(|s| (StatusCode::OK, Some(s)))
     }
 

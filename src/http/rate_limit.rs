@@ -110,7 +110,7 @@ impl RateLimiter {
     /// Admits a request from `client` (before anything else is done for it).
     pub fn admit_client(&self, client: IpAddr) -> Result<(), Error> {
         let Some(limit) = &self.client else { return Ok(()) };
-        let key = client_key(client);
+        let key = crate::client_key(client);
         limit
             .admit(self.hasher.hash_one(key), key, self.now())
             .map_err(|wait| refused("client address", wait))
@@ -163,18 +163,6 @@ impl RateLimiter {
                 let _ = writeln!(out, "rowgate_rate_limit_keys{{limit=\"{name}\"}} {keys}");
             }
         }
-    }
-}
-
-/// The key of a client address: an IPv6 client's /64, which one host can use whole; an
-/// IPv4-mapped address as the IPv4 one.
-fn client_key(client: IpAddr) -> IpAddr {
-    match client {
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => IpAddr::V6((u128::from(v6) & !u128::from(u64::MAX)).into()),
-        },
-        v4 => v4,
     }
 }
 
@@ -233,9 +221,9 @@ mod tests {
         let a: IpAddr = "2001:db8:1:2:aaaa::1".parse().unwrap();
         let b: IpAddr = "2001:db8:1:2:bbbb::2".parse().unwrap();
         let other: IpAddr = "2001:db8:1:3::1".parse().unwrap();
-        assert_eq!(client_key(a), client_key(b));
-        assert_ne!(client_key(a), client_key(other));
+        assert_eq!(crate::client_key(a), crate::client_key(b));
+        assert_ne!(crate::client_key(a), crate::client_key(other));
         let mapped: IpAddr = "::ffff:10.0.0.1".parse().unwrap();
-        assert_eq!(client_key(mapped), "10.0.0.1".parse::<IpAddr>().unwrap());
+        assert_eq!(crate::client_key(mapped), "10.0.0.1".parse::<IpAddr>().unwrap());
     }
 }

@@ -103,6 +103,7 @@ macro_rules! on_both {
 on_both!(sign_up_log_in_and_use_the_token_on_the_api);
 on_both!(refresh_tokens_rotate_and_one_used_again_at_once_gets_the_same_successor);
 on_both!(repeated_login_failures_are_limited);
+on_both!(no_number_of_strangers_locks_a_user_out_of_their_own_client);
 
 fn sign_up_log_in_and_use_the_token_on_the_api(base: &str) {
     let (status, session) =
@@ -307,6 +308,39 @@ fn repeated_login_failures_are_limited(base: &str) {
     let (status, e) =
         auth(base, "/auth/v1/token?grant_type=password", json!({"email": long, "password": "x"}));
     assert_eq!((status, e["error_code"].as_str()), (400, Some("invalid_credentials")));
+}
+
+fn no_number_of_strangers_locks_a_user_out_of_their_own_client(base: &str) {
+    let (status, _) =
+        auth(base, "/auth/v1/signup", json!({"email": "gail@example.com", "password": "secret-gail"}));
+    assert_eq!(status, 200);
+    // 25 strangers, 5 wrong passwords each: past what one address may take from everyone.
+    // Five at a time (past 16 at once, logins of one address wait their turn uncounted).
+    let strangers: Vec<_> = (0..5u8)
+        .map(|t| {
+            let base = base.to_owned();
+            std::thread::spawn(move || {
+                for n in (10 + 5 * t)..(15 + 5 * t) {
+                    for _ in 0..5 {
+                        let wrong = json!({"email": "gail@example.com", "password": "guess"});
+                        let (status, _) =
+                            auth_from([127, 0, 0, n], &base, "/auth/v1/token?grant_type=password", wrong);
+                        // Refused once the address has taken 100 wrong passwords.
+                        assert!(status == 400 || status == 429, "{status}");
+                    }
+                }
+            })
+        })
+        .collect();
+    for s in strangers {
+        s.join().unwrap();
+    }
+    let login = json!({"email": "gail@example.com", "password": "secret-gail"});
+    // A client gail never used is refused for now; the one she signed up from is not.
+    let (status, e) = auth_from([127, 0, 0, 40], base, "/auth/v1/token?grant_type=password", login.clone());
+    assert_eq!((status, e["error_code"].as_str()), (429, Some("over_request_rate_limit")));
+    let (status, session) = auth(base, "/auth/v1/token?grant_type=password", login);
+    assert_eq!(status, 200, "{session}");
 }
 
 #[test]
