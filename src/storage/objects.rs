@@ -421,10 +421,25 @@ pub(super) fn describe(
     expires: Option<u64>,
 ) -> bool {
     let h = r.headers_mut();
-    // A stored page must not run as this origin's script.
+    // What someone uploaded must never run as this origin's script: a page is sent as text, a
+    // type that is no valid media type as bytes, the browser may not guess another, and only a
+    // type no browser runs anything of is shown inline — any other is a download, and in a
+    // sandbox with nothing to load should one be opened anyway.
     let html = mime.get(..9).is_some_and(|m| m.eq_ignore_ascii_case("text/html"));
-    let mime = if html { "text/plain" } else { mime };
+    let mime = match (html, super::upload::valid_mime(mime)) {
+        (true, _) => "text/plain",
+        (false, true) => mime,
+        (false, false) => "application/octet-stream",
+    };
     h.insert(header::CONTENT_TYPE, value(mime));
+    h.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("default-src 'none'; style-src 'unsafe-inline'; sandbox"),
+    );
+    if !inert(mime) {
+        h.insert(header::CONTENT_DISPOSITION, HeaderValue::from_static("attachment"));
+    }
     h.insert("x-robots-tag", HeaderValue::from_static("none"));
     if !etag.is_empty() {
         h.insert(header::ETAG, value(etag));
@@ -463,6 +478,21 @@ pub(super) fn describe(
         return true;
     }
     false
+}
+
+/// Whether a browser shows `mime` without running anything of it: images but SVG, sound,
+/// video, fonts, plain text, CSV and JSON. Anything else (SVG, XHTML, XML, PDF, scripts) may
+/// carry script and is sent as a download.
+fn inert(mime: &str) -> bool {
+    let essence = mime.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    let (kind, sub) = essence.split_once('/').unwrap_or((&essence, ""));
+    match kind {
+        "image" => !sub.contains("svg") && !sub.contains("xml"),
+        "audio" | "video" | "font" => true,
+        "text" => matches!(sub, "plain" | "csv"),
+        "application" => matches!(sub, "json" | "octet-stream"),
+        _ => false,
+    }
 }
 
 pub(super) fn value(text: &str) -> HeaderValue {

@@ -78,7 +78,7 @@ pub async fn receive(
         "" => "application/octet-stream".to_owned(),
         t => t.to_owned(),
     };
-    if !allowed(&mime) {
+    if !valid_mime(&mime) || !allowed(&mime) {
         return Err(StorageError::mime_not_allowed(&mime));
     }
     let cache_control = headers
@@ -126,7 +126,7 @@ async fn multipart(
                 .clone()
                 .or_else(|| field.content_type().map(ToString::to_string))
                 .unwrap_or_else(|| "application/octet-stream".to_owned());
-            if !allowed(&mime) {
+            if !valid_mime(&mime) || !allowed(&mime) {
                 return Err(StorageError::mime_not_allowed(&mime));
             }
             let data = field.map(|c| c.map_err(|e| e.to_string()));
@@ -209,6 +209,20 @@ fn metadata_json(bytes: &[u8]) -> Result<String, StorageError> {
     }
 }
 
+/// Whether `mime` is a media type as HTTP writes one: `type/subtype` of token characters,
+/// then parameters of visible characters (no control character, nothing past ASCII).
+pub fn valid_mime(mime: &str) -> bool {
+    let token = |s: &str| {
+        !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+    };
+    let (essence, params) = mime.split_once(';').unwrap_or((mime, ""));
+    let Some((kind, sub)) = essence.trim().split_once('/') else { return false };
+    token(kind)
+        && token(sub)
+        && params.bytes().all(|b| b == b'\t' || (b' '..=b'~').contains(&b))
+        && mime.len() <= 255
+}
+
 /// Whether a bucket's `allowed_mime_types` accept `mime` (`image/*` any image; parameters such
 /// as `charset` are not compared).
 pub fn mime_allowed(allowed: Option<&[String]>, mime: &str) -> bool {
@@ -235,5 +249,18 @@ mod tests {
         assert!(!mime_allowed(Some(&allowed), "application/json"));
         assert!(!mime_allowed(Some(&allowed), "imagex/png"));
         assert!(mime_allowed(None, "anything/at-all"));
+    }
+
+    #[test]
+    fn media_types_are_http_s() {
+        use super::valid_mime;
+        assert!(valid_mime("image/png"));
+        assert!(valid_mime("text/plain; charset=\"utf-8\""));
+        assert!(valid_mime("application/vnd.api+json"));
+        for bad in
+            ["", "image", "image/", "/png", "text/plain\u{1}", "te xt/plain", "image/png; x=\u{7f}", "text/é"]
+        {
+            assert!(!valid_mime(bad), "{bad:?}");
+        }
     }
 }

@@ -67,6 +67,7 @@ on_both!(signing_an_upload_url_takes_the_right_to_make_that_upload);
 on_both!(an_upload_one_may_not_make_is_refused_before_its_bytes_are_taken);
 on_both!(deleting_an_object_one_cannot_see_answers_as_a_missing_one_does);
 on_both!(a_multipart_text_field_past_its_bound_is_refused_before_the_rest_is_read);
+on_both!(nothing_uploaded_runs_as_the_api_s_origin);
 
 /// A private bucket of a name no other test uses, made by the service role.
 fn bucket(base: &str, name: &str) -> String {
@@ -240,4 +241,60 @@ fn a_multipart_text_field_past_its_bound_is_refused_before_the_rest_is_read(base
     let answer = answer_before_the_end(base, &head, b"--XX\r\n");
     assert!(answer.contains(r#""statusCode":"413""#), "{answer}");
     assert_eq!(content(base, &bucket, &format!("{ALICE}/f.txt")).0, 400);
+}
+
+fn nothing_uploaded_runs_as_the_api_s_origin(base: &str, _: &Path) {
+    let service = token(json!({"role": "service_role"}));
+    let bucket = format!("pages-{}", std::process::id());
+    let made = call_on(
+        base,
+        "POST",
+        "/bucket",
+        Some(&service),
+        Some(&json!({"name": bucket, "public": true}).to_string()),
+    );
+    assert_eq!(made.0, 200, "{}", made.1);
+    let bearer = format!("Bearer {service}");
+    let script = "<svg xmlns='http://www.w3.org/2000/svg' onload='alert(document.cookie)'/>";
+    // (name, type uploaded, type served, a download)
+    let cases = [
+        ("a.svg", "image/svg+xml", "image/svg+xml", true),
+        ("b.xhtml", "application/xhtml+xml", "application/xhtml+xml", true),
+        ("c.html", "text/html", "text/plain", false),
+        ("d.pdf", "application/pdf", "application/pdf", true),
+        ("e.png", "image/png", "image/png", false),
+        ("f.txt", "text/plain;charset=UTF-8", "text/plain;charset=UTF-8", false),
+    ];
+    for (name, uploaded, served, download) in cases {
+        let path = format!("/storage/v1/object/{bucket}/{name}");
+        let r = send_to(
+            base,
+            "POST",
+            &path,
+            &[("authorization", &bearer), ("content-type", uploaded)],
+            Some(script),
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        let r = send_to(base, "GET", &format!("/storage/v1/object/public/{bucket}/{name}"), &[], None);
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("content-type"), Some(served), "{name}");
+        assert_eq!(r.header("x-content-type-options"), Some("nosniff"), "{name}");
+        assert_eq!(
+            r.header("content-security-policy"),
+            Some("default-src 'none'; style-src 'unsafe-inline'; sandbox"),
+            "{name}"
+        );
+        assert_eq!(r.header("content-disposition"), download.then_some("attachment"), "{name}");
+    }
+    // A media type with a control character is no media type: refused, not stored.
+    let form = "--XX\r\ncontent-disposition: form-data; name=\"contentType\"\r\n\r\ntext/plain\u{1}\r\n\
+                --XX\r\ncontent-disposition: form-data; name=\"file\"; filename=\"g\"\r\n\r\nx\r\n--XX--\r\n";
+    let r = send_to(
+        base,
+        "POST",
+        &format!("/storage/v1/object/{bucket}/g.txt"),
+        &[("authorization", &bearer), ("content-type", "multipart/form-data; boundary=XX")],
+        Some(form),
+    );
+    assert_eq!((r.status, r.json()["statusCode"].as_str()), (400, Some("415")), "{}", r.body);
 }
