@@ -260,7 +260,7 @@ impl Hub {
     }
 
     /// Tracks presence for `conn` on `topic`; every member gets the diff.
-    pub fn track(&self, topic: &str, conn: u64, key: &str, payload: serde_json::Map<String, Value>) {
+    pub fn track(&self, topic: &str, conn: u64, key: &str, payload: &serde_json::Map<String, Value>) {
         let mut topics = self.topics.lock().unwrap_or_else(|e| e.into_inner());
         let Some(t) = topics.get_mut(topic) else { return };
         let diff = t.presence.track(conn, key, payload);

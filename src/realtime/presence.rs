@@ -17,12 +17,14 @@ pub struct Presence {
 struct Meta {
     conn: u64,
     phx_ref: String,
-    payload: Map<String, Value>,
+    /// The payload as compact JSON: a parsed one would hold many times its size for as long
+    /// as it is tracked.
+    payload: Box<str>,
 }
 
 impl Meta {
     fn to_json(&self, prev: Option<&str>) -> Value {
-        let mut m = self.payload.clone();
+        let mut m: Map<String, Value> = serde_json::from_str(&self.payload).unwrap_or_default();
         m.insert("phx_ref".into(), Value::String(self.phx_ref.clone()));
         if let Some(prev) = prev {
             m.insert("phx_ref_prev".into(), Value::String(prev.to_owned()));
@@ -51,11 +53,11 @@ impl Presence {
 
     /// Tracks `payload` for connection `conn` under `key` (replacing what it tracked before);
     /// returns the `presence_diff`.
-    pub fn track(&mut self, conn: u64, key: &str, payload: Map<String, Value>) -> Value {
+    pub fn track(&mut self, conn: u64, key: &str, payload: &Map<String, Value>) -> Value {
         let phx_ref = new_ref();
         let left = self.take(conn);
         let prev = left.iter().find(|(k, _)| k == key).map(|(_, m)| m.phx_ref.clone());
-        let meta = Meta { conn, phx_ref, payload };
+        let meta = Meta { conn, phx_ref, payload: Value::Object(payload.clone()).to_string().into() };
         let joined = json!({ key: { "metas": [meta.to_json(prev.as_deref())] } });
         self.keys.entry(key.to_owned()).or_default().push(meta);
         json!({ "joins": joined, "leaves": leaves(&left) })
@@ -119,14 +121,14 @@ mod tests {
     #[test]
     fn tracking_joins_and_retracking_replaces() {
         let mut p = Presence::default();
-        let d = p.track(1, "u1", json!({"name": "a"}).as_object().unwrap().clone());
+        let d = p.track(1, "u1", json!({"name": "a"}).as_object().unwrap());
         assert_eq!(metas(&d["joins"], "u1"), ["a"]);
         assert_eq!(d["leaves"], json!({}));
-        let d = p.track(1, "u1", json!({"name": "b"}).as_object().unwrap().clone());
+        let d = p.track(1, "u1", json!({"name": "b"}).as_object().unwrap());
         assert_eq!(metas(&d["joins"], "u1"), ["b"]);
         assert_eq!(metas(&d["leaves"], "u1"), ["a"]);
         assert!(d["joins"]["u1"]["metas"][0]["phx_ref_prev"].is_string());
-        p.track(2, "u1", json!({"name": "c"}).as_object().unwrap().clone());
+        p.track(2, "u1", json!({"name": "c"}).as_object().unwrap());
         assert_eq!(metas(&p.state(), "u1"), ["b", "c"]);
         let d = p.untrack(1).unwrap();
         assert_eq!(metas(&d["leaves"], "u1"), ["b"]);

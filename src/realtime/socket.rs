@@ -34,6 +34,10 @@ const MAX_CONNECTION_BINDINGS: usize = 1000;
 /// automaton and its cache).
 const MAX_PATTERN_MEMORY: usize = 2 * 1024 * 1024;
 
+/// The presence payloads a connection may have tracked at once, over all its channels, as
+/// JSON bytes: what it tracks is held for every member of its topics to be sent.
+const MAX_PRESENCE_BYTES: usize = 64 * 1024;
+
 /// How long one write to a client may take before the client counts as gone.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -43,6 +47,8 @@ struct Joined {
     topic: Arc<str>,
     ack: bool,
     presence_key: String,
+    /// The size of the presence payload it tracks (0: none).
+    tracked: usize,
     who: Who,
     token: Option<String>,
     pg: Option<Arc<PgChannel>>,
@@ -420,8 +426,10 @@ impl Connection {
             self.push(&topic, &join_ref, "presence_state", &state);
         }
         let token = config.access_token;
-        self.channels
-            .insert(topic.clone(), Joined { join_ref, topic, ack: config.ack, presence_key, who, token, pg });
+        self.channels.insert(
+            topic.clone(),
+            Joined { join_ref, topic, ack: config.ack, presence_key, tracked: 0, who, token, pg },
+        );
     }
 
     /// Who a channel acts for: its token, or the socket's credentials. The error is the join's
@@ -464,13 +472,25 @@ impl Connection {
         match p.get("event").and_then(Value::as_str).map(str::to_ascii_lowercase).as_deref() {
             Some("track") => match p.get("payload") {
                 Some(Value::Object(meta)) => {
-                    self.rt.hub.track(&topic, self.outbox.id, &key, meta.clone());
+                    let size = Value::Object(meta.clone()).to_string().len();
+                    let others: usize =
+                        self.channels.values().filter(|j| j.topic != topic).map(|j| j.tracked).sum();
+                    if others + size > MAX_PRESENCE_BYTES {
+                        return self.reply(&m, false, r#"{"reason":"Track message size exceeded"}"#);
+                    }
+                    self.rt.hub.track(&topic, self.outbox.id, &key, meta);
+                    if let Some(joined) = self.channels.get_mut(&topic) {
+                        joined.tracked = size;
+                    }
                     self.reply(&m, true, "{}");
                 }
                 _ => self.reply(&m, false, r#"{"reason":"Presence track payload must be a map"}"#),
             },
             Some("untrack") => {
                 self.rt.hub.untrack(&topic, self.outbox.id);
+                if let Some(joined) = self.channels.get_mut(&topic) {
+                    joined.tracked = 0;
+                }
                 self.reply(&m, true, "{}");
             }
             _ => self.reply(&m, false, "{}"),

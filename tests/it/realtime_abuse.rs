@@ -114,3 +114,37 @@ fn a_connection_s_bindings_and_patterns_are_bounded() {
         );
     });
 }
+
+#[test]
+fn a_connection_s_presence_is_bounded() {
+    let base = sqlite_server(|_| {});
+    block_on(async {
+        let mut ws = connect(&base, "1.0.0").await;
+        for topic in ["room1", "room2"] {
+            let join = json!({"topic": format!("realtime:{topic}"), "event": "phx_join", "ref": topic,
+                "join_ref": topic, "payload": {"config": {"presence": {"key": "me"}}}});
+            send(&mut ws, join).await;
+            let reply = next_matching(&mut ws, |m| m["ref"] == topic).await;
+            assert_eq!(reply["payload"]["status"], "ok", "{reply}");
+        }
+        let track = |topic: &str, size: usize, r: &str| {
+            json!({"topic": format!("realtime:{topic}"), "event": "presence", "ref": r, "join_ref": topic,
+                "payload": {"type": "presence", "event": "track", "payload": {"pad": "x".repeat(size)}}})
+        };
+        send(&mut ws, track("room1", 60_000, "t1")).await;
+        let reply = next_matching(&mut ws, |m| m["ref"] == "t1").await;
+        assert_eq!(reply["payload"]["status"], "ok", "{reply}");
+        // Together past 64 KiB: refused, and what was tracked stays.
+        send(&mut ws, track("room2", 10_000, "t2")).await;
+        let reply = next_matching(&mut ws, |m| m["ref"] == "t2").await;
+        assert_eq!(
+            reply["payload"],
+            json!({"status": "error", "response": {"reason": "Track message size exceeded"}})
+        );
+        // Tracking again on the same channel replaces its payload: within the budget.
+        send(&mut ws, track("room1", 50_000, "t3")).await;
+        assert_eq!(next_matching(&mut ws, |m| m["ref"] == "t3").await["payload"]["status"], "ok");
+        send(&mut ws, track("room2", 10_000, "t4")).await;
+        assert_eq!(next_matching(&mut ws, |m| m["ref"] == "t4").await["payload"]["status"], "ok");
+    });
+}
