@@ -336,7 +336,7 @@ async fn endpoint(state: &AppState, req: Request<Incoming>, peer: IpAddr) -> Res
             let (parts, body) = req.into_parts();
             let caller = identify::storage_caller(state, &parts.headers).await;
             let rest = &path["/storage/v1".len()..];
-            storage.handle(parts, body, rest, caller).await
+            storage.handle(parts, body, rest, caller, client).await
         }
         path if path.starts_with("/realtime/v1/") && state.realtime.is_some() => realtime(state, req).await,
         path if path.starts_with("/auth/v1/") && state.accounts.is_some() => {
@@ -526,6 +526,9 @@ fn metrics(state: &AppState) -> Response<Body> {
     state.auth.render_metrics(&mut out);
     if let Some(rt) = &state.realtime {
         rt.render_metrics(&mut out);
+    }
+    if let Some(storage) = &state.storage {
+        storage.render_metrics(&mut out);
     }
     let mut r = Response::new(Body::from(out));
     r.headers_mut()

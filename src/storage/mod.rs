@@ -89,10 +89,22 @@ impl Storage {
         });
     }
 
-    /// Answers a request under `/storage/v1` (`path` is what follows it).
-    pub async fn handle(&self, parts: Parts, body: Incoming, path: &str, caller: Caller) -> Response<Body> {
+    /// Storage's counters, in Prometheus text.
+    pub fn render_metrics(&self, out: &mut String) {
+        self.renderer.render_metrics(out);
+    }
+
+    /// Answers a request under `/storage/v1` (`path` is what follows it) from `client`.
+    pub async fn handle(
+        &self,
+        parts: Parts,
+        body: Incoming,
+        path: &str,
+        caller: Caller,
+        client: std::net::IpAddr,
+    ) -> Response<Body> {
         let method = parts.method.clone();
-        match self.route(&parts, body, path, caller).await {
+        match self.route(&parts, body, path, caller, client).await {
             Ok(r) => r,
             Err(e) if method == Method::HEAD => {
                 // HEAD answers carry no body: the status must say it (storage-js's `exists`
@@ -111,6 +123,7 @@ impl Storage {
         body: Incoming,
         path: &str,
         caller: Caller,
+        client: std::net::IpAddr,
     ) -> Result<Response<Body>, StorageError> {
         let segments: Vec<&str> = path.trim_start_matches('/').splitn(4, '/').collect();
         let m = &parts.method;
@@ -179,7 +192,7 @@ impl Storage {
                 self.delete_one(caller?, &bucket, &key).await
             }
             (&Method::GET | &Method::HEAD, ["render", "image", scope, rest]) => {
-                self.render(parts, caller, scope, rest).await
+                self.render(parts, caller, client, scope, rest).await
             }
             _ => Err(no_route()),
         }

@@ -16,6 +16,7 @@ impl Storage {
         &self,
         parts: &Parts,
         caller: Caller,
+        client: std::net::IpAddr,
         scope: &str,
         rest: &str,
     ) -> Result<Response<Body>, StorageError> {
@@ -39,7 +40,7 @@ impl Storage {
         let version = object.version.as_deref().ok_or_else(StorageError::bytes_missing)?;
         let accept = parts.headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
         let webp = transform.format == Format::Auto && accepts_webp(accept);
-        let rendered = self.renderer.render(&self.files, version, transform, webp).await?;
+        let rendered = self.renderer.render(&self.files, version, transform, webp, client).await?;
         // Nothing of this request changes the rendering's usual headers: they are made once.
         let usual = expires.is_none()
             && !parts.headers.contains_key(header::IF_NONE_MATCH)

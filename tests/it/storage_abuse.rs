@@ -298,3 +298,106 @@ fn nothing_uploaded_runs_as_the_api_s_origin(base: &str, _: &Path) {
     );
     assert_eq!((r.status, r.json()["statusCode"].as_str()), (400, Some("415")), "{}", r.body);
 }
+
+/// A PNG of `side`×`side` pixels of one colour: a few hundred KB that decode to many MB.
+fn bomb(side: u32, shade: u8) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    let image =
+        image::DynamicImage::ImageRgb8(image::RgbImage::from_pixel(side, side, image::Rgb([shade, 0, 0])));
+    image.write_to(&mut std::io::Cursor::new(&mut bytes), image::ImageFormat::Png).unwrap();
+    bytes
+}
+
+/// `rowgate_storage_image_decodes_total` of the server at `base`.
+fn decodes(base: &str) -> u64 {
+    let metrics = send_to(base, "GET", "/rowgate/metrics", &[], None).body;
+    let line =
+        metrics.lines().find(|l| l.starts_with("rowgate_storage_image_decodes_total ")).expect("the metric");
+    line.rsplit(' ').next().unwrap().parse().unwrap()
+}
+
+/// A GET of `path` from the loopback address `from`: status and when it answered.
+fn get_from(from: [u8; 4], base: &str, path: &str) -> (u16, std::time::Instant) {
+    let client =
+        reqwest::blocking::Client::builder().local_address(std::net::IpAddr::from(from)).build().unwrap();
+    let r = client.get(format!("{base}{path}")).send().unwrap();
+    let status = r.status().as_u16();
+    let _ = r.bytes();
+    (status, std::time::Instant::now())
+}
+
+#[test]
+fn an_image_is_decoded_once_for_every_size_and_a_client_waits_for_its_own_turns() {
+    // Caches of 32 MiB: a 16-megapixel source decoded (48 MB) does not fit, kept reduced it does.
+    let dir = tempfile::tempdir().unwrap().keep();
+    let args = rowgate::config::ServeArgs {
+        storage_enabled: Some(true),
+        storage_dir: Some(dir.join("storage")),
+        storage_transform_cache_size: Some(32 * 1024 * 1024),
+        ..Default::default()
+    };
+    let base = &crate::sqlite::serve_sqlite(
+        &dir.join("bombs.db"),
+        "CREATE TABLE t (id INTEGER PRIMARY KEY);",
+        RULES,
+        args,
+    );
+    let service = token(json!({"role": "service_role"}));
+    let bucket = format!("bombs-{}", std::process::id());
+    let made = call_on(
+        base,
+        "POST",
+        "/bucket",
+        Some(&service),
+        Some(&json!({"name": bucket, "public": true}).to_string()),
+    );
+    assert_eq!(made.0, 200, "{}", made.1);
+    let upload = |name: &str, bytes: Vec<u8>| {
+        let client = reqwest::blocking::Client::new();
+        let r = client
+            .post(format!("{base}/storage/v1/object/{bucket}/{name}"))
+            .header("authorization", format!("Bearer {service}"))
+            .header("content-type", "image/png")
+            .body(bytes)
+            .send()
+            .unwrap();
+        assert_eq!(r.status(), 200);
+    };
+    // 16 megapixels in a small file, asked for at many widths: decoded once, kept reduced.
+    upload("a.png", bomb(4000, 1));
+    let before = decodes(base);
+    for width in 100..104 {
+        let (status, _) = get_from(
+            [127, 0, 0, 1],
+            base,
+            &format!("/storage/v1/render/image/public/{bucket}/a.png?width={width}"),
+        );
+        assert_eq!(status, 200);
+    }
+    assert_eq!(decodes(base) - before, 1);
+
+    // One client asking for two new large images at once has one image thread: another
+    // client's small image is not kept waiting behind both.
+    upload("b.png", bomb(4000, 2));
+    upload("c.png", bomb(4000, 3));
+    upload("small.png", bomb(64, 4));
+    let heavy: Vec<_> = ["b.png", "c.png"]
+        .map(|name| {
+            let (base, path) =
+                (base.clone(), format!("/storage/v1/render/image/public/{bucket}/{name}?width=300"));
+            std::thread::spawn(move || get_from([127, 0, 0, 5], &base, &path))
+        })
+        .into_iter()
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let (status, small_at) = get_from(
+        [127, 0, 0, 6],
+        base,
+        &format!("/storage/v1/render/image/public/{bucket}/small.png?width=32"),
+    );
+    assert_eq!(status, 200);
+    let heavy: Vec<(u16, std::time::Instant)> = heavy.into_iter().map(|h| h.join().unwrap()).collect();
+    assert!(heavy.iter().all(|(status, _)| *status == 200));
+    let last = heavy.iter().map(|(_, at)| *at).max().unwrap();
+    assert!(small_at < last, "the small image waited for both of another client's large ones");
+}

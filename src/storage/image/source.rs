@@ -1,12 +1,6 @@
-//! The image work of a transform, as Supabase Storage's imgproxy does it: resize a stored PNG,
-//! JPEG, WebP or GIF to the requested size (`cover` crops to fill, `contain` fits inside,
-//! `fill` stretches; never enlarged), re-encode it at `quality`, in its own format or WebP.
-//!
-//! The work is CPU-bound: it runs on the renderer's own threads, one per core, and a source is
-//! refused before it is decoded when its file or its declared size is past the budget (a small
-//! file can declare a huge image). Results are kept in a bounded cache keyed by the object's
-//! version and the parameters, so a changed object is never answered from it; decoded sources
-//! in another, by version, so an image asked for at many sizes is decoded once.
+//! A source image and what is done to it: decoded within the pixel budget and oriented, kept
+//! (reduced when large), resized for a transform and encoded. Pure: the renderer runs it on its
+//! threads.
 
 use std::io::Cursor;
 use std::sync::Arc;
@@ -15,18 +9,18 @@ use bytes::Bytes;
 use fast_image_resize::{FilterType, MulDiv, ResizeAlg, ResizeOptions, Resizer};
 use image::codecs::{gif::GifEncoder, jpeg::JpegEncoder, png, webp::WebPEncoder};
 use image::{DynamicImage, ImageDecoder, ImageFormat, ImageReader, Limits};
-use sha2::{Digest, Sha256};
 
-use super::error::StorageError;
-use super::files::{Files, ReadAllError};
-use super::transform::{Format, Resize, Transform};
+use crate::storage::error::StorageError;
+use crate::storage::transform::{Format, Resize, Transform};
 
-/// The largest source file transformed.
-const MAX_SOURCE_BYTES: u64 = 25 * 1024 * 1024;
 /// The most pixels a source may declare.
 const MAX_SOURCE_PIXELS: u64 = 50_000_000;
 /// imgproxy's default quality.
 const DEFAULT_QUALITY: u8 = 80;
+/// The box a decoded source larger than it is kept reduced to fit: a transform's width and
+/// height are at most 2,000 pixels, so a rendering needs more only when it keeps an image's
+/// full size or one side is left to follow the other past it.
+const KEPT_SIDE: u32 = 2048;
 
 /// A transformed image.
 #[derive(Debug, Clone)]
@@ -42,18 +36,9 @@ pub struct Rendered {
 }
 
 impl Rendered {
-    fn new(bytes: Bytes, mime: &'static str) -> Rendered {
+    pub(super) fn new(bytes: Bytes, mime: &'static str) -> Rendered {
         Rendered { bytes, mime, etag: Arc::from(""), head: Arc::default() }
     }
-}
-
-/// What a rendering is kept under: the object's version and what was done to it (with whether
-/// the client's `Accept` chose WebP, when the transform left the format to it).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct RenderKey {
-    version: String,
-    t: Transform,
-    webp: bool,
 }
 
 /// Why an image could not be transformed.
@@ -80,152 +65,6 @@ impl From<RenderError> for StorageError {
     }
 }
 
-/// Transforms images on its own threads, one per core (each keeps its buffers warm), with
-/// bounded caches of results and of decoded sources (an image asked for at many sizes is
-/// decoded once).
-pub struct Renderer {
-    jobs: std::sync::mpsc::SyncSender<Job>,
-    results: moka::sync::Cache<RenderKey, Rendered>,
-    sources: moka::sync::Cache<String, Arc<Source>>,
-    /// Sources read but not yet rendered, at most two per thread: bounds the memory that
-    /// encoded sources waiting for a thread take.
-    fetches: Arc<tokio::sync::Semaphore>,
-}
-
-type Job = Box<dyn FnOnce() + Send>;
-
-/// How long a transform may wait to read its source before it is refused (503).
-const FETCH_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// Transforms waiting for a thread, per thread, beyond which a request is refused (503).
-const QUEUE_PER_THREAD: usize = 64;
-
-impl Renderer {
-    /// A renderer with one thread per core, keeping up to `cache_bytes` of results and as many
-    /// of decoded sources.
-    pub fn new(cache_bytes: u64) -> Renderer {
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let (jobs, queue) = std::sync::mpsc::sync_channel::<Job>(threads * QUEUE_PER_THREAD);
-        let queue = Arc::new(std::sync::Mutex::new(queue));
-        for i in 0..threads {
-            let queue = Arc::clone(&queue);
-            let spawned =
-                std::thread::Builder::new().name(format!("rowgate-image-{i}")).spawn(move || loop {
-                    let job = match queue.lock() {
-                        Ok(q) => q.recv(),
-                        Err(poisoned) => poisoned.into_inner().recv(),
-                    };
-                    let Ok(job) = job else { return };
-                    // A panic is the job's failure (its caller sees the answer dropped), not the thread's.
-                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
-                });
-            if let Err(e) = spawned {
-                tracing::error!(error = %e, "storage: an image thread could not be started");
-            }
-        }
-        let results = moka::sync::Cache::builder()
-            .max_capacity(cache_bytes)
-            .weigher(|k: &RenderKey, v: &Rendered| {
-                (k.version.len() + v.bytes.len()).try_into().unwrap_or(u32::MAX)
-            })
-            .build();
-        let sources = moka::sync::Cache::builder()
-            .max_capacity(cache_bytes)
-            .weigher(|_, s: &Arc<Source>| s.weight())
-            .build();
-        let fetches = Arc::new(tokio::sync::Semaphore::new(threads * 2));
-        Renderer { jobs, results, sources, fetches }
-    }
-
-    /// `version`'s image (its bytes in `files`) transformed by `t`, from the cache or made now.
-    pub async fn render(
-        &self,
-        files: &Files,
-        version: &str,
-        t: Transform,
-        accepts_webp: bool,
-    ) -> Result<Rendered, StorageError> {
-        let key =
-            RenderKey { version: version.to_owned(), t, webp: accepts_webp && t.format == Format::Auto };
-        if let Some(hit) = self.results.get(&key) {
-            return Ok(hit);
-        }
-        // The source's bytes are fetched here, off the image threads, unless it is decoded
-        // already.
-        let input = match self.sources.get(version) {
-            Some(source) => Input::Decoded(source),
-            None => {
-                // Waiting for a turn is bounded like the queue is: past it, the server is busy.
-                let turn = tokio::time::timeout(FETCH_WAIT, Arc::clone(&self.fetches).acquire_owned());
-                let permit = turn.await.ok().and_then(Result::ok).ok_or_else(StorageError::busy)?;
-                let bytes = files.read_all(version, MAX_SOURCE_BYTES).await.map_err(|e| match e {
-                    ReadAllError::TooLarge(len) => {
-                        StorageError::from(RenderError::TooBig(format!("{len} bytes")))
-                    }
-                    ReadAllError::Io(e) => StorageError::bytes_unreadable(e),
-                })?;
-                Input::Encoded(bytes, permit)
-            }
-        };
-        let (results, sources) = (self.results.clone(), self.sources.clone());
-        let version = version.to_owned();
-        let (answer, answered) = tokio::sync::oneshot::channel();
-        let job = move || {
-            // Another request may have made it while this one waited.
-            let made = match results.get(&key) {
-                Some(hit) => Ok(hit),
-                None => make(input, &version, t, accepts_webp, &sources).map(|r| {
-                    // One tag per rendering: the object's version and what was done to it.
-                    let digest = Sha256::digest(format!("{}/{}/{}", key.version, t.to_claim(), key.webp));
-                    let hex: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
-                    let r = Rendered { etag: Arc::from(format!("\"{hex}\"")), ..r };
-                    results.insert(key, r.clone());
-                    r
-                }),
-            };
-            let _ = answer.send(made);
-        };
-        self.jobs.try_send(Box::new(job)).map_err(|_| StorageError::busy())?;
-        answered
-            .await
-            .map_err(|_| StorageError::internal("The image could not be transformed"))?
-            .map_err(StorageError::from)
-    }
-}
-
-/// What a rendering starts from: a decoded source, or a stored image's bytes (holding one of
-/// the renderer's fetch permits until done with them).
-enum Input {
-    Decoded(Arc<Source>),
-    Encoded(Vec<u8>, tokio::sync::OwnedSemaphorePermit),
-}
-
-/// A rendering of `version` from its decoded source, decoding and keeping that first if
-/// neither `input` nor `sources` has it.
-fn make(
-    input: Input,
-    version: &str,
-    t: Transform,
-    accepts_webp: bool,
-    sources: &moka::sync::Cache<String, Arc<Source>>,
-) -> Result<Rendered, RenderError> {
-    let (bytes, _permit) = match input {
-        Input::Decoded(source) => return render_source(&source, t, accepts_webp),
-        Input::Encoded(bytes, permit) => (bytes, permit),
-    };
-    if let Some(source) = sources.get(version) {
-        return render_source(&source, t, accepts_webp);
-    }
-    match load(&bytes, Some((t, accepts_webp)))? {
-        Loaded::Untouched(r) => Ok(r),
-        Loaded::Decoded(source) => {
-            let source = Arc::new(source);
-            sources.insert(version.to_owned(), Arc::clone(&source));
-            render_source(&source, t, accepts_webp)
-        }
-    }
-}
-
 /// A source image, decoded and oriented, with the format it came in. An image with alpha is
 /// kept with its colours multiplied by it, as the resizer needs them: done once per source
 /// rather than once per rendering.
@@ -233,17 +72,46 @@ pub struct Source {
     image: DynamicImage,
     format: ImageFormat,
     premultiplied: bool,
+    /// The size the image has (oriented): `image` may be a reduction of it.
+    size: (u32, u32),
 }
 
 impl Source {
     /// Its weight in a cache: its pixels' bytes.
-    fn weight(&self) -> u32 {
+    pub(super) fn weight(&self) -> u32 {
         self.image.as_bytes().len().try_into().unwrap_or(u32::MAX)
+    }
+
+    /// Whether a rendering for `t` can be made from it: its pixels are at least the
+    /// rendering's.
+    pub(super) fn serves(&self, t: Transform) -> bool {
+        let (w, h) = target(self.size.0, self.size.1, t);
+        w <= self.image.width() && h <= self.image.height()
+    }
+
+    /// What is kept of it, and the source itself when that is not it: a source larger than
+    /// [`KEPT_SIDE`] on a side is kept reduced to fit it (standing for the same size).
+    pub(super) fn keep(self) -> Result<(Arc<Source>, Option<Source>), RenderError> {
+        let (w, h) = (self.image.width(), self.image.height());
+        if w <= KEPT_SIDE && h <= KEPT_SIDE {
+            return Ok((Arc::new(self), None));
+        }
+        let scale = f64::from(KEPT_SIDE) / f64::from(w.max(h));
+        let side = |v: u32| ((f64::from(v) * scale).round() as u32).max(1);
+        let mut image = DynamicImage::new(side(w), side(h), self.image.color());
+        let options = ResizeOptions::new()
+            .resize_alg(ResizeAlg::Convolution(FilterType::Lanczos3))
+            .use_alpha(!self.premultiplied);
+        Resizer::new()
+            .resize(&self.image, &mut image, &options)
+            .map_err(|e| RenderError::Invalid(e.to_string()))?;
+        let kept = Source { image, format: self.format, premultiplied: self.premultiplied, size: self.size };
+        Ok((Arc::new(kept), Some(self)))
     }
 }
 
 /// A source after its header was read: nothing to do to it, or decoded.
-enum Loaded {
+pub(super) enum Loaded {
     Untouched(Rendered),
     Decoded(Source),
 }
@@ -263,7 +131,7 @@ fn output_format(from: ImageFormat, t: Transform, accepts_webp: bool) -> ImageFo
 /// Reads `source`'s header, refuses it past the pixel budget, and decodes it — unless `t`
 /// leaves it as it is (same size, same format, no quality asked, upright), when its bytes are
 /// the answer.
-fn load(source: &[u8], t: Option<(Transform, bool)>) -> Result<Loaded, RenderError> {
+pub(super) fn load(source: &[u8], t: Option<(Transform, bool)>) -> Result<Loaded, RenderError> {
     let invalid = |e: image::ImageError| RenderError::Invalid(e.to_string());
     let mut reader = ImageReader::new(Cursor::new(source))
         .with_guessed_format()
@@ -307,7 +175,8 @@ fn load(source: &[u8], t: Option<(Transform, bool)>) -> Result<Loaded, RenderErr
     if premultiplied {
         MulDiv::new().multiply_alpha_inplace(&mut image).map_err(|e| RenderError::Invalid(e.to_string()))?;
     }
-    Ok(Loaded::Decoded(Source { image, format: from, premultiplied }))
+    let size = (image.width(), image.height());
+    Ok(Loaded::Decoded(Source { image, format: from, premultiplied, size }))
 }
 
 /// Decodes `source` (within the budget) for [`render_source`].
@@ -370,7 +239,7 @@ pub fn target(w: u32, h: u32, t: Transform) -> (u32, u32) {
 /// None when `t` keeps its size.
 fn resized(src: &Source, t: Transform) -> Result<Option<DynamicImage>, RenderError> {
     let image = &src.image;
-    let (w, h) = target(image.width(), image.height(), t);
+    let (w, h) = target(src.size.0, src.size.1, t);
     if (w, h) == (image.width(), image.height()) {
         return Ok(None);
     }
@@ -512,6 +381,35 @@ mod tests {
             render(&source, Transform { format: Format::Webp, ..Transform::default() }, false).unwrap();
         let back = image::load_from_memory(&webp.bytes).unwrap().to_rgba8();
         assert_eq!((back.width(), close(*back.get_pixel(5, 5))), (64, true), "{:?}", back.get_pixel(5, 5));
+    }
+
+    #[test]
+    fn a_large_source_is_kept_reduced_and_renders_every_size_it_holds_the_pixels_for() {
+        let mut bytes = Vec::new();
+        let image = DynamicImage::ImageRgb8(image::RgbImage::from_pixel(3000, 1000, image::Rgb([9, 9, 9])));
+        image.write_to(&mut Cursor::new(&mut bytes), ImageFormat::Png).unwrap();
+        let (kept, full) = decode(&bytes).unwrap().keep().unwrap();
+        assert_eq!((kept.image.width(), kept.image.height(), kept.size), (2048, 683, (3000, 1000)));
+        let full = full.expect("the full source, for what the kept one cannot serve");
+        let thumb = t(Some(200), Some(200), Resize::Cover);
+        assert!(kept.serves(thumb));
+        let out = image::load_from_memory(&render_source(&kept, thumb, false).unwrap().bytes).unwrap();
+        assert_eq!((out.width(), out.height()), (200, 200));
+        let wide = t(Some(2000), None, Resize::Cover);
+        assert!(kept.serves(wide));
+        // Its whole size, or a side left to follow another past the kept pixels: the full one.
+        for whole in [Transform::default(), t(None, Some(1000), Resize::Cover)] {
+            assert!(!kept.serves(whole));
+            let out = image::load_from_memory(&render_source(&full, whole, false).unwrap().bytes).unwrap();
+            assert_eq!((out.width(), out.height()), (3000, 1000));
+        }
+        // A small source is kept as it is.
+        let mut small = Vec::new();
+        DynamicImage::ImageRgb8(image::RgbImage::new(64, 32))
+            .write_to(&mut Cursor::new(&mut small), ImageFormat::Png)
+            .unwrap();
+        let (kept, full) = decode(&small).unwrap().keep().unwrap();
+        assert_eq!((kept.image.width(), full.is_none()), (64, true));
     }
 
     #[test]
