@@ -59,6 +59,9 @@ pub struct StaticFiles {
     /// What the directory may hold but is never served: the SQLite database with its log and
     /// journal files, the access rules file, the configuration file.
     hidden: Vec<PathBuf>,
+    /// Directories it may hold but never serves from: storage's `storage-dir`, whose files are
+    /// objects only storage may answer for (under their rights, for as long as a URL is signed).
+    hidden_dirs: Vec<PathBuf>,
     files: Mutex<Files>,
 }
 
@@ -77,7 +80,11 @@ impl StaticFiles {
         hidden.extend(config.db_rules.iter().chain(&config.config_file).cloned());
         // Named by where they are, whether they exist yet or not (a log file comes and goes).
         let hidden = hidden.iter().filter_map(|p| absolute(p)).collect();
-        Some(StaticFiles { dir, hidden, files: Mutex::new(Files::default()) })
+        let hidden_dirs = match config.storage_enabled {
+            true => absolute(&config.storage_dir).into_iter().collect(),
+            false => Vec::new(),
+        };
+        Some(StaticFiles { dir, hidden, hidden_dirs, files: Mutex::new(Files::default()) })
     }
 
     /// Answers `method` on `rel` (the request path after the static prefix, still
@@ -160,10 +167,18 @@ impl StaticFiles {
     }
 
     /// Whether the file at `path` may be served: it is inside the directory once symbolic links
-    /// are followed, and it is none of the hidden files.
+    /// are followed, none of the hidden files, in none of the hidden directories, and no
+    /// configuration file of rowgate's or PostgREST's (by its usual name), wherever it is.
     fn may_serve(&self, path: &Path) -> bool {
-        std::fs::canonicalize(path)
-            .is_ok_and(|real| real.starts_with(&self.dir) && !self.hidden.contains(&real))
+        std::fs::canonicalize(path).is_ok_and(|real| {
+            let configuration = real
+                .file_name()
+                .is_some_and(|n| CONFIGURATION_NAMES.iter().any(|c| n.eq_ignore_ascii_case(c)));
+            real.starts_with(&self.dir)
+                && !self.hidden.contains(&real)
+                && !self.hidden_dirs.iter().any(|d| real.starts_with(d))
+                && !configuration
+        })
     }
 }
 
@@ -250,6 +265,10 @@ fn normalize(rel: &str) -> Option<String> {
     }
     Some(key)
 }
+
+/// The usual names of configuration files, which hold secrets (`jwt-secret`, `db-uri`): never
+/// served, even when not the one this server read.
+const CONFIGURATION_NAMES: [&str; 2] = ["rowgate.toml", "postgrest.conf"];
 
 /// `path` made absolute with its directory's symbolic links resolved (the file itself may not
 /// exist yet).

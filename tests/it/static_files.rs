@@ -147,3 +147,47 @@ fn the_directory_never_serves_the_database_its_rules_its_config_dotfiles_or_what
         assert_eq!(request_to(&base, "GET", same, &[]).body, "home", "{same}");
     }
 }
+
+#[test]
+fn storage_s_files_and_configuration_files_are_never_served_from_the_directory() {
+    // `--static-dir .` with storage's default `storage-dir` under it, and configuration files
+    // this server did not read.
+    let dir = tempfile::tempdir().expect("temp dir").keep();
+    std::fs::create_dir_all(dir.join("old")).unwrap();
+    std::fs::write(dir.join("old/rowgate.toml"), "jwt-secret = \"a secret\"\n").unwrap();
+    std::fs::write(dir.join("postgrest.conf"), "jwt-secret = \"a secret\"\n").unwrap();
+    let base = crate::sqlite::serve_sqlite(
+        &dir.join("app.db"),
+        "CREATE TABLE notes (id INTEGER PRIMARY KEY)",
+        crate::storage::RULES,
+        rowgate::config::ServeArgs {
+            storage_enabled: Some(true),
+            storage_dir: Some(dir.join("storage")),
+            static_dir: Some(dir.clone()),
+            ..Default::default()
+        },
+    );
+    let service = crate::storage::token(serde_json::json!({"role": "service_role"}));
+    let (status, _) =
+        crate::storage::call_on(&base, "POST", "/bucket", Some(&service), Some(r#"{"name": "private"}"#));
+    assert_eq!(status, 200);
+    let (status, _) = crate::storage::call_on(
+        &base,
+        "POST",
+        "/object/private/secret.json",
+        Some(&service),
+        Some(r#"{"s": 1}"#),
+    );
+    assert_eq!(status, 200);
+    let stored = crate::storage::files_in(&dir.join("storage"));
+    assert_eq!(stored.len(), 1, "{stored:?}");
+    let rel = stored[0].strip_prefix(&dir).unwrap().display().to_string();
+    for path in [
+        format!("/{rel}"),
+        "/old/rowgate.toml".into(),
+        "/postgrest.conf".into(),
+        "/OLD/../old/ROWGATE.TOML".into(),
+    ] {
+        assert_eq!(request_to(&base, "GET", &path, &[]).status, 404, "{path}");
+    }
+}
