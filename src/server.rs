@@ -90,6 +90,10 @@ fn accounts(config: &Config, backend: &Backend) -> Option<Arc<crate::accounts::A
         &key,
         config.jwt_aud.clone(),
         config.accounts_refresh_reuse_interval,
+        crate::accounts::Signups {
+            enabled: config.accounts_signup_enabled,
+            rate: config.accounts_signup_rate_limit,
+        },
     ) {
         Ok(a) => Some(Arc::new(a)),
         Err(e) => {

@@ -33,56 +33,50 @@ const MAX_IN_FLIGHT: u32 = 16;
 /// Windows each table keeps at most.
 pub const MAX_ENTRIES: usize = 20_000;
 
-/// Failures since a window began.
+/// Events (failures, sign-ups) since a window began.
 #[derive(Clone, Copy)]
 struct Window {
-    failures: u32,
+    count: u32,
     since: Instant,
 }
 
-impl Window {
-    fn failures(&self) -> u32 {
-        if self.since.elapsed() < WINDOW {
-            self.failures
-        } else {
-            0
-        }
-    }
+/// A table of windows of `period` with at most [`MAX_ENTRIES`] of them.
+struct Windows<K> {
+    windows: HashMap<K, Window>,
+    period: Duration,
 }
-
-/// A table of windows with at most [`MAX_ENTRIES`] of them.
-struct Windows<K>(HashMap<K, Window>);
 
 impl<K> Default for Windows<K> {
     fn default() -> Self {
-        Windows(HashMap::new())
+        Windows { windows: HashMap::new(), period: WINDOW }
     }
 }
 
 impl<K: Hash + Eq + Clone> Windows<K> {
-    fn failures(&self, key: &K) -> u32 {
-        self.0.get(key).map_or(0, Window::failures)
+    fn count(&self, key: &K) -> u32 {
+        self.windows.get(key).filter(|w| w.since.elapsed() < self.period).map_or(0, |w| w.count)
     }
 
-    fn failed(&mut self, key: &K) {
-        if self.0.len() >= MAX_ENTRIES && !self.0.contains_key(key) {
-            self.0.retain(|_, w| w.since.elapsed() < WINDOW);
-            if self.0.len() >= MAX_ENTRIES {
-                let oldest = self.0.iter().min_by_key(|(_, w)| w.since).map(|(k, _)| k.clone());
+    fn add(&mut self, key: &K) {
+        let period = self.period;
+        if self.windows.len() >= MAX_ENTRIES && !self.windows.contains_key(key) {
+            self.windows.retain(|_, w| w.since.elapsed() < period);
+            if self.windows.len() >= MAX_ENTRIES {
+                let oldest = self.windows.iter().min_by_key(|(_, w)| w.since).map(|(k, _)| k.clone());
                 if let Some(oldest) = oldest {
-                    self.0.remove(&oldest);
+                    self.windows.remove(&oldest);
                 }
             }
         }
-        let w = self.0.entry(key.clone()).or_insert(Window { failures: 0, since: Instant::now() });
-        if w.since.elapsed() >= WINDOW {
-            *w = Window { failures: 0, since: Instant::now() };
+        let w = self.windows.entry(key.clone()).or_insert(Window { count: 0, since: Instant::now() });
+        if w.since.elapsed() >= period {
+            *w = Window { count: 0, since: Instant::now() };
         }
-        w.failures += 1;
+        w.count += 1;
     }
 
     fn clear(&mut self, key: &K) {
-        self.0.remove(key);
+        self.windows.remove(key);
     }
 }
 
@@ -94,6 +88,8 @@ struct Tables {
     in_flight: HashMap<String, u32>,
     /// When each client last logged in (or signed up) as each address.
     known: HashMap<(IpAddr, String), Instant>,
+    /// Sign-ups per client, in windows of `accounts-signup-rate-limit`'s period.
+    signups: Windows<IpAddr>,
 }
 
 impl Tables {
@@ -115,10 +111,12 @@ impl Tables {
     }
 }
 
-/// The login limits of a server.
+/// The login limits of a server, and its sign-up limit.
 #[derive(Default)]
 pub struct LoginLimits {
     tables: Mutex<Tables>,
+    /// Sign-ups one client may make per window.
+    signups: Option<u32>,
 }
 
 /// A login being checked; when dropped it reports its outcome to the limits.
@@ -138,15 +136,36 @@ impl Drop for Attempt<'_> {
 }
 
 impl LoginLimits {
+    /// Limits with sign-ups limited at `rate` per client (each period a window), if given.
+    pub fn new(rate: Option<crate::config::Rate>) -> LoginLimits {
+        let mut tables = Tables::default();
+        if let Some(rate) = rate {
+            tables.signups.period = rate.period;
+        }
+        LoginLimits { tables: Mutex::new(tables), signups: rate.map(|r| r.count) }
+    }
+
+    /// Whether `client` may sign up now; if so, it is counted.
+    pub fn sign_up(&self, client: IpAddr) -> bool {
+        let Some(most) = self.signups else { return true };
+        let client = crate::client_key(client);
+        let mut t = self.tables.lock().unwrap_or_else(|e| e.into_inner());
+        if t.signups.count(&client) >= most {
+            return false;
+        }
+        t.signups.add(&client);
+        true
+    }
+
     /// Whether `client` may try a password for `address` (lower-cased) now; while it is
     /// checked it counts as in flight.
     pub fn attempt(&self, client: IpAddr, address: &str) -> Option<Attempt<'_>> {
         let client = crate::client_key(client);
         let mut t = self.tables.lock().unwrap_or_else(|e| e.into_inner());
         let pair = (client, address.to_owned());
-        let limited = t.pairs.failures(&pair) >= PAIR_FAILURES
-            || t.clients.failures(&client) >= CLIENT_FAILURES
-            || (t.addresses.failures(&pair.1) >= ADDRESS_FAILURES && !t.known(&pair));
+        let limited = t.pairs.count(&pair) >= PAIR_FAILURES
+            || t.clients.count(&client) >= CLIENT_FAILURES
+            || (t.addresses.count(&pair.1) >= ADDRESS_FAILURES && !t.known(&pair));
         let in_flight = t.in_flight.get(address).copied().unwrap_or(0);
         if limited || in_flight >= MAX_IN_FLIGHT {
             return None;
@@ -177,9 +196,9 @@ impl LoginLimits {
                 t.remember(pair);
             }
             Some(false) => {
-                t.pairs.failed(&pair);
-                t.clients.failed(&client);
-                t.addresses.failed(&pair.1);
+                t.pairs.add(&pair);
+                t.clients.add(&client);
+                t.addresses.add(&pair.1);
             }
             None => {}
         }
@@ -256,6 +275,16 @@ mod tests {
     }
 
     #[test]
+    fn sign_ups_are_limited_per_client() {
+        let rate = crate::config::Rate::parse("2/5min").unwrap();
+        let limits = LoginLimits::new(Some(rate));
+        assert!(limits.sign_up(client(2)) && limits.sign_up(client(2)));
+        assert!(!limits.sign_up(client(2)));
+        assert!(limits.sign_up(client(3)));
+        assert!(LoginLimits::new(None).sign_up(client(2)));
+    }
+
+    #[test]
     fn a_right_password_clears_its_clients_count() {
         let limits = LoginLimits::default();
         for _ in 0..PAIR_FAILURES - 1 {
@@ -274,8 +303,8 @@ mod tests {
             fail(&limits, c, &format!("u{i}@example.com"));
         }
         let t = limits.tables.lock().unwrap();
-        assert!(t.pairs.0.len() <= MAX_ENTRIES);
-        assert!(t.clients.0.len() <= MAX_ENTRIES && t.addresses.0.len() <= MAX_ENTRIES);
+        assert!(t.pairs.windows.len() <= MAX_ENTRIES);
+        assert!(t.clients.windows.len() <= MAX_ENTRIES && t.addresses.windows.len() <= MAX_ENTRIES);
         assert!(t.in_flight.is_empty());
     }
 }

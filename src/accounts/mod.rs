@@ -60,7 +60,19 @@ pub struct Accounts {
     audience: String,
     /// How many wrong passwords logins may still try.
     limits: limits::LoginLimits,
+    /// `accounts-signup-enabled`.
+    signups_enabled: bool,
     hashing: Arc<Hashing>,
+}
+
+/// How sign-ups are taken: at all (`accounts-signup-enabled`), and how many from one client
+/// (`accounts-signup-rate-limit`).
+#[derive(Debug, Clone, Copy)]
+pub struct Signups {
+    /// Whether anyone may sign up.
+    pub enabled: bool,
+    /// Sign-ups per client, if limited.
+    pub rate: Option<crate::config::Rate>,
 }
 
 /// Where passwords are checked: blocking threads, one check per core at a time (more only
@@ -161,20 +173,22 @@ fn verify_password(password: &[u8], phc: &str, memory: &mut Vec<argon2::Block>) 
 
 impl Accounts {
     /// The service on `store`, signing with the HMAC `secret`, letting a refresh token be used
-    /// again for `reuse_interval` seconds.
+    /// again for `reuse_interval` seconds, taking sign-ups as `signups` says.
     pub fn new(
         store: Arc<dyn AccountStore>,
         secret: &[u8],
         audience: Option<String>,
         reuse_interval: u64,
+        signups: Signups,
     ) -> Result<Accounts, String> {
         Ok(Accounts {
+            signups_enabled: signups.enabled,
             reuse_interval: reuse_interval as i64,
             store,
             key: jsonwebtoken::EncodingKey::from_secret(secret),
             secret: secret.to_vec(),
             audience: audience.unwrap_or_else(|| "authenticated".into()),
-            limits: limits::LoginLimits::default(),
+            limits: limits::LoginLimits::new(signups.rate),
             hashing: Arc::new(Hashing {
                 turns: tokio::sync::Semaphore::new(
                     std::thread::available_parallelism().map_or(2, |n| n.get()),
@@ -232,6 +246,13 @@ impl Accounts {
     }
 
     async fn signup(&self, body: &[u8], client: IpAddr) -> Result<Answer, Answer> {
+        if !self.signups_enabled {
+            return Err(fail(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "signup_disabled",
+                "Signups not allowed for this instance",
+            ));
+        }
         let (email, password) = credentials(body)?;
         if !email.contains('@') || email.len() > MAX_EMAIL {
             return Err(fail(
@@ -245,6 +266,14 @@ impl Accounts {
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "weak_password",
                 &format!("Password should be at least {MIN_PASSWORD} characters."),
+            ));
+        }
+        // Counted before the password is hashed: the hashing is what a flood would cost.
+        if !self.limits.sign_up(client) {
+            return Err(fail(
+                StatusCode::TOO_MANY_REQUESTS,
+                "over_request_rate_limit",
+                "Too many sign-ups from this client: try again later",
             ));
         }
         let hash = self.hashing.hash(password).await.ok_or_else(internal)?;
@@ -449,12 +478,19 @@ fn to_json(v: &impl Serialize) -> String {
     serde_json::to_string(v).expect("plain structs serialize")
 }
 
-/// GoTrue's answer to a request beyond a rate limit (`rate-limit-client`): 429
-/// `over_request_rate_limit`, with `Retry-After`.
-pub fn rate_limited(e: &crate::error::Error) -> Response<Body> {
-    let (status, body) = fail(StatusCode::TOO_MANY_REQUESTS, "over_request_rate_limit", &e.to_string());
+/// GoTrue's shape of a request refused before it reaches the accounts: beyond a rate limit
+/// (429 `over_request_rate_limit`, with `Retry-After`), or without the API key required (401)
+/// or with one that is not valid (403).
+pub fn refused(e: &crate::error::Error) -> Response<Body> {
+    let parts = e.to_response();
+    let error_code = match parts.status.as_u16() {
+        429 => "over_request_rate_limit",
+        401 => "no_authorization",
+        _ => "invalid_credentials",
+    };
+    let (status, body) = fail(parts.status, error_code, &e.to_string());
     let mut r = respond(status, body);
-    if let Some(secs) = e.to_response().retry_after {
+    if let Some(secs) = parts.retry_after {
         r.headers_mut().insert(header::RETRY_AFTER, secs.into());
     }
     r

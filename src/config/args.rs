@@ -44,6 +44,18 @@ pub struct ServeArgs {
         value_name = "SECONDS"
     )]
     pub accounts_refresh_reuse_interval: Option<u64>,
+    /// Whether anyone may sign up at /auth/v1/signup (false: accounts are made by other means,
+    /// and a sign-up answers GoTrue's 422 `signup_disabled`) [default: true].
+    #[arg(long = "accounts-signup-enabled", env = "ROWGATE_ACCOUNTS_SIGNUP_ENABLED", value_name = "BOOL")]
+    pub accounts_signup_enabled: Option<bool>,
+    /// How many sign-ups one client may make, `COUNT/PERIOD` as the `rate-limit-*` settings
+    /// take, or `off` [default: 30/5min, GoTrue's].
+    #[arg(
+        long = "accounts-signup-rate-limit",
+        env = "ROWGATE_ACCOUNTS_SIGNUP_RATE_LIMIT",
+        value_name = "RATE"
+    )]
+    pub accounts_signup_rate_limit: Option<String>,
     /// Supabase Storage's API at /storage/v1 (needs an HMAC jwt-secret; on PostgreSQL,
     /// `rowgate storage install` first) [default: false].
     #[arg(long = "storage-enabled", env = "ROWGATE_STORAGE_ENABLED", value_name = "BOOL")]

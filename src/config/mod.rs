@@ -211,6 +211,10 @@ pub struct Config {
     pub accounts_enabled: bool,
     /// `accounts-refresh-reuse-interval`, in seconds.
     pub accounts_refresh_reuse_interval: u64,
+    /// `accounts-signup-enabled`.
+    pub accounts_signup_enabled: bool,
+    /// `accounts-signup-rate-limit`: per client; `None` when `off`.
+    pub accounts_signup_rate_limit: Option<Rate>,
     /// `storage-enabled`.
     pub storage_enabled: bool,
     /// `storage-dir`.
@@ -602,6 +606,19 @@ impl Config {
                 .accounts_refresh_reuse_interval
                 .or(file.accounts_refresh_reuse_interval)
                 .unwrap_or(10),
+            accounts_signup_enabled: a
+                .accounts_signup_enabled
+                .or(file.accounts_signup_enabled)
+                .unwrap_or(true),
+            accounts_signup_rate_limit: match a
+                .accounts_signup_rate_limit
+                .or(file.accounts_signup_rate_limit)
+                .as_deref()
+                .unwrap_or("30/5min")
+            {
+                "off" => None,
+                rate => Some(Rate::parse(rate).map_err(|e| invalid("accounts-signup-rate-limit", e))?),
+            },
             storage_enabled,
             storage_dir: a.storage_dir.or(file.storage_dir).unwrap_or_else(|| PathBuf::from("storage")),
             storage_s3: a.storage_s3_url.or(file.storage_s3_url).map(|url| S3Settings {

@@ -22,9 +22,8 @@ pub async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Bo
     let mut timing = config.server_timing_enabled.then(ServerTiming::start);
     within_limits(config, &req)?;
     let (parts, incoming) = req.into_parts();
-    let principal = super::identify::identify(state, &parts.headers).await?;
+    let principal = super::identify::admit(state, &parts.headers).await?;
     ServerTiming::mark(&mut timing, "jwt");
-    state.rate_limits.admit_caller(&principal, super::identify::api_key(state, &parts.headers))?;
     let missed = match cached::lookup(state, &parts, &principal).await {
         Lookup::Hit(answer) => return Ok(not_modified(&parts.headers, answer)),
         Lookup::Miss(missed) => Some(missed),

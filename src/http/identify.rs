@@ -1,5 +1,8 @@
-//! Who a request runs as: a bearer token (the user), an API key (the application), or neither
-//! (the anonymous role); and `GET /rowgate/apikey`, which describes the key a request carries.
+//! Who a request runs as — a bearer token (the user), an API key (the application), or neither
+//! (the anonymous role) — and whether it is let in: one identification and one admission for
+//! every service (the API, storage, realtime's socket and broadcast, and `/auth/v1`), each
+//! service only saying the refusal in its own API's shape. And `GET /rowgate/apikey`, which
+//! describes the key a request carries.
 
 use http::{header, HeaderMap, HeaderValue, Response};
 
@@ -19,29 +22,55 @@ pub fn api_key<'h>(state: &AppState, headers: &'h HeaderMap) -> Option<&'h str> 
         .filter(|k| !k.is_empty())
 }
 
+/// Who the request runs as, and whether it is let in: [`identify`], then the rate limits of its
+/// API key and its role (`rate-limit-api-key`, `rate-limit-roles`). Every service calls this
+/// (the client's own limit is checked before anything, for every path).
+pub async fn admit(state: &AppState, headers: &HeaderMap) -> Result<Principal, Error> {
+    let principal = identify(state, headers).await?;
+    state.rate_limits.admit_caller(&principal, api_key(state, headers))?;
+    Ok(principal)
+}
+
+/// The application calling `/auth/v1`, and whether it is let in: its API key, checked as for
+/// any service (and required with `api-key-required`), with the key's and role's rate limits.
+/// A user's bearer token is not the caller here: sign-up and login come before one, and the
+/// endpoints that take one (`/user`, `/logout`) check it themselves.
+pub async fn admit_application(state: &AppState, headers: &HeaderMap) -> Result<(), Error> {
+    match application(state, headers).await? {
+        Some(principal) => state.rate_limits.admit_caller(&principal, api_key(state, headers)),
+        None => Ok(()),
+    }
+}
+
 /// Who the request runs as. A bearer token identifies the user and wins; an API key identifies
 /// the application: it must be valid whenever it is sent (and present with
-/// `api-key-required`), and without a token its role and claims are used. A JWT sent as the
-/// API key (Supabase's anon and service keys) is verified as a token.
+/// `api-key-required`), and without a token its role and claims are used.
 pub async fn identify(state: &AppState, headers: &HeaderMap) -> Result<Principal, Error> {
     let authorization = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
-    let key_principal = match api_key(state, headers) {
+    let key_principal = application(state, headers).await?;
+    let has_token = authorization.and_then(crate::auth::bearer_token).is_some_and(|t| !t.is_empty());
+    match key_principal {
+        Some(p) if !has_token => Ok(p),
+        _ => state.auth.authenticate(authorization),
+    }
+}
+
+/// The application a request's API key names, if it carries one: a JWT sent as the key
+/// (Supabase's anon and service keys) is verified as a token; a missing key is refused with
+/// `api-key-required`.
+async fn application(state: &AppState, headers: &HeaderMap) -> Result<Option<Principal>, Error> {
+    match api_key(state, headers) {
         Some(key) if key.split('.').count() == 3 && !key.starts_with("rg_") => {
             let p = state.auth.authenticate(Some(&format!("Bearer {key}")))?;
             // A user's own session token is no application's key (`api-key-jwt-roles`).
             if !state.config.api_key_jwt_role(&p.role) {
                 return Err(crate::apikey::forbidden("A token of this role is not an API key"));
             }
-            Some(p)
+            Ok(Some(p))
         }
-        Some(key) => Some(state.keys.verify(key, &*state.backend).await?.principal),
-        None if state.config.api_key_required => return Err(crate::apikey::missing()),
-        None => None,
-    };
-    let has_token = authorization.and_then(crate::auth::bearer_token).is_some_and(|t| !t.is_empty());
-    match key_principal {
-        Some(p) if !has_token => Ok(p),
-        _ => state.auth.authenticate(authorization),
+        Some(key) => Ok(Some(state.keys.verify(key, &*state.backend).await?.principal)),
+        None if state.config.api_key_required => Err(crate::apikey::missing()),
+        None => Ok(None),
     }
 }
 
@@ -68,7 +97,7 @@ pub async fn socket_caller(
             }
         }
     }
-    identify(state, &headers).await
+    admit(state, &headers).await
 }
 
 /// The `role` claim of a JWT, read without verifying it (identify verifies).
@@ -81,12 +110,16 @@ fn unverified_role(token: &str) -> Option<String> {
     claims.get("role").and_then(|r| r.as_str()).map(str::to_owned)
 }
 
-/// Who a storage request runs as: as for the API; without credentials the anonymous role, and
-/// without one of those, Supabase's complaint. A token that does not verify is refused with
+/// Who a storage request runs as, admitted as for the API. Without credentials (no
+/// `Authorization`, no API key) Supabase's complaint: its routes that run as someone require
+/// them (the public and signed routes need none). A token that does not verify is refused with
 /// Supabase Storage's messages.
 pub async fn storage_caller(state: &AppState, headers: &HeaderMap) -> crate::storage::Caller {
     use crate::storage::error::StorageError;
-    let principal = identify(state, headers).await.map_err(|e| match e {
+    if !headers.contains_key(header::AUTHORIZATION) && api_key(state, headers).is_none() {
+        return Err(StorageError::invalid_request("headers must have required property 'authorization'"));
+    }
+    let principal = admit(state, headers).await.map_err(|e| match e {
         Error::Jwt(message) | Error::JwtClaims(message) => {
             StorageError::access_denied(match message.as_str() {
                 m if m.contains("xpired") => "\"exp\" claim timestamp check failed",

@@ -312,7 +312,7 @@ async fn endpoint(state: &AppState, req: Request<Incoming>, peer: IpAddr) -> Res
         path => {
             if let Err(e) = state.rate_limits.admit_client(client) {
                 return match path.starts_with("/auth/v1/") && state.accounts.is_some() {
-                    true => crate::accounts::rate_limited(&e),
+                    true => crate::accounts::refused(&e),
                     false => error_response(&e),
                 };
             }
@@ -342,6 +342,9 @@ async fn endpoint(state: &AppState, req: Request<Incoming>, peer: IpAddr) -> Res
         path if path.starts_with("/auth/v1/") && state.accounts.is_some() => {
             let accounts = state.accounts.as_ref().expect("checked");
             let (parts, incoming) = req.into_parts();
+            if let Err(e) = identify::admit_application(state, &parts.headers).await {
+                return crate::accounts::refused(&e);
+            }
             let body = match api::read_body(incoming, 64 * 1024, state.config.server_read_timeout).await {
                 Ok(b) => b,
                 Err(e) => return error_response(&e),
@@ -415,10 +418,14 @@ async fn endpoint(state: &AppState, req: Request<Incoming>, peer: IpAddr) -> Res
 async fn realtime(state: &AppState, req: Request<Incoming>) -> Response<Body> {
     let rt = state.realtime.as_ref().expect("checked");
     let path = req.uri().path().trim_start_matches("/realtime/v1");
+    // Refused callers get Supabase Realtime's body; one beyond a rate limit, the limit's.
     let unauthorized = |e: &Error| {
         let mut r = error_response(e);
-        *r.body_mut() =
-            Body::from(serde_json::json!({"message": "Unauthorized", "error": e.to_string()}).to_string());
+        if r.status() != StatusCode::TOO_MANY_REQUESTS {
+            *r.body_mut() = Body::from(
+                serde_json::json!({"message": "Unauthorized", "error": e.to_string()}).to_string(),
+            );
+        }
         r
     };
     if path == "/websocket" && req.method() == http::Method::GET {
@@ -432,12 +439,8 @@ async fn realtime(state: &AppState, req: Request<Incoming>) -> Response<Body> {
         if req.method() != http::Method::POST {
             return plain(StatusCode::METHOD_NOT_ALLOWED);
         }
-        let principal = match identify::identify(state, req.headers()).await {
-            Ok(p) => p,
-            Err(e) => return unauthorized(&e),
-        };
-        if let Err(e) = state.rate_limits.admit_caller(&principal, identify::api_key(state, req.headers())) {
-            return error_response(&e);
+        if let Err(e) = identify::admit(state, req.headers()).await {
+            return unauthorized(&e);
         }
         let content_type =
             req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_owned);

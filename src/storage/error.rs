@@ -185,6 +185,12 @@ impl StorageError {
         Self::internal("The stored bytes could not be read")
     }
 
+    /// Beyond a rate limit of the caller's (its key's or role's).
+    pub fn too_many_requests(message: impl Into<String>) -> Self {
+        Self::new("429", "Too Many Requests", "TooManyRequests", message)
+            .with_http(StatusCode::TOO_MANY_REQUESTS)
+    }
+
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new("500", "internal", "InternalError", message).with_http(StatusCode::INTERNAL_SERVER_ERROR)
     }
@@ -221,9 +227,16 @@ pub fn from_api(e: &crate::error::Error) -> StorageError {
         Error::Database(db) if db.code == "57014" => StorageError::database_timeout(),
         Error::Database(db) if db.code == "23505" => StorageError::resource_exists(),
         Error::Unavailable(_) | Error::PoolTimeout => StorageError::unavailable(),
+        // Refused before anything ran: an API key missing or not valid, a rate limit.
+        Error::Api { .. } if matches!(e.to_response().status.as_u16(), 401 | 403) => {
+            StorageError::access_denied(e.to_string())
+        }
+        Error::RateLimited { .. } => StorageError::too_many_requests(e.to_string()),
         other => {
+            // What failed is the operator's to read, in the log; the client learns nothing of
+            // the database from it.
             tracing::error!(error = %other, "a storage statement failed");
-            StorageError::internal(format!("database error: {other}"))
+            StorageError::internal("Internal Server Error")
         }
     }
 }

@@ -146,17 +146,28 @@ fn past(folder: &str) -> String {
     format!("{}0", &folder[..folder.len() - 1])
 }
 
-fn object_entry(o: &ObjectRow) -> Value {
-    json!({
+/// A list-v2 object; folded at `/`, with its `key`: the segment of its name at the prefix's
+/// level.
+fn object_entry(o: &ObjectRow, level: Option<usize>) -> Value {
+    let mut entry = json!({
         "id": o.id,
         "name": o.name,
-        "key": o.name,
         "bucket_id": o.bucket_id,
         "metadata": meta(o),
         "updated_at": o.updated_at,
         "created_at": o.created_at,
         "last_accessed_at": o.last_accessed_at,
-    })
+    });
+    if let Some(level) = level {
+        entry["key"] = json!(o.name.split('/').nth(level).unwrap_or_default());
+    }
+    entry
+}
+
+/// A list-v2 folder (its name ends with `/`): its `key` is its last segment, without it.
+fn folder_entry(name: &str, bucket: &str) -> Value {
+    let key = name.trim_end_matches('/').rsplit('/').next().unwrap_or_default();
+    json!({"id": null, "name": name, "key": key, "bucket_id": bucket})
 }
 
 impl Storage {
@@ -170,7 +181,8 @@ impl Storage {
         let limit = body.limit.unwrap_or(1000).clamp(1, 1000);
         let prefix = body.prefix.unwrap_or_default();
         let folded = body.with_delimiter.unwrap_or(false);
-        let cursor = body.cursor.as_deref().map(Cursor::decode).transpose()?;
+        // An empty cursor is none (as storage-js sends before the first page).
+        let cursor = body.cursor.as_deref().filter(|c| !c.is_empty()).map(Cursor::decode).transpose()?;
         let sort = body.sort_by.unwrap_or(SortBy { column: None, order: None });
         let order = cursor.as_ref().and_then(|c| c.order.clone()).or(sort.order);
         let descending = order.as_deref().is_some_and(|o| o.eq_ignore_ascii_case("desc"));
@@ -245,6 +257,7 @@ impl Storage {
                 query.from = None;
             }
         }
+        let level = folded.then(|| prefix.matches('/').count());
         let next = last.filter(|_| more).map(|(name, value)| {
             let cursor = Cursor {
                 after: name.clone(),
@@ -260,8 +273,8 @@ impl Storage {
                 "hasNext": next.is_some(),
                 "nextCursor": next.as_ref().map(|n| &n.0),
                 "nextCursorKey": next.as_ref().map(|n| &n.1),
-                "folders": folders.iter().map(|f| json!({"id": null, "name": f, "key": f, "bucket_id": bucket})).collect::<Vec<_>>(),
-                "objects": objects.iter().map(object_entry).collect::<Vec<_>>(),
+                "folders": folders.iter().map(|f| folder_entry(f, bucket)).collect::<Vec<_>>(),
+                "objects": objects.iter().map(|o| object_entry(o, level)).collect::<Vec<_>>(),
             }),
         ))
     }

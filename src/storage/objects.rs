@@ -288,7 +288,11 @@ impl Storage {
     pub(super) async fn move_object(&self, who: Who, body: MoveBody) -> Result<Response<Body>, StorageError> {
         let (from, to) = Self::endpoints(body)?;
         if from.0 != to.0 {
-            self.bucket_settings(&to.0).await?;
+            // Into another bucket: within its limits, as an upload there would be.
+            let target = self.bucket_settings(&to.0).await?;
+            let source = self.store.object(Some(who.clone()), from.0.clone(), from.1.clone()).await?;
+            let source = source.ok_or_else(StorageError::no_such_key)?;
+            fits(&target, &meta(&source))?;
         }
         match self.store.move_object(who, from, to).await {
             Ok(true) => Ok(message("Successfully moved")),
@@ -310,14 +314,7 @@ impl Storage {
         let source = source.ok_or_else(StorageError::no_such_key)?;
         let target = self.bucket_settings(&to.0).await?;
         let m = meta(&source);
-        let mime = m["mimetype"].as_str().unwrap_or("application/octet-stream");
-        if !mime_allowed(target.allowed_mime_types.as_deref(), mime) {
-            return Err(StorageError::mime_not_allowed(mime));
-        }
-        let size = m["size"].as_u64().unwrap_or(0);
-        if target.file_size_limit.is_some_and(|l| size > l.max(0) as u64) {
-            return Err(StorageError::too_large());
-        }
+        fits(&target, &m)?;
         self.may_put(&who, &to.0, &to.1, upsert).await?;
         let old_version = source.version.as_deref().ok_or_else(StorageError::bytes_missing)?;
         let version = crate::uuid_v4();
@@ -385,6 +382,20 @@ impl Storage {
         self.files.remove(deleted.into_iter().filter_map(|o| o.version)).await;
         Ok(answer(StatusCode::OK, &body))
     }
+}
+
+/// Whether an object of metadata `m` may be in `bucket`: its media type and size within the
+/// bucket's limits.
+fn fits(bucket: &super::store::Bucket, m: &Value) -> Result<(), StorageError> {
+    let mime = m["mimetype"].as_str().unwrap_or("application/octet-stream");
+    if !mime_allowed(bucket.allowed_mime_types.as_deref(), mime) {
+        return Err(StorageError::mime_not_allowed(mime));
+    }
+    let size = m["size"].as_u64().unwrap_or(0);
+    if bucket.file_size_limit.is_some_and(|l| size > l.max(0) as u64) {
+        return Err(StorageError::too_large());
+    }
+    Ok(())
 }
 
 /// What the headers of an object's answer take from its metadata.
@@ -462,8 +473,7 @@ pub(super) fn describe(
         let disposition = match name.is_empty() {
             true => "attachment;".to_owned(),
             false => {
-                let encoded =
-                    percent_encoding::utf8_percent_encode(&name, percent_encoding::NON_ALPHANUMERIC);
+                let encoded = percent_encoding::utf8_percent_encode(&name, URI_COMPONENT);
                 format!("attachment; filename={encoded}; filename*=UTF-8''{encoded}")
             }
         };
@@ -479,6 +489,19 @@ pub(super) fn describe(
     }
     false
 }
+
+/// What JavaScript's `encodeURIComponent` escapes (Supabase encodes a download's name with it):
+/// everything but letters, digits and `-_.!~*'()`.
+const URI_COMPONENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'!')
+    .remove(b'~')
+    .remove(b'*')
+    .remove(b'\'')
+    .remove(b'(')
+    .remove(b')');
 
 /// Whether a browser shows `mime` without running anything of it: images but SVG, sound,
 /// video, fonts, plain text, CSV and JSON. Anything else (SVG, XHTML, XML, PDF, scripts) may

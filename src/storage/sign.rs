@@ -27,9 +27,14 @@ pub struct SignBody {
     transform: Option<TransformBody>,
 }
 
-/// `expiresIn`: whole seconds, at least 1.
+/// `expiresIn`: whole seconds, at least 1; a string of digits counts as its number (Supabase's
+/// validator coerces it, and storage3 for Python sends one).
 fn expires_in(v: Option<&Value>) -> Result<u64, StorageError> {
-    v.and_then(Value::as_u64).filter(|n| *n >= 1 && *n < 10_u64.pow(10)).ok_or_else(|| match v {
+    let seconds = v.and_then(|v| match v {
+        Value::String(s) => s.trim().parse::<u64>().ok(),
+        v => v.as_u64(),
+    });
+    seconds.filter(|n| *n >= 1 && *n < 10_u64.pow(10)).ok_or_else(|| match v {
         None => StorageError::invalid_request("body must have required property 'expiresIn'"),
         Some(_) => StorageError::invalid_parameter("expiresIn"),
     })
@@ -106,6 +111,11 @@ impl Storage {
         valid_bucket(bucket)?;
         let token = token(parts)?;
         let claims = self.signer.verify(&token, "download", &format!("{bucket}/{key}"))?;
+        // A token signed for a rendering (a thumbnail) opens that rendering only, not the
+        // original it was made from.
+        if claims.transformations.as_deref().is_some_and(|t| !t.is_empty()) {
+            return Err(StorageError::invalid_signature("Invalid signature"));
+        }
         let object = self.store.object(None, bucket.to_owned(), key.to_owned()).await?;
         let object = object.ok_or_else(StorageError::no_such_key)?;
         self.send(parts, &object, Some(claims.exp)).await

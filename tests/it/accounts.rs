@@ -368,3 +368,49 @@ fn install_refuses_accounts_tables_someone_else_made_first() {
     });
     assert!(error.contains("belong to squatter"), "{error}");
 }
+
+#[test]
+fn sign_up_can_be_turned_off_and_is_limited_per_client() {
+    let serve = |extra: rowgate::config::ServeArgs| {
+        let path = tempfile::tempdir().expect("temp dir").keep().join("signups.db");
+        crate::sqlite::serve_sqlite(
+            &path,
+            SCHEMA,
+            RULES,
+            rowgate::config::ServeArgs { accounts_enabled: Some(true), ..extra },
+        )
+    };
+    let closed =
+        serve(rowgate::config::ServeArgs { accounts_signup_enabled: Some(false), ..Default::default() });
+    let (status, e) =
+        auth(&closed, "/auth/v1/signup", json!({"email": "hal@example.com", "password": "secret-hal"}));
+    assert_eq!(
+        (status, e),
+        (
+            422,
+            json!({"code": 422, "error_code": "signup_disabled", "msg": "Signups not allowed for this instance"})
+        )
+    );
+    let limited = serve(rowgate::config::ServeArgs {
+        accounts_signup_rate_limit: Some("2/min".into()),
+        ..Default::default()
+    });
+    for n in 0..2 {
+        let (status, _) = auth(
+            &limited,
+            "/auth/v1/signup",
+            json!({"email": format!("u{n}@example.com"), "password": "secret-u"}),
+        );
+        assert_eq!(status, 200);
+    }
+    let (status, e) =
+        auth(&limited, "/auth/v1/signup", json!({"email": "u2@example.com", "password": "secret-u"}));
+    assert_eq!((status, e["error_code"].as_str()), (429, Some("over_request_rate_limit")));
+    let (status, _) = auth_from(
+        [127, 0, 0, 7],
+        &limited,
+        "/auth/v1/signup",
+        json!({"email": "u3@example.com", "password": "secret-u"}),
+    );
+    assert_eq!(status, 200);
+}

@@ -2,6 +2,7 @@
 //! that the harness starts itself.
 
 mod accounts;
+mod admission;
 mod apikeys;
 mod auth;
 mod cache;

@@ -208,8 +208,17 @@ fn errors_have_supabase_storage_s_shape(base: &str) {
             json!({"statusCode": "400", "code": "InvalidBucketName", "error": "Invalid Input", "message": "Bucket name invalid"})
         )
     );
+    // Without credentials, as Supabase's: its routes that run as someone require them.
+    assert_eq!(
+        call("POST", "/bucket", None, Some(r#"{"name": "anon-bucket"}"#)),
+        (
+            400,
+            json!({"statusCode": "400", "code": "InvalidRequest", "error": "Error", "message": "headers must have required property 'authorization'"})
+        )
+    );
     // Anonymous callers have no policy here: they see no bucket and may create none.
-    let (status, body) = call("POST", "/bucket", None, Some(r#"{"name": "anon-bucket"}"#));
+    let anon = token(json!({"role": "anon"}));
+    let (status, body) = call("POST", "/bucket", Some(&anon), Some(r#"{"name": "anon-bucket"}"#));
     assert_eq!((status, body["statusCode"].as_str()), (400, Some("403")), "{body}");
     // Transforms: a missing bucket, a parameter out of range, a source that is no image.
     assert_eq!(

@@ -68,6 +68,8 @@ on_both!(an_upload_one_may_not_make_is_refused_before_its_bytes_are_taken);
 on_both!(deleting_an_object_one_cannot_see_answers_as_a_missing_one_does);
 on_both!(a_multipart_text_field_past_its_bound_is_refused_before_the_rest_is_read);
 on_both!(nothing_uploaded_runs_as_the_api_s_origin);
+on_both!(a_thumbnail_s_signed_url_opens_the_thumbnail_only);
+on_both!(a_move_into_another_bucket_keeps_within_its_limits);
 
 /// A private bucket of a name no other test uses, made by the service role.
 fn bucket(base: &str, name: &str) -> String {
@@ -132,7 +134,10 @@ fn signing_an_upload_url_takes_the_right_to_make_that_upload(base: &str, _: &Pat
 
     // Neither a stranger nor another user may sign a replacement of Alice's object, or a new
     // object in her folder.
-    for who in [None, Some(bob.as_str())] {
+    let anon = token(json!({"role": "anon"}));
+    let (status, body) = sign_upload(base, &bucket, &mine, None, true);
+    assert_eq!((status, &body["statusCode"]), (400, &json!("400")), "no credentials: {body}");
+    for who in [Some(anon.as_str()), Some(bob.as_str())] {
         for (key, upsert) in [(mine.clone(), true), (format!("{ALICE}/planted.txt"), false)] {
             let (status, body) = sign_upload(base, &bucket, &key, who, upsert);
             assert_eq!((status, &body["statusCode"]), (400, &json!("403")), "{who:?} signed {key}: {body}");
@@ -168,8 +173,9 @@ fn an_upload_one_may_not_make_is_refused_before_its_bytes_are_taken(base: &str, 
     let bucket = bucket(base, "refused");
     let before = files_in(dir).len();
     // 100 MB announced, 1 KB sent: the refusal must come without waiting for the rest.
+    let bob = token(json!({"role": "authenticated", "sub": BOB}));
     let head = format!(
-        "POST /storage/v1/object/{bucket}/{ALICE}/big.bin HTTP/1.1\r\nhost: x\r\n\
+        "POST /storage/v1/object/{bucket}/{ALICE}/big.bin HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {bob}\r\n\
          content-type: application/octet-stream\r\ncontent-length: 100000000\r\n\r\n"
     );
     let answer = answer_before_the_end(base, &head, &[b'x'; 1024]);
@@ -286,6 +292,18 @@ fn nothing_uploaded_runs_as_the_api_s_origin(base: &str, _: &Path) {
         );
         assert_eq!(r.header("content-disposition"), download.then_some("attachment"), "{name}");
     }
+    // A download's name is encoded as encodeURIComponent does it, as Supabase's is.
+    let r = send_to(
+        base,
+        "GET",
+        &format!("/storage/v1/object/public/{bucket}/e.png?download=my_file.v1%20(1)%C3%A9.png"),
+        &[],
+        None,
+    );
+    assert_eq!(
+        r.header("content-disposition"),
+        Some("attachment; filename=my_file.v1%20(1)%C3%A9.png; filename*=UTF-8''my_file.v1%20(1)%C3%A9.png")
+    );
     // A media type with a control character is no media type: refused, not stored.
     let form = "--XX\r\ncontent-disposition: form-data; name=\"contentType\"\r\n\r\ntext/plain\u{1}\r\n\
                 --XX\r\ncontent-disposition: form-data; name=\"file\"; filename=\"g\"\r\n\r\nx\r\n--XX--\r\n";
@@ -400,4 +418,59 @@ fn an_image_is_decoded_once_for_every_size_and_a_client_waits_for_its_own_turns(
     assert!(heavy.iter().all(|(status, _)| *status == 200));
     let last = heavy.iter().map(|(_, at)| *at).max().unwrap();
     assert!(small_at < last, "the small image waited for both of another client's large ones");
+}
+
+fn a_thumbnail_s_signed_url_opens_the_thumbnail_only(base: &str, _: &Path) {
+    let alice = token(json!({"role": "authenticated", "sub": ALICE}));
+    let bucket = bucket(base, "thumbs");
+    let path = format!("{ALICE}/photo.png");
+    let bearer = format!("Bearer {alice}");
+    let r = reqwest::blocking::Client::new()
+        .post(format!("{base}/storage/v1/object/{bucket}/{path}"))
+        .header("authorization", &bearer)
+        .header("content-type", "image/png")
+        .body(bomb(64, 9))
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let sign = json!({"expiresIn": "60", "transform": {"width": 16}}).to_string();
+    let (status, signed) =
+        call_on(base, "POST", &format!("/object/sign/{bucket}/{path}"), Some(&alice), Some(&sign));
+    assert_eq!(status, 200, "{signed}");
+    let url = signed["signedURL"].as_str().unwrap();
+    assert!(url.starts_with("/render/image/sign/"), "{url}");
+    assert_eq!(send_to(base, "GET", &format!("/storage/v1{url}"), &[], None).status, 200);
+    // The same token on the original's route: refused.
+    let original = url.replacen("/render/image/sign/", "/object/sign/", 1);
+    let (status, body) = call_on(base, "GET", &original, None, None);
+    assert_eq!((status, &body["message"]), (400, &json!("Invalid signature")), "{body}");
+}
+
+fn a_move_into_another_bucket_keeps_within_its_limits(base: &str, _: &Path) {
+    let service = token(json!({"role": "service_role"}));
+    let run = std::process::id();
+    let make = |name: &str, limits: Value| {
+        let mut b = json!({"name": format!("{name}-{run}")});
+        b.as_object_mut().unwrap().extend(limits.as_object().unwrap().clone());
+        let (status, body) = call_on(base, "POST", "/bucket", Some(&service), Some(&b.to_string()));
+        assert_eq!(status, 200, "{body}");
+        format!("{name}-{run}")
+    };
+    let from = make("move-from", json!({}));
+    let images = make("move-images", json!({"allowed_mime_types": ["image/*"]}));
+    let tiny = make("move-tiny", json!({"file_size_limit": 10}));
+    let any = make("move-any", json!({}));
+    assert_eq!(
+        upload(base, "POST", &format!("/object/{from}/a.txt"), Some(&service), &"x".repeat(100)).0,
+        200
+    );
+    let moving = |to: &str| {
+        let body = json!({"bucketId": from, "sourceKey": "a.txt", "destinationBucket": to, "destinationKey": "a.txt"});
+        call_on(base, "POST", "/object/move", Some(&service), Some(&body.to_string()))
+    };
+    let (status, body) = moving(&images);
+    assert_eq!((status, &body["statusCode"]), (400, &json!("415")), "{body}");
+    let (status, body) = moving(&tiny);
+    assert_eq!((status, &body["statusCode"]), (400, &json!("413")), "{body}");
+    assert_eq!(moving(&any), (200, json!({"message": "Successfully moved"})));
 }

@@ -387,6 +387,13 @@ test('listV2: a flat listing and a folded one, paged by cursor, under row-level 
   ;({ data } = await api.listV2({ prefix: `${ALICE}/`, with_delimiter: true }))
   assert.deepEqual(data.folders.map((f) => f.name), [`${ALICE}/b/`, `${ALICE}/d/`])
   assert.deepEqual(data.objects.map((o) => o.name), [`${ALICE}/a.txt`, `${ALICE}/c.txt`])
+  // Keys are the names' segments at the prefix's level, a folder's without its slash.
+  assert.deepEqual(data.folders.map((f) => f.key), ['b', 'd'])
+  assert.deepEqual(data.objects.map((o) => o.key), ['a.txt', 'c.txt'])
+  // An empty cursor is the first page.
+  ;({ data, error } = await api.listV2({ prefix: `${ALICE}/`, with_delimiter: true, cursor: '' }))
+  assert.equal(error, null)
+  assert.deepEqual(data.folders.map((f) => f.key), ['b', 'd'])
   ;({ data } = await api.listV2({ prefix: `${ALICE}/`, with_delimiter: true, limit: 2 }))
   assert.deepEqual([data.objects.map((o) => o.name), data.folders.map((f) => f.name), data.hasNext],
     [[`${ALICE}/a.txt`], [`${ALICE}/b/`], true])

@@ -129,7 +129,7 @@ pub(super) fn failed(e: rusqlite::Error) -> StorageError {
         Some(rusqlite::ErrorCode::OperationInterrupted) => StorageError::database_timeout(),
         _ => {
             tracing::error!(error = %e, "a storage statement failed");
-            StorageError::internal(format!("database error: {e}"))
+            StorageError::internal("Internal Server Error")
         }
     }
 }
