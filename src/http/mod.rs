@@ -2,6 +2,7 @@
 //! (`/live`, `/ready`, `/rowgate/...`, `/auth/v1/...`, the API under `api-prefix`, static
 //! files under `static-prefix`). The API's pipeline is `api.rs`.
 
+mod access_log;
 mod api;
 mod cached;
 mod context;
@@ -285,7 +286,7 @@ pub async fn handle(state: &AppState, req: Request<Incoming>, client: IpAddr) ->
 async fn route(state: &AppState, req: Request<Incoming>, client: IpAddr) -> Response<Body> {
     if tracing::enabled!(tracing::Level::INFO) {
         let started = std::time::Instant::now();
-        let (method, uri) = (req.method().clone(), req.uri().clone());
+        let (method, uri) = (req.method().clone(), access_log::uri(req.uri()));
         let response = dispatch(state, req, client).await;
         tracing::info!(%method, %uri, status = response.status().as_u16(), elapsed = ?started.elapsed(), "request");
         return response;

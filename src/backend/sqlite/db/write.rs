@@ -159,19 +159,33 @@ pub(super) fn group_commits(
             }
         }
         let conn = conn.blocking_lock();
+        let mut panicked = false;
         let deliveries: Vec<Delivery> = match exec(&conn, "BEGIN IMMEDIATE") {
             Ok(()) => {
                 if let Some(c) = capture.get() {
                     c.prepare(&conn);
                 }
-                batch.into_iter().map(|job| job(Ok(&conn))).collect()
+                // A job that panics (a bug) fails its own request, and its batch with it (what
+                // it wrote is unknown): never the writer, which every later write needs.
+                let run =
+                    |job: Job| std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(Ok(&conn))));
+                batch.into_iter().filter_map(|job| run(job).map_err(|_| panicked = true).ok()).collect()
             }
             Err(e) => {
                 batch.into_iter().map(|job| job(Err(&e))).for_each(|deliver| deliver(None));
                 continue;
             }
         };
-        let committed = exec(&conn, "COMMIT");
+        let committed = match panicked {
+            false => exec(&conn, "COMMIT"),
+            true => {
+                tracing::error!("an SQLite write panicked: the writes committed with it are rolled back");
+                Err(rusqlite::Error::SqliteFailure(
+                    rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ABORT),
+                    Some("a write committed with this one failed".into()),
+                ))
+            }
+        };
         if committed.is_err() {
             let _ = exec(&conn, "ROLLBACK");
         }
@@ -267,4 +281,49 @@ fn run_write(
         _ => None,
     };
     Ok(WriteOutput { affected: rowids.len() as u64, representation, location, inserted })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A job that inserts `x` and reports whether its batch committed.
+    fn insert(x: i64, told: std::sync::mpsc::Sender<bool>) -> Job {
+        Box::new(move |conn| {
+            let _ = conn.map(|c| c.execute("INSERT INTO t VALUES (?1)", [x]));
+            Box::new(move |commit: Option<&rusqlite::Error>| {
+                let _ = told.send(commit.is_none());
+            })
+        })
+    }
+
+    #[test]
+    fn a_write_that_panics_fails_its_batch_and_the_writer_goes_on() {
+        let db = Connection::open_in_memory().unwrap();
+        db.execute_batch("CREATE TABLE t (x INTEGER)").unwrap();
+        let conn = tokio::sync::Mutex::new(db);
+        let (jobs, queue) = std::sync::mpsc::channel::<Job>();
+        let (told, results) = std::sync::mpsc::channel();
+        // Queued before the writer starts: one batch.
+        jobs.send(insert(1, told.clone())).unwrap();
+        jobs.send(Box::new(|_| panic!("a bug in a write"))).unwrap();
+        let (touched, listener, capture) =
+            (Mutex::default(), std::sync::OnceLock::new(), std::sync::OnceLock::new());
+        std::thread::scope(|s| {
+            s.spawn(|| group_commits(&conn, queue, &touched, &listener, &capture));
+            assert!(!results.recv().unwrap(), "the batch of a panicking write is not committed");
+            jobs.send(insert(2, told)).unwrap();
+            assert!(results.recv().unwrap(), "a later write is");
+            drop(jobs);
+        });
+        let rows: Vec<i64> = conn
+            .blocking_lock()
+            .prepare("SELECT x FROM t")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(rows, [2]);
+    }
 }
