@@ -191,13 +191,14 @@ enum StorageAction {
 #[derive(Subcommand)]
 enum RealtimeAction {
     /// Create the publication `supabase_realtime` if missing (add tables to it to publish
-    /// their changes), give `--role` (the role rowgate connects as) REPLICATION, and as a
-    /// superuser an event trigger that tells running instances when the publication changes.
-    /// Safe to run again.
+    /// their changes), give `--replication-role` REPLICATION, and as a superuser an event
+    /// trigger that tells running instances when the publication changes. Safe to run again.
     Install {
-        /// The role rowgate connects as.
-        #[arg(long)]
-        role: String,
+        /// The login role the change feed connects as (`db-uri-replication`): it gets
+        /// REPLICATION. Not the authenticator, whose requests would then reach everything a
+        /// replication connection can read.
+        #[arg(long = "replication-role")]
+        replication_role: Option<String>,
     },
 }
 
@@ -268,8 +269,8 @@ fn main() -> ExitCode {
         Command::Accounts { db_uri, action: AccountsAction::Install { role } } => {
             runtime.block_on(accounts_install(db_uri, role))
         }
-        Command::Realtime { db_uri, action: RealtimeAction::Install { role } } => {
-            runtime.block_on(realtime_install(db_uri, role))
+        Command::Realtime { db_uri, action: RealtimeAction::Install { replication_role } } => {
+            runtime.block_on(realtime_install(db_uri, replication_role))
         }
         Command::Storage { db_uri, action: StorageAction::Install { role } } => {
             runtime.block_on(storage_install(db_uri, role))
@@ -475,12 +476,14 @@ async fn accounts_install(db_uri: Option<String>, role: String) -> ExitCode {
     }
 }
 
-async fn realtime_install(db_uri: Option<String>, role: String) -> ExitCode {
+async fn realtime_install(db_uri: Option<String>, replication_role: Option<String>) -> ExitCode {
     let client = match admin_client(db_uri).await {
         Ok(c) => c,
         Err(code) => return code,
     };
-    match rowgate::backend::postgres::changes::install::install_realtime(&client, &role).await {
+    match rowgate::backend::postgres::changes::install::install_realtime(&client, replication_role.as_deref())
+        .await
+    {
         Ok(summary) => {
             println!("rowgate: realtime installed: {summary}");
             ExitCode::SUCCESS

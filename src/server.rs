@@ -165,7 +165,7 @@ pub async fn run(config: Arc<Config>, listener: TcpListener) -> Result<(), Strin
         tracing::info!(%addr, "rowgate listening");
     }
     if let Some(port) = state.config.admin_server_port {
-        match TcpListener::bind((state.config.server_host, port)).await {
+        match TcpListener::bind((state.config.admin_server_host, port)).await {
             Ok(admin) => {
                 tracing::info!(port, "admin server listening (/live, /ready, /metrics)");
                 let state = state.clone();

@@ -161,6 +161,11 @@ pub struct ServeArgs {
     /// [default: db-uri].
     #[arg(long = "db-uri-direct", env = "ROWGATE_DB_URI_DIRECT", value_name = "URI")]
     pub db_uri_direct: Option<String>,
+    /// A connection URI for the change feed's replication connection (the response cache's
+    /// logical decoding, realtime), as a role with REPLICATION: the authenticator needs none
+    /// [default: db-uri-direct, or db-uri].
+    #[arg(long = "db-uri-replication", env = "ROWGATE_DB_URI_REPLICATION", value_name = "URI")]
+    pub db_uri_replication: Option<String>,
     /// Connection URIs of read replicas, comma-separated: GET and HEAD of tables, views and
     /// non-volatile functions go to one that is up and has replayed the client's last write;
     /// writes and everything else to db-uri [default: none].
@@ -341,9 +346,14 @@ pub struct ServeArgs {
         value_name = "LIST"
     )]
     pub server_cors_allowed_origins: Option<String>,
-    /// Port of the admin server (`/live`, `/ready`, `/metrics`) on server-host [default: none].
+    /// Port of the admin server (`/live`, `/ready`, `/metrics`) on admin-server-host
+    /// [default: none].
     #[arg(long = "admin-server-port", env = "ROWGATE_ADMIN_SERVER_PORT", value_name = "PORT")]
     pub admin_server_port: Option<u16>,
+    /// Address the admin server binds, as server-host takes one: a private one keeps the
+    /// metrics off the API's network [default: server-host].
+    #[arg(long = "admin-server-host", env = "ROWGATE_ADMIN_SERVER_HOST", value_name = "HOST")]
+    pub admin_server_host: Option<String>,
     /// Serve GET/HEAD answers from memory, kept current by the database's change notifications
     /// (needs `rowgate cache install`) [default: false].
     #[arg(long = "cache-enabled", env = "ROWGATE_CACHE_ENABLED", value_name = "BOOL")]

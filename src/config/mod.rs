@@ -103,6 +103,8 @@ pub struct Config {
     pub db_prepared_statements: bool,
     /// `db-uri-direct`, when given: what LISTEN and the change feed connect to.
     pub db_uri_direct: Option<String>,
+    /// `db-uri-replication`, when given: what the change feed connects to.
+    pub db_uri_replication: Option<String>,
     /// `db-uri-read-replicas`.
     pub db_uri_read_replicas: Vec<String>,
     /// `db-replica-max-lag`.
@@ -195,6 +197,8 @@ pub struct Config {
     pub api_key_cache_max_entries: u64,
     /// `admin-server-port`.
     pub admin_server_port: Option<u16>,
+    /// `admin-server-host` (`server-host` unless given).
+    pub admin_server_host: IpAddr,
     /// `cache-enabled`.
     pub cache_enabled: bool,
     /// `cache-max-bytes`.
@@ -327,6 +331,12 @@ impl Config {
             }
             PgUri::parse(direct).map_err(|e| invalid("db-uri-direct", e))?;
         }
+        if let Some(uri) = a.db_uri_replication.as_deref().or(file.db_uri_replication.as_deref()) {
+            if sqlite.is_some() {
+                return Err(invalid("db-uri-replication", "a replication connection is PostgreSQL's".into()));
+            }
+            PgUri::parse(uri).map_err(|e| invalid("db-uri-replication", e))?;
+        }
         let db_uri_read_replicas: Vec<String> = a
             .db_uri_read_replicas
             .as_deref()
@@ -384,6 +394,13 @@ impl Config {
         let server_host = parse_host(&host).ok_or_else(|| {
             invalid("server-host", format!("{host:?} is not an IP address, !4, *4, !6 or *6"))
         })?;
+        let admin_host = a.admin_server_host.or(file.admin_server_host);
+        let admin_server_host = match admin_host.as_deref() {
+            None => server_host,
+            Some(h) => parse_host(h).ok_or_else(|| {
+                invalid("admin-server-host", format!("{h:?} is not an IP address, !4, *4, !6 or *6"))
+            })?,
+        };
         let anon = a.db_anon_role.or(file.db_anon_role).filter(|r| !r.is_empty());
         if anon.as_deref().is_some_and(|r| r.eq_ignore_ascii_case("none")) {
             // PostgreSQL takes the role `none` as RESET ROLE: requests would run as the
@@ -487,6 +504,7 @@ impl Config {
             ),
             db_prepared_statements: a.db_prepared_statements.or(file.db_prepared_statements).unwrap_or(true),
             db_uri_direct: a.db_uri_direct.or(file.db_uri_direct),
+            db_uri_replication: a.db_uri_replication.or(file.db_uri_replication),
             db_uri_read_replicas,
             db_replica_max_lag: Duration::from_millis(
                 a.db_replica_max_lag.or(file.db_replica_max_lag).unwrap_or(5000),
@@ -589,6 +607,7 @@ impl Config {
                 .or(file.api_key_cache_max_entries)
                 .unwrap_or(10_000),
             admin_server_port: a.admin_server_port.or(file.admin_server_port),
+            admin_server_host,
             cache_enabled: a.cache_enabled.or(file.cache_enabled).unwrap_or(false),
             cache_max_bytes: a.cache_max_bytes.or(file.cache_max_bytes).unwrap_or(64 * 1024 * 1024),
             cache_ttl: a.cache_ttl.or(file.cache_ttl).filter(|s| *s > 0).map(Duration::from_secs),

@@ -107,3 +107,26 @@ fn bad_values_are_explained() {
     a.server_host = Some("nowhere".into());
     assert!(Config::load(&a).unwrap_err().to_string().starts_with("invalid server-host"));
 }
+
+#[test]
+fn the_admin_server_binds_the_api_s_address_unless_given_its_own() {
+    let mut a = args(Some("postgres://u@localhost/db"));
+    a.server_host = Some("10.0.0.5".into());
+    assert_eq!(Config::load(&a).unwrap().admin_server_host.to_string(), "10.0.0.5");
+    a.admin_server_host = Some("127.0.0.1".into());
+    assert_eq!(Config::load(&a).unwrap().admin_server_host.to_string(), "127.0.0.1");
+    a.admin_server_host = Some("somewhere".into());
+    assert!(Config::load(&a).unwrap_err().to_string().contains("admin-server-host"));
+}
+
+#[test]
+fn sign_ups_are_on_and_limited_unless_said_otherwise() {
+    let mut a = args(Some("postgres://u@localhost/db"));
+    let c = Config::load(&a).unwrap();
+    assert!(c.accounts_signup_enabled);
+    assert_eq!(c.accounts_signup_rate_limit.map(|r| (r.count, r.period.as_secs())), Some((30, 300)));
+    a.accounts_signup_rate_limit = Some("off".into());
+    assert_eq!(Config::load(&a).unwrap().accounts_signup_rate_limit, None);
+    a.accounts_signup_rate_limit = Some("lots".into());
+    assert!(Config::load(&a).unwrap_err().to_string().contains("accounts-signup-rate-limit"));
+}

@@ -22,6 +22,7 @@ CREATE ROLE anon NOLOGIN;
 CREATE ROLE authenticated NOLOGIN;
 CREATE ROLE service_role NOLOGIN BYPASSRLS;
 CREATE ROLE authenticator LOGIN PASSWORD 'secret' NOINHERIT;
+CREATE ROLE replicator LOGIN PASSWORD 'secret';
 GRANT anon, authenticated, service_role TO authenticator;
 CREATE TABLE public.todos (
   id serial PRIMARY KEY, title text NOT NULL, owner text NOT NULL,
@@ -100,8 +101,8 @@ impl Pg {
                 "install",
                 "--db-uri",
                 &cluster.uri("postgres", "postgres"),
-                "--role",
-                "authenticator",
+                "--replication-role",
+                "replicator",
             ])
             .output()
             .expect("rowgate realtime install");
@@ -118,6 +119,18 @@ impl Pg {
 
     fn uri(&self) -> String {
         format!("postgres://authenticator:secret@127.0.0.1:{}/postgres", self.cluster.port())
+    }
+
+    /// A realtime server's arguments on this cluster: the change feed connects as `replicator`
+    /// (REPLICATION, which the authenticator does not have).
+    fn args(&self) -> ServeArgs {
+        ServeArgs {
+            db_uri_replication: Some(format!(
+                "postgres://replicator:secret@127.0.0.1:{}/postgres",
+                self.cluster.port()
+            )),
+            ..serve_args(self.uri())
+        }
     }
 }
 
@@ -137,7 +150,7 @@ fn serve_args(db_uri: String) -> ServeArgs {
 
 /// A realtime server on the PostgreSQL cluster, with `extra` settings.
 pub(crate) fn pg_server(extra: impl FnOnce(&mut ServeArgs)) -> String {
-    let mut args = serve_args(pg().uri());
+    let mut args = pg().args();
     extra(&mut args);
     start_server(args)
 }
@@ -523,7 +536,7 @@ pub(crate) async fn next_matching(ws: &mut Socket, want: impl Fn(&Value) -> bool
 #[test]
 fn after_a_postgres_restart_subscribers_are_told_and_served_again() {
     let db = Pg::start();
-    let base = start_server(serve_args(db.uri()));
+    let base = start_server(db.args());
     block_on(async {
         let mut ws = connect(&base, "1.0.0").await;
         let join = json!({"topic": "realtime:notes", "event": "phx_join", "ref": "1", "join_ref": "1", "payload": {
@@ -582,7 +595,7 @@ fn one_replication_slot_serves_the_cache_and_realtime() {
         .output()
         .expect("rowgate cache install");
     assert!(out.status.success(), "cache install: {}", String::from_utf8_lossy(&out.stderr));
-    let mut args = serve_args(db.uri());
+    let mut args = db.args();
     args.cache_enabled = Some(true);
     let base = start_server(args);
     let service = token(json!({"role": "service_role", "exp": exp()}));

@@ -474,3 +474,40 @@ fn a_move_into_another_bucket_keeps_within_its_limits(base: &str, _: &Path) {
     assert_eq!((status, &body["statusCode"]), (400, &json!("413")), "{body}");
     assert_eq!(moving(&any), (200, json!({"message": "Successfully moved"})));
 }
+
+#[test]
+fn installs_refuse_functions_someone_else_made_first() {
+    // In a database of its own: another role made the functions rowgate would replace.
+    crate::support::sql("DROP DATABASE IF EXISTS squatted_functions");
+    crate::support::sql("CREATE DATABASE squatted_functions");
+    let base = &crate::support::harness().superuser_uri;
+    let superuser = format!("{}/squatted_functions", &base[..base.rfind('/').unwrap()]);
+    crate::support::sql_at(
+        &superuser,
+        "DO $$ BEGIN CREATE ROLE squatter NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+         CREATE SCHEMA storage; CREATE SCHEMA rowgate;
+         GRANT CREATE, USAGE ON SCHEMA storage, rowgate TO squatter;
+         SET ROLE squatter;
+         CREATE FUNCTION storage.rowgate_put() RETURNS int LANGUAGE sql AS 'SELECT 1';
+         CREATE FUNCTION rowgate.realtime_ddl() RETURNS int LANGUAGE sql AS 'SELECT 1';
+         CREATE FUNCTION rowgate.cache_notify() RETURNS int LANGUAGE sql AS 'SELECT 1';
+         RESET ROLE;",
+    );
+    let install = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_rowgate"))
+            .args(args)
+            .args(["--db-uri", &superuser])
+            .output()
+            .unwrap();
+        (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    for (args, function) in [
+        (&["storage", "install", "--role", "Authenticator"][..], "storage.rowgate_put"),
+        (&["realtime", "install"][..], "rowgate.realtime_ddl"),
+        (&["cache", "install"][..], "rowgate.cache_notify"),
+    ] {
+        let (ok, said) = install(args);
+        assert!(!ok, "{args:?} installed over someone else's function");
+        assert!(said.contains(&format!("{function} belongs to squatter")), "{args:?}: {said}");
+    }
+}

@@ -56,12 +56,14 @@ delete = { service_role = "true", authenticated = "folder=eq.@jwt.sub" }
 /// tells every reader of a table of a deleted row's key, whoever deleted it.
 fn database(name: &str) -> String {
     crate::storage::setup();
+    sql(r#"DO $$ BEGIN CREATE ROLE "Replicator" LOGIN PASSWORD 'secret';
+           EXCEPTION WHEN duplicate_object THEN NULL; END $$"#);
     sql(&format!("DROP DATABASE IF EXISTS {name}"));
     sql(&format!("CREATE DATABASE {name}"));
     let base = &harness().superuser_uri;
     let superuser = format!("{}/{name}", &base[..base.rfind('/').expect("a database in the URI")]);
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_rowgate"))
-        .args(["realtime", "install", "--db-uri", &superuser, "--role", "Authenticator"])
+        .args(["realtime", "install", "--db-uri", &superuser, "--replication-role", "Replicator"])
         .output()
         .expect("rowgate realtime install");
     assert!(out.status.success(), "realtime install: {}", String::from_utf8_lossy(&out.stderr));
@@ -76,10 +78,13 @@ fn database(name: &str) -> String {
     superuser
 }
 
-/// What every server here runs: one connection, every service.
+/// What every server here runs: one connection, every service; on PostgreSQL the change feed
+/// connects as `Replicator`, not as the authenticator.
 fn args(db_uri: String) -> ServeArgs {
+    let replication = db_uri.contains("Authenticator").then(|| db_uri.replace("Authenticator", "Replicator"));
     ServeArgs {
         db_uri: Some(db_uri),
+        db_uri_replication: replication,
         db_schemas: Some("public".into()),
         db_anon_role: Some("anon".into()),
         server_host: Some("127.0.0.1".into()),
@@ -109,6 +114,7 @@ fn every_service_in_turn_on_one_connection_through_pgbouncer() {
     let direct = authenticator(&database("together_pooled"));
     let base = start_server(ServeArgs {
         db_uri_direct: Some(direct.clone()),
+        db_uri_replication: Some(direct.replace("Authenticator", "Replicator")),
         db_prepared_statements: Some(false),
         ..args(through_pgbouncer(&direct))
     });

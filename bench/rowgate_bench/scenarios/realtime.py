@@ -206,9 +206,14 @@ def rowgate_pg(ctx):
     cluster = ctx.cluster(DATA)
     cluster.ensure_roles("anon", "authenticated", "service_role")
     cluster.psql(SCHEMA)
-    procs.run([ctx.rowgate, "realtime", "install", "--db-uri", cluster.uri(), "--role", "authenticator"], timeout=60)
+    # The change feed connects as a role of its own with REPLICATION, not as the authenticator.
+    cluster.psql("DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'replicator') THEN "
+                 "CREATE ROLE replicator LOGIN; END IF; END $$")
+    procs.run([ctx.rowgate, "realtime", "install", "--db-uri", cluster.uri(), "--replication-role", "replicator"],
+              timeout=60)
     cluster.psql("ALTER PUBLICATION supabase_realtime ADD TABLE public.messages")
-    server = start_rowgate(ctx, "rowgate (PostgreSQL, RLS)", cluster.uri("authenticator"), "--db-pool", "10")
+    server = start_rowgate(ctx, "rowgate (PostgreSQL, RLS)", cluster.uri("authenticator"), "--db-pool", "10",
+                           "--db-uri-replication", cluster.uri("replicator"))
     return server, cluster, None, None, False
 
 

@@ -79,11 +79,17 @@ impl PgBackend {
             Some(uri) => Arc::new(PgTarget::parse(uri).map_err(|e| e.replace("db-uri", "db-uri-direct"))?),
             None => target.clone(),
         };
+        let replication = match &config.db_uri_replication {
+            Some(uri) => {
+                Arc::new(PgTarget::parse(uri).map_err(|e| e.replace("db-uri", "db-uri-replication"))?)
+            }
+            None => direct.clone(),
+        };
         let db = Db::new(&config, &target);
         let replicas = replicas::Replicas::start(&config, target.clone())?;
         let reloader = reload::Reloader::start(
             config.clone(),
-            direct,
+            reload::Direct { target: direct, replication },
             db.clone(),
             replicas.clone(),
             schema,
@@ -334,6 +340,25 @@ impl PgBackend {
 
 /// Whether a replica's read failed because the replica is unwell: no connection, or shutting
 /// down (57P01..57P03). It is skipped until its next check; the read goes to the primary.
+/// A statement that stops an install (its transaction) when a function it would replace in
+/// `schema` belongs to another role: `CREATE OR REPLACE` keeps a function's owner, who could
+/// then change what it does when rowgate (or a trigger) calls it — as the server, for the
+/// SECURITY DEFINER ones. The names are rowgate's own.
+pub(crate) fn refuse_functions_owned_elsewhere(schema: &str, functions: &[&str]) -> String {
+    let names = functions.iter().map(|f| format!("'{f}'")).collect::<Vec<_>>().join(", ");
+    format!(
+        "DO $guard$ DECLARE who text; what text; BEGIN
+           SELECT r.rolname, p.proname INTO who, what FROM pg_catalog.pg_proc p
+             JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+             JOIN pg_catalog.pg_roles r ON r.oid = p.proowner
+             WHERE n.nspname = '{schema}' AND p.proname IN ({names}) AND r.rolname <> current_user LIMIT 1;
+           IF who IS NOT NULL THEN
+             RAISE EXCEPTION '{schema}.% belongs to %, who could change what it does when rowgate calls it: drop it or install as %', what, who, who;
+           END IF;
+         END $guard$;"
+    )
+}
+
 fn replica_down(e: &Error) -> bool {
     match e {
         Error::Unavailable(_) => true,

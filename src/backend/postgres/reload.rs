@@ -17,9 +17,10 @@ use crate::schema::SharedSchema;
 #[derive(Clone)]
 pub struct Reloader {
     config: Arc<Config>,
-    /// What the schema is read from, LISTEN and the change feed connect to: `db-uri-direct`,
-    /// or `db-uri`.
+    /// What the schema is read from and LISTEN connects to: `db-uri-direct`, or `db-uri`.
     target: Arc<super::PgTarget>,
+    /// What the change feed connects to: `db-uri-replication`, or as `target`.
+    replication: Arc<super::PgTarget>,
     /// The pool, whose connections a reload retires behind a pooler in transaction mode.
     db: super::Db,
     /// The read replicas, told where the primary was when the schema was read.
@@ -58,12 +59,21 @@ pub fn pre_request_statement(function: &str) -> String {
     sql
 }
 
+/// Where the reloader connects, past any pooler: the schema's reads and LISTEN
+/// (`db-uri-direct`, or `db-uri`), and the change feed (`db-uri-replication`, or as those).
+pub struct Direct {
+    /// `db-uri-direct`, or `db-uri`.
+    pub target: Arc<super::PgTarget>,
+    /// `db-uri-replication`, or as `target`.
+    pub replication: Arc<super::PgTarget>,
+}
+
 impl Reloader {
     /// Starts the reload task; it loads the cache at once and retries until it succeeds. Each
     /// load flushes the response `cache`, if any.
     pub fn start(
         config: Arc<Config>,
-        target: Arc<super::PgTarget>,
+        direct: Direct,
         db: super::Db,
         replicas: Option<Arc<super::replicas::Replicas>>,
         schema: Arc<SharedSchema>,
@@ -73,7 +83,8 @@ impl Reloader {
         let pre_request = config.db_pre_request.as_deref().map(|f| Arc::new(pre_request_statement(f)));
         let reloader = Reloader {
             config,
-            target,
+            target: direct.target,
+            replication: direct.replication,
             db,
             replicas,
             schema,
@@ -351,7 +362,7 @@ async fn listen(
     let realtime = reloader.realtime.as_ref().map(|r| r.feed());
     // One feed for the cache and realtime; if it stops, the listener starts over.
     let feed = reloader.cache.clone().filter(|_| logical).map(|cache| {
-        let (pg, realtime) = (pg.clone(), realtime.clone());
+        let (pg, realtime) = (reloader.replication.clone(), realtime.clone());
         tokio::spawn(async move {
             let _lost = realtime.clone().map(LostOnDrop);
             if let Err(e) = crate::backend::postgres::changes::decoder::run(&pg, Some(cache), realtime).await
@@ -363,7 +374,7 @@ async fn listen(
     let mut feed = AbortOnDrop(feed);
     // Realtime's feed alone (the cache is off or uses triggers): it retries by itself.
     let _realtime_feed = AbortOnDrop(realtime.filter(|_| feed.0.is_none()).map(|realtime| {
-        let pg = pg.clone();
+        let pg = reloader.replication.clone();
         tokio::spawn(async move {
             let mut attempt = 0u32;
             loop {

@@ -187,11 +187,13 @@ impl Replicas {
             "# HELP rowgate_replica_up Whether the read replica is used (answers, is a standby, lags at most db-replica-max-lag)\n\
              # TYPE rowgate_replica_up gauge\n",
         );
-        for r in &self.members {
+        // By position in db-uri-read-replicas, from 1: `/rowgate/metrics` may be public, and
+        // the replicas' addresses are not for every client to read.
+        for (i, r) in self.members.iter().enumerate() {
             let _ = writeln!(
                 out,
                 "rowgate_replica_up{{replica=\"{}\"}} {}",
-                r.name,
+                i + 1,
                 u8::from(r.usable.load(Ordering::Relaxed))
             );
         }
@@ -199,10 +201,10 @@ impl Replicas {
             "# HELP rowgate_replica_lag_seconds How far the read replica's replay is behind the primary\n\
              # TYPE rowgate_replica_lag_seconds gauge\n",
         );
-        for r in &self.members {
+        for (i, r) in self.members.iter().enumerate() {
             let lag = r.lag_ms.load(Ordering::Relaxed);
             let lag = if lag == u64::MAX { "NaN".to_owned() } else { format!("{:.3}", lag as f64 / 1000.0) };
-            let _ = writeln!(out, "rowgate_replica_lag_seconds{{replica=\"{}\"}} {lag}", r.name);
+            let _ = writeln!(out, "rowgate_replica_lag_seconds{{replica=\"{}\"}} {lag}", i + 1);
         }
         out.push_str(
             "# HELP rowgate_reads_total Reads (GET, HEAD, non-volatile calls) by the server that answered them\n\
@@ -213,11 +215,11 @@ impl Replicas {
             "rowgate_reads_total{{server=\"primary\"}} {}",
             self.primary_reads.load(Ordering::Relaxed)
         );
-        for r in &self.members {
+        for (i, r) in self.members.iter().enumerate() {
             let _ = writeln!(
                 out,
-                "rowgate_reads_total{{server=\"{}\"}} {}",
-                r.name,
+                "rowgate_reads_total{{server=\"replica {}\"}} {}",
+                i + 1,
                 r.reads.load(Ordering::Relaxed)
             );
         }

@@ -40,9 +40,19 @@ pub async fn install(client: &Client, role: &str) -> Result<(), String> {
            END LOOP;
          END $grants$;"
     );
+    let guard = super::refuse_functions_owned_elsewhere(
+        "storage",
+        &[
+            "rowgate_bucket",
+            "rowgate_object",
+            "rowgate_versions_in_use",
+            "rowgate_put",
+            "rowgate_touch_updated_at",
+        ],
+    );
     client
         .batch_execute(&format!(
-            "BEGIN; SELECT pg_advisory_xact_lock(7317004); {INSTALL_SQL} {grants} COMMIT;"
+            "BEGIN; SELECT pg_advisory_xact_lock(7317004); {guard} {INSTALL_SQL} {grants} COMMIT;"
         ))
         .await
         .map_err(super::apikey::message)

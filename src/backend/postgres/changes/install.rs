@@ -38,9 +38,13 @@ pub async fn install(client: &Client, triggers: bool) -> Result<String, String> 
     } else {
         "DROP PUBLICATION IF EXISTS rowgate_cache;"
     };
+    let guard = crate::backend::postgres::refuse_functions_owned_elsewhere(
+        "rowgate",
+        &["cache_notify", "cache_keys", "cache_watch", "cache_ddl"],
+    );
     client
         .batch_execute(&format!(
-            "BEGIN; SELECT pg_advisory_xact_lock(7317002); {publication} {INSTALL_SQL} {ddl} {FLUSH} COMMIT;"
+            "BEGIN; SELECT pg_advisory_xact_lock(7317002); {guard} {publication} {INSTALL_SQL} {ddl} {FLUSH} COMMIT;"
         ))
         .await
         .map_err(message)?;
@@ -60,8 +64,9 @@ pub async fn install(client: &Client, triggers: bool) -> Result<String, String> 
     let (watched, unwatched): (i64, i64) = (row.get(0), row.get(1));
     let mut summary = if logical {
         format!(
-            "changes are read by logical decoding (publication rowgate_cache, all tables; the role rowgate \
-             connects as needs REPLICATION, and each instance takes one replication slot); \
+            "changes are read by logical decoding (publication rowgate_cache, all tables; the role of \
+             db-uri-replication (or db-uri-direct, db-uri) needs REPLICATION, and each instance takes one \
+             replication slot); \
              {watched} unlogged table(s) watched by triggers"
         )
     } else {
@@ -130,10 +135,11 @@ pub async fn published(
 
 /// `rowgate realtime install`: what realtime needs of the database — the publication
 /// `supabase_realtime` (created empty, as Supabase's is: add tables to it), the REPLICATION
-/// attribute for `role` (the role rowgate connects as opens the replication connection), and
-/// as a superuser an event trigger that tells running instances when the publication changes.
-/// Idempotent; returns a summary to print.
-pub async fn install_realtime(client: &Client, role: &str) -> Result<String, String> {
+/// attribute for `replication_role` (the role of `db-uri-replication`, which opens the
+/// replication connection; never the authenticator by default: a replication connection reads
+/// past every grant and policy), and as a superuser an event trigger that tells running
+/// instances when the publication changes. Idempotent; returns a summary to print.
+pub async fn install_realtime(client: &Client, replication_role: Option<&str>) -> Result<String, String> {
     let row = client
         .query_one(
             "SELECT rolsuper, current_setting('wal_level') FROM pg_roles WHERE rolname = current_user",
@@ -142,8 +148,15 @@ pub async fn install_realtime(client: &Client, role: &str) -> Result<String, Str
         .await
         .map_err(message)?;
     let (superuser, wal_level): (bool, String) = (row.get(0), row.get(1));
-    let mut role_sql = String::new();
-    crate::backend::push_ident(&mut role_sql, role);
+    let replication = match replication_role {
+        Some(role) if superuser => {
+            let mut sql = String::from("ALTER ROLE ");
+            crate::backend::push_ident(&mut sql, role);
+            sql.push_str(" REPLICATION;");
+            sql
+        }
+        _ => String::new(),
+    };
     let trigger = if superuser {
         format!(
             "CREATE SCHEMA IF NOT EXISTS rowgate;
@@ -153,18 +166,19 @@ pub async fn install_realtime(client: &Client, role: &str) -> Result<String, Str
              DROP EVENT TRIGGER IF EXISTS rowgate_realtime_ddl;
              CREATE EVENT TRIGGER rowgate_realtime_ddl ON ddl_command_end
                WHEN TAG IN ('CREATE PUBLICATION', 'ALTER PUBLICATION', 'DROP PUBLICATION')
-               EXECUTE FUNCTION rowgate.realtime_ddl();
-             ALTER ROLE {role_sql} REPLICATION;"
+               EXECUTE FUNCTION rowgate.realtime_ddl();"
         )
     } else {
         String::new()
     };
+    let guard = crate::backend::postgres::refuse_functions_owned_elsewhere("rowgate", &["realtime_ddl"]);
     client
         .batch_execute(&format!(
-            "BEGIN; SELECT pg_advisory_xact_lock(7317003);
+            "BEGIN; SELECT pg_advisory_xact_lock(7317003); {guard}
              DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = 'supabase_realtime') THEN
                CREATE PUBLICATION supabase_realtime; END IF; END $$;
              {trigger}
+             {replication}
              NOTIFY {REALTIME_CHANNEL};
              COMMIT;"
         ))
@@ -179,12 +193,21 @@ pub async fn install_realtime(client: &Client, role: &str) -> Result<String, Str
         "publication supabase_realtime has {tables} table(s): add the tables whose changes realtime sends with \
          ALTER PUBLICATION supabase_realtime ADD TABLE <table>"
     );
-    if superuser {
-        summary.push_str(&format!("; {role} may open the replication connection (REPLICATION); publication changes reach running instances at once (event trigger)"));
-    } else {
-        summary.push_str(&format!(
-            "; not a superuser: give {role} REPLICATION yourself (ALTER ROLE ... REPLICATION), and NOTIFY {REALTIME_CHANNEL} after changing the publication"
-        ));
+    match (replication_role, superuser) {
+        (Some(role), true) => summary.push_str(&format!(
+            "; {role} may open the replication connection (REPLICATION): point db-uri-replication at it"
+        )),
+        (Some(role), false) => summary.push_str(&format!(
+            "; not a superuser: give {role} REPLICATION yourself (ALTER ROLE {role} REPLICATION)"
+        )),
+        (None, _) => summary.push_str(
+            "; the change feed needs a login role with REPLICATION in db-uri-replication (not the authenticator): \
+             CREATE ROLE rowgate_replicator LOGIN REPLICATION PASSWORD '...', or run again with --replication-role",
+        ),
+    }
+    match superuser {
+        true => summary.push_str("; publication changes reach running instances at once (event trigger)"),
+        false => summary.push_str(&format!("; NOTIFY {REALTIME_CHANNEL} after changing the publication")),
     }
     if wal_level != "logical" {
         summary.push_str(&format!(
