@@ -65,7 +65,10 @@ pub async fn receive(
 ) -> Result<Upload, StorageError> {
     let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
     let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
-    if let Some(boundary) = multer::parse_boundary(content_type).ok().filter(|_| is_multipart(content_type)) {
+    if is_multipart(content_type) {
+        // A form without its boundary cannot be read: not a file of that media type either.
+        let boundary = multer::parse_boundary(content_type)
+            .map_err(|_| StorageError::invalid_request("The form could not be read: it names no boundary"))?;
         if declared.is_some_and(|n| n > limit.saturating_add(MULTIPART_OVERHEAD)) {
             return Err(StorageError::too_large());
         }
