@@ -65,8 +65,9 @@ pub async fn run(rt: Arc<Realtime>, mut rx: tokio::sync::mpsc::Receiver<Commit>)
                 }
                 let commits = Arc::new(commits);
                 deliver(&rt, &commits, Part::Plain).await;
-                if rt.hub.listening().iter().any(|c| c.patterned) && patterned.try_send(commits).is_err() {
-                    for c in rt.hub.listening().iter().filter(|c| c.patterned) {
+                let listeners = rt.hub.listening();
+                if !listeners.patterned.is_empty() && patterned.try_send(commits).is_err() {
+                    for c in &listeners.patterned {
                         c.outbox.stop(Stop::Overflowed);
                     }
                 }
@@ -166,8 +167,11 @@ struct Shape<'a> {
 async fn deliver(rt: &Realtime, commits: &Arc<Vec<Commit>>, part: Part) {
     let changes: Vec<(&Commit, &Change)> =
         commits.iter().flat_map(|c| c.changes.iter().map(move |ch| (c, ch))).collect();
-    let channels: Vec<Arc<PgChannel>> =
-        rt.hub.listening().iter().filter(|c| c.patterned == (part == Part::Patterned)).cloned().collect();
+    let listeners = rt.hub.listening();
+    let channels = match part {
+        Part::Plain => &listeners.plain,
+        Part::Patterned => &listeners.patterned,
+    };
     let Some(access) = rt.access.get() else { return };
     if changes.is_empty() || channels.is_empty() {
         return;
@@ -184,13 +188,13 @@ async fn deliver(rt: &Realtime, commits: &Arc<Vec<Commit>>, part: Part) {
         })
         .collect();
     let pending = match part {
-        Part::Plain => matches(&changes, &channels, &servable, false),
+        Part::Plain => matches(&changes, channels, &servable, false),
         Part::Patterned => {
-            let commits = commits.clone();
+            let (commits, listeners) = (commits.clone(), listeners.clone());
             let matched = tokio::task::spawn_blocking(move || {
                 let changes: Vec<(&Commit, &Change)> =
                     commits.iter().flat_map(|c| c.changes.iter().map(move |ch| (c, ch))).collect();
-                matches(&changes, &channels, &servable, true)
+                matches(&changes, &listeners.patterned, &servable, true)
             });
             matched.await.unwrap_or_default()
         }

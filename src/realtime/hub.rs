@@ -200,7 +200,24 @@ pub struct Hub {
     changed: AtomicBool,
     /// The tables with subscribers, which the feed converts changes of.
     pub wanted: Arc<ArcSwap<Wanted>>,
-    snapshot: ArcSwapOption<Vec<Arc<PgChannel>>>,
+    snapshot: ArcSwapOption<Listeners>,
+}
+
+/// The channels listening to changes, as the dispatcher delivers to them: those whose filters
+/// are comparisons only, and those with a pattern (matched apart).
+#[derive(Default)]
+pub struct Listeners {
+    /// Channels without a pattern.
+    pub plain: Vec<Arc<PgChannel>>,
+    /// Channels with a pattern.
+    pub patterned: Vec<Arc<PgChannel>>,
+}
+
+impl Listeners {
+    /// Every channel.
+    pub fn all(&self) -> impl Iterator<Item = &Arc<PgChannel>> {
+        self.plain.iter().chain(&self.patterned)
+    }
 }
 
 fn scopes(channel: &PgChannel) -> impl Iterator<Item = Scope> + '_ {
@@ -313,10 +330,11 @@ impl Hub {
     }
 
     /// Every channel listening to changes.
-    pub fn listening(&self) -> Arc<Vec<Arc<PgChannel>>> {
+    pub fn listening(&self) -> Arc<Listeners> {
         if self.changed.swap(false, Ordering::AcqRel) {
             let l = self.listening.lock().unwrap_or_else(|e| e.into_inner());
-            self.snapshot.store(Some(Arc::new(l.channels.values().cloned().collect())));
+            let (patterned, plain) = l.channels.values().cloned().partition(|c| c.patterned);
+            self.snapshot.store(Some(Arc::new(Listeners { plain, patterned })));
         }
         self.snapshot.load_full().unwrap_or_default()
     }

@@ -259,7 +259,7 @@ impl Realtime {
                 (false, "Realtime fell behind the database: some changes were not sent".to_owned())
             }
         };
-        for ch in self.hub.listening().iter() {
+        for ch in self.hub.listening().all() {
             if let Some(m) = ch.system(ok, &message) {
                 ch.outbox.push(m);
             }

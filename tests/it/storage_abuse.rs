@@ -73,11 +73,17 @@ on_both!(a_move_into_another_bucket_keeps_within_its_limits);
 
 /// A private bucket of a name no other test uses, made by the service role.
 fn bucket(base: &str, name: &str) -> String {
+    bucket_with(base, name, json!({}))
+}
+
+/// [`bucket`], with `settings` (`public`, limits).
+fn bucket_with(base: &str, name: &str, settings: Value) -> String {
     let id = format!("{name}-{}", std::process::id());
+    let mut body = json!({"name": id});
+    body.as_object_mut().unwrap().extend(settings.as_object().unwrap().clone());
     let service = token(json!({"role": "service_role"}));
-    let (status, body) =
-        call_on(base, "POST", "/bucket", Some(&service), Some(&json!({"name": id}).to_string()));
-    assert_eq!(status, 200, "{body}");
+    let (status, answer) = call_on(base, "POST", "/bucket", Some(&service), Some(&body.to_string()));
+    assert_eq!(status, 200, "{answer}");
     id
 }
 
@@ -251,15 +257,7 @@ fn a_multipart_text_field_past_its_bound_is_refused_before_the_rest_is_read(base
 
 fn nothing_uploaded_runs_as_the_api_s_origin(base: &str, _: &Path) {
     let service = token(json!({"role": "service_role"}));
-    let bucket = format!("pages-{}", std::process::id());
-    let made = call_on(
-        base,
-        "POST",
-        "/bucket",
-        Some(&service),
-        Some(&json!({"name": bucket, "public": true}).to_string()),
-    );
-    assert_eq!(made.0, 200, "{}", made.1);
+    let bucket = bucket_with(base, "pages", json!({"public": true}));
     let bearer = format!("Bearer {service}");
     let script = "<svg xmlns='http://www.w3.org/2000/svg' onload='alert(document.cookie)'/>";
     // (name, type uploaded, type served, a download)
@@ -361,15 +359,7 @@ fn an_image_is_decoded_once_for_every_size_and_a_client_waits_for_its_own_turns(
         args,
     );
     let service = token(json!({"role": "service_role"}));
-    let bucket = format!("bombs-{}", std::process::id());
-    let made = call_on(
-        base,
-        "POST",
-        "/bucket",
-        Some(&service),
-        Some(&json!({"name": bucket, "public": true}).to_string()),
-    );
-    assert_eq!(made.0, 200, "{}", made.1);
+    let bucket = bucket_with(base, "bombs", json!({"public": true}));
     let upload = |name: &str, bytes: Vec<u8>| {
         let client = reqwest::blocking::Client::new();
         let r = client
@@ -448,18 +438,10 @@ fn a_thumbnail_s_signed_url_opens_the_thumbnail_only(base: &str, _: &Path) {
 
 fn a_move_into_another_bucket_keeps_within_its_limits(base: &str, _: &Path) {
     let service = token(json!({"role": "service_role"}));
-    let run = std::process::id();
-    let make = |name: &str, limits: Value| {
-        let mut b = json!({"name": format!("{name}-{run}")});
-        b.as_object_mut().unwrap().extend(limits.as_object().unwrap().clone());
-        let (status, body) = call_on(base, "POST", "/bucket", Some(&service), Some(&b.to_string()));
-        assert_eq!(status, 200, "{body}");
-        format!("{name}-{run}")
-    };
-    let from = make("move-from", json!({}));
-    let images = make("move-images", json!({"allowed_mime_types": ["image/*"]}));
-    let tiny = make("move-tiny", json!({"file_size_limit": 10}));
-    let any = make("move-any", json!({}));
+    let from = bucket(base, "move-from");
+    let images = bucket_with(base, "move-images", json!({"allowed_mime_types": ["image/*"]}));
+    let tiny = bucket_with(base, "move-tiny", json!({"file_size_limit": 10}));
+    let any = bucket(base, "move-any");
     assert_eq!(
         upload(base, "POST", &format!("/object/{from}/a.txt"), Some(&service), &"x".repeat(100)).0,
         200

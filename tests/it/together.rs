@@ -35,21 +35,16 @@ CREATE POLICY "own folder" ON storage.objects TO authenticated
 const SQLITE_SCHEMA: &str =
     "CREATE TABLE todos (id INTEGER PRIMARY KEY, owner TEXT NOT NULL, title TEXT NOT NULL);";
 
-const RULES: &str = r#"
+/// The access rules: each user's own todos, and storage's rules of `tests/it/storage.rs`.
+fn rules() -> String {
+    let todos = r#"
 [todos]
 select = { authenticated = "owner=eq.@jwt.sub", service_role = "true" }
 insert = { authenticated = "owner=eq.@jwt.sub", service_role = "true" }
 delete = { authenticated = "owner=eq.@jwt.sub", service_role = "true" }
-["storage.buckets"]
-select = { service_role = "true" }
-insert = { service_role = "true" }
-delete = { service_role = "true" }
-["storage.objects"]
-select = { service_role = "true", authenticated = "folder=eq.@jwt.sub" }
-insert = { service_role = "true", authenticated = "folder=eq.@jwt.sub" }
-update = { service_role = "true", authenticated = "folder=eq.@jwt.sub" }
-delete = { service_role = "true", authenticated = "folder=eq.@jwt.sub" }
 "#;
+    format!("{todos}{}", crate::storage::RULES)
+}
 
 /// The superuser's URI of a new database `name` on the test cluster, with Supabase's roles,
 /// storage, accounts and realtime installed, and [`SCHEMA`]. Each test has its own: realtime
@@ -127,7 +122,7 @@ fn every_service_in_turn_on_one_sqlite_connection() {
     let base = crate::sqlite::serve_sqlite(
         &dir.join("together.db"),
         SQLITE_SCHEMA,
-        RULES,
+        &rules(),
         ServeArgs { realtime_tables: Some("todos".into()), ..args(String::new()) },
     );
     an_app_s_day(&base);

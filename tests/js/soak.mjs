@@ -17,6 +17,8 @@ const users = Number(process.env.SOAK_USERS || 20)
 const seconds = Number(process.env.SOAK_SECONDS || 30)
 const run = process.env.SOAK_RUN || crypto.randomBytes(3).toString('hex')
 const bucket = process.env.SOAK_BUCKET || 'soak'
+// What each user does, picked at random (SOAK_OPS narrows it, to tell what costs what).
+const choices = (process.env.SOAK_OPS || 'insert,insert,read,update,delete,upload,download,transform,peek,peek object,refresh,login').split(',')
 
 const hour = () => Math.floor(Date.now() / 1000) + 3600
 const anonKey = jwt({ role: 'anon', exp: hour() })
@@ -102,7 +104,7 @@ class User {
   }
 
   async step(others) {
-    const op = pick(['insert', 'insert', 'read', 'update', 'delete', 'upload', 'download', 'transform', 'peek', 'peek object', 'refresh', 'login'])
+    const op = pick(choices)
     const c = this.client
     switch (op) {
       case 'insert': {

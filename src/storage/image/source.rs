@@ -309,7 +309,9 @@ fn encode(image: &DynamicImage, to: ImageFormat, quality: u8) -> Result<Rendered
             "image/png"
         }
     };
-    Ok(Rendered::new(Bytes::from(out), mime))
+    // Kept in the results' cache, weighed by its length: the room the encoder did not use
+    // goes back now, or each small rendering would hold all of it.
+    Ok(Rendered::new(Bytes::from(out.into_boxed_slice()), mime))
 }
 
 #[cfg(test)]
