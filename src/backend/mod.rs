@@ -13,7 +13,6 @@ pub use rights::Rights;
 use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
-use http::Response;
 
 use crate::accounts::AccountStore;
 use crate::apikey::admin::KeyCommand;
@@ -22,9 +21,9 @@ use crate::auth::Principal;
 use crate::cache::ResponseCache;
 use crate::config::Config;
 use crate::error::Error;
+use crate::outcome::Outcome;
 use crate::plan::{MutatePlan, ReadPlan};
 use crate::realtime::Realtime;
-use crate::response::Body;
 use crate::schema::{SchemaCache, SharedSchema};
 
 /// The database a server serves.
@@ -45,6 +44,9 @@ pub struct Caller<'r> {
     pub schema: &'r SchemaCache,
     /// How current the answer must be: one the response cache will store may not lag.
     pub current: Current,
+    /// The primary's WAL position after the client's last write, as it carries it
+    /// (read-your-writes): a replica answers only once it has replayed it.
+    pub written_at: Option<u64>,
 }
 
 /// How current a read's answer must be, for where it may be read.
@@ -110,16 +112,17 @@ impl Backend {
         })
     }
 
-    /// A read's response.
-    pub async fn read(&self, plan: &ReadPlan, caller: &Caller<'_>) -> Result<Response<Body>, Error> {
+    /// What a read did.
+    pub async fn read(&self, plan: &ReadPlan, caller: &Caller<'_>) -> Result<Outcome, Error> {
         match self {
             Backend::Postgres(pg) => pg.read(plan, caller).await,
             Backend::Sqlite(lite) => lite.read(plan, caller).await,
         }
     }
 
-    /// A write's response, its transaction committed (or rolled back, as asked or on error).
-    pub async fn write(&self, plan: MutatePlan, caller: &Caller<'_>) -> Result<Response<Body>, Error> {
+    /// What a write did, its transaction committed (or rolled back: as asked, on an error, or
+    /// when its outcome is refused).
+    pub async fn write(&self, plan: Arc<MutatePlan>, caller: &Caller<'_>) -> Result<Outcome, Error> {
         match self {
             Backend::Postgres(pg) => pg.write(plan, caller).await,
             Backend::Sqlite(lite) => lite.write(plan, caller).await,

@@ -14,6 +14,7 @@ use super::{Backend, Caller, Current, RequestInfo};
 use crate::auth::Principal;
 use crate::config::Config;
 use crate::error::{code, Error};
+use crate::outcome::Done;
 use crate::plan::Plan;
 use crate::realtime::{RowAccess, TableAccess};
 use crate::schema::{QualifiedName, SharedSchema};
@@ -88,10 +89,13 @@ impl Rights {
             schema: &schema,
             // After the change was visible on the primary: a replica may not have it yet.
             current: Current::Primary,
+            written_at: None,
         };
-        let response = self.backend.read(&plan, &caller).await?;
-        let mut rows: Vec<Row> = match response.body().bytes() {
-            Some(b) if response.status().is_success() => serde_json::from_slice(b).unwrap_or_default(),
+        let outcome = self.backend.read(&plan, &caller).await?;
+        // A pre-request function may refuse the read by the status it sets.
+        let refused = outcome.set_by_sql.status.as_deref().is_some_and(|s| !s.trim_start().starts_with('2'));
+        let mut rows: Vec<Row> = match outcome.done {
+            Done::Read(read) if !refused => serde_json::from_slice(&read.body).unwrap_or_default(),
             _ => Vec::new(),
         };
         Ok(keys

@@ -14,7 +14,7 @@ use crate::backend::{Caller, Current};
 use crate::config::Config;
 use crate::error::{code, Error};
 use crate::plan::Plan;
-use crate::response::{not_modified, Body};
+use crate::response::{not_modified, rest, Body};
 
 /// Answers one API request.
 pub async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Body>, Error> {
@@ -44,12 +44,18 @@ pub async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Bo
             "Could not query the database for the schema cache. Retrying.",
         )
     })?;
-    let mut caller =
-        Caller { principal: &principal, request: ctx.info(), schema: &schema, current: Current::Lagging };
+    let info = ctx.info();
+    let written_at = crate::response::read_your_writes::since(info.headers);
+    let mut caller = Caller {
+        principal: &principal,
+        request: info,
+        schema: &schema,
+        current: Current::Lagging,
+        written_at,
+    };
     let plan = Plan::build(&request, &body, &schema, config)?;
     // OPTIONS plans and runs nothing: its timing has no plan or transaction, as PostgREST's.
-    let runs = !matches!(plan, Plan::Options(_));
-    if runs {
+    if !matches!(plan, Plan::Options(_)) {
         ServerTiming::mark(&mut timing, "plan");
     }
     let response = match plan {
@@ -57,17 +63,29 @@ pub async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Bo
             let route = parts.uri.path().trim_start_matches('/');
             let cacheable = cached::cacheable(missed, route, &plan, &schema);
             caller.current = cacheable.as_ref().map_or(Current::Lagging, Cacheable::current);
-            let answer = state.backend.read(&plan, &caller).await;
+            let outcome = state.backend.read(&plan, &caller).await;
+            ServerTiming::mark(&mut timing, "transaction");
+            // An answer that may lag the primary would be stored as current after changes it lacks.
+            let cacheable = cacheable.filter(|_| outcome.as_ref().is_ok_and(|o| !o.may_lag));
+            let answer = outcome.and_then(|o| rest::read(config, &plan, o));
             match plan.transaction.is_none() && plan.explain.is_none() {
                 true => answer.map(|r| cached::remember(state, route, cacheable, r)),
                 // POST /rpc and plans: never cached.
                 false => answer,
             }
         }
-        Plan::Mutate(plan) => state.backend.write(plan, &caller).await,
+        Plan::Mutate(plan) => {
+            // Shared with the write's own task, and read again for the answer.
+            let plan = std::sync::Arc::new(plan);
+            let outcome = state.backend.write(plan.clone(), &caller).await;
+            ServerTiming::mark(&mut timing, "transaction");
+            outcome.and_then(|o| rest::write(config, &plan, o))
+        }
         Plan::Describe(plan) => {
             let mounted = parts.extensions.get::<super::MountedAt>().map_or("", |m| m.0.as_str());
-            describe(state, &plan, &principal, &schema, mounted).await
+            let answer = describe(state, &plan, &principal, &schema, mounted).await;
+            ServerTiming::mark(&mut timing, "transaction");
+            answer
         }
         Plan::Options(allow) => {
             let mut r = Response::new(Body::default());
@@ -75,9 +93,6 @@ pub async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Bo
             Ok(r)
         }
     };
-    if runs {
-        ServerTiming::mark(&mut timing, "transaction");
-    }
     if let Err(Error::SchemaChanged) = response {
         state.backend.reload_schema();
     }

@@ -104,10 +104,8 @@ pub fn remember(
     if let Some(v) = cache_control(&state.config, route).filter(|_| success && !set_by_sql) {
         r.headers_mut().insert(header::CACHE_CONTROL, v.clone());
     }
-    // An answer that may lag the primary would be stored as current after changes it lacks.
-    let current = r.extensions().get::<crate::response::MayLag>().is_none();
     match cacheable {
-        Some(Cacheable { missed: Missed { cache, key, start, .. }, deps }) if success && current => {
+        Some(Cacheable { missed: Missed { cache, key, start, .. }, deps }) if success => {
             let bytes = r.body().bytes().cloned().unwrap_or_default();
             // Stored as a hit will be answered, so a hit costs one header map clone.
             let mut headers = r.headers().clone();

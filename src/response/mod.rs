@@ -1,24 +1,16 @@
-//! A result → the HTTP response, whatever the backend: the status PostgREST derives from the
-//! range and the count, `Content-Range`, `Preference-Applied`, `Location`, ETags and 304s,
-//! the singular, range and max-affected errors — around a body the backend renders. And the
-//! one place an [`Error`] becomes a response.
+//! HTTP responses, whatever the backend: the REST API's answer to a backend's outcome
+//! ([`rest`]), 304s, byte ranges, and the one place an [`Error`] becomes a response.
 
 mod body;
-pub mod csv;
-pub mod datetime;
 pub mod overrides;
+pub mod read_your_writes;
+pub mod rest;
 
 pub use body::Body;
 
-/// Marks a response read from a replica, which may lag the primary: the response cache does
-/// not store it as the current answer.
-#[derive(Debug, Clone, Copy)]
-pub struct MayLag;
-
 use http::{header, HeaderName, HeaderValue, Response, StatusCode};
 
-use crate::error::{code, Error};
-use crate::plan::{Media, MutatePlan, Mutation, ReadPlan, ResultShape, Returning};
+use crate::error::Error;
 
 /// The one place where an [`Error`] becomes an HTTP response (its status and body come from
 /// [`Error::to_response`]).
@@ -89,187 +81,9 @@ pub fn not_modified(request: &http::HeaderMap, response: Response<Body>) -> Resp
     response
 }
 
-/// The response to a read of `n` rows (of `total`, when counted), whatever the backend, with
-/// the body `render` makes: status, Content-Range, ETag, the range and singular errors.
-pub fn finish(
-    plan: &ReadPlan,
-    n: u64,
-    total: Option<u64>,
-    profile: Option<&str>,
-    render: impl FnOnce() -> Result<Vec<u8>, Error>,
-) -> Result<Response<Body>, Error> {
-    let lower = plan.window.offset;
-    if let Some(max) = plan.transaction.and_then(|t| t.max_affected) {
-        if n > max {
-            // A function's rows count as a write's do (PostgREST's PGRST124).
-            return Err(Error::max_affected(n));
-        }
-    }
-    if let Some(t) = total {
-        if lower > t {
-            // PostgREST keeps Content-Range and Preference-Applied on this error.
-            let mut response = error_response(&Error::Api {
-                code: code::INVALID_RANGE,
-                message: "Requested range not satisfiable".into(),
-                details: Some(
-                    format!("An offset of {lower} was requested, but there are only {t} rows.").into(),
-                ),
-                hint: None,
-            });
-            if plan.head {
-                *response.body_mut() = Body::default();
-            }
-            let headers = response.headers_mut();
-            if let Ok(v) = HeaderValue::from_str(&format!("*/{t}")) {
-                headers.insert(header::CONTENT_RANGE, v);
-            }
-            preference_applied(headers, plan);
-            return Ok(response);
-        }
-    }
-    let status = match total {
-        _ if plan.result == ResultShape::Void => StatusCode::NO_CONTENT,
-        Some(t) if n < t => StatusCode::PARTIAL_CONTENT,
-        _ => StatusCode::OK,
-    };
-    let content_range = match (total, n) {
-        (Some(0), _) | (_, 0) => format!("*/{}", total_text(total)),
-        _ => format!("{lower}-{}/{}", lower + n - 1, total_text(total)),
-    };
-
-    let body = render()?;
-
-    if plan.head && plan.media == (Media::Single { strip_nulls: false }) && n != 1 {
-        // HEAD reports what GET would: a singular request for other than one row is a 406.
-        return Err(singular(n));
-    }
-
-    // A strong validator of what a GET answers, for If-None-Match (POST /rpc answers are not
-    // representations of a resource).
-    let etag = (!plan.head && plan.transaction.is_none() && status.is_success()).then(|| etag(&body));
-    let mut response = Response::new(if plan.head { Body::default() } else { Body::from(body) });
-    *response.status_mut() = status;
-    let headers = response.headers_mut();
-    if let Some(v) = etag.and_then(|e| HeaderValue::from_str(&e).ok()) {
-        headers.insert(header::ETAG, v);
-    }
-    let has_body = plan.result != ResultShape::Void;
-    if let Some(v) =
-        content_type(plan.media, plan.handler.as_ref()).filter(|_| has_body || plan.handler.is_some())
-    {
-        headers.insert(header::CONTENT_TYPE, v);
-    }
-    if let Ok(v) = HeaderValue::from_str(&content_range) {
-        headers.insert(header::CONTENT_RANGE, v);
-    }
-    preference_applied(headers, plan);
-    if let Some(p) = profile.filter(|_| has_body).and_then(|p| HeaderValue::from_str(p).ok()) {
-        headers.insert("content-profile", p);
-    }
-    Ok(response)
-}
-
-/// The `Content-Type` of a body in `media`, or of the media type handler that made it.
-fn content_type(media: Media, handler: Option<&crate::plan::Handler>) -> Option<HeaderValue> {
-    match handler {
-        Some(handler) => HeaderValue::from_str(&handler.content_type).ok(),
-        None => Some(HeaderValue::from_static(media.content_type())),
-    }
-}
-
-/// 406 PGRST116: a singular response (`vnd.pgrst.object+json`) for other than one row.
-pub fn singular(rows: u64) -> Error {
-    Error::Api {
-        code: code::SINGULAR,
-        message: "Cannot coerce the result to a single JSON object".into(),
-        details: Some(format!("The result contains {rows} rows").into()),
-        hint: None,
-    }
-}
-
-/// What a write did, whatever the backend.
-#[derive(Debug, Default)]
-pub struct WriteOutcome {
-    /// Rows written.
-    pub affected: u64,
-    /// Of which inserted (an upsert may update instead).
-    pub inserted: u64,
-    /// Rows in the representation, if one was asked for.
-    pub page: u64,
-    /// `Location` of the inserted row.
-    pub location: Option<String>,
-}
-
-/// The response to a write: status, Content-Range, Location, the PUT, max-affected and
-/// singular errors, and the representation `render` makes when one was asked for.
-pub fn finish_write(
-    plan: &MutatePlan,
-    outcome: WriteOutcome,
-    profile: Option<&str>,
-    render: impl FnOnce() -> Result<Vec<u8>, Error>,
-) -> Result<Response<Body>, Error> {
-    let WriteOutcome { affected, inserted, page, location } = outcome;
-    let put = plan.is_put();
-    if put && affected != 1 {
-        return Err(crate::plan::put_mismatch());
-    }
-    if let Some(max) = plan.max_affected {
-        if affected > max {
-            return Err(Error::max_affected(affected));
-        }
-    }
-    let representation = matches!(plan.returning, Returning::Representation(_));
-    if matches!(plan.media, Media::Single { .. }) {
-        let n = if representation { page } else { affected };
-        if n != 1 {
-            return Err(singular(n));
-        }
-    }
-    // A merging upsert that inserted nothing (all updates, or an empty array) is 200, as in
-    // PostgREST.
-    let only_updated = plan.tracks_inserts() && inserted == 0;
-    let status = match &plan.mutation {
-        Mutation::Insert { .. } if put && !representation => StatusCode::NO_CONTENT,
-        Mutation::Insert { .. } if only_updated => StatusCode::OK,
-        Mutation::Insert { .. } => StatusCode::CREATED,
-        _ if representation => StatusCode::OK,
-        _ => StatusCode::NO_CONTENT,
-    };
-    let total = if plan.count { affected.to_string() } else { "*".to_owned() };
-    let content_range = match &plan.mutation {
-        _ if put => None,
-        Mutation::Update { .. } | Mutation::UpdateByKey { .. } => {
-            let n = if representation { page } else { affected };
-            Some(if n == 0 { format!("*/{total}") } else { format!("0-{}/{total}", n - 1) })
-        }
-        _ => Some(format!("*/{total}")),
-    };
-    let body = if representation { Some(render()?) } else { None };
-
-    let mut response = Response::new(body.as_ref().map_or_else(Body::default, |b| Body::from(b.clone())));
-    *response.status_mut() = status;
-    let headers = response.headers_mut();
-    if let Some(v) = location.and_then(|l| HeaderValue::from_str(&l).ok()) {
-        headers.insert(header::LOCATION, v);
-    }
-    if let Some(v) = content_range.and_then(|v| HeaderValue::from_str(&v).ok()) {
-        headers.insert(header::CONTENT_RANGE, v);
-    }
-    applied_header(headers, &plan.applied);
-    if body.is_some() {
-        if let Some(v) = content_type(plan.media, plan.handler.as_ref()) {
-            headers.insert(header::CONTENT_TYPE, v);
-        }
-        if let Some(p) = profile.and_then(|p| HeaderValue::from_str(p).ok()) {
-            headers.insert("content-profile", p);
-        }
-    }
-    Ok(response)
-}
-
 /// A strong entity tag of a body: a 64-bit SipHash and the length. Equal bodies get equal
 /// tags from every rowgate built with the same Rust standard library.
-fn etag(body: &[u8]) -> String {
+pub fn etag(body: &[u8]) -> String {
     use std::hash::Hasher;
     let mut h = std::hash::DefaultHasher::new();
     h.write(body);
@@ -300,25 +114,12 @@ pub fn location(table: &str, pk: &[String], values: &[Option<&str>]) -> String {
     out
 }
 
-/// `Preference-Applied`: the preferences the plan honoured.
-fn preference_applied(headers: &mut http::HeaderMap, plan: &ReadPlan) {
-    applied_header(headers, &plan.applied);
-}
-
-fn applied_header(headers: &mut http::HeaderMap, applied: &[String]) {
-    if !applied.is_empty() {
-        if let Ok(v) = HeaderValue::from_str(&applied.join(", ")) {
-            headers.insert("preference-applied", v);
-        }
-    }
-}
-
 /// A Unix time as PostgreSQL's JSON form of a `timestamptz` in UTC.
 pub fn utc_timestamp(secs: f64) -> String {
     const EPOCH_2000: f64 = 946_684_800.0;
     let micros = ((secs - EPOCH_2000) * 1e6).round() as i64;
     let mut out = Vec::new();
-    datetime::write_timestamp(&mut out, &micros.to_be_bytes());
+    crate::format::datetime::write_timestamp(&mut out, &micros.to_be_bytes());
     let text = String::from_utf8_lossy(&out);
     format!("{}+00:00", text.trim_matches('"'))
 }
@@ -346,10 +147,6 @@ pub fn byte_range(header: &str, len: u64) -> Option<Option<(u64, u64)>> {
         }
     };
     Some(range)
-}
-
-fn total_text(total: Option<u64>) -> String {
-    total.map_or_else(|| "*".to_owned(), |t| t.to_string())
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 //! Running a request's statements on a pooled connection: reads with their settings pipelined
-//! ahead, writes in a transaction the response stage ends, and writes queued whole.
+//! ahead, writes in a transaction left open until their outcome is checked, and writes queued whole.
 
 use super::pool::{unspecified, Prepared};
 use super::{PgConn, RawValue, SessionSettings, Setting, TextParam};
@@ -7,6 +7,7 @@ use tokio_postgres::Row;
 
 use crate::backend::Statement;
 use crate::error::Error;
+use crate::outcome::SetBySql;
 
 /// The rows of a read, and the count statement's answer when one was asked for.
 pub struct ReadResult {
@@ -15,7 +16,7 @@ pub struct ReadResult {
     /// The plan of the count query (`EXPLAIN (FORMAT JSON)` output), for planned counts.
     pub explain: Option<String>,
     /// What SQL left in `response.headers` and `response.status`, when [`Hooks::response`].
-    pub gucs: ResponseGucs,
+    pub gucs: SetBySql,
 }
 
 /// PostgREST's hooks around a request's statement, in its transaction: `db-pre-request` called
@@ -36,28 +37,19 @@ impl Hooks<'_> {
     }
 }
 
-/// `response.headers` and `response.status` as SQL left them (`set_config(.., true)`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ResponseGucs {
-    /// `response.headers`, unless unset or empty.
-    pub headers: Option<String>,
-    /// `response.status`, unless unset or empty.
-    pub status: Option<String>,
-}
-
-/// Reads [`ResponseGucs`]; an unset setting is NULL, one set by an earlier transaction of the
+/// Reads [`SetBySql`]; an unset setting is NULL, one set by an earlier transaction of the
 /// session is ''.
 const READ_GUCS: &str = "SELECT nullif(pg_catalog.current_setting('response.headers', true), ''), \
                          nullif(pg_catalog.current_setting('response.status', true), '')";
 
-/// [`ResponseGucs`], when `statement` (a prepared [`READ_GUCS`]) is given.
+/// [`SetBySql`], when `statement` (a prepared [`READ_GUCS`]) is given.
 async fn read_gucs(
     client: &tokio_postgres::Client,
     statement: Option<&Prepared>,
-) -> Result<ResponseGucs, tokio_postgres::Error> {
-    let Some(statement) = statement else { return Ok(ResponseGucs::default()) };
+) -> Result<SetBySql, tokio_postgres::Error> {
+    let Some(statement) = statement else { return Ok(SetBySql::default()) };
     let rows = query(client, statement, &[]).await?;
-    Ok(rows.first().map(|r| ResponseGucs { headers: r.get(0), status: r.get(1) }).unwrap_or_default())
+    Ok(rows.first().map(|r| SetBySql { headers: r.get(0), status: r.get(1) }).unwrap_or_default())
 }
 
 /// One simple-protocol step of a pipeline, when there is one (BEGIN, db-pre-request, COMMIT).
@@ -264,13 +256,13 @@ pub struct WriteResult {
     /// Rows the bare statement affected (for statements that return none).
     pub affected: u64,
     /// What SQL left in `response.headers` and `response.status`, when [`Hooks::response`].
-    pub gucs: ResponseGucs,
+    pub gucs: SetBySql,
 }
 
 impl PgConn {
     /// Runs a write's statement in a transaction left open for [`PgConn::finish`], so the
-    /// response stage can still decide to roll it back (a failed singular, max-affected or PUT
-    /// check, `Prefer: tx=rollback`). If the statement fails, the transaction is rolled back here.
+    /// outcome's checks can still roll it back (a failed singular, max-affected or PUT check,
+    /// `Prefer: tx=rollback`). If the statement fails, the transaction is rolled back here.
     pub async fn write(
         &mut self,
         wanted: &SessionSettings,
@@ -444,7 +436,7 @@ impl PgConn {
 
     /// What SQL left in `response.headers` and `response.status` in the open transaction.
     /// On error the transaction is rolled back.
-    pub async fn response_gucs(&mut self, anonymous: bool) -> Result<ResponseGucs, Error> {
+    pub async fn response_gucs(&mut self, anonymous: bool) -> Result<SetBySql, Error> {
         let read = match self.prepare_cached(READ_GUCS).await {
             Ok(stmt) => read_gucs(&self.client, Some(&stmt)).await,
             Err(e) => Err(e),

@@ -30,7 +30,7 @@ pub mod storage;
 mod tls;
 mod value;
 
-pub use conn::{db_error, Hooks, Pipelined, ReadResult, ResponseGucs, WriteResult};
+pub use conn::{db_error, Hooks, Pipelined, ReadResult, WriteResult};
 pub use pool::{connect, connect_without_tls, first_value, Db, PgConn, Running};
 pub use settings::{SessionSettings, Setting};
 pub use tls::PgTarget;
@@ -39,14 +39,12 @@ mod transaction;
 
 use std::sync::Arc;
 
-use http::Response;
-
 use crate::backend::{Caller, Current};
 use crate::cache::{Marker, ResponseCache};
 use crate::config::Config;
 use crate::error::{code, Error};
+use crate::outcome::{Done, Outcome, SetBySql};
 use crate::plan::{MutatePlan, ReadPlan};
-use crate::response::Body;
 use crate::schema::SharedSchema;
 
 /// A server's PostgreSQL: the pool, the schema cache's reloader, and the response cache whose
@@ -105,15 +103,14 @@ impl PgBackend {
     /// runs in a transaction rowgate ends once it has seen the result). With read replicas, a
     /// read that cannot write goes to one that has replayed the client's last write (and, for
     /// the response cache, every change the cache has counted), if one has; a call that may
-    /// write tells the client where its write is.
-    pub async fn read(&self, plan: &ReadPlan, caller: &Caller<'_>) -> Result<Response<Body>, Error> {
+    /// write tells where its write left the primary.
+    pub async fn read(&self, plan: &ReadPlan, caller: &Caller<'_>) -> Result<Outcome, Error> {
         let Some(replicas) = &self.replicas else { return self.read_on(&self.db, plan, caller).await };
         let may_write = plan.transaction.is_some() || plan.call.as_ref().is_some_and(|c| c.volatile);
-        let since = replicas::since(caller.request.headers);
         // The position a replica must have replayed (None: any), or None for the primary alone.
         let wanted = match caller.current {
-            Current::Lagging => Some(since),
-            Current::Replayed(applied) => Some(since.max(Some(applied))),
+            Current::Lagging => Some(caller.written_at),
+            Current::Replayed(applied) => Some(caller.written_at.max(Some(applied))),
             Current::Primary => None,
         };
         if let Some(since) = wanted.filter(|_| !may_write) {
@@ -122,47 +119,28 @@ impl PgBackend {
                     Err(e) if replica_down(&e) => replica.failed(&e),
                     // Answered on the primary instead, the replica left in use.
                     Err(e) if replica_conflict(&e) => {}
-                    Ok(mut response) => {
+                    Ok(mut outcome) => {
                         replica.served();
                         // Behind the primary by up to db-replica-max-lag: never the response
                         // cache's current answer.
-                        if caller.current == Current::Lagging {
-                            response.extensions_mut().insert(crate::response::MayLag);
-                        }
-                        return Ok(response);
+                        outcome.may_lag = caller.current == Current::Lagging;
+                        return Ok(outcome);
                     }
                     other => return other,
                 }
             }
         }
         replicas.served_by_primary();
-        let response = self.read_on(&self.db, plan, caller).await?;
+        let mut outcome = self.read_on(&self.db, plan, caller).await?;
         // Whatever its status (SQL may set one), a call that may write may have committed.
-        match may_write {
-            true => Ok(self.tell_write_position(replicas, response).await),
-            false => Ok(response),
+        if may_write {
+            outcome.written_at = Some(replicas.write_position().await);
         }
-    }
-
-    /// A write's response with the primary's position past it, for the client's next reads.
-    async fn tell_write_position(
-        &self,
-        replicas: &replicas::Replicas,
-        mut response: Response<Body>,
-    ) -> Response<Body> {
-        let lsn = replicas.write_position().await;
-        let cookie = replicas::set_cookie(lsn, self.config.db_replica_max_lag);
-        if let Ok(v) = http::HeaderValue::from_str(&cookie) {
-            response.headers_mut().append(http::header::SET_COOKIE, v);
-        }
-        if let Ok(v) = http::HeaderValue::from_str(&replicas::format_lsn(lsn)) {
-            response.headers_mut().insert(replicas::HEADER, v);
-        }
-        response
+        Ok(outcome)
     }
 
     /// A read on the connections of `db`, the primary's or a replica's.
-    async fn read_on(&self, db: &Db, plan: &ReadPlan, caller: &Caller<'_>) -> Result<Response<Body>, Error> {
+    async fn read_on(&self, db: &Db, plan: &ReadPlan, caller: &Caller<'_>) -> Result<Outcome, Error> {
         let config = &*self.config;
         let mut settings =
             SessionSettings::of_request(config, caller, &plan.schema, plan.timezone.as_deref());
@@ -181,14 +159,14 @@ impl PgBackend {
             conn.settings.forget();
         }
         drop(conn);
-        let (response, marker) = ran?;
+        let (outcome, marker) = ran?;
         if let Some(marker) = marker {
             marker.wait().await;
         }
-        response
+        outcome
     }
 
-    /// The statements of a read on `conn`, and the response; for POST /rpc the marker its
+    /// The statements of a read on `conn`, and what they did; for POST /rpc the marker its
     /// COMMIT carried. A call of a function that may set `response.headers` or
     /// `response.status` (any read, with a pre-request function) runs in a transaction that
     /// ends with reading them.
@@ -199,10 +177,9 @@ impl PgBackend {
         settings: &SessionSettings,
         pre_request: Option<&String>,
         anonymous: bool,
-    ) -> Result<(Result<Response<Body>, Error>, Option<Marker>), Error> {
+    ) -> Result<(Result<Outcome, Error>, Option<Marker>), Error> {
         let config = &*self.config;
         let statements = sql::render_read(plan, config.db_max_rows);
-        let profile = crate::response::profile(config, &plan.schema);
         let pre_request = pre_request.map(String::as_str);
         if let Some(explain) = &plan.explain {
             let stmt = sql::explain(&statements.main, explain);
@@ -211,10 +188,10 @@ impl PgBackend {
                 // EXPLAIN ANALYZE runs the call: whatever it writes is rolled back.
                 let result = conn.write(settings, &stmt, true, hooks, anonymous).await?;
                 conn.finish(false, anonymous).await?;
-                return Ok((Ok(render::plan(explain, &result.rows)), None));
+                return Ok((Ok(Outcome::of(Done::Explained(render::plan(explain, &result.rows)))), None));
             }
             let result = conn.read(settings, &stmt, None, hooks, anonymous).await?;
-            return Ok((Ok(render::plan(explain, &result.rows)), None));
+            return Ok((Ok(Outcome::of(Done::Explained(render::plan(explain, &result.rows)))), None));
         }
         // Reading what SQL left in `response.*` takes a transaction around the read, so it is
         // read only where SQL may have set it: after a function whose source may, and after
@@ -231,30 +208,29 @@ impl PgBackend {
                 let mut result = conn
                     .read(settings, &statements.main, statements.explain.as_ref(), hooks, anonymous)
                     .await?;
-                let gucs = std::mem::take(&mut result.gucs);
-                let response =
-                    render::read(plan, &statements, result, config.db_max_rows, profile.as_deref());
-                Ok((response.and_then(|r| with_gucs(r, &gucs)), None))
+                let set_by_sql = std::mem::take(&mut result.gucs);
+                let rows = render::read(plan, &statements, result, config.db_max_rows);
+                Ok((rows.map(|rows| Outcome { set_by_sql, ..Outcome::of(Done::Read(rows)) }), None))
             }
             Some(tx) => {
                 // POST /rpc: its transaction is there anyway, and what it writes may fire
                 // triggers that set them.
                 let post_hooks = Hooks { pre_request, response: true };
                 let result = conn.write(settings, &statements.main, true, post_hooks, anonymous).await?;
-                let read = ReadResult { rows: result.rows, explain: None, gucs: ResponseGucs::default() };
-                let response = render::read(plan, &statements, read, config.db_max_rows, profile.as_deref());
-                let commit = response.is_ok() && !tx.rollback;
+                let read = ReadResult { rows: result.rows, explain: None, gucs: SetBySql::default() };
+                let rows = render::read(plan, &statements, read, config.db_max_rows);
+                let commit = rows.is_ok() && !tx.rollback;
                 let marker = transaction::end_write(conn, commit, self.cache.as_ref(), anonymous).await?;
-                Ok((response.and_then(|r| with_gucs(r, &result.gucs)), marker))
+                let set_by_sql = result.gucs;
+                Ok((rows.map(|rows| Outcome { set_by_sql, ..Outcome::of(Done::Read(rows)) }), marker))
             }
         }
     }
 
     /// A write: on a task of its own unless its whole transaction is queued at once.
-    pub async fn write(&self, plan: MutatePlan, caller: &Caller<'_>) -> Result<Response<Body>, Error> {
+    pub async fn write(&self, plan: Arc<MutatePlan>, caller: &Caller<'_>) -> Result<Outcome, Error> {
         let settings =
             SessionSettings::of_request(&self.config, caller, &plan.schema, plan.timezone.as_deref());
-        let profile = crate::response::profile(&self.config, &plan.schema);
         let blind = plan.commits_blind();
         let pre_request = self.reloader.pre_request();
         // Boxed: the write's future (~9 KB) would otherwise be part of every request's,
@@ -265,10 +241,9 @@ impl PgBackend {
             plan,
             settings,
             caller.principal.anonymous,
-            profile,
             pre_request,
         ));
-        let response = if blind {
+        let mut outcome = if blind {
             // Its whole transaction is queued on the connection at once (PgConn::write_committed):
             // a client going away cannot interrupt it midway, so no task of its own is needed.
             write.await
@@ -280,10 +255,10 @@ impl PgBackend {
                 .unwrap_or_else(|_| Err(Error::api(code::INTERNAL, "Internal server error")))
         }?;
         // Whatever its status (`response.status` may set one), the write may have committed.
-        match &self.replicas {
-            Some(replicas) => Ok(self.tell_write_position(replicas, response).await),
-            None => Ok(response),
+        if let Some(replicas) = &self.replicas {
+            outcome.written_at = Some(replicas.write_position().await);
         }
+        Ok(outcome)
     }
 
     /// The statement calling the pre-request function, if one is set.
@@ -378,13 +353,4 @@ fn replica_conflict(e: &Error) -> bool {
         Error::Database(db) => matches!(db.code.as_str(), "40001" | "0A000"),
         _ => false,
     }
-}
-
-/// `response` with what SQL left in `response.headers` and `response.status`. PostgREST applies
-/// them after the transaction: a write is committed even if they are invalid (PGRST111/112).
-pub fn with_gucs(response: Response<Body>, gucs: &ResponseGucs) -> Result<Response<Body>, Error> {
-    if gucs.headers.is_none() && gucs.status.is_none() {
-        return Ok(response);
-    }
-    crate::response::overrides::from_sql(response, gucs.headers.as_deref(), gucs.status.as_deref())
 }

@@ -151,7 +151,7 @@ impl Reloader {
                 .await
                 .ok()
                 .and_then(|m| super::first_value(&m))
-                .and_then(|t| super::replicas::parse_lsn(&t)),
+                .and_then(|t| crate::lsn::parse(&t)),
             None => None,
         };
         let tx = client.build_transaction().read_only(true).start().await?;

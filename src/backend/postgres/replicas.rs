@@ -9,7 +9,7 @@
 //! skipped until the next tick finds it well.
 //!
 //! Read-your-writes: after a write, the primary's WAL insert position (past the write's commit
-//! record) goes back to the client ([`COOKIE`]). A read that carries it is sent only to a
+//! record) goes back to the client (`http::read_your_writes`). A read that carries it is sent only to a
 //! replica that has replayed past it, else to the primary. The position is the primary's, so
 //! it means the same to every instance.
 
@@ -32,17 +32,6 @@ const CLOCK_TIMEOUT: Duration = Duration::from_secs(2);
 /// The longest a read waits for a replica's connection (at most `db-pool-acquisition-timeout`):
 /// the primary can answer it meanwhile.
 const BUSY_WAIT: Duration = Duration::from_millis(500);
-
-/// The cookie (and request or response header, `X-Rowgate-Lsn`) that carries a client's last
-/// write position.
-pub const COOKIE: &str = "rowgate_lsn";
-
-/// The header a client without cookies may send its last write position in.
-pub const HEADER: &str = "x-rowgate-lsn";
-
-/// A position no replica reaches: what a write reports when the primary's position could not
-/// be read, so that the client's reads stay on the primary while the cookie lasts.
-const UNKNOWN: u64 = u64::MAX;
 
 /// The read replicas of one instance.
 pub struct Replicas {
@@ -146,11 +135,11 @@ impl Replicas {
     }
 
     /// The primary's WAL insert position now: past the commit record of every write that has
-    /// committed, for the client's cookie. [`UNKNOWN`] when it cannot be read.
+    /// committed, for the client's cookie. [`crate::lsn::UNKNOWN`] when it cannot be read.
     pub async fn write_position(&self) -> u64 {
         match self.position("SELECT pg_catalog.pg_current_wal_insert_lsn()::text").await {
             Some(lsn) => lsn,
-            None => UNKNOWN,
+            None => crate::lsn::UNKNOWN,
         }
     }
 
@@ -170,7 +159,7 @@ impl Replicas {
             }
         };
         let answer = tokio::time::timeout(CLOCK_TIMEOUT, client.simple_query(sql)).await.ok()?.ok()?;
-        first_value(&answer).as_deref().and_then(parse_lsn)
+        first_value(&answer).as_deref().and_then(crate::lsn::parse)
     }
 
     /// The lag of a replica that has replayed up to `replayed`, from the primary's samples:
@@ -291,7 +280,7 @@ async fn check(replicas: &Replicas, replica: &Replica, conn: &mut Option<Client>
             SimpleQueryMessage::Row(row) => Some(row),
             _ => None,
         })?;
-        Some((row.get(0)? == "true", row.get(1).and_then(parse_lsn)))
+        Some((row.get(0)? == "true", row.get(1).and_then(crate::lsn::parse)))
     });
     let usable = match state {
         Some((true, Some(replayed))) => {
@@ -318,58 +307,5 @@ async fn check(replicas: &Replicas, replica: &Replica, conn: &mut Option<Client>
                 tracing::warn!(replica = %replica.name, "read replica down or lagging; reads go elsewhere")
             }
         }
-    }
-}
-
-/// The last write position a request carries: its [`HEADER`], else its [`COOKIE`]. One that does
-/// not parse counts as [`UNKNOWN`], which keeps the read on the primary.
-pub fn since(headers: &[(&str, &str)]) -> Option<u64> {
-    let header = headers.iter().find(|(name, _)| *name == HEADER).map(|(_, v)| *v);
-    let cookie = || {
-        headers.iter().filter(|(name, _)| *name == "cookie").find_map(|(_, v)| {
-            v.split(';').find_map(|pair| pair.trim().strip_prefix(COOKIE)?.strip_prefix('='))
-        })
-    };
-    header.or_else(cookie).map(|v| parse_lsn(v).unwrap_or(UNKNOWN))
-}
-
-/// The `Set-Cookie` value that carries a write's position back, for as long as a replica may
-/// take to replay it and still be used (twice `db-replica-max-lag`, at least five minutes).
-pub fn set_cookie(lsn: u64, max_lag: Duration) -> String {
-    let age = (2 * max_lag.as_secs()).max(300);
-    format!("{COOKIE}={}; Path=/; Max-Age={age}; HttpOnly; SameSite=Lax", format_lsn(lsn))
-}
-
-/// A WAL position in PostgreSQL's text form (`16/B374D848`) as one number.
-pub fn parse_lsn(text: &str) -> Option<u64> {
-    let (hi, lo) = text.trim().split_once('/')?;
-    Some((u64::from_str_radix(hi, 16).ok()? << 32) | u64::from_str_radix(lo, 16).ok()?)
-}
-
-/// A WAL position in PostgreSQL's text form.
-pub fn format_lsn(lsn: u64) -> String {
-    format!("{:X}/{:X}", lsn >> 32, lsn & 0xFFFF_FFFF)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_request_carries_its_last_write_in_a_header_or_a_cookie() {
-        assert_eq!(since(&[("cookie", "a=b; rowgate_lsn=0/16B3748; c=d")]), Some(0x16B_3748));
-        assert_eq!(since(&[("x-rowgate-lsn", "1/0"), ("cookie", "rowgate_lsn=0/1")]), Some(1 << 32));
-        assert_eq!(since(&[("cookie", "rowgate_lsn=garbage")]), Some(UNKNOWN));
-        assert_eq!(since(&[("cookie", "rowgate_lsnx=0/1")]), None);
-        assert_eq!(since(&[]), None);
-    }
-
-    #[test]
-    fn positions_read_and_write_as_postgresql_writes_them() {
-        assert_eq!(parse_lsn("16/B374D848"), Some(0x16_B374_D848));
-        assert_eq!(format_lsn(0x16_B374_D848), "16/B374D848");
-        assert_eq!(parse_lsn("0/0"), Some(0));
-        assert_eq!(parse_lsn("nonsense"), None);
-        assert_eq!(parse_lsn("1/xyz"), None);
     }
 }

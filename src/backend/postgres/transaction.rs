@@ -1,15 +1,13 @@
-//! A write from BEGIN to COMMIT or ROLLBACK on one pooled connection: the statement, the
-//! response built while the transaction is still open (so a failed check rolls it back), and
+//! A write from BEGIN to COMMIT or ROLLBACK on one pooled connection: the statement, its
+//! outcome checked while the transaction is still open (so a refused answer rolls it back), and
 //! the response cache's read-your-writes marker sent with the COMMIT.
 
 use std::sync::Arc;
 
-use http::{header, HeaderValue, Response, StatusCode};
-
-use super::{render, sql, with_gucs, Db, Hooks, PgConn, ReadResult, ResponseGucs, SessionSettings};
+use super::{render, sql, Db, Hooks, PgConn, ReadResult, SessionSettings};
 use crate::cache::{Marker, ResponseCache};
 use crate::error::Error;
-use crate::response::Body;
+use crate::outcome::{Done, Outcome, SetBySql, Written};
 
 /// Ends a write's transaction. With the response cache on, a COMMIT carries the
 /// read-your-writes marker, returned: the caller waits for it once the connection is back in
@@ -28,16 +26,15 @@ pub async fn end_write(
     Ok(marker)
 }
 
-/// Runs a write from BEGIN to COMMIT or ROLLBACK and builds its response.
+/// Runs a write from BEGIN to COMMIT or ROLLBACK: what it did.
 pub async fn write(
     db: Db,
     cache: Option<Arc<ResponseCache>>,
-    plan: crate::plan::MutatePlan,
+    plan: Arc<crate::plan::MutatePlan>,
     settings: SessionSettings,
     anonymous: bool,
-    profile: Option<String>,
     pre_request: Option<Arc<String>>,
-) -> Result<Response<Body>, Error> {
+) -> Result<Outcome, Error> {
     let statements = sql::render_write(&plan);
     let pre_request = pre_request.as_deref().map(String::as_str);
     // Read after a write whose triggers may set them, and after every write once a
@@ -48,14 +45,13 @@ pub async fn write(
     let mut slot = db.get_for_write(plan.commits_blind()).await?;
     let conn = &mut slot.conn;
     if !plan.nested.is_empty() {
-        let (response, marker) =
-            nested_insert(conn, cache.as_ref(), &plan, &settings, hooks, anonymous, profile.as_deref())
-                .await?;
+        let (outcome, marker) =
+            nested_insert(conn, cache.as_ref(), &plan, &settings, hooks, anonymous).await?;
         drop(slot);
         if let Some(marker) = marker {
             marker.wait().await;
         }
-        return Ok(response);
+        return Ok(outcome);
     }
     if let Some(explain) = &plan.explain {
         // The plan of the write; with ANALYZE it runs, and is always rolled back.
@@ -63,7 +59,7 @@ pub async fn write(
         let result =
             conn.write(&settings, &stmt, true, Hooks { pre_request, response: false }, anonymous).await?;
         conn.finish(false, anonymous).await?;
-        return Ok(render::plan(explain, &result.rows));
+        return Ok(Outcome::of(Done::Explained(render::plan(explain, &result.rows))));
     }
     if plan.commits_blind() {
         let marker = cache.as_ref().map(|c| c.marker());
@@ -84,17 +80,17 @@ pub async fn write(
         if let Some(marker) = marker {
             marker.wait().await;
         }
-        return render::write(&plan, &statements, &result, profile.as_deref())
-            .and_then(|r| with_gucs(r, &result.gucs));
+        let written = render::write(&plan, &statements, &result)?;
+        return Ok(Outcome { set_by_sql: result.gucs, ..Outcome::of(Done::Written(written)) });
     }
     let result = conn.write(&settings, &statements.main, statements.returns_rows, hooks, anonymous).await?;
-    let response = render::write(&plan, &statements, &result, profile.as_deref());
-    let marker = end_write(conn, response.is_ok() && !plan.rollback, cache.as_ref(), anonymous).await?;
+    let written = render::write(&plan, &statements, &result);
+    let marker = end_write(conn, written.is_ok() && !plan.rollback, cache.as_ref(), anonymous).await?;
     drop(slot);
     if let Some(marker) = marker {
         marker.wait().await;
     }
-    response.and_then(|r| with_gucs(r, &result.gucs))
+    Ok(Outcome { set_by_sql: result.gucs, ..Outcome::of(Done::Written(written?)) })
 }
 
 /// rowgate's nested insert, in one transaction: each parent object inserted on its own (so its
@@ -107,8 +103,7 @@ async fn nested_insert(
     settings: &SessionSettings,
     hooks: Hooks<'_>,
     anonymous: bool,
-    profile: Option<&str>,
-) -> Result<(Response<Body>, Option<Marker>), Error> {
+) -> Result<(Outcome, Option<Marker>), Error> {
     use serde_json::value::RawValue;
     let crate::plan::Mutation::Insert { payload, .. } = &plan.mutation else {
         unreachable!("nested inserts are inserts")
@@ -153,32 +148,21 @@ async fn nested_insert(
         keys.push(values[..plan.relation.primary_key.len()].to_vec());
     }
     let inserted = keys.len() as u64;
-    let response = match plan.representation_of(&keys) {
+    let representation = match plan.representation_of(&keys) {
         Some(read) => {
             let statements = sql::render_read(&read, None);
             let rows = conn.run(&statements.main, anonymous).await?;
-            let result = ReadResult { rows, explain: None, gucs: ResponseGucs::default() };
-            render::read(&read, &statements, result, None, profile)
+            let result = ReadResult { rows, explain: None, gucs: SetBySql::default() };
+            render::read(&read, &statements, result, None).map(Some)
         }
-        None => Ok(Response::new(Body::default())),
+        None => Ok(None),
     };
-    let response = response.and_then(|mut r| {
-        if plan.max_affected.is_some_and(|m| inserted > m) {
-            return Err(Error::max_affected(inserted));
-        }
-        *r.status_mut() = StatusCode::CREATED;
-        let total = if plan.count { inserted.to_string() } else { "*".into() };
-        if let Ok(v) = HeaderValue::from_str(&format!("*/{total}")) {
-            r.headers_mut().insert(header::CONTENT_RANGE, v);
-        }
-        if !plan.applied.is_empty() {
-            if let Ok(v) = HeaderValue::from_str(&plan.applied.join(", ")) {
-                r.headers_mut().insert("preference-applied", v);
-            }
-        }
-        Ok(r)
+    let written = representation.and_then(|rows| {
+        let page = rows.as_ref().map_or(0, |r| r.page);
+        let written = Written { affected: inserted, inserted, page, ..Written::default() };
+        crate::outcome::written(plan, written, || Ok(rows.map(|r| r.body).unwrap_or_default()))
     });
-    let gucs = if hooks.response { conn.response_gucs(anonymous).await? } else { ResponseGucs::default() };
-    let marker = end_write(conn, response.is_ok() && !plan.rollback, cache, anonymous).await?;
-    Ok((with_gucs(response?, &gucs)?, marker))
+    let gucs = if hooks.response { conn.response_gucs(anonymous).await? } else { SetBySql::default() };
+    let marker = end_write(conn, written.is_ok() && !plan.rollback, cache, anonymous).await?;
+    Ok((Outcome { set_by_sql: gucs, ..Outcome::of(Done::Written(written?)) }, marker))
 }

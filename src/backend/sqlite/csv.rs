@@ -1,9 +1,9 @@
 //! A read's JSON body as PostgREST's CSV: NULL as nothing, booleans as `t`/`f`, JSON as its
-//! text, each field quoted as PostgreSQL quotes a record's (`response::csv`).
+//! text, each field quoted as PostgreSQL quotes a record's (`format::csv`).
 
 use serde_json::{Map, Value};
 
-use crate::response::csv::{document, push_field};
+use crate::format::csv::{document, push_field};
 
 /// The CSV of `body`, a JSON array of objects whose keys are `header`.
 pub fn from_json(body: &str, header: &[String]) -> Vec<u8> {

@@ -18,8 +18,6 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::Response;
-
 use self::access::{both, Access};
 use self::db::{Changed, SqliteDb};
 use self::rules::{Operation, Rules};
@@ -28,8 +26,8 @@ use crate::backend::Caller;
 use crate::cache::ResponseCache;
 use crate::config::{Config, SqliteTarget};
 use crate::error::Error;
+use crate::outcome::{self, Done, Outcome, Written};
 use crate::plan::{Media, MutatePlan, Mutation, ReadPlan, Returning};
-use crate::response::Body;
 use crate::schema::{QualifiedName, SchemaCache, SharedSchema};
 
 /// How often the file's schema is looked at for changes by any process.
@@ -165,35 +163,33 @@ impl SqliteBackend {
 
     /// A read: the body is built by SQLite itself (see `sql`), of the rows the caller's read
     /// rules allow in every table it reads.
-    pub async fn read(&self, plan: &ReadPlan, caller: &Caller<'_>) -> Result<Response<Body>, Error> {
+    pub async fn read(&self, plan: &ReadPlan, caller: &Caller<'_>) -> Result<Outcome, Error> {
         let rules = self.access(&plan.schema, caller).read_rules(&sql::tables(plan))?;
-        let profile = crate::response::profile(&self.config, &plan.schema);
-        let profile = profile.as_deref();
         let statements = sql::render_read(plan, &rules)?;
         let out = self.db.read(statements.main, statements.count).await?;
-        if plan.media == Media::Csv {
+        let rows = if plan.media == Media::Csv {
             let header: Vec<String> =
                 plan.columns.iter().filter(|c| c.is_output()).map(|c| c.key.clone()).collect();
-            return crate::response::finish(plan, out.rows, out.total, profile, || {
-                Ok(csv::from_json(&out.body, &header))
-            });
-        }
-        let single = matches!(plan.media, Media::Single { .. });
-        crate::response::finish(plan, out.rows, out.total, profile, || {
-            if single {
-                if out.rows != 1 {
-                    return Err(crate::response::singular(out.rows));
+            outcome::rows(plan, out.rows, out.total, || Ok(csv::from_json(&out.body, &header)))?
+        } else {
+            let single = matches!(plan.media, Media::Single { .. });
+            outcome::rows(plan, out.rows, out.total, || {
+                if single {
+                    if out.rows != 1 {
+                        return Err(outcome::singular(out.rows));
+                    }
+                    // The array's one element: `[` + object + `]`.
+                    return Ok(out.body.as_bytes()[1..out.body.len() - 1].to_vec());
                 }
-                // The array's one element: `[` + object + `]`.
-                return Ok(out.body.as_bytes()[1..out.body.len() - 1].to_vec());
-            }
-            Ok(out.body.into_bytes())
-        })
+                Ok(out.body.into_bytes())
+            })?
+        };
+        Ok(Outcome::of(Done::Read(rows)))
     }
 
     /// A write: the operation's rule restricts and checks the rows, the read rules shape the
     /// representation.
-    pub async fn write(&self, plan: MutatePlan, caller: &Caller<'_>) -> Result<Response<Body>, Error> {
+    pub async fn write(&self, plan: Arc<MutatePlan>, caller: &Caller<'_>) -> Result<Outcome, Error> {
         let access = self.access(&plan.schema, caller);
         let table = plan.relation.name.name.clone();
         let op = match plan.mutation {
@@ -230,26 +226,24 @@ impl SqliteBackend {
             _ => None,
         };
         let statements = sql::render_write(&plan, rule.as_ref(), update_rule.as_ref(), &read_rules)?;
-        let profile = crate::response::profile(&self.config, &plan.schema);
         let rollback = plan.rollback;
-        self.db
+        let written = self
+            .db
             .write(statements, table, rollback, move |out| {
-                let location = match (&plan.returning, &out.location) {
-                    (Returning::Location(pk), Some(values)) => {
-                        let values: Vec<Option<&str>> = values.iter().map(|v| v.as_deref()).collect();
-                        Some(crate::response::location(&plan.relation.name.name, pk, &values))
-                    }
+                let key = match (&plan.returning, out.location) {
+                    (Returning::Location(_), Some(values)) => Some(values),
                     _ => None,
                 };
                 let (body, page) = out.representation.unwrap_or_default();
-                let outcome = crate::response::WriteOutcome {
+                let written = Written {
                     affected: out.affected,
                     inserted: out.inserted.unwrap_or(out.affected),
                     page,
-                    location,
+                    key,
+                    body: None,
                 };
                 let single = matches!(plan.media, Media::Single { .. });
-                crate::response::finish_write(&plan, outcome, profile.as_deref(), || {
+                outcome::written(&plan, written, || {
                     // The singular object: the array's one element.
                     Ok(if single && body.len() >= 2 {
                         body.as_bytes()[1..body.len() - 1].to_vec()
@@ -258,7 +252,8 @@ impl SqliteBackend {
                     })
                 })
             })
-            .await
+            .await?;
+        Ok(Outcome::of(Done::Written(written)))
     }
 }
 

@@ -333,7 +333,7 @@ pub async fn run(
         .command(&format!("CREATE_REPLICATION_SLOT {slot} TEMPORARY LOGICAL pgoutput NOEXPORT_SNAPSHOT"))
         .await?;
     // The answer's columns: slot_name, consistent_point, snapshot_name, output_plugin.
-    let consistent = created.get(1).and_then(|lsn| crate::backend::postgres::replicas::parse_lsn(lsn));
+    let consistent = created.get(1).and_then(|lsn| crate::lsn::parse(lsn));
     if consistent.is_none() {
         tracing::warn!(answer = ?created, "no consistent point in the slot's answer: cache misses read on the primary");
     }

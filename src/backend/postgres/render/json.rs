@@ -68,8 +68,8 @@ pub fn write_value(out: &mut Vec<u8>, render: Render, raw: &[u8]) {
         Render::Bool => out.extend_from_slice(if raw.first() == Some(&1) { b"true" } else { b"false" }),
         Render::Text => write_string(out, raw),
         Render::Uuid => write_uuid(out, raw),
-        Render::Date => crate::response::datetime::write_date(out, raw),
-        Render::Timestamp => crate::response::datetime::write_timestamp(out, raw),
+        Render::Date => crate::format::datetime::write_date(out, raw),
+        Render::Timestamp => crate::format::datetime::write_timestamp(out, raw),
         Render::Json => out.extend_from_slice(raw),
         Render::Jsonb => out.extend_from_slice(raw.get(1..).unwrap_or_default()),
     }

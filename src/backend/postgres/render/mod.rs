@@ -1,34 +1,32 @@
-//! PostgreSQL's rows → the response body: JSON written here from the rows' binary values,
+//! PostgreSQL's rows → the outcome's body: JSON written here from the rows' binary values,
 //! byte for byte as PostgreSQL's `json_agg` writes it (rows joined by `", \n "`, values as
 //! `to_json` renders them), so a client cannot tell rowgate's body from PostgREST's; CSV as
 //! PostgREST writes it; and EXPLAIN output for `Accept: application/vnd.pgrst.plan`. The
-//! status and headers are the response stage's (`response::finish`, `finish_write`).
+//! counts go with it ([`crate::outcome`]); status and headers are the front door's.
 
 mod json;
 
-use http::{header, HeaderValue, Response};
 use rowgate_request::PreferCount;
 
 use super::sql::{ReadStatements, Render, RowShape, WriteStatements};
 use super::{RawValue, ReadResult, WriteResult};
 use crate::error::Error;
+use crate::outcome::{self, singular, Explained, Rows, Written};
 use crate::plan::{Media, MutatePlan, ReadPlan, ResultShape, Returning};
-use crate::response::{finish, finish_write, location, singular, Body, WriteOutcome};
 
-/// Builds the response of a read.
+/// The rows of a read, checked ([`outcome::rows`]).
 pub fn read(
     plan: &ReadPlan,
     stmts: &ReadStatements,
     result: ReadResult,
     max_rows: Option<u64>,
-    profile: Option<&str>,
-) -> Result<Response<Body>, Error> {
+) -> Result<Rows, Error> {
     let rows = &result.rows;
     if stmts.shape == RowShape::Handler {
         // One row: the handler's body (bytes, or NULL for none), the rows it read, the total.
         let row = rows.first();
         let total = plan.count.and(row).map(|r| count(r, 2));
-        return finish(plan, row.map_or(0, |r| count(r, 1)), total, profile, || Ok(handler_body(row, 0)));
+        return outcome::rows(plan, row.map_or(0, |r| count(r, 1)), total, || Ok(handler_body(row, 0)));
     }
     // With an exact count the first column is the total and the second marks a real row.
     let (skip, total) = if stmts.counted {
@@ -56,7 +54,7 @@ pub fn read(
     };
 
     let n = page.len() as u64;
-    finish(plan, n, total, profile, || body(&stmts.shape, plan.media, plan.result, &page, skip))
+    outcome::rows(plan, n, total, || body(&stmts.shape, plan.media, plan.result, &page, skip))
 }
 
 /// The body of `page` in `media`: 406 PGRST116 for a singular response of other than one
@@ -160,13 +158,9 @@ fn body(
     })
 }
 
-/// Builds the response of a write whose statement ran; an error here rolls it back.
-pub fn write(
-    plan: &MutatePlan,
-    stmts: &WriteStatements,
-    result: &WriteResult,
-    profile: Option<&str>,
-) -> Result<Response<Body>, Error> {
+/// What a write whose statement ran did, checked ([`outcome::written`]); an error here rolls it
+/// back.
+pub fn write(plan: &MutatePlan, stmts: &WriteStatements, result: &WriteResult) -> Result<Written, Error> {
     let rows = &result.rows;
     let (affected, inserted) = match (stmts.returns_rows, rows.first()) {
         (true, Some(r)) => (r.get::<_, i64>(0).max(0) as u64, r.get::<_, i64>(1).max(0) as u64),
@@ -176,39 +170,32 @@ pub fn write(
     if stmts.shape == RowShape::Handler {
         // One row: the counts, the handler's body (bytes, or NULL for none), the rows it read.
         let row = rows.first();
-        let outcome =
-            WriteOutcome { affected, inserted, page: row.map_or(0, |r| count(r, 4)), location: None };
-        return finish_write(plan, outcome, profile, || Ok(handler_body(row, 3)));
+        let written =
+            Written { affected, inserted, page: row.map_or(0, |r| count(r, 4)), ..Written::default() };
+        return outcome::written(plan, written, || Ok(handler_body(row, 3)));
     }
     let page: Vec<&tokio_postgres::Row> = if stmts.returns_rows {
         rows.iter().filter(|r| r.get::<_, Option<i32>>(2).is_some()).collect()
     } else {
         Vec::new()
     };
-    let location = match (&plan.returning, page.first()) {
-        (Returning::Location(pk), Some(row)) => {
-            let values: Vec<Option<&str>> = (0..pk.len()).map(|i| row.get(3 + i)).collect();
-            Some(location(&plan.relation.name.name, pk, &values))
-        }
+    let key = match (&plan.returning, page.first()) {
+        (Returning::Location(pk), Some(row)) => Some((0..pk.len()).map(|i| row.get(3 + i)).collect()),
         _ => None,
     };
-    let outcome = WriteOutcome { affected, inserted, page: page.len() as u64, location };
-    finish_write(plan, outcome, profile, || body(&stmts.shape, plan.media, ResultShape::Rows, &page, 3))
+    let written = Written { affected, inserted, page: page.len() as u64, key, body: None };
+    outcome::written(plan, written, || body(&stmts.shape, plan.media, ResultShape::Rows, &page, 3))
 }
 
 /// The answer to `Accept: application/vnd.pgrst.plan`: PostgreSQL's EXPLAIN output.
-pub fn plan(explain: &crate::plan::Explain, rows: &[tokio_postgres::Row]) -> Response<Body> {
+pub fn plan(explain: &crate::plan::Explain, rows: &[tokio_postgres::Row]) -> Explained {
     // One text row per line, or one json value (whose binary form is its text).
     let lines: Vec<String> = rows
         .iter()
         .filter_map(|r| r.get::<_, Option<RawValue>>(0))
         .map(|RawValue(raw)| String::from_utf8_lossy(raw).into_owned())
         .collect();
-    let mut response = Response::new(Body::from(lines.join("\n")));
-    if let Ok(v) = HeaderValue::from_str(&explain.content_type) {
-        response.headers_mut().insert(header::CONTENT_TYPE, v);
-    }
-    response
+    Explained { content_type: explain.content_type.clone(), text: lines.join("\n") }
 }
 
 /// The row estimate of the top plan node of `EXPLAIN (FORMAT JSON)` output.
@@ -221,7 +208,7 @@ fn planned_count(explain: Option<&str>) -> Option<u64> {
 /// PostgREST's CSV: a header of the keys, then each row's record text without its
 /// parentheses; an empty result has an empty header, as PostgREST takes the header from a row.
 fn csv(columns: &[String], rows: &[&tokio_postgres::Row], skip: usize) -> Vec<u8> {
-    crate::response::csv::document(columns, rows.len(), |i, out| {
+    crate::format::csv::document(columns, rows.len(), |i, out| {
         if let Some(RawValue(record)) = rows[i].get::<_, Option<RawValue>>(skip) {
             if record.len() >= 2 {
                 out.extend_from_slice(&record[1..record.len() - 1]);

@@ -28,7 +28,7 @@ pub(crate) fn push_qualified(sql: &mut String, name: &crate::schema::QualifiedNa
 }
 use crate::schema::ValueKind;
 
-/// How the response stage turns one selected value into JSON.
+/// How the renderer turns one selected value into JSON.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Render {
     /// Binary int2.

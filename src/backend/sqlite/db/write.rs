@@ -46,7 +46,7 @@ impl SqliteDb {
     }
 }
 
-/// What a write did, as far as the response needs it.
+/// What a write did, as far as its outcome needs it.
 #[derive(Debug, Default)]
 pub struct WriteOutput {
     /// Rows written.
@@ -62,7 +62,7 @@ pub struct WriteOutput {
 impl SqliteDb {
     /// Runs a write in one transaction on the read-write connection (SQLite has one writer
     /// at a time; `BEGIN IMMEDIATE` takes the lock up front rather than failing midway).
-    /// `respond` turns what it did into the response, before the transaction ends: it commits
+    /// `respond` turns what it did into its outcome, before the transaction ends: it commits
     /// only if that succeeded and `rollback` is not set.
     pub async fn write<R: Send + 'static>(
         self: &Arc<Self>,
