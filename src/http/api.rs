@@ -67,7 +67,7 @@ pub async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Bo
             ServerTiming::mark(&mut timing, "transaction");
             // An answer that may lag the primary would be stored as current after changes it lacks.
             let cacheable = cacheable.filter(|_| outcome.as_ref().is_ok_and(|o| !o.may_lag));
-            let answer = outcome.and_then(|o| rest::read(config, &plan, o));
+            let answer = outcome.and_then(|o| rest::read(config, &plan, parts.uri.query().unwrap_or(""), o));
             match plan.transaction.is_none() && plan.explain.is_none() {
                 true => answer.map(|r| cached::remember(state, route, cacheable, r)),
                 // POST /rpc and plans: never cached.

@@ -279,9 +279,9 @@ pub struct RootMedia {
     pub content_type: &'static str,
 }
 
-/// The root's media type, as PostgREST's (`application/openapi+json`, `application/json` or
-/// `*/*`, in the version `openapi-version` names), or OpenAPI 3.1 by its own media type; 406
-/// for anything else.
+/// The root's media type, as PostgREST's (`application/openapi+json` for any of
+/// `application/openapi+json`, `application/json` or `*/*`, in the version `openapi-version`
+/// names), or OpenAPI 3.1 by its own media type; 406 for anything else.
 pub fn negotiate_root(accept: &[MediaType], default_v31: bool) -> Result<RootMedia, Error> {
     let openapi = |v31: bool| RootMedia {
         v31,
@@ -296,11 +296,9 @@ pub fn negotiate_root(accept: &[MediaType], default_v31: bool) -> Result<RootMed
     }
     for media in accept {
         return Ok(match media {
-            MediaType::OpenApi | MediaType::Any => openapi(default_v31),
+            // PostgREST answers `application/json` with its OpenAPI media type too.
+            MediaType::OpenApi | MediaType::Any | MediaType::Json => openapi(default_v31),
             MediaType::OpenApi31 => openapi(true),
-            MediaType::Json => {
-                RootMedia { v31: default_v31, content_type: "application/json; charset=utf-8" }
-            }
             _ => continue,
         });
     }

@@ -357,14 +357,22 @@ fn not_found(
         )
     };
     let or_json = if json_body { " or with a single unnamed json/jsonb parameter" } else { "" };
-    // The overload whose signature reads closest to the one asked for.
-    let asked = format!("{}({})", name.name, given.join(", "));
     // Functions `/rpc` cannot call are not suggested (PostgREST keeps them out of its cache).
-    let hint = if let Some(f) = overloads.iter().filter(|f| callable(f)).min_by_key(|f| {
-        let names: Vec<&str> = f.args.iter().map(|a| a.name.as_str()).collect();
-        crate::schema::levenshtein(&asked, &format!("{}({})", name.name, names.join(", ")))
-    }) {
-        Some(format!("Perhaps you meant to call the function {}", signature(f, false)))
+    let callable_overloads: Vec<&Function> = overloads.iter().filter(|f| callable(f)).collect();
+    let hint = if !callable_overloads.is_empty() {
+        // The overload whose parameter names, sorted, read most like those given (PostgREST's
+        // fuzzy match, which suggests none when none is like enough).
+        let sorted = |mut names: Vec<&str>| {
+            names.sort_unstable();
+            format!("({})", names.join(", "))
+        };
+        let lists: Vec<String> = callable_overloads
+            .iter()
+            .map(|f| sorted(f.args.iter().map(|a| a.name.as_str()).collect()))
+            .collect();
+        let asked = sorted(given.iter().map(String::as_str).collect());
+        crate::schema::fuzzy::closest(&asked, lists.iter().map(String::as_str), 0.33)
+            .map(|list| format!("Perhaps you meant to call the function {qualified}{list}"))
     } else {
         let names = schema
             .functions

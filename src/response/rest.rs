@@ -11,16 +11,64 @@ use crate::error::{code, Error};
 use crate::outcome::{out_of_range, Done, Explained, Outcome, Rows, Written};
 use crate::plan::{Handler, Media, MutatePlan, Mutation, ReadPlan, ResultShape, Returning};
 
-/// The answer to a read (GET, HEAD, a function's call).
-pub fn read(config: &Config, plan: &ReadPlan, outcome: Outcome) -> Result<Response<Body>, Error> {
+/// The answer to a read (GET, HEAD, a function's call) whose request had the query string
+/// `query`.
+pub fn read(
+    config: &Config,
+    plan: &ReadPlan,
+    query: &str,
+    outcome: Outcome,
+) -> Result<Response<Body>, Error> {
     let profile = super::profile(config, &plan.schema);
-    answer(config, outcome, |done| match done {
-        Done::Read(rows) => read_rows(plan, rows, profile.as_deref()),
-        Done::Written(_) => unreachable!("a read's outcome is rows or a plan"),
-        Done::Explained(_) => unreachable!("answered apart"),
+    answer(config, outcome, |done| {
+        let Done::Read(rows) = done else { unreachable!("a read's outcome is rows or a plan") };
+        let mut response = read_rows(plan, rows, profile.as_deref());
+        if plan.call.is_none() {
+            // Where this representation of the table can be read again, as PostgREST says it.
+            let location = content_location(&plan.relation.name.name, query);
+            if let Ok(v) = HeaderValue::from_bytes(location.as_bytes()) {
+                response.headers_mut().insert(header::CONTENT_LOCATION, v);
+            }
+        }
+        response
     })
 }
 
+/// `/<table>?<query>`, the query string in PostgREST's canonical form: its parameters decoded
+/// (`+` as a space), sorted by name (the values of one name joined by commas, in order), and
+/// encoded again with everything but letters, digits and `-_.~` escaped.
+fn content_location(table: &str, query: &str) -> String {
+    use percent_encoding::{percent_decode, utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+    const ESCAPED: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.').remove(b'~');
+    let decode = |text: &str| {
+        let text = text.replace('+', " ");
+        percent_decode(text.as_bytes()).decode_utf8_lossy().into_owned()
+    };
+    let mut params: Vec<(String, String)> = query
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| match pair.split_once('=') {
+            Some((name, value)) => (decode(name), decode(value)),
+            None => (decode(pair), String::new()),
+        })
+        .collect();
+    // Stable: the values of one name keep their order.
+    params.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut out = format!("/{table}");
+    let mut previous: Option<&str> = None;
+    for (name, value) in &params {
+        if previous == Some(name.as_str()) {
+            out.push(',');
+        } else {
+            out.push(if previous.is_none() { '?' } else { '&' });
+            out.extend(utf8_percent_encode(name, ESCAPED));
+            out.push('=');
+        }
+        out.extend(utf8_percent_encode(value, ESCAPED));
+        previous = Some(name);
+    }
+    out
+}
 /// The answer to a write.
 pub fn write(config: &Config, plan: &MutatePlan, outcome: Outcome) -> Result<Response<Body>, Error> {
     let profile = super::profile(config, &plan.schema);
@@ -192,4 +240,18 @@ fn preference_applied(headers: &mut http::HeaderMap, applied: &[String]) {
 
 fn total_text(total: Option<u64>) -> String {
     total.map_or_else(|| "*".to_owned(), |t| t.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::content_location;
+
+    #[test]
+    fn a_read_is_located_by_its_query_string_in_canonical_form() {
+        assert_eq!(content_location("no_pk", "b=eq.1&a=eq.1"), "/no_pk?a=eq.1&b=eq.1");
+        assert_eq!(content_location("simple_pk", ""), "/simple_pk");
+        assert_eq!(content_location("t", "a=1&c=3&b=2&d"), "/t?a=1&b=2&c=3&d=");
+        assert_eq!(content_location("t", "or=(a.eq.1,b.eq.2)&a=3&a=1"), "/t?a=3,1&or=%28a.eq.1%2Cb.eq.2%29");
+        assert_eq!(content_location("t", "name=eq.J%C3%BCrgen+M"), "/t?name=eq.J%C3%BCrgen%20M");
+    }
 }

@@ -6,6 +6,7 @@
 //! fails a request in flight: the request keeps the snapshot it started with.
 
 mod dependencies;
+pub mod fuzzy;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -348,19 +349,11 @@ pub fn closest<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -> Opt
         .map(|(_, c)| c.to_owned())
 }
 
-/// The candidate most like `name`, if it is like enough to suggest: PostgREST 14's fuzzy
-/// match for tables and functions keeps only a similarity (one minus the edit distance over
-/// the longer length) of 0.75 or more, so `itemz` suggests `items` and `nope` no `docs`.
+/// The candidate most like `name`, if it is like enough to suggest: PostgREST's fuzzy match
+/// for tables and functions ([`fuzzy::closest`]) with a score of 0.75 or more, so `itemz`
+/// suggests `items` and `nope` no `docs`.
 pub fn similar<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -> Option<String> {
-    let len = name.chars().count();
-    candidates
-        .map(|c| (levenshtein(name, c), c))
-        .filter(|(d, c)| {
-            let longer = len.max(c.chars().count()).max(1);
-            4 * d <= longer
-        })
-        .min_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(b.1)))
-        .map(|(_, c)| c.to_owned())
+    fuzzy::closest(name, candidates, 0.75).map(str::to_owned)
 }
 
 /// The edit distance between two strings, in characters.

@@ -34,7 +34,9 @@ CREATE TABLE shop.products (
   mood shop.mood DEFAULT 'happy',
   tags text[],
   meta jsonb,
-  added date DEFAULT '2020-01-01'
+  added date DEFAULT '2020-01-01',
+  -- As PostgreSQL writes it: no RFC 3339 date-time.
+  restocked timestamptz DEFAULT '2020-01-02 03:04:05+00'
 );
 COMMENT ON TABLE shop.products IS $$Products
 What the shop sells$$;
@@ -144,6 +146,11 @@ fn the_root_describes_what_the_anonymous_role_may_use() {
                 "tags": {"format": "text[]", "items": {"type": "string"}, "type": "array"},
                 "meta": {"format": "jsonb"},
                 "added": {"default": "2020-01-01", "format": "date", "type": "string"},
+                "restocked": {
+                    "default": "2020-01-02 03:04:05+00",
+                    "format": "timestamp with time zone",
+                    "type": "string"
+                },
             },
             "type": "object",
         })
@@ -174,6 +181,7 @@ fn the_root_describes_what_the_anonymous_role_may_use() {
             "#/parameters/rowFilter.products.tags",
             "#/parameters/rowFilter.products.meta",
             "#/parameters/rowFilter.products.added",
+            "#/parameters/rowFilter.products.restocked",
             "#/parameters/select",
             "#/parameters/order",
             "#/parameters/range",
@@ -297,7 +305,7 @@ fn db_root_spec_answers_with_the_function() {
 #[test]
 fn the_root_negotiates_its_media_type() {
     let r = root(shop(), &[("accept", "application/json")]);
-    assert_eq!((r.status, r.header("content-type")), (200, Some("application/json; charset=utf-8")));
+    assert_eq!((r.status, r.header("content-type")), (200, Some("application/openapi+json; charset=utf-8")));
     let r = root(shop(), &[("accept", "text/csv")]);
     assert_eq!(
         (r.status, r.json()),
@@ -350,6 +358,11 @@ fn openapi_31_describes_bodies_results_and_errors() {
     assert_eq!(schemas["ledger.update"].get("required"), None);
     assert_eq!(schemas["products"]["properties"]["mood"]["enum"], json!(["happy", "sad", null]));
     assert_eq!(schemas["products"]["properties"]["name"]["maxLength"], 40);
+    // A default as the format requires it (the validators check it against its schema).
+    assert_eq!(
+        schemas["products"]["properties"]["restocked"],
+        json!({"type": ["string", "null"], "format": "date-time", "default": "2020-01-02T03:04:05+00:00"})
+    );
     // reviews: read and insert only, so no update schema.
     assert_eq!(schemas.get("reviews.update"), None);
     assert_eq!(

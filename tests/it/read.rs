@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use crate::support::{check, get, harness, request, send_raw};
+use crate::support::{check, default_args, get, harness, request, request_to, send_raw, sql, start_server};
 
 #[test]
 fn select_renames_and_casts() {
@@ -49,6 +49,38 @@ fn array_and_range_operators() {
     check("/items?select=id&tags=cs.{food,fruit}&order=id", 200, json!([{"id": 3}, {"id": 4}]));
     let r = get("/types?select=id&c_int4range=adj.[6,10)");
     assert_eq!(r.status, 200, "{}", r.body);
+}
+
+#[test]
+fn a_read_says_where_it_can_be_read_again() {
+    // PostgREST's Content-Location: the table and the query string in canonical form (sorted).
+    let r = get("/items?select=id&id=eq.1");
+    assert_eq!((r.status, r.header("content-location")), (200, Some("/items?id=eq.1&select=id")));
+    let r = request("HEAD", "/items", &[]);
+    assert_eq!((r.status, r.header("content-location")), (200, Some("/items")));
+    // A function's result is no table's representation.
+    let r = get("/rpc/add_them?a=1&b=2");
+    assert_eq!((r.status, r.header("content-location")), (200, None));
+}
+
+#[test]
+fn full_text_search_through_domains_over_tsvector() {
+    // PostgREST resolves a domain over a domain to its base type: the column is searched as
+    // the tsvector it is, not through `to_tsvector` (which no domain has: 42883).
+    sql("DROP SCHEMA IF EXISTS fts_domains CASCADE;
+         CREATE SCHEMA fts_domains;
+         CREATE DOMAIN fts_domains.document AS tsvector;
+         CREATE DOMAIN fts_domains.indexed AS fts_domains.document;
+         CREATE TABLE fts_domains.notes (id int PRIMARY KEY, words fts_domains.indexed);
+         INSERT INTO fts_domains.notes VALUES (1, to_tsvector('english', 'fat cats')),
+                                              (2, to_tsvector('english', 'quick fox'));
+         GRANT USAGE ON SCHEMA fts_domains TO web_anon;
+         GRANT SELECT ON fts_domains.notes TO web_anon;");
+    let mut args = default_args(&harness().superuser_uri);
+    args.db_schemas = Some("fts_domains".into());
+    let base = start_server(args);
+    let r = request_to(&base, "GET", "/notes?select=id&words=fts(english).cat", &[]);
+    assert_eq!((r.status, r.json()), (200, json!([{"id": 1}])));
 }
 
 #[test]

@@ -18,6 +18,14 @@ FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = ANY($1) AND c.relkind IN ('r', 'v', 'm', 'f', 'p')";
 
 const COLUMNS: &str = "
+-- A domain's base type through any number of domains over domains, as PostgREST resolves it.
+WITH RECURSIVE chain(oid, base) AS (
+  SELECT t.oid, t.typbasetype FROM pg_type t WHERE t.typtype = 'd'
+  UNION ALL
+  SELECT c.oid, b.typbasetype FROM chain c JOIN pg_type b ON b.oid = c.base WHERE b.typtype = 'd'
+), domain_base AS (
+  SELECT c.oid, c.base FROM chain c JOIN pg_type b ON b.oid = c.base WHERE b.typtype <> 'd'
+)
 SELECT a.attrelid, a.attname::text, a.atttypid, format_type(a.atttypid, a.atttypmod),
        NOT (a.attnotnull OR (t.typtype = 'd' AND t.typnotnull)),
        -- The default an INSERT would use: the column's own, an identity's next value, or the
@@ -46,7 +54,8 @@ FROM pg_attribute a
 JOIN pg_class c ON c.oid = a.attrelid
 JOIN pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_type t ON t.oid = a.atttypid
-LEFT JOIN pg_type bt ON t.typtype = 'd' AND bt.oid = t.typbasetype
+LEFT JOIN domain_base db ON db.oid = t.oid
+LEFT JOIN pg_type bt ON bt.oid = db.base
 LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
 WHERE a.attnum > 0 AND NOT a.attisdropped
   AND n.nspname = ANY($1) AND c.relkind IN ('r', 'v', 'm', 'f', 'p')

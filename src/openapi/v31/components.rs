@@ -80,6 +80,55 @@ pub(super) fn object(columns: &[Column], required: bool, names: &ComponentNames)
     Value::Object(s)
 }
 
+/// A default as the schema's `format` requires it, or none: PostgreSQL writes a `timestamptz`
+/// as `2020-01-02 03:04:05+00`, which is no RFC 3339 `date-time` until its `T` and offset are
+/// put right; an expression (`now()`, `CURRENT_DATE`, `gen_random_uuid()`) is no value of the
+/// format at all, and a description whose default fails its own schema is invalid.
+fn in_format(format: Option<&str>, default: Value) -> Option<Value> {
+    let Value::String(text) = &default else { return Some(default) };
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let date = |s: &str| s.len() == 10 && s.split('-').map(digits).filter(|d| *d).count() == 3;
+    match format {
+        Some("date") => date(text).then_some(default),
+        Some("date-time") => {
+            let (day, rest) = text.split_once([' ', 'T'])?;
+            // The offset: `+00`, `-05:30`, `+05:45:00` (seconds only in old zones), or `Z`.
+            let at = rest.rfind(['+', '-', 'Z'])?;
+            let (time, offset) = rest.split_at(at);
+            let mut clock = time.split(':');
+            let whole = |p: Option<&str>| p.is_some_and(|p| p.len() == 2 && digits(p));
+            let (h, m, sec) = (clock.next(), clock.next(), clock.next().unwrap_or("00"));
+            let (sec_whole, fraction) = sec.split_once('.').unwrap_or((sec, ""));
+            if !date(day) || !whole(h) || !whole(m) || !whole(Some(sec_whole)) || clock.next().is_some() {
+                return None;
+            }
+            if !fraction.is_empty() && !digits(fraction) {
+                return None;
+            }
+            let offset = match offset {
+                "Z" => "Z".to_owned(),
+                o => {
+                    let mut parts = o[1..].split(':');
+                    let (oh, om) = (parts.next(), parts.next().unwrap_or("00"));
+                    if !whole(oh) || !whole(Some(om)) || parts.next().is_some_and(|s| s != "00") {
+                        return None;
+                    }
+                    format!("{}{}:{om}", &o[..1], oh.unwrap_or_default())
+                }
+            };
+            let sec =
+                if fraction.is_empty() { sec_whole.to_owned() } else { format!("{sec_whole}.{fraction}") };
+            Some(json!(format!("{day}T{}:{}:{sec}{offset}", h.unwrap_or_default(), m.unwrap_or_default())))
+        }
+        Some("uuid") => {
+            let groups: Vec<usize> = text.split('-').map(str::len).collect();
+            let hex = text.bytes().all(|b| b == b'-' || b.is_ascii_hexdigit());
+            (hex && groups == [8, 4, 4, 4, 12]).then_some(default)
+        }
+        _ => Some(default),
+    }
+}
+
 /// A column: its type (with `null` when nullable), comment, default and length.
 fn column_schema(column: &Column, with_null: bool, names: &ComponentNames) -> Value {
     let mut s = value_schema(&column.data_type, &column.enum_values, with_null && column.nullable, names);
@@ -90,8 +139,11 @@ fn column_schema(column: &Column, with_null: bool, names: &ComponentNames) -> Va
         if let Some(n) = column.max_length {
             m.insert("maxLength".into(), json!(n));
         }
-        if let Some(d) =
-            column.default.as_deref().and_then(|d| super::super::types::default_value(&column.data_type, d))
+        if let Some(d) = column
+            .default
+            .as_deref()
+            .and_then(|d| super::super::types::default_value(&column.data_type, d))
+            .and_then(|d| in_format(m.get("format").and_then(Value::as_str), d))
         {
             m.insert("default".into(), d);
         }
@@ -272,5 +324,24 @@ fn collect_refs(value: &Value, out: &mut std::collections::HashSet<String>) {
         }
         Value::Array(items) => items.iter().for_each(|v| collect_refs(v, out)),
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::in_format;
+    use serde_json::json;
+
+    #[test]
+    fn defaults_are_given_in_the_format_of_their_schema() {
+        let dt = |d: &str| in_format(Some("date-time"), json!(d));
+        assert_eq!(dt("2020-01-02 03:04:05+00"), Some(json!("2020-01-02T03:04:05+00:00")));
+        assert_eq!(dt("2020-01-02 03:04:05.25-05:30"), Some(json!("2020-01-02T03:04:05.25-05:30")));
+        assert_eq!(dt("now()"), None);
+        assert_eq!(in_format(Some("date"), json!("1900-01-01")), Some(json!("1900-01-01")));
+        assert_eq!(in_format(Some("date"), json!("CURRENT_DATE")), None);
+        assert_eq!(in_format(Some("uuid"), json!("gen_random_uuid()")), None);
+        assert_eq!(in_format(None, json!("draft")), Some(json!("draft")));
+        assert_eq!(in_format(Some("int32"), json!(42)), Some(json!(42)));
     }
 }
