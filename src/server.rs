@@ -54,8 +54,15 @@ pub fn start_state(config: Arc<Config>) -> Result<Arc<AppState>, String> {
     let accounts = accounts(&config, &backend);
     let static_files = crate::http::StaticFiles::new(&config);
     let storage = storage(&config, &backend)?;
+    // The services beside the API, each under its prefix.
+    let mut services: Vec<Box<dyn crate::http::Service>> = Vec::new();
+    services.extend(accounts.map(|a| Box::new(crate::http::AuthService(a)) as Box<dyn crate::http::Service>));
+    services
+        .extend(storage.map(|s| Box::new(crate::http::StorageService(s)) as Box<dyn crate::http::Service>));
+    services
+        .extend(realtime.map(|r| Box::new(crate::http::RealtimeService(r)) as Box<dyn crate::http::Service>));
     Ok(Arc::new(AppState {
-        storage,
+        services,
         static_files,
         keys,
         backend,
@@ -65,8 +72,6 @@ pub fn start_state(config: Arc<Config>) -> Result<Arc<AppState>, String> {
         config,
         schema,
         cache,
-        accounts,
-        realtime,
         draining: std::sync::atomic::AtomicBool::new(false),
     }))
 }

@@ -102,7 +102,7 @@ pub struct ResponseCache {
     /// This instance's name in marker and heartbeat messages.
     pub instance: String,
     /// Whether changes and instance messages travel by logical decoding
-    /// (`backend::postgres::changes::decoder`) rather than by NOTIFY; set by the listener from
+    /// (`backend::postgres::changes::feed`) rather than by NOTIFY; set by the listener from
     /// the database's set-up.
     pub logical: std::sync::atomic::AtomicBool,
     /// Whether the database reports changes to the exposed relations at all (on PostgreSQL,

@@ -1,5 +1,5 @@
 //! The messages on the cache's channel ([`super::CHANNEL`]), by NOTIFY or as logical decoding
-//! messages: what changed, from the change triggers (or the decoder), and the instances'
+//! messages: what changed, from the change triggers (or the logical feed), and the instances'
 //! heartbeats, write markers, acknowledgements and goodbyes. Anyone who may NOTIFY the channel
 //! can send one: the cache flushes on a row notification it cannot read, and ignores any other
 //! payload that is no message.

@@ -1,6 +1,8 @@
-//! The HTTP front: a hyper server with limits and graceful shutdown, and the route table
-//! (`/live`, `/ready`, `/rowgate/...`, `/auth/v1/...`, the API under `api-prefix`, static
-//! files under `static-prefix`). The API's pipeline is `api.rs`.
+//! The HTTP front: the route table (`/live`, `/ready`, `/rowgate/...`, the services beside the
+//! API under their prefixes, the API under `api-prefix` and `/rest/v1`, static files under
+//! `static-prefix`) and what every request shares ([`AppState`]). The API's pipeline is
+//! `api.rs`; the services are registered in `services.rs`; the server loop every listener runs
+//! is `server_loop.rs`.
 
 mod access_log;
 mod api;
@@ -11,27 +13,27 @@ mod docs;
 mod identify;
 mod linger;
 mod rate_limit;
+mod server_loop;
+mod services;
 mod static_files;
 mod target;
 
 pub use cors::Cors;
 pub use rate_limit::RateLimiter;
+pub use server_loop::{bind, listen, serve_static, serve_with, Limits};
+pub use services::{AuthService, RealtimeService, Service, StorageService};
 pub use static_files::StaticFiles;
 
-use std::convert::Infallible;
 use std::future::Future;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use futures_util::FutureExt;
 use http::{header, HeaderValue, Request, Response, StatusCode};
 use hyper::body::Incoming;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 
 use crate::auth::Authenticator;
@@ -58,16 +60,13 @@ pub struct AppState {
     pub keys: Arc<crate::apikey::KeyStore>,
     /// The response cache, when `cache-enabled`.
     pub cache: Option<Arc<crate::cache::ResponseCache>>,
-    /// The built-in accounts (`accounts-enabled`).
-    pub accounts: Option<Arc<crate::accounts::Accounts>>,
     /// The files of `static-dir`.
     pub static_files: Option<StaticFiles>,
     /// `rate-limit-*`.
     pub rate_limits: RateLimiter,
-    /// Storage at `/storage/v1`, when `storage-enabled`.
-    pub storage: Option<Arc<crate::storage::Storage>>,
-    /// Realtime at `/realtime/v1`, when `realtime-enabled`.
-    pub realtime: Option<Arc<crate::realtime::Realtime>>,
+    /// The services beside the API that are on (Supabase's Auth, Storage, Realtime), each
+    /// under its prefix.
+    pub services: Vec<Box<dyn Service>>,
     /// Shutting down: `/ready` answers 503 while requests are still served
     /// (`server-shutdown-delay`).
     pub draining: std::sync::atomic::AtomicBool,
@@ -90,186 +89,6 @@ pub async fn serve(
         Box::pin(async move { handle(&state, req, client).await })
     };
     serve_with(listener, limits, handler, shutdown, grace).await
-}
-
-/// What the server loop bounds for every connection.
-#[derive(Debug, Clone, Copy)]
-pub struct Limits {
-    /// `server-max-header-size`.
-    pub max_header_size: usize,
-    /// `server-max-connections`.
-    pub max_connections: usize,
-    /// `server-read-timeout`, for a request's head.
-    pub read_timeout: Duration,
-}
-
-impl Limits {
-    /// The limits `config` sets.
-    pub fn of(config: &Config) -> Limits {
-        Limits {
-            max_header_size: config.server_max_header_size,
-            max_connections: config.server_max_connections,
-            read_timeout: config.server_read_timeout,
-        }
-    }
-
-    /// Limits for a server of rowgate's own (the admin port, the static ceiling).
-    pub fn internal() -> Limits {
-        Limits { max_header_size: 32 * 1024, max_connections: 10_000, read_timeout: Duration::from_secs(30) }
-    }
-}
-
-/// The HTTP/1.1 server loop: every connection of `listener` answered by `handler` (given each
-/// request and the address of the client that sent it), with rowgate's limits, until
-/// `shutdown`.
-pub async fn serve_with<H, F>(
-    listener: TcpListener,
-    limits: Limits,
-    handler: H,
-    shutdown: impl Future<Output = ()>,
-    grace: Duration,
-) where
-    H: Fn(Request<Incoming>, IpAddr) -> F + Clone + Send + Sync + 'static,
-    F: Future<Output = Response<Body>> + Send + 'static,
-{
-    // Connections are told to finish by this (hyper-util's GracefulShutdown cannot watch a
-    // connection that may be upgraded to a WebSocket).
-    let (stop, stopping) = tokio::sync::watch::channel(false);
-    let mut http = hyper::server::conn::http1::Builder::new();
-    http.max_header_size(limits.max_header_size).timer(hyper_util::rt::TokioTimer::new());
-    http.header_read_timeout(limits.read_timeout);
-    let open = Arc::new(AtomicUsize::new(0));
-    tokio::pin!(shutdown);
-    loop {
-        tokio::select! {
-            accepted = listener.accept() => {
-                let (stream, peer) = match accepted {
-                    Ok(a) => a,
-                    Err(e) => {
-                        // Out of file descriptors and similar: back off instead of spinning.
-                        tracing::warn!(error = %e, "accept failed");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        continue;
-                    }
-                };
-                let _ = stream.set_nodelay(true);
-                if open.load(Ordering::Relaxed) >= limits.max_connections {
-                    tokio::spawn(refuse(stream));
-                    continue;
-                }
-                let counted = OpenConnection::new(&open);
-                let handler = handler.clone();
-                let client = peer.ip();
-                let service = service_fn(move |req| {
-                    let response = handler(req, client);
-                    async move { Ok::<_, Infallible>(response.await) }
-                });
-                let conn = http.serve_connection(TokioIo::new(target::LenientTarget::new(linger::Lingering::new(stream))), service).with_upgrades();
-                let mut stopping = stopping.clone();
-                tokio::spawn(async move {
-                    let mut conn = std::pin::pin!(conn);
-                    tokio::select! {
-                        _ = conn.as_mut() => {}
-                        _ = stopping.changed() => {
-                            conn.as_mut().graceful_shutdown();
-                            let _ = conn.await;
-                        }
-                    }
-                    drop(counted);
-                });
-            }
-            () = &mut shutdown => break,
-        }
-    }
-    drop(listener);
-    let _ = stop.send(true);
-    let drained = async {
-        while open.load(Ordering::Relaxed) > 0 {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    };
-    if tokio::time::timeout(grace, drained).await.is_err() {
-        tracing::warn!("shutdown grace period ended with requests still in flight");
-    }
-}
-
-/// A connection counted among the open ones until it is dropped.
-struct OpenConnection(Arc<AtomicUsize>);
-
-impl OpenConnection {
-    fn new(open: &Arc<AtomicUsize>) -> OpenConnection {
-        open.fetch_add(1, Ordering::Relaxed);
-        OpenConnection(open.clone())
-    }
-}
-
-impl Drop for OpenConnection {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-/// Answers a connection beyond `server-max-connections` with 503 RG006 and closes it (a
-/// refusal the client can read, where a full accept queue would only stall it).
-async fn refuse(mut stream: tokio::net::TcpStream) {
-    use tokio::io::AsyncWriteExt;
-    let e = Error::api(code::TOO_MANY_CONNECTIONS, "Too many open connections: retry later").to_response();
-    let head = format!(
-        "HTTP/1.1 {} {}\r\ncontent-type: application/json; charset=utf-8\r\nretry-after: 1\r\n\
-         connection: close\r\ncontent-length: {}\r\n\r\n",
-        e.status.as_u16(),
-        e.status.canonical_reason().unwrap_or_default(),
-        e.body.len()
-    );
-    let answer = [head.as_bytes(), e.body.as_bytes()].concat();
-    let _ = tokio::time::timeout(Duration::from_secs(1), async {
-        let _ = stream.write_all(&answer).await;
-        let _ = stream.shutdown().await;
-    })
-    .await;
-}
-
-/// Serves one fixed answer (`body` with `content_type`, and an ETag) to every request with the
-/// same server loop: the ceiling the benchmarks compare cached answers with.
-pub async fn serve_static(
-    listener: TcpListener,
-    body: Bytes,
-    content_type: HeaderValue,
-    shutdown: impl Future<Output = ()>,
-) {
-    let etag =
-        HeaderValue::from_str(&format!("\"{:x}\"", body.len())).unwrap_or(HeaderValue::from_static("\"0\""));
-    let handler = move |_req, _client| {
-        let (body, content_type, etag) = (body.clone(), content_type.clone(), etag.clone());
-        async move {
-            let mut r = Response::new(Body::from(body));
-            r.headers_mut().insert(header::CONTENT_TYPE, content_type);
-            r.headers_mut().insert(header::ETAG, etag);
-            r
-        }
-    };
-    serve_with(listener, Limits::internal(), handler, shutdown, Duration::from_secs(1)).await
-}
-
-/// Binds the configured address.
-pub async fn bind(config: &Config) -> std::io::Result<TcpListener> {
-    listen(SocketAddr::new(config.server_host, config.server_port))
-}
-
-/// Connections the kernel queues before they are accepted. Tokio's default (1,024) overflows when
-/// a thousand clients connect at once while the workers are busy; a dropped SYN is retried only
-/// a second later, which shows as a one-second stall (PocketBase's benchmark at c=1000). The
-/// kernel caps this at `net.core.somaxconn`.
-const LISTEN_BACKLOG: u32 = 8192;
-
-/// Listens on `addr` with [`LISTEN_BACKLOG`].
-pub fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
-    let socket =
-        if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
-    // As `TcpListener::bind` does: a restart may rebind at once.
-    socket.set_reuseaddr(true)?;
-    socket.bind(addr)?;
-    socket.listen(LISTEN_BACKLOG)
 }
 
 /// Answers one request; a panic inside becomes a 500 instead of taking the server down.
@@ -312,12 +131,15 @@ async fn endpoint(state: &AppState, req: Request<Incoming>, peer: IpAddr) -> Res
         "/ready" => return ready(state).await,
         path => {
             if let Err(e) = state.rate_limits.admit_client(client) {
-                return match path.starts_with("/auth/v1/") && state.accounts.is_some() {
-                    true => crate::accounts::refused(&e),
-                    false => error_response(&e),
+                return match services::find(&state.services, path) {
+                    Some((service, _)) => service.refused(&e),
+                    None => error_response(&e),
                 };
             }
         }
+    }
+    if let Some((service, rest)) = services::find(&state.services, uri.path()) {
+        return service.serve(state, req, rest, client).await;
     }
     match uri.path() {
         "/rowgate/metrics" if matches!(*req.method(), http::Method::GET | http::Method::HEAD) => {
@@ -331,31 +153,6 @@ async fn endpoint(state: &AppState, req: Request<Incoming>, peer: IpAddr) -> Res
         }
         "/rowgate/apikey" if matches!(*req.method(), http::Method::GET | http::Method::HEAD) => {
             identify::describe_api_key(state, req.headers()).await.unwrap_or_else(|e| error_response(&e))
-        }
-        path if path.starts_with("/storage/v1/") && state.storage.is_some() => {
-            let storage = state.storage.as_ref().expect("checked");
-            let (parts, body) = req.into_parts();
-            let caller = identify::storage_caller(state, &parts.headers).await;
-            let rest = &path["/storage/v1".len()..];
-            storage.handle(parts, body, rest, caller, client).await
-        }
-        path if path.starts_with("/realtime/v1/") && state.realtime.is_some() => realtime(state, req).await,
-        path if path.starts_with("/auth/v1/") && state.accounts.is_some() => {
-            let accounts = state.accounts.as_ref().expect("checked");
-            let (parts, incoming) = req.into_parts();
-            if let Err(e) = identify::admit_application(state, &parts.headers).await {
-                return crate::accounts::refused(&e);
-            }
-            let body = match api::read_body(incoming, 64 * 1024, state.config.server_read_timeout).await {
-                Ok(b) => b,
-                Err(e) => return error_response(&e),
-            };
-            let verify = |authorization: Option<&str>| {
-                let principal = state.auth.authenticate(authorization).ok().filter(|p| !p.anonymous)?;
-                let claims: serde_json::Value = serde_json::from_str(&principal.claims).ok()?;
-                claims.get("sub").and_then(|s| s.as_str()).map(str::to_owned)
-            };
-            accounts.handle(&parts, client, body, verify).await
         }
         path => {
             let config = &state.config;
@@ -412,48 +209,6 @@ async fn endpoint(state: &AppState, req: Request<Incoming>, peer: IpAddr) -> Res
             }
         }
     }
-}
-
-/// `/realtime/v1/websocket` (the socket runs as its `apikey` query parameter or headers make
-/// it) and `/realtime/v1/api/broadcast` (as its headers make it).
-async fn realtime(state: &AppState, req: Request<Incoming>) -> Response<Body> {
-    let rt = state.realtime.as_ref().expect("checked");
-    let path = req.uri().path().trim_start_matches("/realtime/v1");
-    // Refused callers get Supabase Realtime's body; one beyond a rate limit, the limit's.
-    let unauthorized = |e: &Error| {
-        let mut r = error_response(e);
-        if r.status() != StatusCode::TOO_MANY_REQUESTS {
-            *r.body_mut() = Body::from(
-                serde_json::json!({"message": "Unauthorized", "error": e.to_string()}).to_string(),
-            );
-        }
-        r
-    };
-    if path == "/websocket" && req.method() == http::Method::GET {
-        let apikey = crate::realtime::query_value(req.uri().query(), "apikey");
-        return match identify::socket_caller(state, req.headers(), apikey.as_deref()).await {
-            Ok(principal) => crate::realtime::upgrade(rt, req, principal),
-            Err(e) => unauthorized(&e),
-        };
-    }
-    if let Some(rest) = path.strip_prefix("/api/broadcast") {
-        if req.method() != http::Method::POST {
-            return plain(StatusCode::METHOD_NOT_ALLOWED);
-        }
-        if let Err(e) = identify::admit(state, req.headers()).await {
-            return unauthorized(&e);
-        }
-        let content_type =
-            req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_owned);
-        let (rest, query) = (rest.to_owned(), req.uri().query().map(str::to_owned));
-        let limit = state.config.realtime.max_message_size;
-        let body = match api::read_body(req.into_body(), limit, state.config.server_read_timeout).await {
-            Ok(b) => b,
-            Err(e) => return error_response(&e),
-        };
-        return crate::realtime::broadcast_api(rt, &rest, query.as_deref(), content_type.as_deref(), body);
-    }
-    plain(StatusCode::NOT_FOUND)
 }
 
 /// Where Supabase's clients look for the REST API.
@@ -528,11 +283,8 @@ fn metrics(state: &AppState) -> Response<Body> {
     state.backend.render_metrics(&mut out);
     state.schema.render_metrics(&mut out);
     state.auth.render_metrics(&mut out);
-    if let Some(rt) = &state.realtime {
-        rt.render_metrics(&mut out);
-    }
-    if let Some(storage) = &state.storage {
-        storage.render_metrics(&mut out);
+    for service in &state.services {
+        service.render_metrics(&mut out);
     }
     let mut r = Response::new(Body::from(out));
     r.headers_mut()

@@ -343,7 +343,7 @@ async fn listen(
     let logical = match &reloader.cache {
         Some(cache) => {
             let logical: bool =
-                client.query_one(crate::backend::postgres::changes::decoder::MODE_SQL, &[]).await?.get(0);
+                client.query_one(crate::backend::postgres::changes::feed::MODE_SQL, &[]).await?.get(0);
             cache.logical.store(logical, Ordering::Relaxed);
             if !logical {
                 // Notifications carry no WAL positions: one kept from an earlier logical feed
@@ -365,8 +365,7 @@ async fn listen(
         let (pg, realtime) = (reloader.replication.clone(), realtime.clone());
         tokio::spawn(async move {
             let _lost = realtime.clone().map(LostOnDrop);
-            if let Err(e) = crate::backend::postgres::changes::decoder::run(&pg, Some(cache), realtime).await
-            {
+            if let Err(e) = crate::backend::postgres::changes::feed::run(&pg, Some(cache), realtime).await {
                 tracing::warn!(error = %e, "the change feed stopped");
             }
         })
@@ -381,7 +380,7 @@ async fn listen(
                 let started = std::time::Instant::now();
                 let lost = LostOnDrop(realtime.clone());
                 if let Err(e) =
-                    crate::backend::postgres::changes::decoder::run(&pg, None, Some(realtime.clone())).await
+                    crate::backend::postgres::changes::feed::run(&pg, None, Some(realtime.clone())).await
                 {
                     tracing::warn!(error = %e, "realtime's change feed stopped");
                 }
@@ -441,7 +440,7 @@ async fn listen(
             // then this listener may miss changes from now on, so stop serving before the
             // reload can allow it again, and start over.
             let now: bool =
-                client.query_one(crate::backend::postgres::changes::decoder::MODE_SQL, &[]).await?.get(0);
+                client.query_one(crate::backend::postgres::changes::feed::MODE_SQL, &[]).await?.get(0);
             if now != logical {
                 if let Some(cache) = &reloader.cache {
                     cache.listener_lost();

@@ -10,6 +10,8 @@
 //! rowgate turns into JSON itself are selected as they are; every other value goes through
 //! PostgreSQL's `to_json`, so it renders exactly as PostgREST renders it.
 
+mod call;
+mod filter;
 mod read;
 mod write;
 

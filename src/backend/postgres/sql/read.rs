@@ -1,18 +1,13 @@
 //! The statements of a read: the main SELECT (with the exact count folded in when asked for),
 //! and an `EXPLAIN` for planned and estimated counts.
 
-use rowgate_request::{
-    Aggregate, CompareOp, Direction, FtsOp, IsValue, JsonKey, LogicOp, NullsOrder, Operation, PreferCount,
-    Quantifier,
-};
+use rowgate_request::{Aggregate, Direction, JsonKey, NullsOrder, PreferCount};
 
+use super::call::{call_source, handler_read};
+use super::filter::{condition, where_clause};
 use super::{push_ident, push_qualified, Params, Render, Statement};
-use crate::plan::{
-    ArgValue, Call, CallArgs, Condition, EmbedPlan, Expr, Handler, Media, OrderBy, OutputColumn, ReadPlan,
-    ResultShape, RowWindow, SCALAR_COLUMN,
-};
-use crate::schema::FunctionArg;
-use crate::schema::{QualifiedName, ValueKind};
+use crate::plan::{EmbedPlan, Expr, Media, OrderBy, OutputColumn, ReadPlan, RowWindow};
+use crate::schema::ValueKind;
 
 /// How the rows of the main statement are laid out.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -134,158 +129,6 @@ pub fn render_read(plan: &ReadPlan, max_rows: Option<u64>) -> ReadStatements {
             _ => None,
         },
     }
-}
-
-/// A read whose body a media type handler makes: the aggregate over the page's rows (each a
-/// record of the output columns, cast to the relation's row type when the aggregate takes it),
-/// or the function's own value; as bytes or text, and the number of rows.
-fn handler_read(
-    plan: &ReadPlan,
-    handler: &Handler,
-    from_where: String,
-    mut params: Params,
-) -> ReadStatements {
-    let mut inner = String::with_capacity(128 + from_where.len());
-    inner.push_str("SELECT ");
-    aliased_list(&plan.columns, &mut inner, &mut params);
-    inner.push_str(&from_where);
-    group_by(&plan.columns, Some(0), &mut inner, &mut params);
-    grouped_order_by(&plan.order, &plan.columns, Some(0), &mut inner, &mut params);
-    window(plan.window, &mut inner);
-    let scalar = matches!(plan.result, ResultShape::Scalar | ResultShape::ScalarSet);
-    let mut text = String::with_capacity(2 * inner.len() + 128);
-    text.push_str("SELECT ");
-    handler_body(handler, &plan.columns, scalar, &mut text);
-    text.push_str(", pg_catalog.count(*)");
-    if plan.count.is_some() {
-        // The total, by the same conditions (and parameters); counted exactly whatever the
-        // preference: the handler's one row leaves no room for the planner's estimate.
-        text.push_str(", (SELECT pg_catalog.count(*) FROM (SELECT 1");
-        text.push_str(&from_where);
-        text.push_str(") pgrst_c)");
-    }
-    text.push_str(" FROM (");
-    text.push_str(&inner);
-    text.push_str(") pgrst_h");
-    ReadStatements {
-        main: Statement { text, params: params.0 },
-        counted: false,
-        shape: RowShape::Handler,
-        explain: None,
-        estimate_threshold: None,
-    }
-}
-
-/// The body a media type handler makes of the rows `pgrst_h` (records of the output `columns`):
-/// the aggregate over them (cast to the relation's row type when the aggregate takes it; a
-/// `scalar` call's values themselves), or the function's own value; as bytes or text.
-pub(crate) fn handler_body(handler: &Handler, columns: &[OutputColumn], scalar: bool, sql: &mut String) {
-    let first_key = columns.iter().find(|c| c.is_output()).map_or(SCALAR_COLUMN, |c| c.key.as_str());
-    match &handler.aggregate {
-        Some(aggregate) => {
-            push_qualified(sql, aggregate);
-            sql.push_str("(pgrst_h");
-            if scalar {
-                sql.push('.');
-                push_ident(sql, first_key);
-            } else if let Some(row_type) = &handler.row_type {
-                sql.push_str("::");
-                push_qualified(sql, row_type);
-            }
-            sql.push(')');
-        }
-        None => {
-            sql.push_str("(pg_catalog.array_agg(pgrst_h.");
-            push_ident(sql, first_key);
-            sql.push_str("))[1]");
-        }
-    }
-    sql.push_str(if handler.binary { "::bytea" } else { "::text" });
-}
-
-/// A function call as a row source: `(SELECT pgrst_call.* FROM fn(args) AS pgrst_call)`. The
-/// subquery hides the unpacked arguments' columns, whose names may be the result's too.
-fn call_source(call: &Call, sql: &mut String, params: &mut Params) {
-    sql.push_str("(SELECT pgrst_call.* FROM ");
-    let function = |sql: &mut String| {
-        push_qualified(sql, &call.function);
-        sql.push('(');
-    };
-    let named = |sql: &mut String, i: usize, arg: &FunctionArg| {
-        if i > 0 {
-            sql.push_str(", ");
-        }
-        if arg.variadic {
-            sql.push_str("VARIADIC ");
-        }
-        push_ident(sql, &arg.name);
-        sql.push_str(" := ");
-    };
-    match &call.args {
-        CallArgs::Text(values) => {
-            function(sql);
-            for (i, (arg, value)) in values.iter().enumerate() {
-                named(sql, i, arg);
-                match value {
-                    ArgValue::One(v) => params.push(sql, v.clone()),
-                    ArgValue::Many(items) => params.push(sql, array_literal(items)),
-                }
-                sql.push_str("::");
-                sql.push_str(&arg.type_name);
-            }
-        }
-        CallArgs::Json { payload, args } => {
-            // A function's one unnamed parameter is the body's `""` key, passed by position
-            // (first); the others by name, unpacked by `json_to_record`.
-            let (unnamed, named_args): (Vec<&FunctionArg>, Vec<&FunctionArg>) =
-                args.iter().partition(|a| a.name.is_empty());
-            sql.push_str("json_to_record((");
-            params.push(sql, payload.clone());
-            sql.push_str("::json) -> 0) AS pgrst_args(");
-            for (i, arg) in named_args.iter().enumerate() {
-                if i > 0 {
-                    sql.push_str(", ");
-                }
-                push_ident(sql, &arg.name);
-                sql.push(' ');
-                sql.push_str(&arg.type_name);
-            }
-            if named_args.is_empty() {
-                // A column definition list cannot be empty.
-                sql.push_str("pgrst_none text");
-            }
-            sql.push_str("), LATERAL ");
-            function(sql);
-            for (i, arg) in unnamed.iter().enumerate() {
-                if i > 0 {
-                    sql.push_str(", ");
-                }
-                let json = matches!(arg.type_name.as_str(), "json" | "jsonb");
-                sql.push_str("(((");
-                params.push(sql, payload.clone());
-                sql.push_str(if json { "::json) -> 0) -> '')::" } else { "::json) -> 0) ->> '')::" });
-                sql.push_str(&arg.type_name);
-            }
-            for (i, arg) in named_args.iter().enumerate() {
-                named(sql, i + unnamed.len(), arg);
-                sql.push_str("pgrst_args.");
-                push_ident(sql, &arg.name);
-            }
-        }
-        CallArgs::Body { payload, type_name } => {
-            function(sql);
-            params.push(sql, payload.clone());
-            sql.push_str("::");
-            sql.push_str(type_name);
-        }
-    }
-    sql.push_str(") AS pgrst_call");
-    if call.scalar {
-        sql.push('(');
-        sql.push_str(SCALAR_COLUMN);
-        sql.push(')');
-    }
-    sql.push(')');
 }
 
 /// Writes the SELECT list of `columns` for `media` and returns how its rows are read back.
@@ -473,7 +316,7 @@ fn embedded(embed: &EmbedPlan, sql: &mut String, params: &mut Params) {
 }
 
 /// ` FROM <embedded relation> WHERE <join to the parent> AND <its conditions>`.
-fn related_rows(embed: &EmbedPlan, sql: &mut String, params: &mut Params) {
+pub(super) fn related_rows(embed: &EmbedPlan, sql: &mut String, params: &mut Params) {
     let alias = format!("pgrst_{}", embed.depth);
     let parent = format!("pgrst_{}", embed.depth - 1);
     sql.push_str(" FROM ");
@@ -538,156 +381,14 @@ fn related_rows(embed: &EmbedPlan, sql: &mut String, params: &mut Params) {
     }
 }
 
-pub(crate) fn where_clause(conditions: &[Condition], sql: &mut String, params: &mut Params) {
-    for (i, c) in conditions.iter().enumerate() {
-        sql.push_str(if i == 0 { " WHERE " } else { " AND " });
-        condition(c, sql, params);
-    }
-}
-
-pub(crate) fn condition(c: &Condition, sql: &mut String, params: &mut Params) {
-    match c {
-        Condition::Filter { expr: e, kind, filter, parse } => {
-            if filter.negated {
-                sql.push_str("NOT ");
-            }
-            sql.push('(');
-            operation(e, *kind, &filter.operation, parse.as_ref(), sql, params);
-            sql.push(')');
-        }
-        Condition::Exists { embed, negated } => {
-            sql.push_str(if *negated { "NOT EXISTS (SELECT 1" } else { "EXISTS (SELECT 1" });
-            related_rows(embed, sql, params);
-            sql.push(')');
-        }
-        Condition::Logic { negated, op, children } => {
-            if *negated {
-                sql.push_str("NOT ");
-            }
-            sql.push('(');
-            for (i, child) in children.iter().enumerate() {
-                if i > 0 {
-                    sql.push_str(match op {
-                        LogicOp::And => " AND ",
-                        LogicOp::Or => " OR ",
-                    });
-                }
-                condition(child, sql, params);
-            }
-            sql.push(')');
-        }
-    }
-}
-
-/// `parse`, the function of a domain's data representation from `text`, reads the values of
-/// comparisons and `in` (not of patterns), as in PostgREST.
-fn operation(
-    e: &Expr,
-    kind: ValueKind,
-    op: &Operation,
-    parse: Option<&QualifiedName>,
+/// `GROUP BY` the level's other output columns when it selects an aggregate, as PostgREST does:
+/// by their select-list positions (after `offset` leading entries) if given, else by expression.
+pub(super) fn group_by(
+    columns: &[OutputColumn],
+    positions: Option<usize>,
     sql: &mut String,
     params: &mut Params,
 ) {
-    let call = |sql: &mut String, f: &QualifiedName| {
-        push_qualified(sql, f);
-        sql.push('(');
-    };
-    match op {
-        Operation::Compare { op, quantifier, value } => {
-            expr(e, sql, params);
-            sql.push(' ');
-            sql.push_str(compare_sql(*op));
-            sql.push(' ');
-            let pattern = matches!(op, CompareOp::Like | CompareOp::Ilike);
-            let value = if pattern { value.replace('*', "%") } else { value.clone() };
-            let parse = parse.filter(|_| !pattern);
-            if let Some(q) = quantifier {
-                sql.push_str(match q {
-                    Quantifier::Any => "ANY(",
-                    Quantifier::All => "ALL(",
-                });
-            }
-            match parse {
-                Some(f) => {
-                    call(sql, f);
-                    params.push(sql, value);
-                    sql.push_str("::text)");
-                }
-                None => params.push(sql, value),
-            }
-            if quantifier.is_some() {
-                sql.push(')');
-            }
-        }
-        Operation::In(items) => {
-            expr(e, sql, params);
-            sql.push_str(" = ANY(");
-            match parse {
-                // Each item read by the parser, as PostgREST does: `= ANY (SELECT f(unnest(...)))`.
-                Some(f) => {
-                    sql.push_str("SELECT ");
-                    call(sql, f);
-                    sql.push_str("pg_catalog.unnest(");
-                    params.push(sql, array_literal(items));
-                    sql.push_str("::text[]))");
-                }
-                None => params.push(sql, array_literal(items)),
-            }
-            sql.push(')');
-        }
-        Operation::Is(v) => {
-            expr(e, sql, params);
-            sql.push_str(match v {
-                IsValue::Null => " IS NULL",
-                IsValue::NotNull => " IS NOT NULL",
-                IsValue::True => " IS TRUE",
-                IsValue::False => " IS FALSE",
-                IsValue::Unknown => " IS UNKNOWN",
-            });
-        }
-        Operation::IsDistinct(value) => {
-            expr(e, sql, params);
-            sql.push_str(" IS DISTINCT FROM ");
-            params.push(sql, value.clone());
-        }
-        Operation::Fts { op, language, value } => {
-            let lang = |sql: &mut String, params: &mut Params| {
-                if let Some(l) = language {
-                    params.push(sql, l.clone());
-                    sql.push_str("::regconfig, ");
-                }
-            };
-            // As PostgREST 13: a column (or JSON path) of any type but tsvector is searched
-            // through `to_tsvector` (text, json and jsonb have one; other types fail in
-            // PostgreSQL as they do under PostgREST); a computed field's value as it is.
-            let searched_as_is =
-                kind == ValueKind::TsVector || !matches!(e, Expr::Column(_) | Expr::JsonPath { .. });
-            if searched_as_is {
-                expr(e, sql, params);
-            } else {
-                sql.push_str("to_tsvector(");
-                lang(sql, params);
-                expr(e, sql, params);
-                sql.push(')');
-            }
-            sql.push_str(" @@ ");
-            sql.push_str(match op {
-                FtsOp::Fts => "to_tsquery(",
-                FtsOp::Plain => "plainto_tsquery(",
-                FtsOp::Phrase => "phraseto_tsquery(",
-                FtsOp::Websearch => "websearch_to_tsquery(",
-            });
-            lang(sql, params);
-            params.push(sql, value.clone());
-            sql.push(')');
-        }
-    }
-}
-
-/// `GROUP BY` the level's other output columns when it selects an aggregate, as PostgREST does:
-/// by their select-list positions (after `offset` leading entries) if given, else by expression.
-fn group_by(columns: &[OutputColumn], positions: Option<usize>, sql: &mut String, params: &mut Params) {
     if !columns.iter().any(|c| c.expr.is_aggregate()) {
         return;
     }
@@ -713,52 +414,8 @@ fn push_count(sql: &mut String, n: u64) {
     sql.push_str(itoa::Buffer::new().format(n));
 }
 
-fn compare_sql(op: CompareOp) -> &'static str {
-    match op {
-        CompareOp::Eq => "=",
-        CompareOp::Neq => "<>",
-        CompareOp::Gt => ">",
-        CompareOp::Gte => ">=",
-        CompareOp::Lt => "<",
-        CompareOp::Lte => "<=",
-        CompareOp::Like => "LIKE",
-        CompareOp::Ilike => "ILIKE",
-        CompareOp::Match => "~",
-        CompareOp::Imatch => "~*",
-        CompareOp::Contains => "@>",
-        CompareOp::Contained => "<@",
-        CompareOp::Overlap => "&&",
-        CompareOp::StrictlyLeft => "<<",
-        CompareOp::StrictlyRight => ">>",
-        CompareOp::NotExtendRight => "&<",
-        CompareOp::NotExtendLeft => "&>",
-        CompareOp::Adjacent => "-|-",
-    }
-}
-
-/// A PostgreSQL array literal of the `in.(...)` items, each quoted so commas, quotes,
-/// backslashes, braces and the word NULL stay literal text.
-fn array_literal(items: &[String]) -> String {
-    let mut out = String::from("{");
-    for (i, item) in items.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        out.push('"');
-        for c in item.chars() {
-            if c == '"' || c == '\\' {
-                out.push('\\');
-            }
-            out.push(c);
-        }
-        out.push('"');
-    }
-    out.push('}');
-    out
-}
-
 /// `LIMIT` / `OFFSET` of a row window.
-fn window(w: RowWindow, sql: &mut String) {
+pub(super) fn window(w: RowWindow, sql: &mut String) {
     if let Some(limit) = w.limit {
         sql.push_str(" LIMIT ");
         push_count(sql, limit);
@@ -776,7 +433,7 @@ pub(crate) fn order_by(order: &[OrderBy], sql: &mut String, params: &mut Params)
 /// `ORDER BY`; in a grouped level with select-list positions, a term that is one of the output
 /// columns is written as its position, since the same expression with other parameter numbers
 /// would not count as grouped.
-fn grouped_order_by(
+pub(super) fn grouped_order_by(
     order: &[OrderBy],
     columns: &[OutputColumn],
     positions: Option<usize>,
@@ -811,17 +468,5 @@ fn grouped_order_by(
             Some(NullsOrder::Last) => sql.push_str(" NULLS LAST"),
             None => {}
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn in_items_stay_literal() {
-        let items = vec!["a,b".to_string(), "say \"hi\"".into(), "back\\slash".into(), "NULL".into()];
-        assert_eq!(array_literal(&items), r#"{"a,b","say \"hi\"","back\\slash","NULL"}"#);
-        assert_eq!(array_literal(&[]), "{}");
     }
 }

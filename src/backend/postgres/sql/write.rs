@@ -16,7 +16,8 @@
 
 use std::fmt::Write;
 
-use super::read::{select_list, where_clause};
+use super::filter::where_clause;
+use super::read::select_list;
 use super::{push_ident, Params, Statement};
 use crate::backend::postgres::sql::RowShape;
 use crate::plan::{location_columns, BodyColumn, Media, MutatePlan, Mutation, Nested, OnConflict, Returning};
@@ -73,7 +74,7 @@ pub fn render_write(plan: &MutatePlan) -> WriteStatements {
     if let (Some(handler), Returning::Representation(columns)) = (&plan.handler, &plan.returning) {
         // The handler's body over the representation's rows, and how many there are.
         sql.push_str(", ");
-        super::read::handler_body(handler, columns, false, &mut sql);
+        super::call::handler_body(handler, columns, false, &mut sql);
         sql.push_str(", pg_catalog.count(*) FROM (SELECT ");
         super::read::aliased_list(columns, &mut sql, &mut params);
         sql.push_str(" FROM pgrst_source AS pgrst_0");
@@ -252,7 +253,7 @@ fn write(plan: &MutatePlan, sql: &mut String, params: &mut Params) -> bool {
             }
             for c in &plan.conditions {
                 sql.push_str(" AND ");
-                super::read::condition(c, sql, params);
+                super::filter::condition(c, sql, params);
             }
             true
         }

@@ -1,0 +1,176 @@
+//! The services beside the API, each mounted under a prefix of its own — Supabase's Auth at
+//! `/auth/v1`, Storage at `/storage/v1`, Realtime at `/realtime/v1` — registered the same way
+//! ([`Service`]): the route table finds a request's service by its prefix, every service
+//! identifies and admits its callers through `identify`, and each says a refusal in its own
+//! API's shape. A new service is one more implementation and one registration in
+//! `server::start_state`.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
+use http::{header, Request, Response, StatusCode};
+use hyper::body::Incoming;
+
+use super::{api, identify, plain, AppState};
+use crate::error::Error;
+use crate::response::{error_response, Body};
+
+/// A service mounted under a path prefix.
+pub trait Service: Send + Sync {
+    /// Where it is mounted (`/storage/v1`): the paths below it are its own.
+    fn prefix(&self) -> &'static str;
+
+    /// Answers `req`, whose path below the prefix is `rest`, from `client`.
+    fn serve<'a>(
+        &'a self,
+        state: &'a AppState,
+        req: Request<Incoming>,
+        rest: &'a str,
+        client: IpAddr,
+    ) -> BoxFuture<'a, Response<Body>>;
+
+    /// A refusal before the service is reached (the client's rate limit), as its API says one.
+    fn refused(&self, error: &Error) -> Response<Body> {
+        error_response(error)
+    }
+
+    /// Its metrics, in Prometheus text.
+    fn render_metrics(&self, _out: &mut String) {}
+}
+
+/// The service a path is below, if any, and the path below its prefix.
+pub fn find<'s, 'p>(services: &'s [Box<dyn Service>], path: &'p str) -> Option<(&'s dyn Service, &'p str)> {
+    services.iter().find_map(|s| {
+        let rest = path.strip_prefix(s.prefix()).filter(|rest| rest.starts_with('/'))?;
+        Some((s.as_ref(), rest))
+    })
+}
+
+/// Supabase Auth's endpoints: the calling application is admitted by its API key; a user's
+/// token is checked by the endpoints that take one.
+pub struct AuthService(pub Arc<crate::accounts::Accounts>);
+
+impl Service for AuthService {
+    fn prefix(&self) -> &'static str {
+        "/auth/v1"
+    }
+
+    fn serve<'a>(
+        &'a self,
+        state: &'a AppState,
+        req: Request<Incoming>,
+        _rest: &'a str,
+        client: IpAddr,
+    ) -> BoxFuture<'a, Response<Body>> {
+        Box::pin(async move {
+            let (parts, incoming) = req.into_parts();
+            if let Err(e) = identify::admit_application(state, &parts.headers).await {
+                return self.refused(&e);
+            }
+            let body = match api::read_body(incoming, 64 * 1024, state.config.server_read_timeout).await {
+                Ok(b) => b,
+                Err(e) => return error_response(&e),
+            };
+            let verify = |authorization: Option<&str>| {
+                let principal = state.auth.authenticate(authorization).ok().filter(|p| !p.anonymous)?;
+                let claims: serde_json::Value = serde_json::from_str(&principal.claims).ok()?;
+                claims.get("sub").and_then(|s| s.as_str()).map(str::to_owned)
+            };
+            self.0.handle(&parts, client, body, verify).await
+        })
+    }
+
+    fn refused(&self, error: &Error) -> Response<Body> {
+        crate::accounts::refused(error)
+    }
+}
+
+/// Supabase Storage's endpoints, each request run as its caller.
+pub struct StorageService(pub Arc<crate::storage::Storage>);
+
+impl Service for StorageService {
+    fn prefix(&self) -> &'static str {
+        "/storage/v1"
+    }
+
+    fn serve<'a>(
+        &'a self,
+        state: &'a AppState,
+        req: Request<Incoming>,
+        rest: &'a str,
+        client: IpAddr,
+    ) -> BoxFuture<'a, Response<Body>> {
+        Box::pin(async move {
+            let (parts, body) = req.into_parts();
+            let caller = identify::storage_caller(state, &parts.headers).await;
+            self.0.handle(parts, body, rest, caller, client).await
+        })
+    }
+
+    fn render_metrics(&self, out: &mut String) {
+        self.0.render_metrics(out);
+    }
+}
+
+/// Supabase Realtime: `/websocket` (the socket runs as its `apikey` query parameter or headers
+/// make it) and `/api/broadcast` (as its headers make it).
+pub struct RealtimeService(pub Arc<crate::realtime::Realtime>);
+
+impl Service for RealtimeService {
+    fn prefix(&self) -> &'static str {
+        "/realtime/v1"
+    }
+
+    fn serve<'a>(
+        &'a self,
+        state: &'a AppState,
+        req: Request<Incoming>,
+        rest: &'a str,
+        _client: IpAddr,
+    ) -> BoxFuture<'a, Response<Body>> {
+        Box::pin(async move {
+            let rt = &self.0;
+            if rest == "/websocket" && req.method() == http::Method::GET {
+                let apikey = crate::realtime::query_value(req.uri().query(), "apikey");
+                return match identify::socket_caller(state, req.headers(), apikey.as_deref()).await {
+                    Ok(principal) => crate::realtime::upgrade(rt, req, principal),
+                    Err(e) => self.refused(&e),
+                };
+            }
+            let Some(topic) = rest.strip_prefix("/api/broadcast") else {
+                return plain(StatusCode::NOT_FOUND);
+            };
+            if req.method() != http::Method::POST {
+                return plain(StatusCode::METHOD_NOT_ALLOWED);
+            }
+            if let Err(e) = identify::admit(state, req.headers()).await {
+                return self.refused(&e);
+            }
+            let content_type =
+                req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_owned);
+            let query = req.uri().query().map(str::to_owned);
+            let limit = state.config.realtime.max_message_size;
+            let body = match api::read_body(req.into_body(), limit, state.config.server_read_timeout).await {
+                Ok(b) => b,
+                Err(e) => return error_response(&e),
+            };
+            crate::realtime::broadcast_api(rt, topic, query.as_deref(), content_type.as_deref(), body)
+        })
+    }
+
+    /// Supabase Realtime's body; one beyond a rate limit, the limit's.
+    fn refused(&self, error: &Error) -> Response<Body> {
+        let mut r = error_response(error);
+        if r.status() != StatusCode::TOO_MANY_REQUESTS {
+            *r.body_mut() = Body::from(
+                serde_json::json!({"message": "Unauthorized", "error": error.to_string()}).to_string(),
+            );
+        }
+        r
+    }
+
+    fn render_metrics(&self, out: &mut String) {
+        self.0.render_metrics(out);
+    }
+}
