@@ -4,6 +4,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
+use rowgate::backend::Install;
 use rowgate::config::{Config, ServeArgs};
 
 #[global_allocator]
@@ -279,16 +280,22 @@ fn main() -> ExitCode {
         }
         Command::Demo { server_port, postgres } => runtime.block_on(demo(server_port, postgres)),
         Command::Accounts { db_uri, action: AccountsAction::Install { role } } => {
-            runtime.block_on(accounts_install(db_uri, role))
+            runtime.block_on(install(db_uri, Install::Accounts { role }))
         }
         Command::Realtime { db_uri, action: RealtimeAction::Install { replication_role } } => {
-            runtime.block_on(realtime_install(db_uri, replication_role))
+            runtime.block_on(install(db_uri, Install::Realtime { replication_role }))
         }
         Command::Storage { db_uri, action: StorageAction::Install { role } } => {
-            runtime.block_on(storage_install(db_uri, role))
+            runtime.block_on(install(db_uri, Install::Storage { role }))
         }
         Command::Apikey { db_uri, action } => runtime.block_on(apikey(db_uri, action)),
-        Command::Cache { db_uri, action } => runtime.block_on(cache(db_uri, action)),
+        Command::Cache { db_uri, action } => runtime.block_on(install(
+            db_uri,
+            match action {
+                CacheAction::Install { triggers } => Install::Cache { triggers },
+                CacheAction::Uninstall => Install::CacheUninstall,
+            },
+        )),
         Command::Cluster { action } => cluster(action),
         Command::Gen { what: GenWhat::Types { language: GenLanguage::Typescript(args) } } => {
             runtime.block_on(gen_typescript(&args))
@@ -336,22 +343,6 @@ async fn serve(config: Arc<Config>) -> ExitCode {
             ExitCode::from(2)
         }
     }
-}
-
-/// A direct connection for the admin commands, or the exit code to leave with.
-async fn admin_client(db_uri: Option<String>) -> Result<tokio_postgres::Client, ExitCode> {
-    let Some(uri) = db_uri else {
-        eprintln!("rowgate: missing db-uri: set --db-uri or ROWGATE_DB_URI");
-        return Err(ExitCode::from(2));
-    };
-    let target = rowgate::backend::postgres::PgTarget::parse(&uri).map_err(|e| {
-        eprintln!("rowgate: {e}");
-        ExitCode::from(2)
-    })?;
-    rowgate::backend::postgres::connect(&target).await.map_err(|e| {
-        eprintln!("rowgate: cannot connect: {e}");
-        ExitCode::FAILURE
-    })
 }
 
 fn cluster(action: ClusterAction) -> ExitCode {
@@ -448,76 +439,15 @@ async fn ceiling(body_file: std::path::PathBuf, content_type: String, port: u16)
     ExitCode::SUCCESS
 }
 
-async fn cache(db_uri: Option<String>, action: CacheAction) -> ExitCode {
-    let client = match admin_client(db_uri).await {
-        Ok(c) => c,
-        Err(code) => return code,
+/// `rowgate cache|accounts|realtime|storage install`, through the backend seam.
+async fn install(db_uri: Option<String>, what: Install) -> ExitCode {
+    let Some(uri) = db_uri else {
+        eprintln!("rowgate: missing db-uri: set --db-uri or ROWGATE_DB_URI");
+        return ExitCode::from(2);
     };
-    let result = match action {
-        CacheAction::Install { triggers } => {
-            rowgate::backend::postgres::changes::install::install(&client, triggers).await
-        }
-        CacheAction::Uninstall => rowgate::backend::postgres::changes::install::uninstall(&client).await,
-    };
-    match result {
+    match rowgate::backend::Backend::install(&uri, what).await {
         Ok(summary) => {
             println!("rowgate: {summary}");
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("rowgate: {e}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-async fn accounts_install(db_uri: Option<String>, role: String) -> ExitCode {
-    let client = match admin_client(db_uri).await {
-        Ok(c) => c,
-        Err(code) => return code,
-    };
-    match rowgate::backend::postgres::accounts::install(&client, &role).await {
-        Ok(()) => {
-            println!("rowgate: accounts installed in schema rowgate; role {role} may use them");
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("rowgate: {e}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-async fn realtime_install(db_uri: Option<String>, replication_role: Option<String>) -> ExitCode {
-    let client = match admin_client(db_uri).await {
-        Ok(c) => c,
-        Err(code) => return code,
-    };
-    match rowgate::backend::postgres::changes::install::install_realtime(&client, replication_role.as_deref())
-        .await
-    {
-        Ok(summary) => {
-            println!("rowgate: realtime installed: {summary}");
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("rowgate: {e}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-async fn storage_install(db_uri: Option<String>, role: String) -> ExitCode {
-    let client = match admin_client(db_uri).await {
-        Ok(c) => c,
-        Err(code) => return code,
-    };
-    match rowgate::backend::postgres::storage::install(&client, &role).await {
-        Ok(()) => {
-            println!(
-                "rowgate: storage installed in schema storage (row-level security on, no policies yet); \
-                 role {role} and the roles it may become may use it"
-            );
             ExitCode::SUCCESS
         }
         Err(e) => {
@@ -638,9 +568,7 @@ async fn demo_sqlite(port: u16) -> ExitCode {
         }
     };
     let (db, rules) = (dir.path().join("demo.db"), dir.path().join("rules.toml"));
-    let created = rusqlite::Connection::open(&db)
-        .and_then(|c| c.execute_batch(include_str!("demo_sqlite.sql")))
-        .map_err(|e| e.to_string())
+    let created = rowgate::backend::Backend::create_sqlite(&db, include_str!("demo_sqlite.sql"))
         .and_then(|()| std::fs::write(&rules, include_str!("demo_rules.toml")).map_err(|e| e.to_string()));
     if let Err(e) = created {
         eprintln!("rowgate demo: creating the demo database failed: {e}");

@@ -4,10 +4,12 @@
 //! the only place that asks which database it is: a capability both backends have is one
 //! method here and one implementation in each folder.
 
+mod admin;
 pub mod postgres;
 mod rights;
 pub mod sqlite;
 
+pub use admin::Install;
 pub use rights::Rights;
 
 use std::sync::Arc;
@@ -15,7 +17,6 @@ use std::sync::Arc;
 use futures_util::future::BoxFuture;
 
 use crate::accounts::AccountStore;
-use crate::apikey::admin::KeyCommand;
 use crate::apikey::{KeyLookup, StoredKey};
 use crate::auth::Principal;
 use crate::cache::ResponseCache;
@@ -185,47 +186,6 @@ impl Backend {
             // SQLite's schema is watched, and reloaded within half a second.
             Backend::Sqlite(_) => {}
         }
-    }
-
-    /// `rowgate apikey`: runs `command` on the key store of the database `uri` names, on a
-    /// direct connection (on PostgreSQL, a role that may create the `rowgate` schema, or owns
-    /// it); returns the lines to print.
-    pub async fn apikey_admin(uri: &str, command: KeyCommand) -> Result<Vec<String>, String> {
-        use KeyCommand::*;
-        if let Some(target) = crate::config::SqliteTarget::from_uri(uri) {
-            let c = sqlite::db::connect_admin(&target).map_err(|e| format!("cannot open {uri}: {e}"))?;
-            return match command {
-                Install => sqlite::apikey::install(&c).map(|()| Vec::new()),
-                Create { role, name, expires, claims } => {
-                    sqlite::apikey::create(&c, &role, &name, expires, &claims).map(|key| vec![key])
-                }
-                List => sqlite::apikey::list(&c),
-                Revoke { which } => sqlite::apikey::revoke(&c, &which).map(|n| vec![n.to_string()]),
-            };
-        }
-        let target = postgres::PgTarget::parse(uri)?;
-        let c = postgres::connect(&target).await.map_err(|e| format!("cannot connect: {e}"))?;
-        match command {
-            Install => postgres::apikey::install(&c).await.map(|()| Vec::new()),
-            Create { role, name, expires, claims } => {
-                postgres::apikey::create(&c, &role, &name, expires, &claims).await.map(|key| vec![key])
-            }
-            List => postgres::apikey::list(&c).await,
-            Revoke { which } => postgres::apikey::revoke(&c, &which).await.map(|n| vec![n.to_string()]),
-        }
-    }
-
-    /// The schema cache of the database `config` names, read once on a connection of its own
-    /// (`rowgate gen types`): nothing else is started.
-    pub async fn read_schema(config: &Config) -> Result<SchemaCache, String> {
-        if let Some(target) = &config.sqlite {
-            let c = sqlite::db::connect_admin(target)
-                .map_err(|e| format!("cannot open {}: {e}", config.db_uri))?;
-            return sqlite::introspect::load(&c, &config.db_schemas[0]).map_err(|e| e.to_string());
-        }
-        let target = postgres::PgTarget::parse(&config.db_uri)?;
-        let mut c = postgres::connect(&target).await.map_err(|e| format!("cannot connect: {e}"))?;
-        postgres::introspect::load(&mut c, &config.db_schemas, None).await.map_err(|e| e.to_string())
     }
 
     /// Where the built-in accounts live (SQLite's tables are created here).
