@@ -205,6 +205,12 @@ pub enum Error {
     /// The bearer token does not decode or verify.
     #[error("{0}")]
     Jwt(String),
+    /// The bearer token's signature verifies with none of the keys (or a key of another type).
+    #[error("No suitable key or wrong key type")]
+    JwtSignature,
+    /// The bearer token verifies, but it has expired.
+    #[error("JWT expired")]
+    JwtExpired,
     /// The bearer token verifies, but its claims refuse it (expired, not yet valid, another
     /// audience, a time claim that is no number).
     #[error("{0}")]
@@ -470,8 +476,8 @@ impl Error {
             Error::Raised(raised) => &raised.code,
             Error::Unavailable(_) => code::CONNECTION.name(),
             Error::SchemaChanged => code::SCHEMA_CACHE_NOT_READY.name(),
-            Error::Jwt(_) => code::JWT_INVALID.name(),
-            Error::JwtClaims(_) => code::JWT_CLAIMS.name(),
+            Error::Jwt(_) | Error::JwtSignature => code::JWT_INVALID.name(),
+            Error::JwtClaims(_) | Error::JwtExpired => code::JWT_CLAIMS.name(),
             Error::PoolTimeout => code::POOL_TIMEOUT.name(),
             Error::RateLimited { .. } => code::RATE_LIMITED.name(),
         }
@@ -537,13 +543,22 @@ impl Error {
                 let c = code::CONNECTION;
                 (c.status(), c.name(), "Database client error. Retrying the connection.", None, None)
             }
-            Error::Jwt(message) | Error::JwtClaims(message) => {
+            Error::Jwt(_) | Error::JwtClaims(_) | Error::JwtSignature | Error::JwtExpired => {
+                let message = match self {
+                    Error::Jwt(m) | Error::JwtClaims(m) => m.as_str(),
+                    Error::JwtSignature => "No suitable key or wrong key type",
+                    _ => "JWT expired",
+                };
                 www_authenticate = Some(format!(
                     "Bearer error=\"invalid_token\", error_description=\"{}\"",
                     message.replace('\\', "\\\\").replace('"', "\\\"")
                 ));
-                let c = if matches!(self, Error::Jwt(_)) { code::JWT_INVALID } else { code::JWT_CLAIMS };
-                (c.status(), c.name(), message.as_str(), None, None)
+                let c = if matches!(self, Error::Jwt(_) | Error::JwtSignature) {
+                    code::JWT_INVALID
+                } else {
+                    code::JWT_CLAIMS
+                };
+                (c.status(), c.name(), message, None, None)
             }
             Error::SchemaChanged => {
                 retry_after = Some(1);

@@ -151,7 +151,7 @@ impl Authenticator {
             if let Some(v) = cache.get(token) {
                 self.cache_stats[1].fetch_add(1, Ordering::Relaxed);
                 return match v.exp {
-                    Some(exp) if now > exp + SKEW => Err(Error::JwtClaims("JWT expired".into())),
+                    Some(exp) if now > exp + SKEW => Err(Error::JwtExpired),
                     _ => Ok(v.principal),
                 };
             }
@@ -173,7 +173,7 @@ impl Authenticator {
         }
         let header = decode_header(token).map_err(|e| match unknown_algorithm(token) {
             true => Error::Jwt("Wrong or unsupported encoding algorithm".into()),
-            false => Error::Jwt(describe(&e)),
+            false => refusal(&e),
         })?;
         let remote = self.remote.load();
         let all = || self.keys.iter().chain(remote.iter());
@@ -192,11 +192,11 @@ impl Authenticator {
         validation.validate_exp = false;
         validation.validate_nbf = false;
         validation.validate_aud = false;
-        let mut last = Error::Jwt(NO_KEY.into());
+        let mut last = Error::JwtSignature;
         for key in candidates {
             match decode::<Map<String, Value>>(token, &key.key, &validation) {
                 Ok(data) => return self.principal(data.claims, now),
-                Err(e) => last = Error::Jwt(describe(&e)),
+                Err(e) => last = refusal(&e),
             }
         }
         Err(last)
@@ -214,7 +214,7 @@ impl Authenticator {
         };
         let exp = time("exp")?;
         if exp.is_some_and(|exp| now > exp + SKEW) {
-            return Err(Error::JwtClaims("JWT expired".into()));
+            return Err(Error::JwtExpired);
         }
         if time("nbf")?.is_some_and(|nbf| nbf > now + SKEW) {
             return Err(Error::JwtClaims("JWT not yet valid".into()));
@@ -267,10 +267,6 @@ pub fn bearer_token(header: &str) -> Option<&str> {
     scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
 }
 
-/// PostgREST 13's message when no key verifies the token (a wrong secret, a key of the wrong
-/// kind).
-const NO_KEY: &str = "No suitable key or wrong key type";
-
 /// Whether the token's header reads but names an algorithm rowgate does not verify (`none`).
 fn unknown_algorithm(token: &str) -> bool {
     use base64::Engine;
@@ -285,14 +281,16 @@ fn unknown_algorithm(token: &str) -> bool {
 }
 
 /// A token that does not decode or verify, in PostgREST 13's words.
-fn describe(e: &jsonwebtoken::errors::Error) -> String {
+fn refusal(e: &jsonwebtoken::errors::Error) -> Error {
     use jsonwebtoken::errors::ErrorKind as K;
     match e.kind() {
-        K::InvalidSignature | K::InvalidKeyFormat | K::InvalidRsaKey(_) | K::InvalidEcdsaKey => NO_KEY.into(),
-        K::InvalidAlgorithm | K::InvalidAlgorithmName | K::MissingAlgorithm => {
-            "Wrong or unsupported encoding algorithm".into()
+        K::InvalidSignature | K::InvalidKeyFormat | K::InvalidRsaKey(_) | K::InvalidEcdsaKey => {
+            Error::JwtSignature
         }
-        _ => "JWT cryptographic operation failed".into(),
+        K::InvalidAlgorithm | K::InvalidAlgorithmName | K::MissingAlgorithm => {
+            Error::Jwt("Wrong or unsupported encoding algorithm".into())
+        }
+        _ => Error::Jwt("JWT cryptographic operation failed".into()),
     }
 }
 

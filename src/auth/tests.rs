@@ -35,7 +35,9 @@ fn bearer(token: &str) -> String {
 
 fn jwt_error(r: Result<Principal, Error>) -> String {
     match r {
-        Err(Error::Jwt(m) | Error::JwtClaims(m)) => m,
+        Err(e @ (Error::Jwt(_) | Error::JwtClaims(_) | Error::JwtSignature | Error::JwtExpired)) => {
+            e.to_string()
+        }
         other => panic!("expected a JWT error, got {other:?}"),
     }
 }

@@ -120,13 +120,10 @@ pub async fn storage_caller(state: &AppState, headers: &HeaderMap) -> crate::sto
         return Err(StorageError::invalid_request("headers must have required property 'authorization'"));
     }
     let principal = admit(state, headers).await.map_err(|e| match e {
-        Error::Jwt(message) | Error::JwtClaims(message) => {
-            StorageError::access_denied(match message.as_str() {
-                m if m.contains("xpired") => "\"exp\" claim timestamp check failed",
-                m if m.starts_with("No suitable key") => "signature verification failed",
-                _ => "Invalid Compact JWS",
-            })
-        }
+        // Supabase Storage's words for a token it refuses.
+        Error::JwtExpired => StorageError::access_denied("\"exp\" claim timestamp check failed"),
+        Error::JwtSignature => StorageError::access_denied("signature verification failed"),
+        Error::Jwt(_) | Error::JwtClaims(_) => StorageError::access_denied("Invalid Compact JWS"),
         Error::Api { code, .. } if code == crate::error::code::NO_ANON_ROLE => {
             StorageError::invalid_request("headers must have required property 'authorization'")
         }

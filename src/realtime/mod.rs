@@ -161,11 +161,11 @@ impl Realtime {
         let authorization = (!token.is_empty()).then(|| format!("Bearer {token}"));
         match self.auth.authenticate(authorization.as_deref()) {
             Ok(principal) => Ok(who(principal)),
-            Err(crate::error::Error::JwtClaims(m)) if m.contains("expired") => {
+            Err(crate::error::Error::JwtExpired) => {
                 let ago = unverified_exp(token).map_or(0, |exp| now().saturating_sub(exp));
                 Err(format!("InvalidJWTToken: Token has expired {ago} seconds ago"))
             }
-            Err(crate::error::Error::Jwt(m)) if m.starts_with("No suitable key") => {
+            Err(crate::error::Error::JwtSignature) => {
                 Err("JwtSignatureError: Failed to validate JWT signature".into())
             }
             Err(crate::error::Error::Jwt(m) | crate::error::Error::JwtClaims(m)) => {

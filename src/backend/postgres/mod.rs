@@ -19,6 +19,7 @@ pub mod changes;
 mod conn;
 pub mod dependencies;
 pub mod introspect;
+mod notifications;
 mod pool;
 pub mod reload;
 mod render;
@@ -69,7 +70,7 @@ impl PgBackend {
         schema: Arc<SharedSchema>,
         cache: Option<Arc<ResponseCache>>,
         realtime: Option<Arc<crate::realtime::Realtime>>,
-        keys_changed: reload::KeysChanged,
+        keys_changed: notifications::KeysChanged,
     ) -> Result<PgBackend, String> {
         // An unreadable certificate stops the start, with the file's name.
         let target = Arc::new(PgTarget::parse(&config.db_uri)?);
@@ -95,7 +96,7 @@ impl PgBackend {
             realtime,
         );
         reload::spawn_sigusr1(reloader.clone());
-        reload::spawn_listener(config.clone(), reloader.clone(), keys_changed);
+        notifications::spawn_listener(config.clone(), reloader.clone(), keys_changed);
         Ok(PgBackend { db, replicas, target, config, cache, reloader })
     }
 
