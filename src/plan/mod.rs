@@ -5,6 +5,7 @@
 mod embed;
 mod media;
 mod mutate;
+mod nested;
 mod payload;
 mod preferences;
 mod range;

@@ -1,7 +1,7 @@
 //! Running a request's statements on a pooled connection: reads with their settings pipelined
 //! ahead, writes in a transaction left open until their outcome is checked, and writes queued whole.
 
-use super::pool::{unspecified, Prepared};
+use super::pooled::{unspecified, Prepared};
 use super::{PgConn, RawValue, SessionSettings, Setting, TextParam};
 use tokio_postgres::Row;
 
@@ -229,7 +229,7 @@ impl PgConn {
     /// In transaction mode, sets the startup settings (`statement_timeout`, `app.settings.*`)
     /// for the transaction just begun, for work outside a request's pipeline (storage).
     pub async fn set_startup_locally(&mut self) -> Result<(), tokio_postgres::Error> {
-        let super::pool::Mode::Transaction { startup } = &self.mode else { return Ok(()) };
+        let super::pooled::Mode::Transaction { startup } = &self.mode else { return Ok(()) };
         if startup.is_empty() {
             return Ok(());
         }

@@ -21,6 +21,7 @@ pub mod dependencies;
 pub mod introspect;
 mod notifications;
 mod pool;
+mod pooled;
 pub mod reload;
 mod render;
 pub mod replicas;
@@ -32,7 +33,8 @@ mod tls;
 mod value;
 
 pub use conn::{db_error, Hooks, Pipelined, ReadResult, WriteResult};
-pub use pool::{connect, connect_without_tls, first_value, Db, PgConn, Running};
+pub use pool::{connect, connect_without_tls, first_value, Db};
+pub use pooled::{PgConn, Running};
 pub use settings::{SessionSettings, Setting};
 pub use tls::PgTarget;
 pub use value::{RawValue, TextParam};
