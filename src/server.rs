@@ -27,12 +27,14 @@ pub fn init_logging(config: &Config) {
 /// cannot be is the error.
 pub fn start_state(config: Arc<Config>) -> Result<Arc<AppState>, String> {
     let schema = Arc::new(SharedSchema::default());
-    let cache = config.cache_enabled.then(|| crate::cache::ResponseCache::new(&config));
-    let keys =
-        Arc::new(crate::apikey::KeyStore::new(config.api_key_cache_max_entries, config.db_anon_role.clone()));
+    let cache = config.cache.enabled.then(|| crate::cache::ResponseCache::new(&config));
+    let keys = Arc::new(crate::apikey::KeyStore::new(
+        config.api_keys.cache_max_entries,
+        config.db_anon_role.clone(),
+    ));
     let flush = keys.clone();
     let auth = Arc::new(crate::auth::Authenticator::new(&config));
-    crate::auth::spawn_jwks_refresh(auth.clone(), config.jwt_jwks_url.clone(), config.jwt_jwks_refresh);
+    crate::auth::spawn_jwks_refresh(auth.clone(), config.jwt.jwks_url.clone(), config.jwt.jwks_refresh);
     let realtime = config.realtime.enabled.then(|| {
         crate::realtime::Realtime::start(
             config.realtime.clone(),
@@ -79,7 +81,7 @@ pub fn start_state(config: Arc<Config>) -> Result<Arc<AppState>, String> {
 /// The built-in accounts in `backend`'s database, when `accounts-enabled` (signing with
 /// `jwt-secret`); if they cannot be set up, the error is logged and the server runs without.
 fn accounts(config: &Config, backend: &Backend) -> Option<Arc<crate::accounts::Accounts>> {
-    if !config.accounts_enabled {
+    if !config.accounts.enabled {
         return None;
     }
     let store = match backend.account_store() {
@@ -89,15 +91,15 @@ fn accounts(config: &Config, backend: &Backend) -> Option<Arc<crate::accounts::A
             return None;
         }
     };
-    let key = config.hmac_secret().unwrap_or_default();
+    let key = config.jwt.hmac_secret().unwrap_or_default();
     match crate::accounts::Accounts::new(
         store,
         &key,
-        config.jwt_aud.clone(),
-        config.accounts_refresh_reuse_interval,
+        config.jwt.aud.clone(),
+        config.accounts.refresh_reuse_interval,
         crate::accounts::Signups {
-            enabled: config.accounts_signup_enabled,
-            rate: config.accounts_signup_rate_limit,
+            enabled: config.accounts.signup_enabled,
+            rate: config.accounts.signup_rate_limit,
         },
     ) {
         Ok(a) => Some(Arc::new(a)),
@@ -111,11 +113,11 @@ fn accounts(config: &Config, backend: &Backend) -> Option<Arc<crate::accounts::A
 /// Storage, when `storage-enabled`: its rows in `backend`'s database, its bytes under
 /// `storage-dir`. A storage that cannot be set up stops the start.
 fn storage(config: &Config, backend: &Backend) -> Result<Option<Arc<crate::storage::Storage>>, String> {
-    if !config.storage_enabled {
+    if !config.storage.enabled {
         return Ok(None);
     }
     let store = backend.storage_store()?;
-    let files = match &config.storage_s3 {
+    let files = match &config.storage.s3 {
         Some(settings) => {
             let bucket = crate::storage::files::s3::S3::open(settings)?;
             let checked = bucket.clone();
@@ -132,19 +134,19 @@ fn storage(config: &Config, backend: &Backend) -> Result<Option<Arc<crate::stora
             crate::storage::files::Files::new(Arc::new(bucket))
         }
         None => {
-            let disk = crate::storage::files::disk::Disk::open(&config.storage_dir)
-                .map_err(|e| format!("storage-dir {}: {e}", config.storage_dir.display()))?;
+            let disk = crate::storage::files::disk::Disk::open(&config.storage.dir)
+                .map_err(|e| format!("storage-dir {}: {e}", config.storage.dir.display()))?;
             crate::storage::files::Files::new(Arc::new(disk))
         }
     };
-    let secret = config.hmac_secret().ok_or("storage-enabled needs an HMAC jwt-secret")?;
+    let secret = config.jwt.hmac_secret().ok_or("storage-enabled needs an HMAC jwt-secret")?;
     let storage = Arc::new(crate::storage::Storage::new(
         store,
         files,
         &secret,
-        config.storage_file_size_limit,
+        config.storage.file_size_limit,
         config.server_read_timeout,
-        config.storage_transform_cache_size,
+        config.storage.transform_cache_size,
     ));
     storage.spawn_sweeper();
     Ok(Some(storage))

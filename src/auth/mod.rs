@@ -67,9 +67,10 @@ impl Authenticator {
     /// Builds the authenticator; the keys were validated when the configuration was loaded.
     pub fn new(config: &Config) -> Authenticator {
         let keys = config
-            .jwt_secret
+            .jwt
+            .secret
             .as_deref()
-            .map(|s| parse_keys(s, config.jwt_secret_is_base64).unwrap_or_default())
+            .map(|s| parse_keys(s, config.jwt.secret_is_base64).unwrap_or_default())
             .unwrap_or_default();
         let anon_role: Option<Arc<str>> = config.db_anon_role.as_deref().map(Arc::from);
         let anon = anon_role.as_ref().map(|role| Principal {
@@ -81,9 +82,9 @@ impl Authenticator {
         });
         let cache_stats: Arc<[AtomicU64; 3]> = Arc::default();
         let evicted = cache_stats.clone();
-        let cache = (config.jwt_cache_max_entries > 0).then(|| {
+        let cache = (config.jwt.cache_max_entries > 0).then(|| {
             moka::sync::Cache::builder()
-                .max_capacity(config.jwt_cache_max_entries)
+                .max_capacity(config.jwt.cache_max_entries)
                 .eviction_listener(move |_, _, cause| {
                     if cause.was_evicted() {
                         evicted[2].fetch_add(1, Ordering::Relaxed);
@@ -94,10 +95,10 @@ impl Authenticator {
         Authenticator {
             keys,
             remote: arc_swap::ArcSwap::from_pointee(Vec::new()),
-            has_remote: config.jwt_jwks_url.is_some(),
+            has_remote: config.jwt.jwks_url.is_some(),
             refresh: tokio::sync::Notify::new(),
-            audience: config.jwt_aud.clone(),
-            role_path: config.jwt_role_claim_key.clone(),
+            audience: config.jwt.aud.clone(),
+            role_path: config.jwt.role_claim_key.clone(),
             anon_role,
             anon,
             cache,

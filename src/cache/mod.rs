@@ -122,10 +122,10 @@ impl ResponseCache {
         let metrics = Arc::new(Metrics::default());
         // S3-FIFO (quick_cache): a hit takes a shard's read lock and sets a bit, no bookkeeping
         // queue, which matters when the cache is most of the work.
-        let items = usize::try_from(config.cache_max_bytes / 2048).unwrap_or(usize::MAX).clamp(16, 4_000_000);
+        let items = usize::try_from(config.cache.max_bytes / 2048).unwrap_or(usize::MAX).clamp(16, 4_000_000);
         let entries = quick_cache::sync::Cache::with(
             items,
-            config.cache_max_bytes,
+            config.cache.max_bytes,
             EntryWeight,
             quick_cache::DefaultHashBuilder::default(),
             Evictions(metrics.clone()),
@@ -135,7 +135,7 @@ impl ResponseCache {
         let _ = getrandom::fill(&mut id);
         Arc::new(ResponseCache {
             entries,
-            ttl: config.cache_ttl,
+            ttl: config.cache.ttl,
             changes: Changes::new(),
             metrics,
             markers: Mutex::new(Markers::new()),
@@ -143,8 +143,8 @@ impl ResponseCache {
             instance: crate::hex(&id),
             logical: std::sync::atomic::AtomicBool::new(false),
             feed: std::sync::atomic::AtomicBool::new(true),
-            routes: config.cache_routes.as_ref().map(|r| r.iter().cloned().collect()),
-            key_claims: config.cache_key_claims.clone(),
+            routes: config.cache.routes.as_ref().map(|r| r.iter().cloned().collect()),
+            key_claims: config.cache.key_claims.clone(),
             outbox,
             outbox_rx: Arc::new(tokio::sync::Mutex::new(outbox_rx)),
         })

@@ -5,24 +5,34 @@
 //! Loading never panics: every wrong or missing value is a [`ConfigError`] with a one-line
 //! explanation, which `main` prints before exiting with status 2.
 
+mod api_keys;
 mod args;
+mod cache;
 mod choices;
 mod db_uri;
 mod file;
+mod jwt;
 pub mod jwt_secret;
+mod openapi;
 pub mod postgrest;
 mod proxy_uri;
 mod rate_limit;
 mod realtime;
 mod role_path;
+mod services;
 
+pub use api_keys::ApiKeySettings;
 pub use args::ServeArgs;
+pub use cache::CacheSettings;
 pub use choices::{ErrorVerbosity, LogLevel, OpenApiMode, OpenApiVersion, TxEnd};
 pub use db_uri::{PgUri, RootCerts, SslMode, TlsOptions};
+pub use jwt::JwtSettings;
+pub use openapi::OpenApiSettings;
 pub use proxy_uri::ProxyUri;
 pub use rate_limit::{Rate, RateLimits};
 pub use realtime::RealtimeSettings;
 pub use role_path::RolePath;
+pub use services::{AccountsSettings, S3Settings, StorageSettings};
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -117,16 +127,8 @@ pub struct Config {
     pub db_pre_request: Option<String>,
     /// `db-root-spec`: the function that answers `GET /`.
     pub db_root_spec: Option<String>,
-    /// `openapi-mode`.
-    pub openapi_mode: OpenApiMode,
-    /// `openapi-security-active`.
-    pub openapi_security_active: bool,
-    /// `openapi-server-proxy-uri`, checked.
-    pub openapi_server_proxy_uri: Option<ProxyUri>,
-    /// `openapi-version`.
-    pub openapi_version: OpenApiVersion,
-    /// `api-docs-enabled`.
-    pub api_docs_enabled: bool,
+    /// `openapi-*` and `api-docs-enabled`: the description at `GET /` and its reference page.
+    pub openapi: OpenApiSettings,
     /// `db-channel`.
     pub db_channel: String,
     /// `db-channel-enabled`.
@@ -171,77 +173,34 @@ pub struct Config {
     pub server_trace_header: Option<http::HeaderName>,
     /// `url-use-legacy-target-names`.
     pub url_use_legacy_target_names: bool,
-    /// `jwt-secret`, read from its file if given as `@file` (checked to parse as keys).
-    pub jwt_secret: Option<String>,
-    /// `jwt-secret-is-base64`.
-    pub jwt_secret_is_base64: bool,
-    /// `jwt-aud`.
-    pub jwt_aud: Option<String>,
-    /// `jwt-role-claim-key`, parsed.
-    pub jwt_role_claim_key: RolePath,
-    /// `jwt-cache-max-entries`.
-    pub jwt_cache_max_entries: u64,
-    /// `jwt-jwks-url`.
-    pub jwt_jwks_url: Option<String>,
-    /// `jwt-jwks-refresh`.
-    pub jwt_jwks_refresh: Duration,
+    /// `jwt-*`: how bearer tokens are verified (and, with an HMAC secret, what rowgate signs).
+    pub jwt: JwtSettings,
     /// `server-cors-allowed-origins`; `None` allows any origin.
     pub server_cors_allowed_origins: Option<Vec<String>>,
-    /// `api-key-headers`, lower-cased.
-    pub api_key_headers: Vec<http::HeaderName>,
-    /// `api-key-required`.
-    pub api_key_required: bool,
-    /// `api-key-jwt-roles`: `None` for any role but `authenticated`, `Some(["*"])` for any.
-    pub api_key_jwt_roles: Option<Vec<String>>,
-    /// `api-key-cache-max-entries`.
-    pub api_key_cache_max_entries: u64,
+    /// `api-key-*`: API keys, where requests carry them and whether they must.
+    pub api_keys: ApiKeySettings,
     /// `admin-server-port`.
     pub admin_server_port: Option<u16>,
     /// `admin-server-host` (`server-host` unless given).
     pub admin_server_host: IpAddr,
-    /// `cache-enabled`.
-    pub cache_enabled: bool,
-    /// `cache-max-bytes`.
-    pub cache_max_bytes: u64,
-    /// `cache-ttl`, if non-zero.
-    pub cache_ttl: Option<Duration>,
-    /// `cache-routes`; `None` caches every cacheable route.
-    pub cache_routes: Option<Vec<String>>,
     /// `db-rules`: the SQLite backend's access rules file.
     pub db_rules: Option<PathBuf>,
     /// `db-sqlite-synchronous`: SQLite's `synchronous` pragma (`FULL` or `NORMAL`).
     pub db_sqlite_synchronous: &'static str,
-    /// `accounts-enabled`.
-    pub accounts_enabled: bool,
-    /// `accounts-refresh-reuse-interval`, in seconds.
-    pub accounts_refresh_reuse_interval: u64,
-    /// `accounts-signup-enabled`.
-    pub accounts_signup_enabled: bool,
-    /// `accounts-signup-rate-limit`: per client; `None` when `off`.
-    pub accounts_signup_rate_limit: Option<Rate>,
-    /// `storage-enabled`.
-    pub storage_enabled: bool,
-    /// `storage-dir`.
-    pub storage_dir: PathBuf,
-    /// `storage-s3-url`, `storage-s3-endpoint` and `storage-s3-region`: bytes in an
-    /// S3-compatible bucket rather than `storage-dir`.
-    pub storage_s3: Option<S3Settings>,
-    /// `storage-file-size-limit`.
-    pub storage_file_size_limit: u64,
-    /// `storage-transform-cache-size`, in bytes.
-    pub storage_transform_cache_size: u64,
+    /// `accounts-*`: Supabase Auth's endpoints at `/auth/v1`.
+    pub accounts: AccountsSettings,
+    /// `storage-*`: Supabase Storage's endpoints at `/storage/v1`.
+    pub storage: StorageSettings,
     /// `realtime-*`.
     pub realtime: RealtimeSettings,
+    /// `cache-*`: the response cache.
+    pub cache: CacheSettings,
     /// `static-dir`, if files are served.
     pub static_dir: Option<PathBuf>,
     /// `static-prefix`: `/` or `/path` (no trailing slash).
     pub static_prefix: String,
     /// `api-prefix`: `/` or `/path` (no trailing slash).
     pub api_prefix: String,
-    /// `cache-key-claims`; `None` keys on all claims.
-    pub cache_key_claims: Option<Vec<String>>,
-    /// `cache-control`: (route or `*`, header value).
-    pub cache_control: Vec<(String, http::HeaderValue)>,
     /// The TOML file the configuration was read from, if any (never served as a static file).
     pub config_file: Option<PathBuf>,
     /// PostgREST's `app.settings.*` (file keys, `PGRST_APP_SETTINGS_*`): set in every database
@@ -251,42 +210,7 @@ pub struct Config {
     pub ignored_postgrest_options: Vec<String>,
 }
 
-/// Where an S3-compatible bucket keeps storage's bytes (`storage-s3-*`).
-#[derive(Clone, PartialEq, Eq)]
-pub struct S3Settings {
-    /// `s3://bucket` or `s3://bucket/prefix`.
-    pub url: String,
-    /// Another service than AWS (MinIO, R2, …): its URL.
-    pub endpoint: Option<String>,
-    /// The bucket's region.
-    pub region: Option<String>,
-    /// An access key, rather than the environment's.
-    pub access_key_id: Option<String>,
-    /// Its secret.
-    pub secret_access_key: Option<String>,
-}
-
-impl std::fmt::Debug for S3Settings {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("S3Settings")
-            .field("url", &self.url)
-            .field("endpoint", &self.endpoint)
-            .field("region", &self.region)
-            .field("access_key_id", &self.access_key_id)
-            .field("secret_access_key", &self.secret_access_key.as_ref().map(|_| "…"))
-            .finish()
-    }
-}
-
 impl Config {
-    /// Whether a JWT sent as the API key may carry `role` (`api-key-jwt-roles`).
-    pub fn api_key_jwt_role(&self, role: &str) -> bool {
-        match &self.api_key_jwt_roles {
-            None => role != "authenticated",
-            Some(roles) => roles.iter().any(|r| r == "*" || r == role),
-        }
-    }
-
     /// Resolves the configuration: flags and environment (already merged by clap, flags
     /// first), then the TOML file, then defaults; then validates every value.
     pub fn load(args: &ServeArgs) -> Result<Config, ConfigError> {
@@ -294,6 +218,12 @@ impl Config {
             file::read(args.config.as_deref())?;
         let a = args.clone();
         let realtime = RealtimeSettings::from_args(&a, &file)?;
+        let cache = CacheSettings::from_args(&a, &file)?;
+        let openapi = OpenApiSettings::from_args(&a, &file)?;
+        let api_keys = ApiKeySettings::from_args(&a, &file)?;
+        let jwt = JwtSettings::from_args(&a, &file)?;
+        let accounts = AccountsSettings::from_args(&a, &file)?;
+        let storage = StorageSettings::from_args(&a, &file)?;
         // Options whose absence would change who gets in or where the server listens: a
         // pre-config function may set a pre-request one, and a Unix socket is no TCP port on
         // all interfaces.
@@ -407,67 +337,18 @@ impl Config {
             // authenticator.
             return Err(invalid("db-anon-role", "\"none\" is not a role requests may run as".into()));
         }
-        let jwt_secret_is_base64 = a.jwt_secret_is_base64.or(file.jwt_secret_is_base64).unwrap_or(false);
-        let jwt_secret = match a.jwt_secret.or(file.jwt_secret).filter(|s| !s.is_empty()) {
-            Some(value) => {
-                let secret = jwt_secret::read_value(&value).map_err(|e| invalid("jwt-secret", e))?;
-                jwt_secret::parse(&secret, jwt_secret_is_base64).map_err(|e| invalid("jwt-secret", e))?;
-                Some(secret)
-            }
-            None => None,
-        };
-        let accounts_enabled = a.accounts_enabled.or(file.accounts_enabled).unwrap_or(false);
-        let storage_enabled = a.storage_enabled.or(file.storage_enabled).unwrap_or(false);
-        if storage_enabled && !jwt_secret.as_deref().is_some_and(is_hmac) {
+        // Both sign with jwt-secret: signed URLs, and the accounts' tokens.
+        if storage.enabled && jwt.hmac_secret().is_none() {
             return Err(invalid(
                 "storage-enabled",
                 "signed URLs are signed with jwt-secret, which must be an HMAC secret".into(),
             ));
         }
-        let s3_key = (
-            a.storage_s3_access_key_id.as_ref().or(file.storage_s3_access_key_id.as_ref()),
-            a.storage_s3_secret_access_key.as_ref().or(file.storage_s3_secret_access_key.as_ref()),
-        );
-        if s3_key.0.is_some() != s3_key.1.is_some() {
+        if accounts.enabled && jwt.hmac_secret().is_none() {
             return Err(invalid(
-                "storage-s3-access-key-id",
-                "storage-s3-access-key-id and storage-s3-secret-access-key go together".into(),
+                "accounts-enabled",
+                "accounts sign their tokens with jwt-secret, which must be an HMAC secret".into(),
             ));
-        }
-        if accounts_enabled {
-            match &jwt_secret {
-                Some(s) if is_hmac(s) => {}
-                _ => {
-                    return Err(invalid(
-                        "accounts-enabled",
-                        "accounts sign their tokens with jwt-secret, which must be an HMAC secret".into(),
-                    ))
-                }
-            }
-        }
-        let jwt_role_claim_key = match a.jwt_role_claim_key.or(file.jwt_role_claim_key) {
-            Some(path) => RolePath::parse(&path).map_err(|e| invalid("jwt-role-claim-key", e))?,
-            None => RolePath::default(),
-        };
-        let api_key_headers =
-            list(a.api_key_headers.or(file.api_key_headers).as_deref().unwrap_or("apikey, x-api-key"))
-                .into_iter()
-                .map(|h| {
-                    http::HeaderName::from_bytes(h.to_ascii_lowercase().as_bytes())
-                        .map_err(|_| invalid("api-key-headers", format!("{h:?} is not a header name")))
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-        let mut cache_control = Vec::new();
-        for rule in a.cache_control.or(file.cache_control).as_deref().unwrap_or("").split(';') {
-            if rule.trim().is_empty() {
-                continue;
-            }
-            let (route, value) = rule
-                .split_once(':')
-                .ok_or_else(|| invalid("cache-control", format!("{rule:?} is not `route: value`")))?;
-            let value = http::HeaderValue::from_str(value.trim())
-                .map_err(|_| invalid("cache-control", format!("{:?} is not a header value", value.trim())))?;
-            cache_control.push((route.trim().to_owned(), value));
         }
         let server_trace_header = match a.server_trace_header.clone().or(file.server_trace_header.clone()) {
             Some(name) if !name.is_empty() => Some(
@@ -481,19 +362,7 @@ impl Config {
             ignored_postgrest_options,
             db_pre_request,
             db_root_spec,
-            openapi_mode: a.openapi_mode.or(file.openapi_mode).unwrap_or_default(),
-            openapi_security_active: a
-                .openapi_security_active
-                .or(file.openapi_security_active)
-                .unwrap_or(false),
-            openapi_server_proxy_uri: match a.openapi_server_proxy_uri.or(file.openapi_server_proxy_uri) {
-                Some(u) if !u.is_empty() => {
-                    Some(ProxyUri::parse(&u).map_err(|e| invalid("openapi-server-proxy-uri", e))?)
-                }
-                _ => None,
-            },
-            openapi_version: a.openapi_version.or(file.openapi_version).unwrap_or_default(),
-            api_docs_enabled: a.api_docs_enabled.or(file.api_docs_enabled).unwrap_or(false),
+            openapi,
             db_uri,
             sqlite,
             db_schemas,
@@ -580,38 +449,15 @@ impl Config {
                 .url_use_legacy_target_names
                 .or(file.url_use_legacy_target_names)
                 .unwrap_or(true),
-            jwt_secret,
-            jwt_secret_is_base64,
-            jwt_aud: a.jwt_aud.or(file.jwt_aud).filter(|s| !s.is_empty()),
-            jwt_role_claim_key,
-            jwt_cache_max_entries: a.jwt_cache_max_entries.or(file.jwt_cache_max_entries).unwrap_or(1000),
-            jwt_jwks_url: match a.jwt_jwks_url.or(file.jwt_jwks_url).filter(|u| !u.is_empty()) {
-                Some(u) => {
-                    Some(jwks_url(u, a.jwt_jwks_allow_http.or(file.jwt_jwks_allow_http).unwrap_or(false))?)
-                }
-                None => None,
-            },
-            jwt_jwks_refresh: Duration::from_secs(
-                a.jwt_jwks_refresh.or(file.jwt_jwks_refresh).unwrap_or(300).max(10),
-            ),
+            jwt,
             server_cors_allowed_origins: a
                 .server_cors_allowed_origins
                 .or(file.server_cors_allowed_origins)
                 .map(|l| list(&l))
                 .filter(|l| !l.is_empty()),
-            api_key_headers,
-            api_key_required: a.api_key_required.or(file.api_key_required).unwrap_or(false),
-            api_key_jwt_roles: a.api_key_jwt_roles.or(file.api_key_jwt_roles).map(|l| list(&l)),
-            api_key_cache_max_entries: a
-                .api_key_cache_max_entries
-                .or(file.api_key_cache_max_entries)
-                .unwrap_or(10_000),
+            api_keys,
             admin_server_port: a.admin_server_port.or(file.admin_server_port),
             admin_server_host,
-            cache_enabled: a.cache_enabled.or(file.cache_enabled).unwrap_or(false),
-            cache_max_bytes: a.cache_max_bytes.or(file.cache_max_bytes).unwrap_or(64 * 1024 * 1024),
-            cache_ttl: a.cache_ttl.or(file.cache_ttl).filter(|s| *s > 0).map(Duration::from_secs),
-            cache_routes: a.cache_routes.or(file.cache_routes).map(|l| list(&l)),
             db_rules: a.db_rules.or(file.db_rules),
             db_sqlite_synchronous: match a.db_sqlite_synchronous.or(file.db_sqlite_synchronous).as_deref() {
                 None | Some("full") => "FULL",
@@ -620,47 +466,13 @@ impl Config {
                     return Err(invalid("db-sqlite-synchronous", format!("{other:?} is not full or normal")))
                 }
             },
-            accounts_enabled,
-            accounts_refresh_reuse_interval: a
-                .accounts_refresh_reuse_interval
-                .or(file.accounts_refresh_reuse_interval)
-                .unwrap_or(10),
-            accounts_signup_enabled: a
-                .accounts_signup_enabled
-                .or(file.accounts_signup_enabled)
-                .unwrap_or(true),
-            accounts_signup_rate_limit: match a
-                .accounts_signup_rate_limit
-                .or(file.accounts_signup_rate_limit)
-                .as_deref()
-                .unwrap_or("30/5min")
-            {
-                "off" => None,
-                rate => Some(Rate::parse(rate).map_err(|e| invalid("accounts-signup-rate-limit", e))?),
-            },
-            storage_enabled,
-            storage_dir: a.storage_dir.or(file.storage_dir).unwrap_or_else(|| PathBuf::from("storage")),
-            storage_s3: a.storage_s3_url.or(file.storage_s3_url).map(|url| S3Settings {
-                url,
-                endpoint: a.storage_s3_endpoint.or(file.storage_s3_endpoint),
-                region: a.storage_s3_region.or(file.storage_s3_region),
-                access_key_id: a.storage_s3_access_key_id.or(file.storage_s3_access_key_id),
-                secret_access_key: a.storage_s3_secret_access_key.or(file.storage_s3_secret_access_key),
-            }),
-            storage_file_size_limit: a
-                .storage_file_size_limit
-                .or(file.storage_file_size_limit)
-                .unwrap_or(50 * 1024 * 1024),
-            storage_transform_cache_size: a
-                .storage_transform_cache_size
-                .or(file.storage_transform_cache_size)
-                .unwrap_or(64 * 1024 * 1024),
+            accounts,
+            storage,
             realtime,
+            cache,
             static_dir,
             static_prefix,
             api_prefix,
-            cache_key_claims: a.cache_key_claims.or(file.cache_key_claims).map(|l| list(&l)),
-            cache_control,
             config_file: args.config.clone(),
         })
     }
@@ -721,43 +533,6 @@ fn paths(
 
 fn invalid(key: &'static str, reason: String) -> ConfigError {
     ConfigError::Invalid { key, reason: reason.replace('\n', " ") }
-}
-
-/// `jwt-jwks-url`, checked: an https URL, or plain http to this machine (or anywhere with
-/// `jwt-jwks-allow-http`) — keys fetched in the clear could be anyone's.
-fn jwks_url(url: String, allow_http: bool) -> Result<String, ConfigError> {
-    let uri: http::Uri = url.parse().map_err(|_| invalid("jwt-jwks-url", format!("{url:?} is not a URL")))?;
-    let loopback = matches!(uri.host(), Some("localhost" | "[::1]"))
-        || uri.host().and_then(|h| h.parse::<IpAddr>().ok()).is_some_and(|ip| ip.is_loopback());
-    match uri.scheme_str() {
-        Some("https") => Ok(url),
-        Some("http") if loopback || allow_http => Ok(url),
-        Some("http") => Err(invalid(
-            "jwt-jwks-url",
-            format!(
-                "{url:?} is plain http: use https, or set jwt-jwks-allow-http to fetch keys in the clear"
-            ),
-        )),
-        _ => Err(invalid("jwt-jwks-url", format!("{url:?} is not an http(s) URL"))),
-    }
-}
-
-/// Whether a `jwt-secret` is an HMAC secret (not a JWK, JWKS or PEM key).
-fn is_hmac(secret: &str) -> bool {
-    !secret.trim_start().starts_with('{') && !secret.contains("-----BEGIN")
-}
-
-impl Config {
-    /// The HMAC key of `jwt-secret` (rowgate signs accounts' tokens and storage's signed URLs
-    /// with it), if it is one.
-    pub fn hmac_secret(&self) -> Option<Vec<u8>> {
-        let secret = self.jwt_secret.as_deref().filter(|s| is_hmac(s))?;
-        Some(match self.jwt_secret_is_base64 {
-            // Validated when the configuration was loaded.
-            true => jwt_secret::decode_base64(secret).unwrap_or_default(),
-            false => secret.as_bytes().to_vec(),
-        })
-    }
 }
 
 /// Splits a PostgREST-style comma-separated list, trimming blanks.

@@ -81,7 +81,7 @@ fn keys_are_fetched_over_https_or_from_this_machine() {
     let mut a = args(Some("postgres://u@localhost/db"));
     for ok in ["https://idp.example.com/jwks.json", "http://127.0.0.1:8080/jwks", "http://localhost/jwks"] {
         a.jwt_jwks_url = Some(ok.into());
-        assert_eq!(Config::load(&a).unwrap().jwt_jwks_url.as_deref(), Some(ok));
+        assert_eq!(Config::load(&a).unwrap().jwt.jwks_url.as_deref(), Some(ok));
     }
     a.jwt_jwks_url = Some("http://idp.example.com/jwks.json".into());
     assert!(Config::load(&a).unwrap_err().to_string().contains("plain http"));
@@ -123,10 +123,10 @@ fn the_admin_server_binds_the_api_s_address_unless_given_its_own() {
 fn sign_ups_are_on_and_limited_unless_said_otherwise() {
     let mut a = args(Some("postgres://u@localhost/db"));
     let c = Config::load(&a).unwrap();
-    assert!(c.accounts_signup_enabled);
-    assert_eq!(c.accounts_signup_rate_limit.map(|r| (r.count, r.period.as_secs())), Some((30, 300)));
+    assert!(c.accounts.signup_enabled);
+    assert_eq!(c.accounts.signup_rate_limit.map(|r| (r.count, r.period.as_secs())), Some((30, 300)));
     a.accounts_signup_rate_limit = Some("off".into());
-    assert_eq!(Config::load(&a).unwrap().accounts_signup_rate_limit, None);
+    assert_eq!(Config::load(&a).unwrap().accounts.signup_rate_limit, None);
     a.accounts_signup_rate_limit = Some("lots".into());
     assert!(Config::load(&a).unwrap_err().to_string().contains("accounts-signup-rate-limit"));
 }

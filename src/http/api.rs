@@ -128,7 +128,7 @@ async fn describe(
         &plan.schema,
         usable.as_ref(),
         openapi::server(config, mounted),
-        config.openapi_security_active,
+        config.openapi.security_active,
     );
     let document = (!plan.head).then(|| openapi::render(&api, plan));
     let mut response = openapi::respond(plan, document.as_ref());

@@ -123,6 +123,6 @@ pub fn remember(
 
 /// The configured `Cache-Control` of a route (`cache-control`), or of every route (`*`).
 fn cache_control<'c>(config: &'c Config, route: &str) -> Option<&'c HeaderValue> {
-    let find = |r: &str| config.cache_control.iter().find(|(name, _)| name == r).map(|(_, v)| v);
+    let find = |r: &str| config.cache.control.iter().find(|(name, _)| name == r).map(|(_, v)| v);
     find(route).or_else(|| find("*"))
 }

@@ -15,7 +15,8 @@ use crate::response::Body;
 pub fn api_key<'h>(state: &AppState, headers: &'h HeaderMap) -> Option<&'h str> {
     state
         .config
-        .api_key_headers
+        .api_keys
+        .headers
         .iter()
         .find_map(|name| headers.get(name).and_then(|v| v.to_str().ok()))
         .map(str::trim)
@@ -63,13 +64,13 @@ async fn application(state: &AppState, headers: &HeaderMap) -> Result<Option<Pri
         Some(key) if key.split('.').count() == 3 && !key.starts_with("rg_") => {
             let p = state.auth.authenticate(Some(&format!("Bearer {key}")))?;
             // A user's own session token is no application's key (`api-key-jwt-roles`).
-            if !state.config.api_key_jwt_role(&p.role) {
+            if !state.config.api_keys.jwt_role(&p.role) {
                 return Err(crate::apikey::forbidden("A token of this role is not an API key"));
             }
             Ok(Some(p))
         }
         Some(key) => Ok(Some(state.keys.verify(key, &*state.backend).await?.principal)),
-        None if state.config.api_key_required => Err(crate::apikey::missing()),
+        None if state.config.api_keys.required => Err(crate::apikey::missing()),
         None => Ok(None),
     }
 }
@@ -85,11 +86,11 @@ pub async fn socket_caller(
     let mut headers = headers.clone();
     if let (Some(key), None) = (apikey, api_key(state, &headers)) {
         let role = unverified_role(key);
-        let bearer = role.is_some_and(|r| !state.config.api_key_jwt_role(&r));
+        let bearer = role.is_some_and(|r| !state.config.api_keys.jwt_role(&r));
         let value = if bearer { format!("Bearer {key}") } else { key.to_owned() };
         let name = match bearer {
             true => Some(header::AUTHORIZATION),
-            false => state.config.api_key_headers.first().cloned(),
+            false => state.config.api_keys.headers.first().cloned(),
         };
         if let (Some(name), Ok(v)) = (name, HeaderValue::from_str(&value)) {
             if !headers.contains_key(&name) {

@@ -145,7 +145,7 @@ async fn endpoint(state: &AppState, req: Request<Incoming>, peer: IpAddr) -> Res
         "/rowgate/metrics" if matches!(*req.method(), http::Method::GET | http::Method::HEAD) => {
             metrics(state)
         }
-        path if state.config.api_docs_enabled
+        path if state.config.openapi.docs_enabled
             && (path == docs::PATH || path.starts_with(&format!("{}/", docs::PATH))) =>
         {
             let root = format!("{}/", state.config.api_prefix.trim_end_matches('/'));

@@ -80,8 +80,8 @@ impl StaticFiles {
         hidden.extend(config.db_rules.iter().chain(&config.config_file).cloned());
         // Named by where they are, whether they exist yet or not (a log file comes and goes).
         let hidden = hidden.iter().filter_map(|p| absolute(p)).collect();
-        let hidden_dirs = match config.storage_enabled {
-            true => absolute(&config.storage_dir).into_iter().collect(),
+        let hidden_dirs = match config.storage.enabled {
+            true => absolute(&config.storage.dir).into_iter().collect(),
             false => Vec::new(),
         };
         Some(StaticFiles { dir, hidden, hidden_dirs, files: Mutex::new(Files::default()) })

@@ -217,7 +217,7 @@ pub fn path_segment(name: &str) -> String {
 
 /// Where the API is reached, for `config` and a request that came under `mounted_at`.
 pub fn server(config: &Config, mounted_at: &str) -> Server {
-    match &config.openapi_server_proxy_uri {
+    match &config.openapi.server_proxy_uri {
         Some(p) => Server {
             scheme: p.scheme.clone(),
             host: p.host.clone(),
@@ -265,5 +265,5 @@ pub fn respond(plan: &DescribePlan, document: Option<&serde_json::Value>) -> Res
 
 /// Whether `config` asks for what the caller may use (else everything is described).
 pub fn follows_privileges(config: &Config) -> bool {
-    config.openapi_mode == OpenApiMode::FollowPrivileges
+    config.openapi.mode == OpenApiMode::FollowPrivileges
 }

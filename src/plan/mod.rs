@@ -110,7 +110,7 @@ fn root(
     config: &Config,
     schema_name: &str,
 ) -> Result<Plan, Error> {
-    if config.openapi_mode == crate::config::OpenApiMode::Disabled {
+    if config.openapi.mode == crate::config::OpenApiMode::Disabled {
         return Err(Error::api(code::OPENAPI_DISABLED, "Root endpoint metadata is disabled"));
     }
     if request.method == Method::Options {
@@ -137,7 +137,7 @@ fn root(
             ))
         }
     };
-    let v31 = config.openapi_version == crate::config::OpenApiVersion::V31;
+    let v31 = config.openapi.version == crate::config::OpenApiVersion::V31;
     let media = media::negotiate_root(&request.accept, v31)?;
     Ok(Plan::Describe(DescribePlan { schema: schema_name.to_owned(), media, head }))
 }

@@ -162,7 +162,7 @@ fn a_multipart_sized_object_round_trips_whole_and_by_range() {
 fn the_sweep_removes_old_objects_no_row_names_from_the_bucket() {
     let bucket = s3::bucket(&format!("sweep-{}", std::process::id()));
     let settings =
-        rowgate::config::Config::load(&s3::args(&bucket, "p", Default::default())).unwrap().storage_s3;
+        rowgate::config::Config::load(&s3::args(&bucket, "p", Default::default())).unwrap().storage.s3;
     let named = crate::support::block_on(async move {
         use rowgate::storage::files::{s3::S3, Files};
         let files = Files::new(std::sync::Arc::new(S3::open(&settings.unwrap()).unwrap()));

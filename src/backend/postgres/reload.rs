@@ -158,7 +158,7 @@ impl Reloader {
         tx.commit().await?;
         let function = in_database.filter(|f| !f.is_empty()).or_else(|| self.config.db_pre_request.clone());
         self.pre_request.store(function.as_deref().map(|f| Arc::new(pre_request_statement(f))));
-        let keyed = self.config.cache_key_claims.as_deref();
+        let keyed = self.config.cache.key_claims.as_deref();
         let cache = super::introspect::load(&mut client, &self.config.db_schemas, keyed).await?;
         let relations = cache.relations.len();
         let functions = cache.functions.values().map(Vec::len).sum::<usize>();

@@ -304,7 +304,7 @@ fn watch_keys(db: Arc<SqliteDb>, keys_changed: Arc<dyn Fn() + Send + Sync>) {
 /// The claims the access rules read that a narrowed response-cache key (`cache-key-claims`)
 /// leaves out, comma-separated; `None` when the key covers them all.
 fn unkeyed_claims(config: &Config, rules: &Rules) -> Option<String> {
-    let keyed = config.cache_key_claims.as_ref().filter(|_| config.cache_enabled)?;
+    let keyed = config.cache.key_claims.as_ref().filter(|_| config.cache.enabled)?;
     let missing: Vec<String> = rules.claims().into_iter().filter(|c| !keyed.contains(c)).collect();
     (!missing.is_empty()).then(|| missing.join(", "))
 }
