@@ -39,8 +39,9 @@ impl Rights {
     }
 
     /// The rows keyed by `keys` as `who` reads them now (its `columns`), `None` for each it may
-    /// not read: one GET `/<table>?select=<columns>&<key>=in.(...)` (or an `or` of `and`s for a
-    /// composite key) as that caller, timestamps in UTC as the change feed writes them.
+    /// not read: a GET of `/<table>?select=<columns>&<key>=in.(...)` (or an `or` of `and`s for a
+    /// composite key) as that caller, timestamps in UTC as the change feed writes them. The
+    /// request is built as the parser would make it, and planned like any other.
     async fn read_keys(
         &self,
         who: &Principal,
@@ -49,40 +50,73 @@ impl Rights {
         columns: &[String],
         keys: &[Vec<Value>],
     ) -> Result<Vec<Option<Row>>, Error> {
+        use rowgate_request::{ApiRequest, Field, Filter, LogicOp, LogicTree, Method, Operation, SelectItem};
         let schema = self
             .schema
             .load()
             .ok_or_else(|| Error::api(code::SCHEMA_CACHE_NOT_READY, "The schema cache is not loaded"))?;
-        let mut query = String::from("select=");
-        let selected = key.iter().chain(columns.iter().filter(|c| !key.contains(c)));
-        query.push_str(&selected.map(|k| quote_name(k)).collect::<Vec<_>>().join(","));
         let asked: Vec<&Vec<Value>> = keys.iter().filter(|k| k.iter().all(|v| !v.is_null())).collect();
         if asked.is_empty() {
             return Ok(vec![None; keys.len()]);
         }
+        let field = |name: &str| Field { name: name.to_owned(), json_path: Vec::new() };
+        let select = key
+            .iter()
+            .chain(columns.iter().filter(|c| !key.contains(c)))
+            .map(|c| SelectItem::Field {
+                field: field(c),
+                alias: None,
+                cast: None,
+                aggregate: None,
+                aggregate_cast: None,
+            })
+            .collect();
+        let filter = |name: &str, operation| Filter { field: field(name), negated: false, operation };
+        let mut query = rowgate_request::QueryParams { select, ..Default::default() };
         if let [column] = key {
-            let list: Vec<String> = asked.iter().map(|k| literal(&k[0])).collect();
-            query.push_str(&format!("&{}=in.({})", encode(column), encode(&list.join(","))));
+            let values = asked.iter().map(|k| text(&k[0])).collect();
+            query.filters.push((Vec::new(), filter(column, Operation::In(values))));
         } else {
-            let alternatives: Vec<String> = asked
+            let alternatives = asked
                 .iter()
-                .map(|k| {
-                    let parts: Vec<String> = key
+                .map(|k| LogicTree::Expr {
+                    negated: false,
+                    op: LogicOp::And,
+                    children: key
                         .iter()
                         .zip(k.iter())
-                        .map(|(c, v)| format!("{}.eq.{}", quote_name(c), literal(v)))
-                        .collect();
-                    format!("and({})", parts.join(","))
+                        .map(|(c, v)| {
+                            let eq = Operation::Compare {
+                                op: rowgate_request::CompareOp::Eq,
+                                quantifier: None,
+                                value: text(v),
+                            };
+                            LogicTree::Filter(filter(c, eq))
+                        })
+                        .collect(),
                 })
                 .collect();
-            query.push_str(&format!("&or=({})", encode(&alternatives.join(","))));
+            query.logic.push((
+                Vec::new(),
+                LogicTree::Expr { negated: false, op: LogicOp::Or, children: alternatives },
+            ));
         }
-        let path = format!("/{}", encode(&table.name));
-        let headers = [("accept-profile", table.schema.as_str()), ("prefer", "timezone=UTC")];
-        let request = rowgate_request::parse(rowgate_request::Method::Get, &path, &query, &headers)?;
+        let request = ApiRequest {
+            method: Method::Get,
+            target: rowgate_request::Target::Relation(table.name.clone()),
+            profile: Some(table.schema.clone()),
+            query,
+            preferences: rowgate_request::Preferences { timezone: Some("UTC".into()), ..Default::default() },
+            range_header: None,
+            accept: Vec::new(),
+            content_type: None,
+        };
         let Plan::Read(plan) = Plan::build(&request, &Bytes::new(), &schema, &self.config)? else {
             return Err(Error::api(code::INTERNAL, "a read of keys planned as something else"));
         };
+        // As a client's request would show them to row-level security (`request.headers`).
+        let path = format!("/{}", table.name);
+        let headers = [("accept-profile", table.schema.as_str()), ("prefer", "timezone=UTC")];
         let caller = Caller {
             principal: who,
             request: RequestInfo { method: "GET", path: &path, headers: &headers },
@@ -157,26 +191,13 @@ impl RowAccess for Rights {
     }
 }
 
-/// A column name as the query grammar takes it: quoted where it is not a plain word.
-fn quote_name(name: &str) -> String {
-    match name.chars().all(|c| c.is_alphanumeric() || c == '_') {
-        true => name.to_owned(),
-        false => format!("\"{}\"", name.replace('\\', "\\\\").replace('"', "\\\"")),
-    }
-}
-
-/// A key value as a filter's literal: text quoted (PostgREST's `"..."` with backslash escapes),
-/// so commas and parentheses in it stay part of it.
-fn literal(v: &Value) -> String {
+/// A key value as a filter's operand: its text (a string as it is, anything else as JSON
+/// writes it).
+fn text(v: &Value) -> String {
     match v {
-        Value::String(s) => format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\"")),
+        Value::String(s) => s.clone(),
         other => other.to_string(),
     }
-}
-
-/// Percent-encodes a query value or path segment.
-fn encode(s: &str) -> String {
-    form_urlencoded::byte_serialize(s.as_bytes()).collect()
 }
 
 /// Whether a value read back equals the asked one (numbers by value: `1.50` is `1.5`).
@@ -194,12 +215,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn key_literals_survive_the_query_grammar() {
-        assert_eq!(literal(&Value::from(5)), "5");
-        assert_eq!(literal(&Value::from("a,b")), "\"a,b\"");
-        assert_eq!(literal(&Value::from("say \"x\"")), "\"say \\\"x\\\"\"");
-        assert_eq!(quote_name("id"), "id");
-        assert_eq!(quote_name("my id"), "\"my id\"");
+    fn key_values_are_asked_for_as_their_text() {
+        assert_eq!(text(&Value::from(5)), "5");
+        assert_eq!(text(&Value::from("a,b")), "a,b");
+        assert_eq!(text(&Value::from("say \"x\"")), "say \"x\"");
         assert!(same(&serde_json::json!(1.5), &serde_json::json!(1.50)));
     }
 }
