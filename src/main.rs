@@ -332,7 +332,7 @@ async fn serve(config: Arc<Config>) -> ExitCode {
     let listener = match rowgate::http::bind(&config).await {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("rowgate: cannot listen on {}:{}: {e}", config.server_host, config.server_port);
+            eprintln!("rowgate: cannot listen on {}:{}: {e}", config.server.host, config.server.port);
             return ExitCode::from(2);
         }
     };

@@ -38,7 +38,7 @@ pub fn start_state(config: Arc<Config>) -> Result<Arc<AppState>, String> {
     let realtime = config.realtime.enabled.then(|| {
         crate::realtime::Realtime::start(
             config.realtime.clone(),
-            config.server_max_connections,
+            config.server.max_connections,
             auth.clone(),
             schema.clone(),
         )
@@ -69,7 +69,7 @@ pub fn start_state(config: Arc<Config>) -> Result<Arc<AppState>, String> {
         keys,
         backend,
         auth,
-        cors: crate::http::Cors::new(config.server_cors_allowed_origins.clone()),
+        cors: crate::http::Cors::new(config.server.cors_allowed_origins.clone()),
         rate_limits: crate::http::RateLimiter::new(&config.rate_limits),
         config,
         schema,
@@ -145,7 +145,7 @@ fn storage(config: &Config, backend: &Backend) -> Result<Option<Arc<crate::stora
         files,
         &secret,
         config.storage.file_size_limit,
-        config.server_read_timeout,
+        config.server.read_timeout,
         config.storage.transform_cache_size,
     ));
     storage.spawn_sweeper();
@@ -171,8 +171,8 @@ pub async fn run(config: Arc<Config>, listener: TcpListener) -> Result<(), Strin
     if let Ok(addr) = listener.local_addr() {
         tracing::info!(%addr, "rowgate listening");
     }
-    if let Some(port) = state.config.admin_server_port {
-        match TcpListener::bind((state.config.admin_server_host, port)).await {
+    if let Some(port) = state.config.server.admin_port {
+        match TcpListener::bind((state.config.server.admin_host, port)).await {
             Ok(admin) => {
                 tracing::info!(port, "admin server listening (/live, /ready, /metrics)");
                 let state = state.clone();
@@ -191,7 +191,7 @@ pub async fn run(config: Arc<Config>, listener: TcpListener) -> Result<(), Strin
             Err(e) => {
                 return Err(format!(
                     "cannot listen on {}:{port} (admin-server-port): {e}",
-                    state.config.server_host
+                    state.config.server.host
                 ))
             }
         }
@@ -199,7 +199,7 @@ pub async fn run(config: Arc<Config>, listener: TcpListener) -> Result<(), Strin
     let draining = state.clone();
     let shutdown = async move {
         shutdown_signal().await;
-        let delay = draining.config.server_shutdown_delay;
+        let delay = draining.config.server.shutdown_delay;
         if !delay.is_zero() {
             // Out of the load balancer's rotation first, still serving what it sends meanwhile.
             draining.draining.store(true, std::sync::atomic::Ordering::Relaxed);

@@ -19,6 +19,7 @@ mod proxy_uri;
 mod rate_limit;
 mod realtime;
 mod role_path;
+mod server;
 mod services;
 
 pub use api_keys::ApiKeySettings;
@@ -32,9 +33,9 @@ pub use proxy_uri::ProxyUri;
 pub use rate_limit::{Rate, RateLimits};
 pub use realtime::RealtimeSettings;
 pub use role_path::RolePath;
+pub use server::ServerSettings;
 pub use services::{AccountsSettings, S3Settings, StorageSettings};
 
-use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -143,46 +144,20 @@ pub struct Config {
     pub db_tx_end: TxEnd,
     /// `db-safe-updates`.
     pub db_safe_updates: bool,
-    /// `server-host`.
-    pub server_host: IpAddr,
-    /// `server-port`.
-    pub server_port: u16,
-    /// `server-shutdown-delay`.
-    pub server_shutdown_delay: Duration,
-    /// `server-max-url-length`.
-    pub server_max_url_length: usize,
-    /// `server-max-body-size`.
-    pub server_max_body_size: usize,
-    /// `server-max-header-size`.
-    pub server_max_header_size: usize,
-    /// `server-max-connections`.
-    pub server_max_connections: usize,
-    /// `server-read-timeout`.
-    pub server_read_timeout: Duration,
-    /// `server-trusted-proxies`.
-    pub server_trusted_proxies: Vec<ipnet::IpNet>,
+    /// `server-*` and `admin-server-*`: where and how the server listens, and its bounds.
+    pub server: ServerSettings,
     /// `rate-limit-client`, `rate-limit-api-key` and `rate-limit-roles`.
     pub rate_limits: RateLimits,
     /// `log-level`.
     pub log_level: LogLevel,
     /// `client-error-verbosity`.
     pub client_error_verbosity: ErrorVerbosity,
-    /// `server-timing-enabled`.
-    pub server_timing_enabled: bool,
-    /// `server-trace-header`.
-    pub server_trace_header: Option<http::HeaderName>,
     /// `url-use-legacy-target-names`.
     pub url_use_legacy_target_names: bool,
     /// `jwt-*`: how bearer tokens are verified (and, with an HMAC secret, what rowgate signs).
     pub jwt: JwtSettings,
-    /// `server-cors-allowed-origins`; `None` allows any origin.
-    pub server_cors_allowed_origins: Option<Vec<String>>,
     /// `api-key-*`: API keys, where requests carry them and whether they must.
     pub api_keys: ApiKeySettings,
-    /// `admin-server-port`.
-    pub admin_server_port: Option<u16>,
-    /// `admin-server-host` (`server-host` unless given).
-    pub admin_server_host: IpAddr,
     /// `db-rules`: the SQLite backend's access rules file.
     pub db_rules: Option<PathBuf>,
     /// `db-sqlite-synchronous`: SQLite's `synchronous` pragma (`FULL` or `NORMAL`).
@@ -224,6 +199,7 @@ impl Config {
         let jwt = JwtSettings::from_args(&a, &file)?;
         let accounts = AccountsSettings::from_args(&a, &file)?;
         let storage = StorageSettings::from_args(&a, &file)?;
+        let server = ServerSettings::from_args(&a, &file)?;
         // Options whose absence would change who gets in or where the server listens: a
         // pre-config function may set a pre-request one, and a Unix socket is no TCP port on
         // all interfaces.
@@ -320,17 +296,6 @@ impl Config {
         if db_channel.is_empty() {
             return Err(invalid("db-channel", "must not be empty".into()));
         }
-        let host = a.server_host.or(file.server_host).unwrap_or_else(|| "!4".into());
-        let server_host = parse_host(&host).ok_or_else(|| {
-            invalid("server-host", format!("{host:?} is not an IP address, !4, *4, !6 or *6"))
-        })?;
-        let admin_host = a.admin_server_host.or(file.admin_server_host);
-        let admin_server_host = match admin_host.as_deref() {
-            None => server_host,
-            Some(h) => parse_host(h).ok_or_else(|| {
-                invalid("admin-server-host", format!("{h:?} is not an IP address, !4, *4, !6 or *6"))
-            })?,
-        };
         let anon = a.db_anon_role.or(file.db_anon_role).filter(|r| !r.is_empty());
         if anon.as_deref().is_some_and(|r| r.eq_ignore_ascii_case("none")) {
             // PostgreSQL takes the role `none` as RESET ROLE: requests would run as the
@@ -350,13 +315,6 @@ impl Config {
                 "accounts sign their tokens with jwt-secret, which must be an HMAC secret".into(),
             ));
         }
-        let server_trace_header = match a.server_trace_header.clone().or(file.server_trace_header.clone()) {
-            Some(name) if !name.is_empty() => Some(
-                http::HeaderName::from_bytes(name.as_bytes())
-                    .map_err(|_| invalid("server-trace-header", format!("{name:?} is not a header name")))?,
-            ),
-            _ => None,
-        };
         Ok(Config {
             app_settings,
             ignored_postgrest_options,
@@ -393,32 +351,7 @@ impl Config {
             db_plan_enabled: a.db_plan_enabled.or(file.db_plan_enabled).unwrap_or(false),
             db_tx_end: a.db_tx_end.or(file.db_tx_end).unwrap_or_default(),
             db_safe_updates: a.db_safe_updates.or(file.db_safe_updates).unwrap_or(false),
-            server_host,
-            server_port: a.server_port.or(file.server_port).unwrap_or(3000),
-            server_shutdown_delay: Duration::try_from_secs_f64(
-                a.server_shutdown_delay.or(file.server_shutdown_delay).unwrap_or(0.0),
-            )
-            .map_err(|_| invalid("server-shutdown-delay", "not a number of seconds".into()))?,
-            server_max_url_length: a
-                .server_max_url_length
-                .or(file.server_max_url_length)
-                .unwrap_or(16 * 1024),
-            server_max_body_size: a
-                .server_max_body_size
-                .or(file.server_max_body_size)
-                .unwrap_or(10 * 1024 * 1024),
-            server_max_connections: a
-                .server_max_connections
-                .or(file.server_max_connections)
-                .unwrap_or(10_000)
-                .max(1),
-            server_read_timeout: Duration::from_secs(
-                a.server_read_timeout.or(file.server_read_timeout).unwrap_or(30).max(1),
-            ),
-            server_trusted_proxies: rate_limit::parse_proxies(
-                a.server_trusted_proxies.or(file.server_trusted_proxies).as_deref().unwrap_or(""),
-            )
-            .map_err(|e| invalid("server-trusted-proxies", e))?,
+            server,
             rate_limits: RateLimits {
                 client: (a.rate_limit_client.or(file.rate_limit_client).as_deref())
                     .map(Rate::parse)
@@ -433,31 +366,17 @@ impl Config {
                 )
                 .map_err(|e| invalid("rate-limit-roles", e))?,
             },
-            server_max_header_size: a
-                .server_max_header_size
-                .or(file.server_max_header_size)
-                .unwrap_or(32 * 1024)
-                .max(8192),
             log_level: a.log_level.or(file.log_level).unwrap_or(LogLevel::Error),
             client_error_verbosity: a
                 .client_error_verbosity
                 .or(file.client_error_verbosity)
                 .unwrap_or_default(),
-            server_timing_enabled: a.server_timing_enabled.or(file.server_timing_enabled).unwrap_or(false),
-            server_trace_header,
             url_use_legacy_target_names: a
                 .url_use_legacy_target_names
                 .or(file.url_use_legacy_target_names)
                 .unwrap_or(true),
             jwt,
-            server_cors_allowed_origins: a
-                .server_cors_allowed_origins
-                .or(file.server_cors_allowed_origins)
-                .map(|l| list(&l))
-                .filter(|l| !l.is_empty()),
             api_keys,
-            admin_server_port: a.admin_server_port.or(file.admin_server_port),
-            admin_server_host,
             db_rules: a.db_rules.or(file.db_rules),
             db_sqlite_synchronous: match a.db_sqlite_synchronous.or(file.db_sqlite_synchronous).as_deref() {
                 None | Some("full") => "FULL",
@@ -538,16 +457,6 @@ fn invalid(key: &'static str, reason: String) -> ConfigError {
 /// Splits a PostgREST-style comma-separated list, trimming blanks.
 fn list(value: &str) -> Vec<String> {
     value.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect()
-}
-
-/// PostgREST's host forms: `!4`/`*4` (any IPv4), `!6`/`*6`/`*` (any IPv6), or an address.
-fn parse_host(host: &str) -> Option<IpAddr> {
-    match host {
-        "!4" | "*4" => Some(IpAddr::from([0, 0, 0, 0])),
-        "!6" | "*6" | "*" => Some(IpAddr::from([0u16; 8])),
-        "localhost" => Some(IpAddr::from([127, 0, 0, 1])),
-        other => other.parse().ok(),
-    }
 }
 
 #[cfg(test)]

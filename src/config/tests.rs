@@ -11,7 +11,7 @@ fn defaults_follow_postgrest() {
     let c = Config::load(&args(Some("postgres://u@localhost/db"))).unwrap();
     assert_eq!(c.db_schemas, vec!["public"]);
     assert_eq!(c.db_pool, 10);
-    assert_eq!(c.server_port, 3000);
+    assert_eq!(c.server.port, 3000);
     assert_eq!(c.db_extra_search_path, vec!["public"]);
     assert_eq!(c.db_anon_role, None);
     assert_eq!(c.log_level, LogLevel::Error);
@@ -61,7 +61,7 @@ fn file_fills_what_flags_leave() {
     let c = Config::load(&a).unwrap();
     assert_eq!(c.db_uri, "postgres://f@h/d");
     assert_eq!(c.db_pool, 3);
-    assert_eq!(c.server_port, 5000);
+    assert_eq!(c.server.port, 5000);
 }
 
 #[test]
@@ -112,9 +112,9 @@ fn bad_values_are_explained() {
 fn the_admin_server_binds_the_api_s_address_unless_given_its_own() {
     let mut a = args(Some("postgres://u@localhost/db"));
     a.server_host = Some("10.0.0.5".into());
-    assert_eq!(Config::load(&a).unwrap().admin_server_host.to_string(), "10.0.0.5");
+    assert_eq!(Config::load(&a).unwrap().server.admin_host.to_string(), "10.0.0.5");
     a.admin_server_host = Some("127.0.0.1".into());
-    assert_eq!(Config::load(&a).unwrap().admin_server_host.to_string(), "127.0.0.1");
+    assert_eq!(Config::load(&a).unwrap().server.admin_host.to_string(), "127.0.0.1");
     a.admin_server_host = Some("somewhere".into());
     assert!(Config::load(&a).unwrap_err().to_string().contains("admin-server-host"));
 }

@@ -19,7 +19,7 @@ use crate::response::{not_modified, rest, Body};
 /// Answers one API request.
 pub async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Body>, Error> {
     let config = &*state.config;
-    let mut timing = config.server_timing_enabled.then(ServerTiming::start);
+    let mut timing = config.server.timing_enabled.then(ServerTiming::start);
     within_limits(config, &req)?;
     let (parts, incoming) = req.into_parts();
     let principal = super::identify::admit(state, &parts.headers).await?;
@@ -34,7 +34,7 @@ pub async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Bo
     ServerTiming::mark(&mut timing, "parse");
     let body = match request.method {
         Method::Post | Method::Patch | Method::Put => {
-            read_body(incoming, config.server_max_body_size, config.server_read_timeout).await?
+            read_body(incoming, config.server.max_body_size, config.server.read_timeout).await?
         }
         _ => Bytes::new(),
     };
@@ -191,10 +191,10 @@ impl ServerTiming {
 /// larger than `server-max-body-size` (before any of it is read).
 fn within_limits(config: &Config, req: &Request<Incoming>) -> Result<(), Error> {
     let target_len = req.uri().path_and_query().map_or(0, |pq| pq.as_str().len());
-    if target_len > config.server_max_url_length {
+    if target_len > config.server.max_url_length {
         return Err(Error::api(
             code::URL_TOO_LONG,
-            format!("The URL is longer than server-max-url-length ({} bytes)", config.server_max_url_length),
+            format!("The URL is longer than server-max-url-length ({} bytes)", config.server.max_url_length),
         ));
     }
     let declared_body = req
@@ -202,8 +202,8 @@ fn within_limits(config: &Config, req: &Request<Incoming>) -> Result<(), Error> 
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
         .unwrap_or(0);
-    if declared_body > config.server_max_body_size as u64 {
-        return Err(body_too_large(config.server_max_body_size));
+    if declared_body > config.server.max_body_size as u64 {
+        return Err(body_too_large(config.server.max_body_size));
     }
     Ok(())
 }

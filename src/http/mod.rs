@@ -125,7 +125,7 @@ async fn dispatch(state: &AppState, req: Request<Incoming>, client: IpAddr) -> R
 
 async fn endpoint(state: &AppState, req: Request<Incoming>, peer: IpAddr) -> Response<Body> {
     let uri = req.uri().clone();
-    let client = client_address(&state.config.server_trusted_proxies, peer, req.headers());
+    let client = client_address(&state.config.server.trusted_proxies, peer, req.headers());
     match uri.path() {
         "/live" => return plain(StatusCode::OK),
         "/ready" => return ready(state).await,
@@ -183,7 +183,8 @@ async fn endpoint(state: &AppState, req: Request<Incoming>, peer: IpAddr) -> Res
                     }
                 }
                 let trace = config
-                    .server_trace_header
+                    .server
+                    .trace_header
                     .as_ref()
                     .and_then(|h| Some((h.clone(), req.headers().get(h)?.clone())));
                 let mut response = match api::api(state, req).await {

@@ -36,9 +36,9 @@ impl Limits {
     /// The limits `config` sets.
     pub fn of(config: &Config) -> Limits {
         Limits {
-            max_header_size: config.server_max_header_size,
-            max_connections: config.server_max_connections,
-            read_timeout: config.server_read_timeout,
+            max_header_size: config.server.max_header_size,
+            max_connections: config.server.max_connections,
+            read_timeout: config.server.read_timeout,
         }
     }
 
@@ -182,7 +182,7 @@ pub async fn serve_static(
 
 /// Binds the configured address.
 pub async fn bind(config: &Config) -> std::io::Result<TcpListener> {
-    listen(SocketAddr::new(config.server_host, config.server_port))
+    listen(SocketAddr::new(config.server.host, config.server.port))
 }
 
 /// Connections the kernel queues before they are accepted. Tokio's default (1,024) overflows when

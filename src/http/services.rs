@@ -68,7 +68,7 @@ impl Service for AuthService {
             if let Err(e) = identify::admit_application(state, &parts.headers).await {
                 return self.refused(&e);
             }
-            let body = match api::read_body(incoming, 64 * 1024, state.config.server_read_timeout).await {
+            let body = match api::read_body(incoming, 64 * 1024, state.config.server.read_timeout).await {
                 Ok(b) => b,
                 Err(e) => return error_response(&e),
             };
@@ -151,7 +151,7 @@ impl Service for RealtimeService {
                 req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_owned);
             let query = req.uri().query().map(str::to_owned);
             let limit = state.config.realtime.max_message_size;
-            let body = match api::read_body(req.into_body(), limit, state.config.server_read_timeout).await {
+            let body = match api::read_body(req.into_body(), limit, state.config.server.read_timeout).await {
                 Ok(b) => b,
                 Err(e) => return error_response(&e),
             };

@@ -226,7 +226,7 @@ pub fn server(config: &Config, mounted_at: &str) -> Server {
             url: p.url(),
         },
         None => {
-            let host = match config.server_host {
+            let host = match config.server.host {
                 ip if ip.is_unspecified() => "0.0.0.0".to_owned(),
                 std::net::IpAddr::V6(ip) => format!("[{ip}]"),
                 ip => ip.to_string(),
@@ -235,7 +235,7 @@ pub fn server(config: &Config, mounted_at: &str) -> Server {
             Server {
                 scheme: "http".into(),
                 host,
-                port: config.server_port,
+                port: config.server.port,
                 url: base_path.clone(),
                 base_path,
             }
