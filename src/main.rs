@@ -317,7 +317,7 @@ async fn gen_typescript(args: &ServeArgs) -> ExitCode {
     };
     match rowgate::backend::Backend::read_schema(&config).await {
         Ok(schema) => {
-            print!("{}", rowgate::openapi::typescript::database_type(&schema, &config.db_schemas, "14"));
+            print!("{}", rowgate::openapi::typescript::database_type(&schema, &config.db.schemas, "14"));
             ExitCode::SUCCESS
         }
         Err(e) => {

@@ -30,7 +30,7 @@ pub fn start_state(config: Arc<Config>) -> Result<Arc<AppState>, String> {
     let cache = config.cache.enabled.then(|| crate::cache::ResponseCache::new(&config));
     let keys = Arc::new(crate::apikey::KeyStore::new(
         config.api_keys.cache_max_entries,
-        config.db_anon_role.clone(),
+        config.db.anon_role.clone(),
     ));
     let flush = keys.clone();
     let auth = Arc::new(crate::auth::Authenticator::new(&config));
@@ -155,10 +155,10 @@ fn storage(config: &Config, backend: &Backend) -> Result<Option<Arc<crate::stora
 /// Serves on `listener` (and the admin server, if configured) until SIGTERM or SIGINT, then
 /// drains in-flight requests. Fails only if the admin port cannot be bound.
 pub async fn run(config: Arc<Config>, listener: TcpListener) -> Result<(), String> {
-    if config.db_uri == crate::config::DEFAULT_DB_URI {
+    if config.db.uri == crate::config::DEFAULT_DB_URI {
         // Whatever the log level: where the data goes must never be a surprise.
         eprintln!("rowgate: no db-uri given: serving the SQLite file ./rowgate.db (created if missing)");
-    } else if let Some(target) = &config.sqlite {
+    } else if let Some(target) = &config.db.sqlite {
         tracing::info!(database = ?target, "serving an SQLite database");
     }
     if !config.ignored_postgrest_options.is_empty() {

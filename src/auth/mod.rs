@@ -72,7 +72,7 @@ impl Authenticator {
             .as_deref()
             .map(|s| parse_keys(s, config.jwt.secret_is_base64).unwrap_or_default())
             .unwrap_or_default();
-        let anon_role: Option<Arc<str>> = config.db_anon_role.as_deref().map(Arc::from);
+        let anon_role: Option<Arc<str>> = config.db.anon_role.as_deref().map(Arc::from);
         let anon = anon_role.as_ref().map(|role| Principal {
             role: role.clone(),
             claims: Value::Object(Map::from_iter([("role".to_owned(), Value::String(role.to_string()))]))

@@ -98,13 +98,13 @@ impl Backend {
     /// The schema cache of the database `config` names, read once on a connection of its own
     /// (`rowgate gen types`): nothing else is started.
     pub async fn read_schema(config: &Config) -> Result<SchemaCache, String> {
-        if let Some(target) = &config.sqlite {
+        if let Some(target) = &config.db.sqlite {
             let c = sqlite::db::connect_admin(target)
-                .map_err(|e| format!("cannot open {}: {e}", config.db_uri))?;
-            return sqlite::introspect::load(&c, &config.db_schemas[0]).map_err(|e| e.to_string());
+                .map_err(|e| format!("cannot open {}: {e}", config.db.uri))?;
+            return sqlite::introspect::load(&c, &config.db.schemas[0]).map_err(|e| e.to_string());
         }
-        let target = postgres::PgTarget::parse(&config.db_uri)?;
+        let target = postgres::PgTarget::parse(&config.db.uri)?;
         let mut c = postgres::connect(&target).await.map_err(|e| format!("cannot connect: {e}"))?;
-        postgres::introspect::load(&mut c, &config.db_schemas, None).await.map_err(|e| e.to_string())
+        postgres::introspect::load(&mut c, &config.db.schemas, None).await.map_err(|e| e.to_string())
     }
 }

@@ -94,7 +94,7 @@ impl Backend {
         realtime: Option<Arc<Realtime>>,
         keys_changed: Arc<dyn Fn() + Send + Sync>,
     ) -> Result<Backend, String> {
-        Ok(match config.sqlite.clone() {
+        Ok(match config.db.sqlite.clone() {
             Some(target) => Backend::Sqlite(sqlite::SqliteBackend::open(
                 config,
                 target,

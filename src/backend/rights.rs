@@ -181,7 +181,7 @@ impl RowAccess for Rights {
             }
             // No more keys in one read than `db-max-rows` lets it return.
             let per_read =
-                self.config.db_max_rows.map_or(KEYS_PER_READ, |m| (m as usize).clamp(1, KEYS_PER_READ));
+                self.config.db.max_rows.map_or(KEYS_PER_READ, |m| (m as usize).clamp(1, KEYS_PER_READ));
             let mut seen = Vec::with_capacity(keys.len());
             for chunk in keys.chunks(per_read) {
                 seen.extend(self.read_keys(who, table, key, columns, chunk).await?);

@@ -9,6 +9,7 @@ mod api_keys;
 mod args;
 mod cache;
 mod choices;
+mod db;
 mod db_uri;
 mod file;
 mod jwt;
@@ -26,6 +27,7 @@ pub use api_keys::ApiKeySettings;
 pub use args::ServeArgs;
 pub use cache::CacheSettings;
 pub use choices::{ErrorVerbosity, LogLevel, OpenApiMode, OpenApiVersion, TxEnd};
+pub use db::DbSettings;
 pub use db_uri::{PgUri, RootCerts, SslMode, TlsOptions};
 pub use jwt::JwtSettings;
 pub use openapi::OpenApiSettings;
@@ -37,7 +39,6 @@ pub use server::ServerSettings;
 pub use services::{AccountsSettings, S3Settings, StorageSettings};
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 /// Why the configuration cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -98,52 +99,10 @@ pub const DEFAULT_DB_URI: &str = "sqlite:rowgate.db";
 /// The configuration rowgate runs with, every value resolved.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
-    /// `db-uri`.
-    pub db_uri: String,
-    /// The SQLite database `db-uri` names (`sqlite:PATH`, `sqlite::memory:`), if it does.
-    pub sqlite: Option<SqliteTarget>,
-    /// `db-schemas`; never empty, the first is the default.
-    pub db_schemas: Vec<String>,
-    /// `db-anon-role`.
-    pub db_anon_role: Option<String>,
-    /// `db-pool`.
-    pub db_pool: usize,
-    /// `db-pool-acquisition-timeout`.
-    pub db_pool_acquisition_timeout: Duration,
-    /// `db-prepared-statements`.
-    pub db_prepared_statements: bool,
-    /// `db-uri-direct`, when given: what LISTEN and the change feed connect to.
-    pub db_uri_direct: Option<String>,
-    /// `db-uri-replication`, when given: what the change feed connects to.
-    pub db_uri_replication: Option<String>,
-    /// `db-uri-read-replicas`.
-    pub db_uri_read_replicas: Vec<String>,
-    /// `db-replica-max-lag`.
-    pub db_replica_max_lag: Duration,
-    /// `db-max-rows`.
-    pub db_max_rows: Option<u64>,
-    /// `db-extra-search-path`.
-    pub db_extra_search_path: Vec<String>,
-    /// `db-pre-request`: the function, as written (`schema.fn` or `fn`).
-    pub db_pre_request: Option<String>,
-    /// `db-root-spec`: the function that answers `GET /`.
-    pub db_root_spec: Option<String>,
+    /// `db-*`: the database served and how rowgate uses it.
+    pub db: DbSettings,
     /// `openapi-*` and `api-docs-enabled`: the description at `GET /` and its reference page.
     pub openapi: OpenApiSettings,
-    /// `db-channel`.
-    pub db_channel: String,
-    /// `db-channel-enabled`.
-    pub db_channel_enabled: bool,
-    /// `db-statement-timeout`, if non-zero.
-    pub db_statement_timeout: Option<Duration>,
-    /// `db-aggregates-enabled`.
-    pub db_aggregates_enabled: bool,
-    /// `db-plan-enabled`.
-    pub db_plan_enabled: bool,
-    /// `db-tx-end`.
-    pub db_tx_end: TxEnd,
-    /// `db-safe-updates`.
-    pub db_safe_updates: bool,
     /// `server-*` and `admin-server-*`: where and how the server listens, and its bounds.
     pub server: ServerSettings,
     /// `rate-limit-client`, `rate-limit-api-key` and `rate-limit-roles`.
@@ -158,10 +117,6 @@ pub struct Config {
     pub jwt: JwtSettings,
     /// `api-key-*`: API keys, where requests carry them and whether they must.
     pub api_keys: ApiKeySettings,
-    /// `db-rules`: the SQLite backend's access rules file.
-    pub db_rules: Option<PathBuf>,
-    /// `db-sqlite-synchronous`: SQLite's `synchronous` pragma (`FULL` or `NORMAL`).
-    pub db_sqlite_synchronous: &'static str,
     /// `accounts-*`: Supabase Auth's endpoints at `/auth/v1`.
     pub accounts: AccountsSettings,
     /// `storage-*`: Supabase Storage's endpoints at `/storage/v1`.
@@ -214,94 +169,12 @@ impl Config {
                 ));
             }
         }
-        // No database named: the embedded default, an SQLite file in the working directory.
-        let db_uri = a.db_uri.or(file.db_uri).unwrap_or_else(|| DEFAULT_DB_URI.to_owned());
-        // PostgREST's `db-uri = "@file"`: the URI is the file's content.
-        let db_uri = match db_uri.strip_prefix('@') {
-            Some(path) => std::fs::read_to_string(path)
-                .map_err(|e| invalid("db-uri", format!("cannot read {path}: {e}")))?
-                .trim()
-                .to_owned(),
-            None => db_uri,
-        };
-        let sqlite = SqliteTarget::from_uri(&db_uri);
-        if sqlite.is_none() {
-            PgUri::parse(&db_uri).map_err(|e| invalid("db-uri", e))?;
-        }
-        if let Some(direct) = a.db_uri_direct.as_deref().or(file.db_uri_direct.as_deref()) {
-            if sqlite.is_some() {
-                return Err(invalid(
-                    "db-uri-direct",
-                    "a direct connection URI is PostgreSQL's; an SQLite file has no pooler in front".into(),
-                ));
-            }
-            PgUri::parse(direct).map_err(|e| invalid("db-uri-direct", e))?;
-        }
-        if let Some(uri) = a.db_uri_replication.as_deref().or(file.db_uri_replication.as_deref()) {
-            if sqlite.is_some() {
-                return Err(invalid("db-uri-replication", "a replication connection is PostgreSQL's".into()));
-            }
-            PgUri::parse(uri).map_err(|e| invalid("db-uri-replication", e))?;
-        }
-        let db_uri_read_replicas: Vec<String> = a
-            .db_uri_read_replicas
-            .as_deref()
-            .or(file.db_uri_read_replicas.as_deref())
-            .unwrap_or("")
-            .split(',')
-            .map(str::trim)
-            .filter(|u| !u.is_empty())
-            .map(str::to_owned)
-            .collect();
-        if sqlite.is_some() && !db_uri_read_replicas.is_empty() {
-            return Err(invalid(
-                "db-uri-read-replicas",
-                "read replicas are PostgreSQL's; an SQLite file is read where it is written".into(),
-            ));
-        }
-        for uri in &db_uri_read_replicas {
-            PgUri::parse(uri).map_err(|e| invalid("db-uri-read-replicas", e))?;
-        }
-        let db_pre_request =
-            a.db_pre_request.clone().or(file.db_pre_request.clone()).filter(|f| !f.is_empty());
-        let db_root_spec = a.db_root_spec.clone().or(file.db_root_spec.clone()).filter(|f| !f.is_empty());
-        if sqlite.is_some() && db_root_spec.is_some() {
-            return Err(invalid(
-                "db-root-spec",
-                "a root spec function needs PostgreSQL; an SQLite file has no functions".into(),
-            ));
-        }
-        if sqlite.is_some() && db_pre_request.is_some() {
-            return Err(invalid(
-                "db-pre-request",
-                "a pre-request function needs PostgreSQL; on SQLite the access rules file (db-rules) decides \
-                 who gets in"
-                    .into(),
-            ));
-        }
+        let db = DbSettings::from_args(&a, &file)?;
         let (static_dir, static_prefix, api_prefix) = paths(
             a.static_dir.clone().or(file.static_dir.clone()),
             a.static_prefix.clone().or(file.static_prefix.clone()),
             a.api_prefix.clone().or(file.api_prefix.clone()),
         )?;
-        let db_schemas = list(a.db_schemas.or(file.db_schemas).as_deref().unwrap_or("public"));
-        if db_schemas.is_empty() {
-            return Err(invalid("db-schemas", "no schema given".into()));
-        }
-        let db_pool = a.db_pool.or(file.db_pool).unwrap_or(10);
-        if db_pool == 0 {
-            return Err(invalid("db-pool", "must be at least 1".into()));
-        }
-        let db_channel = a.db_channel.or(file.db_channel).unwrap_or_else(|| "rowgate".into());
-        if db_channel.is_empty() {
-            return Err(invalid("db-channel", "must not be empty".into()));
-        }
-        let anon = a.db_anon_role.or(file.db_anon_role).filter(|r| !r.is_empty());
-        if anon.as_deref().is_some_and(|r| r.eq_ignore_ascii_case("none")) {
-            // PostgreSQL takes the role `none` as RESET ROLE: requests would run as the
-            // authenticator.
-            return Err(invalid("db-anon-role", "\"none\" is not a role requests may run as".into()));
-        }
         // Both sign with jwt-secret: signed URLs, and the accounts' tokens.
         if storage.enabled && jwt.hmac_secret().is_none() {
             return Err(invalid(
@@ -318,39 +191,8 @@ impl Config {
         Ok(Config {
             app_settings,
             ignored_postgrest_options,
-            db_pre_request,
-            db_root_spec,
+            db,
             openapi,
-            db_uri,
-            sqlite,
-            db_schemas,
-            db_anon_role: anon,
-            db_pool: db_pool as usize,
-            db_pool_acquisition_timeout: Duration::from_secs(
-                a.db_pool_acquisition_timeout.or(file.db_pool_acquisition_timeout).unwrap_or(10),
-            ),
-            db_prepared_statements: a.db_prepared_statements.or(file.db_prepared_statements).unwrap_or(true),
-            db_uri_direct: a.db_uri_direct.or(file.db_uri_direct),
-            db_uri_replication: a.db_uri_replication.or(file.db_uri_replication),
-            db_uri_read_replicas,
-            db_replica_max_lag: Duration::from_millis(
-                a.db_replica_max_lag.or(file.db_replica_max_lag).unwrap_or(5000),
-            ),
-            db_max_rows: a.db_max_rows.or(file.db_max_rows),
-            db_extra_search_path: list(
-                a.db_extra_search_path.or(file.db_extra_search_path).as_deref().unwrap_or("public"),
-            ),
-            db_channel,
-            db_channel_enabled: a.db_channel_enabled.or(file.db_channel_enabled).unwrap_or(true),
-            db_statement_timeout: a
-                .db_statement_timeout
-                .or(file.db_statement_timeout)
-                .filter(|ms| *ms > 0)
-                .map(Duration::from_millis),
-            db_aggregates_enabled: a.db_aggregates_enabled.or(file.db_aggregates_enabled).unwrap_or(false),
-            db_plan_enabled: a.db_plan_enabled.or(file.db_plan_enabled).unwrap_or(false),
-            db_tx_end: a.db_tx_end.or(file.db_tx_end).unwrap_or_default(),
-            db_safe_updates: a.db_safe_updates.or(file.db_safe_updates).unwrap_or(false),
             server,
             rate_limits: RateLimits {
                 client: (a.rate_limit_client.or(file.rate_limit_client).as_deref())
@@ -377,14 +219,6 @@ impl Config {
                 .unwrap_or(true),
             jwt,
             api_keys,
-            db_rules: a.db_rules.or(file.db_rules),
-            db_sqlite_synchronous: match a.db_sqlite_synchronous.or(file.db_sqlite_synchronous).as_deref() {
-                None | Some("full") => "FULL",
-                Some("normal") => "NORMAL",
-                Some(other) => {
-                    return Err(invalid("db-sqlite-synchronous", format!("{other:?} is not full or normal")))
-                }
-            },
             accounts,
             storage,
             realtime,

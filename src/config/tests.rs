@@ -9,20 +9,20 @@ fn args(uri: Option<&str>) -> ServeArgs {
 #[test]
 fn defaults_follow_postgrest() {
     let c = Config::load(&args(Some("postgres://u@localhost/db"))).unwrap();
-    assert_eq!(c.db_schemas, vec!["public"]);
-    assert_eq!(c.db_pool, 10);
+    assert_eq!(c.db.schemas, vec!["public"]);
+    assert_eq!(c.db.pool, 10);
     assert_eq!(c.server.port, 3000);
-    assert_eq!(c.db_extra_search_path, vec!["public"]);
-    assert_eq!(c.db_anon_role, None);
+    assert_eq!(c.db.extra_search_path, vec!["public"]);
+    assert_eq!(c.db.anon_role, None);
     assert_eq!(c.log_level, LogLevel::Error);
 }
 
 #[test]
 fn without_a_uri_an_sqlite_file_in_the_working_directory_is_served() {
     let c = Config::load(&args(None)).unwrap();
-    assert_eq!(c.db_uri, "sqlite:rowgate.db");
-    assert_eq!(c.sqlite, Some(SqliteTarget::File("rowgate.db".into())));
-    assert_eq!(c.db_sqlite_synchronous, "FULL");
+    assert_eq!(c.db.uri, "sqlite:rowgate.db");
+    assert_eq!(c.db.sqlite, Some(SqliteTarget::File("rowgate.db".into())));
+    assert_eq!(c.db.sqlite_synchronous, "FULL");
 }
 
 #[test]
@@ -35,14 +35,14 @@ fn a_pre_request_function_needs_postgresql() {
          (db-rules) decides who gets in"
     );
     a.db_uri = Some("postgres://u@localhost/db".into());
-    assert_eq!(Config::load(&a).unwrap().db_pre_request.as_deref(), Some("auth.check"));
+    assert_eq!(Config::load(&a).unwrap().db.pre_request.as_deref(), Some("auth.check"));
 }
 
 #[test]
 fn sqlite_durability_is_full_or_normal() {
     let mut a = args(None);
     a.db_sqlite_synchronous = Some("normal".into());
-    assert_eq!(Config::load(&a).unwrap().db_sqlite_synchronous, "NORMAL");
+    assert_eq!(Config::load(&a).unwrap().db.sqlite_synchronous, "NORMAL");
     a.db_sqlite_synchronous = Some("off".into());
     assert_eq!(
         Config::load(&a).unwrap_err().to_string(),
@@ -59,8 +59,8 @@ fn file_fills_what_flags_leave() {
     a.config = Some(path);
     a.server_port = Some(5000);
     let c = Config::load(&a).unwrap();
-    assert_eq!(c.db_uri, "postgres://f@h/d");
-    assert_eq!(c.db_pool, 3);
+    assert_eq!(c.db.uri, "postgres://f@h/d");
+    assert_eq!(c.db.pool, 3);
     assert_eq!(c.server.port, 5000);
 }
 

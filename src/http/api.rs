@@ -46,7 +46,7 @@ pub async fn api(state: &AppState, req: Request<Incoming>) -> Result<Response<Bo
     })?;
     let info = ctx.info();
     // Only replicas tell one position from another.
-    let written_at = (!config.db_uri_read_replicas.is_empty())
+    let written_at = (!config.db.uri_read_replicas.is_empty())
         .then(|| crate::response::read_your_writes::since(info.headers))
         .flatten();
     let mut caller = Caller {

@@ -70,14 +70,14 @@ impl StaticFiles {
     pub fn new(config: &Config) -> Option<StaticFiles> {
         let dir = std::fs::canonicalize(config.static_dir.as_ref()?).ok()?;
         let mut hidden = Vec::new();
-        if let Some(SqliteTarget::File(db)) = &config.sqlite {
+        if let Some(SqliteTarget::File(db)) = &config.db.sqlite {
             for suffix in ["", "-wal", "-shm", "-journal"] {
                 let mut name = db.file_name().unwrap_or_default().to_owned();
                 name.push(suffix);
                 hidden.push(db.with_file_name(name));
             }
         }
-        hidden.extend(config.db_rules.iter().chain(&config.config_file).cloned());
+        hidden.extend(config.db.rules.iter().chain(&config.config_file).cloned());
         // Named by where they are, whether they exist yet or not (a log file comes and goes).
         let hidden = hidden.iter().filter_map(|p| absolute(p)).collect();
         let hidden_dirs = match config.storage.enabled {

@@ -77,7 +77,7 @@ impl Plan {
         };
         let (mut conditions, order) = planner.level(&columns)?;
         conditions.extend(inner_joins(&columns));
-        let window = range::window(request, config.db_max_rows)?;
+        let window = range::window(request, config.db.max_rows)?;
         Ok(Plan::Read(ReadPlan {
             schema: schema_name.to_owned(),
             relation,
@@ -116,7 +116,7 @@ fn root(
     if request.method == Method::Options {
         return Ok(Plan::Options("OPTIONS,GET,HEAD"));
     }
-    if let Some(function) = &config.db_root_spec {
+    if let Some(function) = &config.db.root_spec {
         let mut call = request.clone();
         for media in &mut call.accept {
             if matches!(media, MediaType::OpenApi | MediaType::OpenApi31) {
@@ -156,19 +156,19 @@ fn negotiate(
         identifier,
         default_select: matches!(request.query.select.as_slice(), [] | [SelectItem::Star]),
     };
-    media::negotiate_with_handlers(&request.accept, config.db_plan_enabled, schema.postgis.is_some(), &target)
+    media::negotiate_with_handlers(&request.accept, config.db.plan_enabled, schema.postgis.is_some(), &target)
 }
 
 /// The schema from `Accept-Profile`/`Content-Profile`, or the default; 406 PGRST106 for one
 /// that is not exposed.
 fn select_schema<'c>(request: &ApiRequest, config: &'c Config) -> Result<&'c str, Error> {
     match &request.profile {
-        None => Ok(&config.db_schemas[0]),
-        Some(p) => config.db_schemas.iter().find(|s| *s == p).map(String::as_str).ok_or_else(|| Error::Api {
+        None => Ok(&config.db.schemas[0]),
+        Some(p) => config.db.schemas.iter().find(|s| *s == p).map(String::as_str).ok_or_else(|| Error::Api {
             code: code::UNACCEPTABLE_SCHEMA,
             message: format!("Invalid schema: {p}"),
             details: None,
-            hint: Some(format!("Only the following schemas are exposed: {}", config.db_schemas.join(", "))),
+            hint: Some(format!("Only the following schemas are exposed: {}", config.db.schemas.join(", "))),
         }),
     }
 }

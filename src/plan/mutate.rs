@@ -334,7 +334,7 @@ pub(super) fn plan(
         ));
     }
     // A by-key PATCH is filtered by its keys, so it is no unfiltered update.
-    if config.db_safe_updates
+    if config.db.safe_updates
         && matches!(mutation, Mutation::Update { .. } | Mutation::Delete)
         && query.filters.iter().all(|(p, _)| !p.is_empty())
         && query.logic.iter().all(|(p, _)| !p.is_empty())
@@ -357,12 +357,12 @@ pub(super) fn plan(
     };
 
     let (timezone, mut invalid) = super::check_timezone(prefs, schema);
-    let rollback = match (config.db_tx_end, prefs.tx) {
+    let rollback = match (config.db.tx_end, prefs.tx) {
         (TxEnd::CommitAllowOverride | TxEnd::RollbackAllowOverride, Some(tx)) => tx == PreferTx::Rollback,
         (TxEnd::Commit | TxEnd::CommitAllowOverride, _) => false,
         (TxEnd::Rollback | TxEnd::RollbackAllowOverride, _) => true,
     };
-    let tx_applied = matches!(config.db_tx_end, TxEnd::CommitAllowOverride | TxEnd::RollbackAllowOverride)
+    let tx_applied = matches!(config.db.tx_end, TxEnd::CommitAllowOverride | TxEnd::RollbackAllowOverride)
         && prefs.tx.is_some();
     let strict = prefs.handling == Some(PreferHandling::Strict);
     let max_affected = prefs.max_affected.filter(|_| strict).map(|n| n.max(0) as u64);

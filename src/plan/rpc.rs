@@ -174,14 +174,14 @@ fn plan_call(
     };
     let (mut conditions, order) = planner.level(&columns)?;
     conditions.extend(super::inner_joins(&columns));
-    let window = range::window(request, config.db_max_rows)?;
+    let window = range::window(request, config.db.max_rows)?;
 
     let (timezone, mut invalid) = super::check_timezone(&request.preferences, schema);
     let prefs = &request.preferences;
-    let overridable = matches!(config.db_tx_end, TxEnd::CommitAllowOverride | TxEnd::RollbackAllowOverride);
+    let overridable = matches!(config.db.tx_end, TxEnd::CommitAllowOverride | TxEnd::RollbackAllowOverride);
     let rollback = match (overridable, prefs.tx) {
         (true, Some(tx)) => tx == PreferTx::Rollback,
-        _ => matches!(config.db_tx_end, TxEnd::Rollback | TxEnd::RollbackAllowOverride),
+        _ => matches!(config.db.tx_end, TxEnd::Rollback | TxEnd::RollbackAllowOverride),
     };
     if prefs.tx.is_some() && !(overridable && post) {
         invalid

@@ -62,7 +62,7 @@ impl<'a> Planner<'a> {
             query,
             paths: vec![Vec::new()],
             label: None,
-            aggregates: config.db_aggregates_enabled,
+            aggregates: config.db.aggregates_enabled,
             legacy_names: config.url_use_legacy_target_names,
         }
     }

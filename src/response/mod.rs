@@ -57,7 +57,7 @@ pub fn error_response_as(error: &Error, minimal: bool) -> Response<Body> {
 
 /// `Content-Profile` of an answer in `schema`: named when more than one schema is exposed.
 pub fn profile(config: &crate::config::Config, schema: &str) -> Option<String> {
-    (config.db_schemas.len() > 1).then(|| schema.to_owned())
+    (config.db.schemas.len() > 1).then(|| schema.to_owned())
 }
 
 /// Conditional GET: 304 without a body when the client's copy is current (RFC 9110 §13.1.2).

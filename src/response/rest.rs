@@ -100,7 +100,7 @@ fn answer(
             overrides::from_sql(response, set_by_sql.headers.as_deref(), set_by_sql.status.as_deref())?;
     }
     if let Some(lsn) = written_at {
-        super::read_your_writes::tell(&mut response, lsn, config.db_replica_max_lag);
+        super::read_your_writes::tell(&mut response, lsn, config.db.replica_max_lag);
     }
     Ok(response)
 }

@@ -191,7 +191,7 @@ fn cli_flags_override_environment_and_file() {
     std::fs::write(&file, "db-uri = \"postgres://file@localhost/db\"\ndb-pool = 3\n").unwrap();
     let args = rowgate::config::ServeArgs { config: Some(file), db_pool: Some(7), ..Default::default() };
     let c = rowgate::config::Config::load(&args).unwrap();
-    assert_eq!((c.db_uri.as_str(), c.db_pool), ("postgres://file@localhost/db", 7));
+    assert_eq!((c.db.uri.as_str(), c.db.pool), ("postgres://file@localhost/db", 7));
 }
 
 #[test]

@@ -75,12 +75,12 @@ impl PgBackend {
         keys_changed: notifications::KeysChanged,
     ) -> Result<PgBackend, String> {
         // An unreadable certificate stops the start, with the file's name.
-        let target = Arc::new(PgTarget::parse(&config.db_uri)?);
-        let direct = match &config.db_uri_direct {
+        let target = Arc::new(PgTarget::parse(&config.db.uri)?);
+        let direct = match &config.db.uri_direct {
             Some(uri) => Arc::new(PgTarget::parse(uri).map_err(|e| e.replace("db-uri", "db-uri-direct"))?),
             None => target.clone(),
         };
-        let replication = match &config.db_uri_replication {
+        let replication = match &config.db.uri_replication {
             Some(uri) => {
                 Arc::new(PgTarget::parse(uri).map_err(|e| e.replace("db-uri", "db-uri-replication"))?)
             }
@@ -182,7 +182,7 @@ impl PgBackend {
         anonymous: bool,
     ) -> Result<(Result<Outcome, Error>, Option<Marker>), Error> {
         let config = &*self.config;
-        let statements = sql::render_read(plan, config.db_max_rows);
+        let statements = sql::render_read(plan, config.db.max_rows);
         let pre_request = pre_request.map(String::as_str);
         if let Some(explain) = &plan.explain {
             let stmt = sql::explain(&statements.main, explain);
@@ -212,7 +212,7 @@ impl PgBackend {
                     .read(settings, &statements.main, statements.explain.as_ref(), hooks, anonymous)
                     .await?;
                 let set_by_sql = std::mem::take(&mut result.gucs);
-                let rows = render::read(plan, &statements, result, config.db_max_rows);
+                let rows = render::read(plan, &statements, result, config.db.max_rows);
                 Ok((rows.map(|rows| Outcome { set_by_sql, ..Outcome::of(Done::Read(rows)) }), None))
             }
             Some(tx) => {
@@ -221,7 +221,7 @@ impl PgBackend {
                 let post_hooks = Hooks { pre_request, response: true };
                 let result = conn.write(settings, &statements.main, true, post_hooks, anonymous).await?;
                 let read = ReadResult { rows: result.rows, explain: None, gucs: SetBySql::default() };
-                let rows = render::read(plan, &statements, read, config.db_max_rows);
+                let rows = render::read(plan, &statements, read, config.db.max_rows);
                 let commit = rows.is_ok() && !tx.rollback;
                 let marker = transaction::end_write(conn, commit, self.cache.as_ref(), anonymous).await?;
                 let set_by_sql = result.gucs;

@@ -79,9 +79,9 @@ async fn listen(
         }
     });
     let mut listen = format!("LISTEN {};", super::apikey::CHANNEL);
-    if config.db_channel_enabled {
+    if config.db.channel_enabled {
         listen.push_str(" LISTEN ");
-        crate::backend::push_ident(&mut listen, &config.db_channel);
+        crate::backend::push_ident(&mut listen, &config.db.channel);
     }
     if reloader.cache.is_some() {
         listen.push_str("; LISTEN ");
@@ -120,7 +120,7 @@ async fn listen(
                         tracing::warn!(
                             "NOTIFY {} reloads will not be heard, and API-key changes only as cached keys \
                              expire (a minute): {advice} (SIGUSR1 still reloads)",
-                            config.db_channel
+                            config.db.channel
                         );
                     }
                     // Nothing needs it: probe again only now and then.
@@ -192,11 +192,11 @@ async fn listen(
             }
         })
     }));
-    if *connected_before && config.db_channel_enabled {
+    if *connected_before && config.db.channel_enabled {
         reloader.request();
     }
     *connected_before = true;
-    tracing::info!(channel = %config.db_channel, "listening for notifications");
+    tracing::info!(channel = %config.db.channel, "listening for notifications");
     loop {
         let talker_ended = async {
             match talker.0.as_mut() {

@@ -227,12 +227,13 @@ impl Db {
         // `db-statement-timeout` and PostgREST's `app.settings.*` (PostgREST sets those in every
         // transaction; a function that changes one changes it for later requests here).
         let startup: Vec<(String, String)> = config
-            .db_statement_timeout
+            .db
+            .statement_timeout
             .map(|t| ("statement_timeout".to_owned(), t.as_millis().to_string()))
             .into_iter()
             .chain(config.app_settings.iter().map(|(k, v)| (k.clone(), v.clone())))
             .collect();
-        let mode = match config.db_prepared_statements {
+        let mode = match config.db.prepared_statements {
             true => Mode::Session,
             // A pooler refuses startup options or drops them: they go in each transaction.
             false => Mode::Transaction { startup: Arc::new(startup.clone()) },
@@ -253,9 +254,9 @@ impl Db {
         pg.connect_timeout(Duration::from_secs(5));
         let tls = target.connector();
         let pool = Pool::builder(Manager { target, mode, generation: Default::default() })
-            .max_size(config.db_pool)
+            .max_size(config.db.pool)
             .timeouts(Timeouts {
-                wait: Some(config.db_pool_acquisition_timeout),
+                wait: Some(config.db.pool_acquisition_timeout),
                 create: Some(Duration::from_secs(5)),
                 recycle: Some(Duration::from_secs(5)),
             })
@@ -263,12 +264,12 @@ impl Db {
             .build()
             .expect("a runtime is set");
         // One connection in five (at least one) is kept for reads.
-        let writers = config.db_pool.saturating_sub((config.db_pool / 5).max(1)).max(1);
+        let writers = config.db.pool.saturating_sub((config.db.pool / 5).max(1)).max(1);
         Db {
             pool,
             writers: Arc::new(tokio::sync::Semaphore::new(writers)),
-            pipelined: Arc::new(tokio::sync::Semaphore::new(config.db_pool.saturating_mul(4).max(1))),
-            acquisition_timeout: config.db_pool_acquisition_timeout,
+            pipelined: Arc::new(tokio::sync::Semaphore::new(config.db.pool.saturating_mul(4).max(1))),
+            acquisition_timeout: config.db.pool_acquisition_timeout,
             tls,
             timeouts: Arc::default(),
         }

@@ -78,7 +78,7 @@ impl Reloader {
         cache: Option<Arc<crate::cache::ResponseCache>>,
         realtime: Option<Arc<crate::realtime::Realtime>>,
     ) -> Reloader {
-        let pre_request = config.db_pre_request.as_deref().map(|f| Arc::new(pre_request_statement(f)));
+        let pre_request = config.db.pre_request.as_deref().map(|f| Arc::new(pre_request_statement(f)));
         let reloader = Reloader {
             config,
             target: direct.target,
@@ -156,10 +156,10 @@ impl Reloader {
         let in_database: Option<String> =
             tx.query_opt(PRE_REQUEST_IN_DATABASE, &[]).await?.map(|row| row.get(0));
         tx.commit().await?;
-        let function = in_database.filter(|f| !f.is_empty()).or_else(|| self.config.db_pre_request.clone());
+        let function = in_database.filter(|f| !f.is_empty()).or_else(|| self.config.db.pre_request.clone());
         self.pre_request.store(function.as_deref().map(|f| Arc::new(pre_request_statement(f))));
         let keyed = self.config.cache.key_claims.as_deref();
-        let cache = super::introspect::load(&mut client, &self.config.db_schemas, keyed).await?;
+        let cache = super::introspect::load(&mut client, &self.config.db.schemas, keyed).await?;
         let relations = cache.relations.len();
         let functions = cache.functions.values().map(Vec::len).sum::<usize>();
         if let Some(rt) = &self.realtime {

@@ -71,15 +71,13 @@ pub struct Replica {
 impl Replicas {
     /// The replicas of `db-uri-read-replicas`, with their health task; `None` when there are none.
     pub fn start(config: &Config, primary: Arc<PgTarget>) -> Result<Option<Arc<Replicas>>, String> {
-        if config.db_uri_read_replicas.is_empty() {
+        if config.db.uri_read_replicas.is_empty() {
             return Ok(None);
         }
-        let busy = Config {
-            db_pool_acquisition_timeout: config.db_pool_acquisition_timeout.min(BUSY_WAIT),
-            ..config.clone()
-        };
+        let mut busy = config.clone();
+        busy.db.pool_acquisition_timeout = config.db.pool_acquisition_timeout.min(BUSY_WAIT);
         let mut members = Vec::new();
-        for uri in &config.db_uri_read_replicas {
+        for uri in &config.db.uri_read_replicas {
             let target = PgTarget::parse(uri).map_err(|e| e.replace("db-uri", "db-uri-read-replicas"))?;
             members.push(Replica {
                 name: target.describe(),
@@ -94,7 +92,7 @@ impl Replicas {
         let replicas = Arc::new(Replicas {
             members,
             next: AtomicUsize::new(0),
-            max_lag: config.db_replica_max_lag,
+            max_lag: config.db.replica_max_lag,
             samples: Mutex::new(VecDeque::new()),
             clock: tokio::sync::Mutex::new(None),
             primary,

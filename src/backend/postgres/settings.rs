@@ -73,7 +73,7 @@ impl SessionSettings {
         let mut s = SessionSettings::default();
         let mut search_path = String::new();
         for (i, name) in
-            std::iter::once(schema).chain(config.db_extra_search_path.iter().map(String::as_str)).enumerate()
+            std::iter::once(schema).chain(config.db.extra_search_path.iter().map(String::as_str)).enumerate()
         {
             if i > 0 {
                 search_path.push_str(", ");

@@ -54,8 +54,8 @@ impl SqliteBackend {
         realtime: Option<Arc<crate::realtime::Realtime>>,
         keys_changed: Arc<dyn Fn() + Send + Sync>,
     ) -> Result<SqliteBackend, String> {
-        let exposed = config.db_schemas[0].clone();
-        let rules = match &config.db_rules {
+        let exposed = config.db.schemas[0].clone();
+        let rules = match &config.db.rules {
             Some(path) => {
                 Rules::load(path).map_err(|e| format!("the access rules could not be loaded: {e}"))?
             }
@@ -70,7 +70,7 @@ impl SqliteBackend {
                 "the access rules read claims that cache-key-claims leaves out of the cache key: {missing}"
             ));
         }
-        let db = SqliteDb::open(target, config.db_sqlite_synchronous, config.db_statement_timeout)
+        let db = SqliteDb::open(target, config.db.sqlite_synchronous, config.db.statement_timeout)
             .map_err(|e| format!("opening the SQLite database failed: {e}"))?;
         let started = std::time::Instant::now();
         let (schema, version) =

@@ -22,7 +22,7 @@ const MAX_COLUMNS: usize = 125;
 
 /// Publishes `realtime-tables` and starts the feed.
 pub fn start(db: &Arc<SqliteDb>, rt: &Arc<Realtime>, config: &Config) {
-    let exposed = config.db_schemas[0].clone();
+    let exposed = config.db.schemas[0].clone();
     let tables: HashSet<QualifiedName> = config
         .realtime
         .tables
