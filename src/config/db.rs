@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::{invalid, list, ConfigError, PgUri, ServeArgs, SqliteTarget, TxEnd, DEFAULT_DB_URI};
+use super::{either, invalid, list, ConfigError, PgUri, ServeArgs, SqliteTarget, TxEnd, DEFAULT_DB_URI};
 
 /// The database and how it is used (`db-*`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,8 +65,7 @@ impl DbSettings {
     /// The settings from the flags and variables `a`, then the file `f`, then the defaults.
     pub(super) fn from_args(a: &ServeArgs, f: &ServeArgs) -> Result<DbSettings, ConfigError> {
         // No database named: the embedded default, an SQLite file in the working directory.
-        let db_uri =
-            a.db_uri.clone().or_else(|| f.db_uri.clone()).unwrap_or_else(|| DEFAULT_DB_URI.to_owned());
+        let db_uri = either(&a.db_uri, &f.db_uri).unwrap_or_else(|| DEFAULT_DB_URI.to_owned());
         // PostgREST's `db-uri = "@file"`: the URI is the file's content.
         let db_uri = match db_uri.strip_prefix('@') {
             Some(path) => std::fs::read_to_string(path)
@@ -113,10 +112,8 @@ impl DbSettings {
         for uri in &db_uri_read_replicas {
             PgUri::parse(uri).map_err(|e| invalid("db-uri-read-replicas", e))?;
         }
-        let db_pre_request =
-            a.db_pre_request.clone().or_else(|| f.db_pre_request.clone()).filter(|name| !name.is_empty());
-        let db_root_spec =
-            a.db_root_spec.clone().or_else(|| f.db_root_spec.clone()).filter(|name| !name.is_empty());
+        let db_pre_request = either(&a.db_pre_request, &f.db_pre_request).filter(|name| !name.is_empty());
+        let db_root_spec = either(&a.db_root_spec, &f.db_root_spec).filter(|name| !name.is_empty());
         if sqlite.is_some() && db_root_spec.is_some() {
             return Err(invalid(
                 "db-root-spec",
@@ -131,8 +128,7 @@ impl DbSettings {
                     .into(),
             ));
         }
-        let db_schemas =
-            list(a.db_schemas.clone().or_else(|| f.db_schemas.clone()).as_deref().unwrap_or("public"));
+        let db_schemas = list(either(&a.db_schemas, &f.db_schemas).as_deref().unwrap_or("public"));
         if db_schemas.is_empty() {
             return Err(invalid("db-schemas", "no schema given".into()));
         }
@@ -140,12 +136,11 @@ impl DbSettings {
         if db_pool == 0 {
             return Err(invalid("db-pool", "must be at least 1".into()));
         }
-        let db_channel =
-            a.db_channel.clone().or_else(|| f.db_channel.clone()).unwrap_or_else(|| "rowgate".into());
+        let db_channel = either(&a.db_channel, &f.db_channel).unwrap_or_else(|| "rowgate".into());
         if db_channel.is_empty() {
             return Err(invalid("db-channel", "must not be empty".into()));
         }
-        let anon = a.db_anon_role.clone().or_else(|| f.db_anon_role.clone()).filter(|r| !r.is_empty());
+        let anon = either(&a.db_anon_role, &f.db_anon_role).filter(|r| !r.is_empty());
         if anon.as_deref().is_some_and(|r| r.eq_ignore_ascii_case("none")) {
             // PostgreSQL takes the role `none` as RESET ROLE: requests would run as the
             // authenticator.
@@ -170,8 +165,8 @@ impl DbSettings {
             pool: db_pool as usize,
             pool_acquisition_timeout,
             prepared_statements: a.db_prepared_statements.or(f.db_prepared_statements).unwrap_or(true),
-            uri_direct: a.db_uri_direct.clone().or_else(|| f.db_uri_direct.clone()),
-            uri_replication: a.db_uri_replication.clone().or_else(|| f.db_uri_replication.clone()),
+            uri_direct: either(&a.db_uri_direct, &f.db_uri_direct),
+            uri_replication: either(&a.db_uri_replication, &f.db_uri_replication),
             uri_read_replicas: db_uri_read_replicas,
             replica_max_lag: Duration::from_millis(
                 a.db_replica_max_lag.or(f.db_replica_max_lag).unwrap_or(5000),
@@ -193,7 +188,7 @@ impl DbSettings {
             plan_enabled: a.db_plan_enabled.or(f.db_plan_enabled).unwrap_or(false),
             tx_end: a.db_tx_end.or(f.db_tx_end).unwrap_or_default(),
             safe_updates: a.db_safe_updates.or(f.db_safe_updates).unwrap_or(false),
-            rules: a.db_rules.clone().or_else(|| f.db_rules.clone()),
+            rules: either(&a.db_rules, &f.db_rules),
             sqlite_synchronous,
         })
     }

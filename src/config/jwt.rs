@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use super::role_path::RolePath;
-use super::{invalid, jwt_secret, ConfigError, ServeArgs};
+use super::{either, invalid, jwt_secret, ConfigError, ServeArgs};
 
 /// How bearer tokens are verified (`jwt-*`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -47,7 +47,7 @@ impl JwtSettings {
         Ok(JwtSettings {
             secret,
             secret_is_base64,
-            aud: a.jwt_aud.clone().or_else(|| f.jwt_aud.clone()).filter(|s| !s.is_empty()),
+            aud: either(&a.jwt_aud, &f.jwt_aud).filter(|s| !s.is_empty()),
             role_claim_key,
             cache_max_entries: a.jwt_cache_max_entries.or(f.jwt_cache_max_entries).unwrap_or(1000),
             jwks_url: match a

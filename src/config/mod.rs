@@ -288,6 +288,11 @@ fn invalid(key: &'static str, reason: String) -> ConfigError {
     ConfigError::Invalid { key, reason: reason.replace('\n', " ") }
 }
 
+/// An option as the flags and variables give it (`a`), else as the file does (`f`).
+fn either<T: Clone>(a: &Option<T>, f: &Option<T>) -> Option<T> {
+    a.clone().or_else(|| f.clone())
+}
+
 /// Splits a PostgREST-style comma-separated list, trimming blanks.
 fn list(value: &str) -> Vec<String> {
     value.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect()

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use super::{invalid, ConfigError, Rate, ServeArgs};
+use super::{either, invalid, ConfigError, Rate, ServeArgs};
 
 /// How the built-in accounts run (`accounts-*`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,10 +63,9 @@ impl StorageSettings {
     /// The settings from the flags and variables `a`, then the file `f`, then the defaults.
     pub(super) fn from_args(a: &ServeArgs, f: &ServeArgs) -> Result<StorageSettings, ConfigError> {
         let enabled = a.storage_enabled.or(f.storage_enabled).unwrap_or(false);
-        let pick = |a: &Option<String>, f: &Option<String>| a.clone().or_else(|| f.clone());
         let key = (
-            pick(&a.storage_s3_access_key_id, &f.storage_s3_access_key_id),
-            pick(&a.storage_s3_secret_access_key, &f.storage_s3_secret_access_key),
+            either(&a.storage_s3_access_key_id, &f.storage_s3_access_key_id),
+            either(&a.storage_s3_secret_access_key, &f.storage_s3_secret_access_key),
         );
         if key.0.is_some() != key.1.is_some() {
             return Err(invalid(
@@ -81,10 +80,10 @@ impl StorageSettings {
                 .clone()
                 .or_else(|| f.storage_dir.clone())
                 .unwrap_or_else(|| PathBuf::from("storage")),
-            s3: pick(&a.storage_s3_url, &f.storage_s3_url).map(|url| S3Settings {
+            s3: either(&a.storage_s3_url, &f.storage_s3_url).map(|url| S3Settings {
                 url,
-                endpoint: pick(&a.storage_s3_endpoint, &f.storage_s3_endpoint),
-                region: pick(&a.storage_s3_region, &f.storage_s3_region),
+                endpoint: either(&a.storage_s3_endpoint, &f.storage_s3_endpoint),
+                region: either(&a.storage_s3_region, &f.storage_s3_region),
                 access_key_id: key.0,
                 secret_access_key: key.1,
             }),

@@ -178,8 +178,7 @@ impl SqliteBackend {
                     if out.rows != 1 {
                         return Err(outcome::singular(out.rows));
                     }
-                    // The array's one element: `[` + object + `]`.
-                    return Ok(out.body.as_bytes()[1..out.body.len() - 1].to_vec());
+                    return Ok(one_element(out.body));
                 }
                 Ok(out.body.into_bytes())
             })?
@@ -244,16 +243,19 @@ impl SqliteBackend {
                 };
                 let single = matches!(plan.media, Media::Single { .. });
                 outcome::written(&plan, written, || {
-                    // The singular object: the array's one element.
-                    Ok(if single && body.len() >= 2 {
-                        body.as_bytes()[1..body.len() - 1].to_vec()
-                    } else {
-                        body.into_bytes()
-                    })
+                    Ok(if single { one_element(body) } else { body.into_bytes() })
                 })
             })
             .await?;
         Ok(Outcome::of(Done::Written(written)))
+    }
+}
+
+/// The singular object of a one-element JSON array SQLite built: `[` + object + `]`.
+fn one_element(array: String) -> Vec<u8> {
+    match array.len() {
+        n if n >= 2 => array.as_bytes()[1..n - 1].to_vec(),
+        _ => array.into_bytes(),
     }
 }
 
