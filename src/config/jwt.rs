@@ -50,12 +50,7 @@ impl JwtSettings {
             aud: either(&a.jwt_aud, &f.jwt_aud).filter(|s| !s.is_empty()),
             role_claim_key,
             cache_max_entries: a.jwt_cache_max_entries.or(f.jwt_cache_max_entries).unwrap_or(1000),
-            jwks_url: match a
-                .jwt_jwks_url
-                .clone()
-                .or_else(|| f.jwt_jwks_url.clone())
-                .filter(|u| !u.is_empty())
-            {
+            jwks_url: match either(&a.jwt_jwks_url, &f.jwt_jwks_url).filter(|u| !u.is_empty()) {
                 Some(u) => Some(jwks_url(u, allow_http)?),
                 None => None,
             },
