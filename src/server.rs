@@ -99,6 +99,7 @@ fn accounts(config: &Config, backend: &Backend) -> Option<Arc<crate::accounts::A
         config.accounts.refresh_reuse_interval,
         crate::accounts::Signups {
             enabled: config.accounts.signup_enabled,
+            anonymous: config.accounts.anonymous_enabled,
             rate: config.accounts.signup_rate_limit,
         },
     ) {

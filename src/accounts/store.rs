@@ -1,5 +1,5 @@
 //! What the accounts need of the database they live in: one trait, implemented by each backend
-//! (`backend::postgres::accounts`: schema `rowgate`'s tables behind SECURITY DEFINER
+//! (`backend::postgres::accounts`: Supabase's `auth.users` and its kin behind SECURITY DEFINER
 //! functions; `backend::sqlite::accounts`: tables in the SQLite file). Each operation is one
 //! transaction.
 
@@ -9,52 +9,140 @@ use sha2::Digest;
 use super::REFRESH_LIFETIME;
 use crate::error::Error;
 
-/// A user account.
+/// A user account, as GoTrue shows one.
 #[derive(Debug, Clone)]
 pub struct User {
     /// A UUID.
     pub id: String,
-    /// The address, as signed up with.
-    pub email: String,
-    /// When the account was created, as the database writes a timestamp.
+    /// The address (lowercased), if the account has one (an anonymous one has none).
+    pub email: Option<String>,
+    pub phone: Option<String>,
+    /// The role its tokens carry (`authenticated` unless an administrator set another).
+    pub role: String,
+    /// Timestamps in RFC 3339, as the database writes them.
     pub created_at: String,
+    pub updated_at: String,
+    pub email_confirmed_at: Option<String>,
+    pub last_sign_in_at: Option<String>,
+    pub banned_until: Option<String>,
+    /// Whether `banned_until` is still to come.
+    pub is_banned: bool,
+    /// `app_metadata` and `user_metadata`: JSON objects, as text.
+    pub app_metadata: String,
+    pub user_metadata: String,
+    pub is_anonymous: bool,
 }
+
+/// A session just started: its refresh token and its id.
+#[derive(Debug, Clone)]
+pub struct Started {
+    pub refresh: String,
+    pub session_id: String,
+}
+
+/// An account to create.
+#[derive(Debug, Clone, Default)]
+pub struct NewUser {
+    pub id: String,
+    pub email: Option<String>,
+    pub phone: Option<String>,
+    pub password_hash: Option<String>,
+    /// JSON objects, as text.
+    pub user_metadata: String,
+    pub app_metadata: String,
+    pub is_anonymous: bool,
+    /// Whether its address counts as confirmed from the start.
+    pub confirmed: bool,
+    pub role: String,
+    /// Banned until this time (seconds since the epoch).
+    pub banned_until: Option<i64>,
+}
+
+/// Changes to an account: `None` changes nothing.
+#[derive(Debug, Clone, Default)]
+pub struct UserChanges {
+    pub email: Option<String>,
+    pub phone: Option<String>,
+    pub password_hash: Option<String>,
+    /// Keys to set in `user_metadata` / `app_metadata` (a JSON object, as text); a key whose
+    /// value is null is removed (GoTrue's merge).
+    pub user_metadata: Option<String>,
+    pub app_metadata: Option<String>,
+    /// Marks the address confirmed.
+    pub confirm_email: bool,
+    /// `Some(None)` lifts a ban; `Some(Some(t))` bans until `t` (seconds since the epoch).
+    pub banned_until: Option<Option<i64>>,
+    pub is_anonymous: Option<bool>,
+    pub role: Option<String>,
+}
+
+/// How an update ended.
+#[derive(Debug, Clone)]
+pub enum Updated {
+    Done(Box<User>),
+    NotFound,
+    /// Another account has the address or phone.
+    Taken,
+}
+
+/// Which sessions a sign-out ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    Global,
+    Local,
+    Others,
+}
+
+/// A new account, and its first session if one was asked for; `None` if it was taken.
+pub type Created = Option<(User, Option<Started>)>;
+
+/// An account and its password hash (none for an account without a password).
+pub type WithHash = Option<(User, Option<String>)>;
 
 /// The accounts' storage.
 pub trait AccountStore: Send + Sync {
-    /// A new account with its first session (refresh token), or `None` if the address is taken.
-    fn create(
-        &self,
-        id: String,
-        email: String,
-        password_hash: String,
-        now: i64,
-    ) -> BoxFuture<'_, Result<Option<(User, String)>, Error>>;
+    /// A new account, and with `session` its first session; `None` if the address or phone is
+    /// taken.
+    fn create(&self, user: NewUser, session: bool, now: i64) -> BoxFuture<'_, Result<Created, Error>>;
 
     /// The account of an address (any case) and its password hash.
-    fn by_email(&self, email: String) -> BoxFuture<'_, Result<Option<(User, String)>, Error>>;
+    fn by_email(&self, email: String) -> BoxFuture<'_, Result<WithHash, Error>>;
 
     /// An account by id.
     fn user(&self, id: String) -> BoxFuture<'_, Result<Option<User>, Error>>;
 
-    /// A new session of `user_id`: its refresh token.
-    fn new_session(&self, user_id: String, now: i64) -> BoxFuture<'_, Result<String, Error>>;
+    /// A new session of `user_id`, whose sign-in is recorded; `None` if there is no such user.
+    fn sign_in(&self, user_id: String, now: i64) -> BoxFuture<'_, Result<Option<(User, Started)>, Error>>;
 
     /// Rotation in one transaction: `token` is used up and a successor stored, whose secret is
     /// `successor` (derived from `token`, so the same every time). One used within the last
     /// `reuse` seconds (a retry whose answer was lost, another tab) gets the same successor
     /// again; one used before that revokes all of its user's (it may have been stolen).
-    /// `None`: refused.
+    /// `None`: refused. Else the user, the successor and its session's id.
     fn rotate(
         &self,
         token: String,
         successor: String,
         now: i64,
         reuse: i64,
-    ) -> BoxFuture<'_, Result<Option<(User, String)>, Error>>;
+    ) -> BoxFuture<'_, Result<Option<(User, Started)>, Error>>;
 
-    /// Revokes every refresh token of `user_id`.
-    fn logout(&self, user_id: String) -> BoxFuture<'_, Result<(), Error>>;
+    /// Applies `changes` to the account `id`.
+    fn update(&self, id: String, changes: UserChanges) -> BoxFuture<'_, Result<Updated, Error>>;
+
+    /// The accounts, newest first, from `offset`, at most `limit`; and how many there are.
+    fn list(&self, offset: u64, limit: u64) -> BoxFuture<'_, Result<(Vec<User>, u64), Error>>;
+
+    /// Deletes the account `id`, with its sessions; whether there was one.
+    fn delete(&self, id: String) -> BoxFuture<'_, Result<bool, Error>>;
+
+    /// Ends sessions of `user_id`: all of them, `session` only, or all others.
+    fn logout(
+        &self,
+        user_id: String,
+        session: Option<String>,
+        scope: Scope,
+    ) -> BoxFuture<'_, Result<(), Error>>;
 }
 
 /// A new refresh token's secret: 32 random bytes, base64url.
@@ -68,7 +156,46 @@ pub fn token_hash(token: &str) -> String {
     crate::hex(&sha2::Sha256::digest(token.as_bytes()))
 }
 
+/// How long a refresh token lives, in seconds.
+pub fn lifetime() -> i64 {
+    REFRESH_LIFETIME.as_secs() as i64
+}
+
 /// When a refresh token issued at `now` expires.
 pub fn expires(now: i64) -> i64 {
-    now + REFRESH_LIFETIME.as_secs() as i64
+    now + lifetime()
+}
+
+/// `patch`'s keys set in the JSON object `current`, those whose value is null removed
+/// (GoTrue's merge of metadata). Both are JSON objects as text; a `current` that is not one
+/// counts as `{}`.
+pub fn merged(current: &str, patch: &str) -> String {
+    let mut object = match serde_json::from_str::<serde_json::Value>(current) {
+        Ok(serde_json::Value::Object(m)) => m,
+        _ => serde_json::Map::new(),
+    };
+    if let Ok(serde_json::Value::Object(changes)) = serde_json::from_str(patch) {
+        for (k, v) in changes {
+            if v.is_null() {
+                object.remove(&k);
+            } else {
+                object.insert(k, v);
+            }
+        }
+    }
+    serde_json::Value::Object(object).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::merged;
+
+    #[test]
+    fn metadata_is_merged_key_by_key_and_null_removes() {
+        assert_eq!(
+            merged(r#"{"a":1,"b":{"c":2}}"#, r#"{"b":{"d":3},"e":null,"a":null}"#),
+            r#"{"b":{"d":3}}"#
+        );
+        assert_eq!(merged("not json", r#"{"x":[1,null]}"#), r#"{"x":[1,null]}"#);
+    }
 }

@@ -48,6 +48,14 @@ pub struct ServeArgs {
     /// and a sign-up answers GoTrue's 422 `signup_disabled`) [default: true].
     #[arg(long = "accounts-signup-enabled", env = "ROWGATE_ACCOUNTS_SIGNUP_ENABLED", value_name = "BOOL")]
     pub accounts_signup_enabled: Option<bool>,
+    /// Whether a sign-up with neither an address nor a phone makes an anonymous user (GoTrue's
+    /// `signInAnonymously`; false: 422 `anonymous_provider_disabled`) [default: false].
+    #[arg(
+        long = "accounts-anonymous-enabled",
+        env = "ROWGATE_ACCOUNTS_ANONYMOUS_ENABLED",
+        value_name = "BOOL"
+    )]
+    pub accounts_anonymous_enabled: Option<bool>,
     /// How many sign-ups one client may make, `COUNT/PERIOD` as the `rate-limit-*` settings
     /// take, or `off` [default: 30/5min, GoTrue's].
     #[arg(

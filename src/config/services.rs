@@ -15,6 +15,8 @@ pub struct AccountsSettings {
     pub refresh_reuse_interval: u64,
     /// `accounts-signup-enabled`.
     pub signup_enabled: bool,
+    /// `accounts-anonymous-enabled`.
+    pub anonymous_enabled: bool,
     /// `accounts-signup-rate-limit`: per client; `None` when `off`.
     pub signup_rate_limit: Option<Rate>,
 }
@@ -38,6 +40,7 @@ impl AccountsSettings {
                 .or(f.accounts_refresh_reuse_interval)
                 .unwrap_or(10),
             signup_enabled: a.accounts_signup_enabled.or(f.accounts_signup_enabled).unwrap_or(true),
+            anonymous_enabled: a.accounts_anonymous_enabled.or(f.accounts_anonymous_enabled).unwrap_or(false),
             signup_rate_limit,
         })
     }

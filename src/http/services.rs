@@ -72,12 +72,15 @@ impl Service for AuthService {
                 Ok(b) => b,
                 Err(e) => return error_response(&e),
             };
-            let verify = |authorization: Option<&str>| {
-                let principal = state.auth.authenticate(authorization).ok().filter(|p| !p.anonymous)?;
-                let claims: serde_json::Value = serde_json::from_str(&principal.claims).ok()?;
-                claims.get("sub").and_then(|s| s.as_str()).map(str::to_owned)
+            let authorization = parts.headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+            let credentials = match authorization.and_then(crate::auth::bearer_token) {
+                Some(token) if !token.is_empty() => state
+                    .auth
+                    .authenticate(authorization)
+                    .map(|p| Some(crate::accounts::Caller::of(&p.role, &p.claims))),
+                _ => Ok(None),
             };
-            self.0.handle(&parts, client, body, verify).await
+            self.0.handle(&parts, client, body, credentials).await
         })
     }
 

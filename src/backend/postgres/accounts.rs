@@ -1,6 +1,6 @@
-//! PostgreSQL's accounts store: schema `rowgate`'s tables behind SECURITY DEFINER functions
-//! (`accounts.sql`, run by `rowgate accounts install`), called on a connection of its own as
-//! the authenticator (pooled ones carry requests' session roles).
+//! PostgreSQL's accounts store: Supabase's `auth.users` and its kin, behind SECURITY DEFINER
+//! functions in schema `rowgate` (`accounts.sql`, run by `rowgate accounts install`), called on
+//! a connection of its own as the authenticator (pooled ones carry requests' session roles).
 
 use std::sync::Arc;
 
@@ -8,11 +8,24 @@ use futures_util::future::BoxFuture;
 use tokio_postgres::types::Type;
 use tokio_postgres::Client;
 
-use crate::accounts::store::{expires, random_token, token_hash, AccountStore, User};
+use crate::accounts::store::{
+    lifetime, random_token, token_hash, AccountStore, Created, NewUser, Scope, Started, Updated, User,
+    UserChanges, WithHash,
+};
 use crate::error::Error;
 
 /// The SQL `rowgate accounts install` runs.
 const INSTALL_SQL: &str = include_str!("accounts.sql");
+/// Supabase's `auth.uid()` and its kin, which the policies of its schemas use.
+const AUTH_HELPERS_SQL: &str = include_str!("auth_helpers.sql");
+
+/// The functions the serving role may call, by signature.
+const FUNCTIONS: &str = "rowgate.account_create(text, text, text, text, jsonb, jsonb, boolean, boolean, text, bigint, text, text),
+  rowgate.account_by_email(text), rowgate.account_by_id(text), rowgate.account_sign_in(text, text, text),
+  rowgate.account_rotate(text, text, bigint, bigint, bigint),
+  rowgate.account_update(text, text, text, text, jsonb, jsonb, boolean, boolean, bigint, boolean, text),
+  rowgate.account_list(bigint, bigint), rowgate.account_count(), rowgate.account_delete(text),
+  rowgate.account_logout(text, text, text)";
 
 /// Creates (or updates) the accounts' tables and functions and lets `role` call the functions;
 /// nothing else may (the tables hold password hashes).
@@ -20,14 +33,11 @@ pub async fn install(client: &Client, role: &str) -> Result<(), String> {
     let role = format!("\"{}\"", role.replace('"', "\"\""));
     let grants = format!(
         "GRANT USAGE ON SCHEMA rowgate TO {role};
-         GRANT EXECUTE ON FUNCTION rowgate.account_create(text, text, text, text, bigint),
-           rowgate.account_by_email(text), rowgate.account_by_id(text),
-           rowgate.account_store_refresh(text, text, bigint),
-           rowgate.account_rotate(text, text, bigint, bigint, bigint), rowgate.account_logout(text) TO {role};"
+         GRANT EXECUTE ON FUNCTION {FUNCTIONS} TO {role};"
     );
     client
         .batch_execute(&format!(
-            "BEGIN; SELECT pg_advisory_xact_lock(7317002); {INSTALL_SQL} {grants} COMMIT;"
+            "BEGIN; SELECT pg_advisory_xact_lock(7317002); {AUTH_HELPERS_SQL} {INSTALL_SQL} {grants} COMMIT;"
         ))
         .await
         .map_err(super::apikey::message)
@@ -63,10 +73,26 @@ impl PgAccounts {
         sql: &str,
         params: &[(&(dyn tokio_postgres::types::ToSql + Sync), Type)],
     ) -> Result<Vec<tokio_postgres::Row>, Error> {
+        self.query_or_unique(sql, params).await?.map_err(|_| Error::Unavailable("a unique violation".into()))
+    }
+
+    /// [`PgAccounts::query`], a unique violation (an address another account has) told apart.
+    async fn query_or_unique(
+        &self,
+        sql: &str,
+        params: &[(&(dyn tokio_postgres::types::ToSql + Sync), Type)],
+    ) -> Result<Result<Vec<tokio_postgres::Row>, UniqueViolation>, Error> {
         let client = self.client().await?;
-        client.query_typed(sql, params).await.map_err(pg_error)
+        match client.query_typed(sql, params).await {
+            Ok(rows) => Ok(Ok(rows)),
+            Err(e) if e.as_db_error().is_some_and(|d| d.code().code() == "23505") => Ok(Err(UniqueViolation)),
+            Err(e) => Err(pg_error(e)),
+        }
     }
 }
+
+/// A write refused by a unique index.
+struct UniqueViolation;
 
 fn pg_error(e: tokio_postgres::Error) -> Error {
     if e.as_db_error().is_some_and(|d| ["42883", "3F000", "42P01", "42501"].contains(&d.code().code())) {
@@ -77,41 +103,69 @@ fn pg_error(e: tokio_postgres::Error) -> Error {
     Error::Unavailable(e.to_string())
 }
 
+/// The columns of `rowgate.account`, in order.
 fn pg_user(r: &tokio_postgres::Row) -> User {
-    User { id: r.get(0), email: r.get(1), created_at: r.get(2) }
+    User {
+        id: r.get(0),
+        email: r.get(1),
+        phone: r.get(2),
+        role: r.get(3),
+        created_at: r.get(4),
+        updated_at: r.get(5),
+        email_confirmed_at: r.get(6),
+        last_sign_in_at: r.get(7),
+        banned_until: r.get(8),
+        is_banned: r.get(9),
+        app_metadata: r.get(10),
+        user_metadata: r.get(11),
+        is_anonymous: r.get(12),
+    }
+}
+
+/// The password hash (column 13) and session (14) some functions add to the account.
+fn pg_hash(r: &tokio_postgres::Row) -> Option<String> {
+    r.get(13)
+}
+
+fn pg_session(r: &tokio_postgres::Row) -> Option<String> {
+    r.get(14)
 }
 
 impl AccountStore for PgAccounts {
-    fn create(
-        &self,
-        id: String,
-        email: String,
-        password_hash: String,
-        now: i64,
-    ) -> BoxFuture<'_, Result<Option<(User, String)>, Error>> {
+    fn create(&self, user: NewUser, session: bool, _now: i64) -> BoxFuture<'_, Result<Created, Error>> {
         Box::pin(async move {
-            let refresh = random_token();
+            let started = session.then(|| Started { refresh: random_token(), session_id: crate::uuid_v4() });
+            let token = started.as_ref().map(|s| token_hash(&s.refresh));
+            let session_id = started.as_ref().map(|s| s.session_id.clone());
             let rows = self
                 .query(
-                    "SELECT * FROM rowgate.account_create($1, $2, $3, $4, $5)",
+                    "SELECT * FROM rowgate.account_create($1, $2, $3, $4, $5::text::jsonb, $6::text::jsonb, \
+                     $7, $8, $9, $10, $11, $12)",
                     &[
-                        (&id, Type::TEXT),
-                        (&email, Type::TEXT),
-                        (&password_hash, Type::TEXT),
-                        (&token_hash(&refresh), Type::TEXT),
-                        (&expires(now), Type::INT8),
+                        (&user.id, Type::TEXT),
+                        (&user.email, Type::TEXT),
+                        (&user.phone, Type::TEXT),
+                        (&user.password_hash, Type::TEXT),
+                        (&user.user_metadata, Type::TEXT),
+                        (&user.app_metadata, Type::TEXT),
+                        (&user.is_anonymous, Type::BOOL),
+                        (&user.confirmed, Type::BOOL),
+                        (&user.role, Type::TEXT),
+                        (&user.banned_until, Type::INT8),
+                        (&token, Type::TEXT),
+                        (&session_id, Type::TEXT),
                     ],
                 )
                 .await?;
-            Ok(rows.first().map(|r| (pg_user(r), refresh)))
+            Ok(rows.first().map(|r| (pg_user(r), started)))
         })
     }
 
-    fn by_email(&self, email: String) -> BoxFuture<'_, Result<Option<(User, String)>, Error>> {
+    fn by_email(&self, email: String) -> BoxFuture<'_, Result<WithHash, Error>> {
         Box::pin(async move {
             let rows =
                 self.query("SELECT * FROM rowgate.account_by_email($1)", &[(&email, Type::TEXT)]).await?;
-            Ok(rows.first().map(|r| (pg_user(r), r.get(3))))
+            Ok(rows.first().map(|r| (pg_user(r), pg_hash(r))))
         })
     }
 
@@ -125,15 +179,20 @@ impl AccountStore for PgAccounts {
         })
     }
 
-    fn new_session(&self, user_id: String, now: i64) -> BoxFuture<'_, Result<String, Error>> {
+    fn sign_in(&self, user_id: String, _now: i64) -> BoxFuture<'_, Result<Option<(User, Started)>, Error>> {
         Box::pin(async move {
-            let refresh = random_token();
-            self.query(
-                "SELECT rowgate.account_store_refresh($1, $2, $3)",
-                &[(&user_id, Type::TEXT), (&token_hash(&refresh), Type::TEXT), (&expires(now), Type::INT8)],
-            )
-            .await?;
-            Ok(refresh)
+            let started = Started { refresh: random_token(), session_id: crate::uuid_v4() };
+            let rows = self
+                .query(
+                    "SELECT * FROM rowgate.account_sign_in($1, $2, $3)",
+                    &[
+                        (&user_id, Type::TEXT),
+                        (&token_hash(&started.refresh), Type::TEXT),
+                        (&started.session_id, Type::TEXT),
+                    ],
+                )
+                .await?;
+            Ok(rows.first().map(|r| (pg_user(r), started)))
         })
     }
 
@@ -143,7 +202,7 @@ impl AccountStore for PgAccounts {
         successor: String,
         now: i64,
         reuse: i64,
-    ) -> BoxFuture<'_, Result<Option<(User, String)>, Error>> {
+    ) -> BoxFuture<'_, Result<Option<(User, Started)>, Error>> {
         Box::pin(async move {
             let rows = self
                 .query(
@@ -152,18 +211,86 @@ impl AccountStore for PgAccounts {
                         (&token_hash(&token), Type::TEXT),
                         (&token_hash(&successor), Type::TEXT),
                         (&now, Type::INT8),
-                        (&expires(now), Type::INT8),
+                        (&lifetime(), Type::INT8),
                         (&reuse, Type::INT8),
                     ],
                 )
                 .await?;
-            Ok(rows.first().map(|r| (pg_user(r), successor)))
+            Ok(rows.first().map(|r| {
+                let session_id = pg_session(r).unwrap_or_default();
+                (pg_user(r), Started { refresh: successor, session_id })
+            }))
         })
     }
 
-    fn logout(&self, user_id: String) -> BoxFuture<'_, Result<(), Error>> {
+    fn update(&self, id: String, changes: UserChanges) -> BoxFuture<'_, Result<Updated, Error>> {
         Box::pin(async move {
-            self.query("SELECT rowgate.account_logout($1)", &[(&user_id, Type::TEXT)]).await.map(drop)
+            let ban = changes.banned_until.is_some();
+            let until = changes.banned_until.flatten();
+            let rows = self
+                .query_or_unique(
+                    "SELECT * FROM rowgate.account_update($1, $2, $3, $4, $5::text::jsonb, $6::text::jsonb, \
+                     $7, $8, $9, $10, $11)",
+                    &[
+                        (&id, Type::TEXT),
+                        (&changes.email, Type::TEXT),
+                        (&changes.phone, Type::TEXT),
+                        (&changes.password_hash, Type::TEXT),
+                        (&changes.user_metadata, Type::TEXT),
+                        (&changes.app_metadata, Type::TEXT),
+                        (&changes.confirm_email, Type::BOOL),
+                        (&ban, Type::BOOL),
+                        (&until, Type::INT8),
+                        (&changes.is_anonymous, Type::BOOL),
+                        (&changes.role, Type::TEXT),
+                    ],
+                )
+                .await;
+            Ok(match rows? {
+                Ok(rows) => rows.first().map_or(Updated::NotFound, |r| Updated::Done(Box::new(pg_user(r)))),
+                Err(UniqueViolation) => Updated::Taken,
+            })
+        })
+    }
+
+    fn list(&self, offset: u64, limit: u64) -> BoxFuture<'_, Result<(Vec<User>, u64), Error>> {
+        Box::pin(async move {
+            let (offset, limit) = (offset.min(i64::MAX as u64) as i64, limit.min(i64::MAX as u64) as i64);
+            let rows = self
+                .query(
+                    "SELECT * FROM rowgate.account_list($1, $2)",
+                    &[(&offset, Type::INT8), (&limit, Type::INT8)],
+                )
+                .await?;
+            let total: i64 = self.query("SELECT rowgate.account_count()", &[]).await?[0].get(0);
+            Ok((rows.iter().map(pg_user).collect(), total.max(0) as u64))
+        })
+    }
+
+    fn delete(&self, id: String) -> BoxFuture<'_, Result<bool, Error>> {
+        Box::pin(async move {
+            Ok(self.query("SELECT rowgate.account_delete($1)", &[(&id, Type::TEXT)]).await?[0].get(0))
+        })
+    }
+
+    fn logout(
+        &self,
+        user_id: String,
+        session: Option<String>,
+        scope: Scope,
+    ) -> BoxFuture<'_, Result<(), Error>> {
+        Box::pin(async move {
+            let scope = match scope {
+                Scope::Global => "global",
+                Scope::Local => "local",
+                Scope::Others => "others",
+            };
+            self.query(
+                "SELECT rowgate.account_logout($1, $2, $3)",
+                &[(&user_id, Type::TEXT), (&session, Type::TEXT), (&scope, Type::TEXT)],
+            )
+            .await
+            .map(drop)
         })
     }
 }

@@ -1,7 +1,12 @@
--- rowgate's built-in accounts on PostgreSQL (`rowgate accounts install`). The tables are
--- readable by no API role: the serving role reaches them only through these SECURITY DEFINER
--- functions, each doing one step of sign-up, login, refresh or logout. Refresh tokens are kept
--- as SHA-256 hashes; passwords as Argon2id hashes made by rowgate.
+-- rowgate's built-in accounts on PostgreSQL (`rowgate accounts install`), where Supabase Auth
+-- keeps them: `auth.users`, `auth.identities`, `auth.sessions` and `auth.refresh_tokens`, with
+-- Supabase's columns, so a schema's `REFERENCES auth.users (id)`, its triggers on `auth.users`
+-- and its policies on `auth.uid()` work unchanged (and a Supabase project's users, whose
+-- tables are these, keep signing in). No API role may read the tables: the serving role
+-- reaches them only through the SECURITY DEFINER functions in schema `rowgate`, each doing
+-- one step. Refresh tokens are kept as SHA-256 hashes (GoTrue keeps them in the clear);
+-- passwords as Argon2id hashes made by rowgate (GoTrue reads those too; rowgate reads
+-- GoTrue's bcrypt ones).
 -- Objects someone else made first are not reused: their owner could read the hashes or
 -- replace the functions.
 DO $$
@@ -14,91 +19,343 @@ BEGIN
   END IF;
   SELECT r.rolname INTO who FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
     JOIN pg_roles r ON r.oid = c.relowner
-    WHERE n.nspname = 'rowgate' AND c.relname IN ('users', 'refresh_tokens') AND r.rolname <> current_user
+    WHERE ((n.nspname = 'rowgate' AND c.relname IN ('users', 'refresh_tokens'))
+        OR (n.nspname = 'auth' AND c.relname IN ('users', 'identities', 'sessions', 'refresh_tokens')))
+      AND r.rolname <> current_user
     LIMIT 1;
   IF who IS NOT NULL THEN
-    RAISE EXCEPTION 'rowgate''s accounts tables belong to %, who could read their password hashes: drop them or install as %', who, who;
+    RAISE EXCEPTION 'the accounts tables belong to %, who could read their password hashes: drop them or install as %', who, who;
   END IF;
 END $$;
 CREATE SCHEMA IF NOT EXISTS rowgate;
-CREATE TABLE IF NOT EXISTS rowgate.users (
-  id text PRIMARY KEY,
-  email text NOT NULL,
-  password_hash text NOT NULL,
-  created_at text NOT NULL DEFAULT to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
+
+DO $$ BEGIN
+  CREATE TYPE auth.aal_level AS ENUM ('aal1', 'aal2', 'aal3');
+EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+
+CREATE TABLE IF NOT EXISTS auth.users (
+  instance_id uuid,
+  id uuid NOT NULL PRIMARY KEY,
+  aud varchar(255),
+  role varchar(255),
+  email varchar(255),
+  encrypted_password varchar(255),
+  email_confirmed_at timestamptz,
+  invited_at timestamptz,
+  confirmation_token varchar(255),
+  confirmation_sent_at timestamptz,
+  recovery_token varchar(255),
+  recovery_sent_at timestamptz,
+  email_change_token_new varchar(255),
+  email_change varchar(255),
+  email_change_sent_at timestamptz,
+  last_sign_in_at timestamptz,
+  raw_app_meta_data jsonb,
+  raw_user_meta_data jsonb,
+  is_super_admin boolean,
+  created_at timestamptz,
+  updated_at timestamptz,
+  phone text UNIQUE DEFAULT NULL,
+  phone_confirmed_at timestamptz,
+  phone_change text DEFAULT '',
+  phone_change_token varchar(255) DEFAULT '',
+  phone_change_sent_at timestamptz,
+  confirmed_at timestamptz GENERATED ALWAYS AS (LEAST(email_confirmed_at, phone_confirmed_at)) STORED,
+  email_change_token_current varchar(255) DEFAULT '',
+  email_change_confirm_status smallint DEFAULT 0 CHECK (email_change_confirm_status >= 0 AND email_change_confirm_status <= 2),
+  banned_until timestamptz,
+  reauthentication_token varchar(255) DEFAULT '',
+  reauthentication_sent_at timestamptz,
+  is_sso_user boolean NOT NULL DEFAULT false,
+  deleted_at timestamptz,
+  is_anonymous boolean NOT NULL DEFAULT false
 );
-CREATE UNIQUE INDEX IF NOT EXISTS users_email_key ON rowgate.users (lower(email));
-CREATE TABLE IF NOT EXISTS rowgate.refresh_tokens (
-  token_hash text PRIMARY KEY,
-  user_id text NOT NULL REFERENCES rowgate.users (id) ON DELETE CASCADE,
-  expires_at bigint NOT NULL,
-  revoked boolean NOT NULL DEFAULT false
+CREATE UNIQUE INDEX IF NOT EXISTS users_email_partial_key ON auth.users (email) WHERE is_sso_user = false;
+CREATE INDEX IF NOT EXISTS users_instance_id_email_idx ON auth.users (instance_id, lower(email));
+CREATE INDEX IF NOT EXISTS users_created_at_idx ON auth.users (created_at DESC, id);
+
+CREATE TABLE IF NOT EXISTS auth.identities (
+  provider_id text NOT NULL,
+  user_id uuid NOT NULL REFERENCES auth.users (id) ON DELETE CASCADE,
+  identity_data jsonb NOT NULL,
+  provider text NOT NULL,
+  last_sign_in_at timestamptz,
+  created_at timestamptz,
+  updated_at timestamptz,
+  email text GENERATED ALWAYS AS (lower(identity_data ->> 'email')) STORED,
+  id uuid NOT NULL DEFAULT gen_random_uuid() PRIMARY KEY,
+  CONSTRAINT identities_provider_id_provider_unique UNIQUE (provider_id, provider)
 );
-ALTER TABLE rowgate.refresh_tokens ADD COLUMN IF NOT EXISTS revoked_at bigint;
-CREATE INDEX IF NOT EXISTS refresh_tokens_user_id ON rowgate.refresh_tokens (user_id);
-REVOKE ALL ON rowgate.users, rowgate.refresh_tokens FROM PUBLIC;
+CREATE INDEX IF NOT EXISTS identities_user_id_idx ON auth.identities (user_id);
 
--- A new account and its first session (refresh token), or no row when the address is taken
--- (whatever its case).
-CREATE OR REPLACE FUNCTION rowgate.account_create(p_id text, p_email text, p_hash text, p_token text, p_expires bigint)
-  RETURNS TABLE (id text, email text, created_at text)
-  LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-  AS $$
-    WITH u AS (
-      INSERT INTO rowgate.users AS u (id, email, password_hash) VALUES (p_id, p_email, p_hash)
-      ON CONFLICT DO NOTHING RETURNING u.id, u.email, u.created_at
-    ), t AS (
-      INSERT INTO rowgate.refresh_tokens (token_hash, user_id, expires_at) SELECT p_token, u.id, p_expires FROM u
-    )
-    SELECT u.id, u.email, u.created_at FROM u
-  $$;
+CREATE TABLE IF NOT EXISTS auth.sessions (
+  id uuid NOT NULL PRIMARY KEY,
+  user_id uuid NOT NULL REFERENCES auth.users (id) ON DELETE CASCADE,
+  created_at timestamptz,
+  updated_at timestamptz,
+  factor_id uuid,
+  aal auth.aal_level,
+  not_after timestamptz,
+  refreshed_at timestamp,
+  user_agent text,
+  ip inet,
+  tag text
+);
+CREATE INDEX IF NOT EXISTS sessions_user_id_idx ON auth.sessions (user_id);
 
-CREATE OR REPLACE FUNCTION rowgate.account_by_email(p_email text)
-  RETURNS TABLE (id text, email text, created_at text, password_hash text)
-  LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-  AS $$ SELECT u.id, u.email, u.created_at, u.password_hash FROM rowgate.users u WHERE lower(u.email) = lower(p_email) $$;
+CREATE TABLE IF NOT EXISTS auth.refresh_tokens (
+  instance_id uuid,
+  id bigserial PRIMARY KEY,
+  token varchar(255) UNIQUE,
+  user_id varchar(255),
+  revoked boolean,
+  created_at timestamptz,
+  updated_at timestamptz,
+  parent varchar(255),
+  session_id uuid REFERENCES auth.sessions (id) ON DELETE CASCADE
+);
+CREATE INDEX IF NOT EXISTS refresh_tokens_user_id_idx ON auth.refresh_tokens (user_id);
+CREATE INDEX IF NOT EXISTS refresh_tokens_session_id_revoked_idx ON auth.refresh_tokens (session_id, revoked);
 
-CREATE OR REPLACE FUNCTION rowgate.account_by_id(p_id text)
-  RETURNS TABLE (id text, email text, created_at text)
-  LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-  AS $$ SELECT u.id, u.email, u.created_at FROM rowgate.users u WHERE u.id = p_id $$;
+REVOKE ALL ON auth.users, auth.identities, auth.sessions, auth.refresh_tokens FROM PUBLIC;
 
-CREATE OR REPLACE FUNCTION rowgate.account_store_refresh(p_user text, p_hash text, p_expires bigint)
-  RETURNS void
-  LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-  AS $$ INSERT INTO rowgate.refresh_tokens (token_hash, user_id, expires_at) VALUES (p_hash, p_user, p_expires) $$;
+-- Accounts made before they moved to schema auth (rowgate 0.x kept them in schema rowgate):
+-- moved over once, their sessions with them, then the old tables dropped. Addresses are
+-- lowercased as GoTrue keeps them; the old index was on lower(email), so none collide.
+DO $$
+BEGIN
+  IF to_regclass('rowgate.users') IS NOT NULL THEN
+    INSERT INTO auth.users (id, aud, role, email, encrypted_password, email_confirmed_at, created_at, updated_at,
+                            raw_app_meta_data, raw_user_meta_data)
+      SELECT u.id::uuid, 'authenticated', 'authenticated', lower(u.email), u.password_hash,
+             NULL, u.created_at::timestamptz, u.created_at::timestamptz,
+             '{"provider": "email", "providers": ["email"]}', '{}'
+      FROM rowgate.users u ON CONFLICT DO NOTHING;
+    INSERT INTO auth.identities (id, provider_id, user_id, identity_data, provider, created_at, updated_at)
+      SELECT u.id::uuid, u.id, u.id::uuid,
+             jsonb_build_object('sub', u.id, 'email', lower(u.email), 'email_verified', false, 'phone_verified', false),
+             'email', u.created_at::timestamptz, u.created_at::timestamptz
+      FROM rowgate.users u ON CONFLICT DO NOTHING;
+    IF to_regclass('rowgate.refresh_tokens') IS NOT NULL THEN
+      -- Kept so that signed-in users stay signed in; a token then lived 30 days from its issue.
+      INSERT INTO auth.refresh_tokens (token, user_id, revoked, created_at, updated_at)
+        SELECT t.token_hash, t.user_id, t.revoked, to_timestamp(t.expires_at - 30 * 86400),
+               coalesce(to_timestamp(t.revoked_at), to_timestamp(t.expires_at - 30 * 86400))
+        FROM rowgate.refresh_tokens t ON CONFLICT DO NOTHING;
+      DROP TABLE rowgate.refresh_tokens;
+    END IF;
+    DROP TABLE rowgate.users;
+  END IF;
+END $$;
 
--- Rotation in one step: the presented token is used up and its successor stored. One used
--- within the last p_reuse seconds (a retry, another tab) gets the same successor again; one
--- used before that revokes all of its user's (it may have been stolen). No row: refused.
-DROP FUNCTION IF EXISTS rowgate.account_rotate(text, text, bigint, bigint);
-CREATE OR REPLACE FUNCTION rowgate.account_rotate(p_old text, p_new text, p_now bigint, p_expires bigint, p_reuse bigint)
-  RETURNS TABLE (id text, email text, created_at text)
+-- What the functions below answer about an account: GoTrue's user, timestamps as RFC 3339 text,
+-- metadata as JSON text; `password_hash` and `session_id` only where a function says so.
+DROP TYPE IF EXISTS rowgate.account CASCADE;
+CREATE TYPE rowgate.account AS (
+  id text, email text, phone text, role text, created_at text, updated_at text,
+  email_confirmed_at text, last_sign_in_at text, banned_until text, is_banned boolean,
+  app_metadata text, user_metadata text, is_anonymous boolean,
+  password_hash text, session_id text
+);
+
+CREATE OR REPLACE FUNCTION rowgate.iso(t timestamptz) RETURNS text
+  LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp
+  AS $$ SELECT to_char(t AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') $$;
+
+CREATE OR REPLACE FUNCTION rowgate.account_of(u auth.users, p_hash boolean DEFAULT false, p_session text DEFAULT NULL)
+  RETURNS rowgate.account
+  LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+  AS $$ SELECT ROW(u.id::text, u.email, u.phone, coalesce(nullif(u.role, ''), 'authenticated'),
+                   rowgate.iso(u.created_at), rowgate.iso(coalesce(u.updated_at, u.created_at)),
+                   rowgate.iso(u.email_confirmed_at), rowgate.iso(u.last_sign_in_at),
+                   rowgate.iso(u.banned_until), coalesce(u.banned_until > now(), false),
+                   coalesce(u.raw_app_meta_data, '{}')::text, coalesce(u.raw_user_meta_data, '{}')::text,
+                   u.is_anonymous, CASE WHEN p_hash THEN u.encrypted_password END, p_session)::rowgate.account $$;
+
+-- A metadata object with `patch`'s keys set, those whose value is null removed (GoTrue's merge).
+CREATE OR REPLACE FUNCTION rowgate.merged(current jsonb, patch jsonb) RETURNS jsonb
+  LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp
+  AS $$ SELECT (coalesce(current, '{}')
+                || coalesce((SELECT jsonb_object_agg(key, value) FROM jsonb_each(patch) WHERE value <> 'null'), '{}'))
+               - coalesce((SELECT array_agg(key) FROM jsonb_each(patch) WHERE value = 'null'), '{}') $$;
+
+-- A new account (with its email identity) and, given p_token, its first session; no row when
+-- the address or phone is taken.
+DROP FUNCTION IF EXISTS rowgate.account_create(text, text, text, text, bigint);
+CREATE OR REPLACE FUNCTION rowgate.account_create(
+  p_id text, p_email text, p_phone text, p_hash text, p_user_meta jsonb, p_app_meta jsonb,
+  p_anonymous boolean, p_confirmed boolean, p_role text, p_banned_until bigint,
+  p_token text, p_session text)
+  RETURNS SETOF rowgate.account
   LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
   AS $$
-  DECLARE t rowgate.refresh_tokens;
+  DECLARE u auth.users;
   BEGIN
-    SELECT * INTO t FROM rowgate.refresh_tokens r WHERE r.token_hash = p_old FOR UPDATE;
+    INSERT INTO auth.users AS x (id, aud, role, email, phone, encrypted_password, email_confirmed_at,
+                                 raw_app_meta_data, raw_user_meta_data, is_anonymous, banned_until,
+                                 created_at, updated_at, last_sign_in_at)
+      VALUES (p_id::uuid, 'authenticated', p_role, p_email, p_phone, p_hash,
+              CASE WHEN p_confirmed AND p_email IS NOT NULL THEN now() END,
+              p_app_meta, p_user_meta, p_anonymous, to_timestamp(p_banned_until), now(), now(),
+              CASE WHEN p_token IS NOT NULL THEN now() END)
+      ON CONFLICT DO NOTHING RETURNING * INTO u;
     IF NOT FOUND THEN RETURN; END IF;
-    IF t.revoked AND NOT coalesce(p_now - t.revoked_at < p_reuse, false) THEN
-      UPDATE rowgate.refresh_tokens r SET revoked = true, revoked_at = NULL WHERE r.user_id = t.user_id;
-      RETURN;
+    IF p_email IS NOT NULL THEN
+      INSERT INTO auth.identities (id, provider_id, user_id, identity_data, provider, last_sign_in_at, created_at, updated_at)
+        VALUES (u.id, p_id, u.id,
+                jsonb_build_object('sub', p_id, 'email', p_email, 'email_verified', p_confirmed, 'phone_verified', false),
+                'email', u.last_sign_in_at, now(), now());
     END IF;
-    IF NOT t.revoked THEN
-      UPDATE rowgate.refresh_tokens r SET revoked = true, revoked_at = p_now WHERE r.token_hash = p_old;
+    IF p_token IS NOT NULL THEN
+      INSERT INTO auth.sessions (id, user_id, created_at, updated_at, aal) VALUES (p_session::uuid, u.id, now(), now(), 'aal1');
+      INSERT INTO auth.refresh_tokens (token, user_id, revoked, created_at, updated_at, session_id)
+        VALUES (p_token, p_id, false, now(), now(), p_session::uuid);
     END IF;
-    IF t.expires_at <= p_now THEN RETURN; END IF;
-    -- A reuse finds the successor (derived from the token by rowgate) stored already.
-    INSERT INTO rowgate.refresh_tokens (token_hash, user_id, expires_at) VALUES (p_new, t.user_id, p_expires)
-      ON CONFLICT DO NOTHING;
-    RETURN QUERY SELECT u.id, u.email, u.created_at FROM rowgate.users u WHERE u.id = t.user_id;
+    -- Read again: triggers on auth.users may have changed the row.
+    RETURN QUERY SELECT (rowgate.account_of(x, false, p_session)).* FROM auth.users x WHERE x.id = u.id;
   END $$;
 
-CREATE OR REPLACE FUNCTION rowgate.account_logout(p_user text)
-  RETURNS void
-  LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-  AS $$ UPDATE rowgate.refresh_tokens SET revoked = true, revoked_at = NULL WHERE user_id = p_user $$;
+DROP FUNCTION IF EXISTS rowgate.account_by_email(text);
+CREATE OR REPLACE FUNCTION rowgate.account_by_email(p_email text)
+  RETURNS SETOF rowgate.account
+  LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+  AS $$ SELECT (rowgate.account_of(u, true)).* FROM auth.users u
+        WHERE u.email = lower(p_email) AND NOT u.is_sso_user AND u.deleted_at IS NULL $$;
 
-REVOKE ALL ON FUNCTION rowgate.account_create(text, text, text, text, bigint), rowgate.account_by_email(text),
-  rowgate.account_by_id(text), rowgate.account_store_refresh(text, text, bigint),
-  rowgate.account_rotate(text, text, bigint, bigint, bigint), rowgate.account_logout(text) FROM PUBLIC;
+DROP FUNCTION IF EXISTS rowgate.account_by_id(text);
+CREATE OR REPLACE FUNCTION rowgate.account_by_id(p_id text)
+  RETURNS SETOF rowgate.account
+  LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+  AS $$ SELECT (rowgate.account_of(u)).* FROM auth.users u WHERE u.id::text = p_id AND u.deleted_at IS NULL $$;
+
+-- A new session of a user who just proved who they are: its refresh token stored, the time of
+-- the sign-in recorded on the user and its identity.
+DROP FUNCTION IF EXISTS rowgate.account_store_refresh(text, text, bigint);
+CREATE OR REPLACE FUNCTION rowgate.account_sign_in(p_user text, p_token text, p_session text)
+  RETURNS SETOF rowgate.account
+  LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+  AS $$
+  BEGIN
+    UPDATE auth.users SET last_sign_in_at = now() WHERE id = p_user::uuid;
+    IF NOT FOUND THEN RETURN; END IF;
+    UPDATE auth.identities SET last_sign_in_at = now() WHERE user_id = p_user::uuid AND provider = 'email';
+    INSERT INTO auth.sessions (id, user_id, created_at, updated_at, aal) VALUES (p_session::uuid, p_user::uuid, now(), now(), 'aal1');
+    INSERT INTO auth.refresh_tokens (token, user_id, revoked, created_at, updated_at, session_id)
+      VALUES (p_token, p_user, false, now(), now(), p_session::uuid);
+    RETURN QUERY SELECT (rowgate.account_of(u, false, p_session)).* FROM auth.users u WHERE u.id = p_user::uuid;
+  END $$;
+
+-- Rotation in one step: the presented token (p_old, a hash) is used up and its successor
+-- (p_new) stored. One used within the last p_reuse seconds (a retry, another tab) whose
+-- successor is still live gets that successor again; one used otherwise revokes all of its
+-- user's (it may have been stolen). A token lives p_lifetime seconds. No row: refused.
+DROP FUNCTION IF EXISTS rowgate.account_rotate(text, text, bigint, bigint, bigint);
+CREATE OR REPLACE FUNCTION rowgate.account_rotate(p_old text, p_new text, p_now bigint, p_lifetime bigint, p_reuse bigint)
+  RETURNS SETOF rowgate.account
+  LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+  AS $$
+  DECLARE t auth.refresh_tokens;
+  BEGIN
+    SELECT * INTO t FROM auth.refresh_tokens r WHERE r.token = p_old FOR UPDATE;
+    IF NOT FOUND THEN RETURN; END IF;
+    IF t.revoked THEN
+      IF NOT (p_now - extract(epoch FROM t.updated_at) < p_reuse
+              AND EXISTS (SELECT 1 FROM auth.refresh_tokens c WHERE c.token = p_new AND NOT c.revoked)) THEN
+        UPDATE auth.refresh_tokens r SET revoked = true, updated_at = to_timestamp(p_now)
+          WHERE r.user_id = t.user_id AND NOT r.revoked;
+        RETURN;
+      END IF;
+    ELSE
+      UPDATE auth.refresh_tokens r SET revoked = true, updated_at = to_timestamp(p_now) WHERE r.id = t.id;
+    END IF;
+    IF extract(epoch FROM t.created_at) + p_lifetime <= p_now THEN RETURN; END IF;
+    -- A reuse finds the successor (derived from the token by rowgate) stored already.
+    INSERT INTO auth.refresh_tokens (token, user_id, revoked, created_at, updated_at, parent, session_id)
+      VALUES (p_new, t.user_id, false, to_timestamp(p_now), to_timestamp(p_now), t.token, t.session_id)
+      ON CONFLICT (token) DO NOTHING;
+    RETURN QUERY SELECT (rowgate.account_of(u, false, t.session_id::text)).* FROM auth.users u
+      WHERE u.id::text = t.user_id AND u.deleted_at IS NULL;
+  END $$;
+
+-- Changes to an account (a null parameter changes nothing; p_ban: whether p_banned_until is
+-- set, null then lifting a ban). An address or phone another account has: 23505.
+CREATE OR REPLACE FUNCTION rowgate.account_update(
+  p_id text, p_email text, p_phone text, p_hash text, p_user_meta jsonb, p_app_meta jsonb,
+  p_confirm boolean, p_ban boolean, p_banned_until bigint, p_anonymous boolean, p_role text)
+  RETURNS SETOF rowgate.account
+  LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+  AS $$
+  BEGIN
+    UPDATE auth.users u SET
+      email = coalesce(p_email, u.email),
+      phone = coalesce(p_phone, u.phone),
+      encrypted_password = coalesce(p_hash, u.encrypted_password),
+      raw_user_meta_data = CASE WHEN p_user_meta IS NULL THEN u.raw_user_meta_data ELSE rowgate.merged(u.raw_user_meta_data, p_user_meta) END,
+      raw_app_meta_data = CASE WHEN p_app_meta IS NULL THEN u.raw_app_meta_data ELSE rowgate.merged(u.raw_app_meta_data, p_app_meta) END,
+      email_confirmed_at = CASE WHEN p_confirm AND u.email_confirmed_at IS NULL THEN now() ELSE u.email_confirmed_at END,
+      banned_until = CASE WHEN p_ban THEN to_timestamp(p_banned_until) ELSE u.banned_until END,
+      is_anonymous = coalesce(p_anonymous, u.is_anonymous),
+      role = coalesce(p_role, u.role),
+      updated_at = now()
+    WHERE u.id::text = p_id AND u.deleted_at IS NULL;
+    IF NOT FOUND THEN RETURN; END IF;
+    IF p_email IS NOT NULL THEN
+      INSERT INTO auth.identities AS i (id, provider_id, user_id, identity_data, provider, created_at, updated_at)
+        VALUES (p_id::uuid, p_id, p_id::uuid, jsonb_build_object('sub', p_id, 'email', p_email,
+                'email_verified', coalesce(p_confirm, false), 'phone_verified', false), 'email', now(), now())
+        ON CONFLICT (provider_id, provider) DO UPDATE
+        SET identity_data = i.identity_data || jsonb_build_object('email', p_email), updated_at = now();
+    END IF;
+    RETURN QUERY SELECT (rowgate.account_of(u)).* FROM auth.users u WHERE u.id::text = p_id;
+  END $$;
+
+-- A page of the accounts, newest first, and how many there are.
+CREATE OR REPLACE FUNCTION rowgate.account_list(p_offset bigint, p_limit bigint)
+  RETURNS SETOF rowgate.account
+  LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+  AS $$ SELECT (rowgate.account_of(u)).* FROM auth.users u WHERE u.deleted_at IS NULL
+        ORDER BY u.created_at DESC, u.id OFFSET p_offset LIMIT p_limit $$;
+
+CREATE OR REPLACE FUNCTION rowgate.account_count()
+  RETURNS bigint
+  LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+  AS $$ SELECT count(*) FROM auth.users u WHERE u.deleted_at IS NULL $$;
+
+-- An account gone, with its identities, sessions and tokens (and whatever references it with
+-- ON DELETE CASCADE). Whether there was one.
+CREATE OR REPLACE FUNCTION rowgate.account_delete(p_id text)
+  RETURNS boolean
+  LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+  AS $$
+  BEGIN
+    DELETE FROM auth.refresh_tokens WHERE user_id = p_id;
+    DELETE FROM auth.users WHERE id::text = p_id;
+    RETURN FOUND;
+  END $$;
+
+-- Signing out: every session of the user (global), the one named (local), or every other one
+-- (others), deleted with their tokens as GoTrue does (a token of an ended session is refused
+-- as unknown, not taken for a stolen one). A token of no session (made before sessions were
+-- kept) is in every scope but local.
+DROP FUNCTION IF EXISTS rowgate.account_logout(text);
+CREATE OR REPLACE FUNCTION rowgate.account_logout(p_user text, p_session text, p_scope text)
+  RETURNS void
+  LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+  AS $$
+  BEGIN
+    IF p_scope = 'local' AND p_session IS NOT NULL THEN
+      DELETE FROM auth.sessions WHERE id::text = p_session AND user_id::text = p_user;
+      RETURN;
+    END IF;
+    DELETE FROM auth.sessions WHERE user_id::text = p_user
+      AND (p_scope <> 'others' OR p_session IS NULL OR id::text <> p_session);
+    DELETE FROM auth.refresh_tokens WHERE user_id = p_user AND session_id IS NULL;
+  END $$;
+
+REVOKE ALL ON FUNCTION
+  rowgate.account_create(text, text, text, text, jsonb, jsonb, boolean, boolean, text, bigint, text, text),
+  rowgate.account_by_email(text), rowgate.account_by_id(text), rowgate.account_sign_in(text, text, text),
+  rowgate.account_rotate(text, text, bigint, bigint, bigint),
+  rowgate.account_update(text, text, text, text, jsonb, jsonb, boolean, boolean, bigint, boolean, text),
+  rowgate.account_list(bigint, bigint), rowgate.account_count(), rowgate.account_delete(text),
+  rowgate.account_logout(text, text, text) FROM PUBLIC;

@@ -20,6 +20,8 @@ use crate::storage::store::{
 
 /// The SQL `rowgate storage install` runs.
 const INSTALL_SQL: &str = include_str!("storage.sql");
+/// Supabase's `auth.uid()` and its kin, which storage policies use.
+const AUTH_HELPERS_SQL: &str = include_str!("auth_helpers.sql");
 
 /// Creates (or updates) the storage schema, and lets `role` (the authenticator) call the
 /// server's functions and every role it may become use the tables (under row-level security).
@@ -52,7 +54,7 @@ pub async fn install(client: &Client, role: &str) -> Result<(), String> {
     );
     client
         .batch_execute(&format!(
-            "BEGIN; SELECT pg_advisory_xact_lock(7317004); {guard} {INSTALL_SQL} {grants} COMMIT;"
+            "BEGIN; SELECT pg_advisory_xact_lock(7317004); {guard} {AUTH_HELPERS_SQL} {INSTALL_SQL} {grants} COMMIT;"
         ))
         .await
         .map_err(super::apikey::message)

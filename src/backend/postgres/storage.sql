@@ -66,34 +66,7 @@ BEGIN
   RETURN reverse(split_part(reverse(_filename), '.', 1));
 END $$;
 
--- Supabase's auth helpers, which nearly every storage policy uses; a database that has them
--- (a Supabase project) keeps its own.
-CREATE SCHEMA IF NOT EXISTS auth;
-DO $$
-BEGIN
-  IF to_regprocedure('auth.uid()') IS NULL THEN
-    CREATE FUNCTION auth.uid() RETURNS uuid LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $f$
-      SELECT coalesce(nullif(current_setting('request.jwt.claim.sub', true), ''),
-                      (nullif(current_setting('request.jwt.claims', true), '')::jsonb ->> 'sub'))::uuid $f$;
-  END IF;
-  IF to_regprocedure('auth.role()') IS NULL THEN
-    CREATE FUNCTION auth.role() RETURNS text LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $f$
-      SELECT coalesce(nullif(current_setting('request.jwt.claim.role', true), ''),
-                      (nullif(current_setting('request.jwt.claims', true), '')::jsonb ->> 'role'))::text $f$;
-  END IF;
-  IF to_regprocedure('auth.email()') IS NULL THEN
-    CREATE FUNCTION auth.email() RETURNS text LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $f$
-      SELECT coalesce(nullif(current_setting('request.jwt.claim.email', true), ''),
-                      (nullif(current_setting('request.jwt.claims', true), '')::jsonb ->> 'email'))::text $f$;
-  END IF;
-  IF to_regprocedure('auth.jwt()') IS NULL THEN
-    CREATE FUNCTION auth.jwt() RETURNS jsonb LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $f$
-      SELECT coalesce(nullif(current_setting('request.jwt.claim', true), ''),
-                      nullif(current_setting('request.jwt.claims', true), ''))::jsonb $f$;
-  END IF;
-END $$;
-GRANT USAGE ON SCHEMA auth TO PUBLIC;
-GRANT EXECUTE ON FUNCTION auth.uid(), auth.role(), auth.email(), auth.jwt() TO PUBLIC;
+-- auth.uid() and its kin: auth_helpers.sql, run before this file.
 
 -- What rowgate reads and writes as the server, past row-level security: a bucket's settings
 -- (size limit, media types, public), an object of a public bucket or a signed URL, a signed

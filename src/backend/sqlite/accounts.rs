@@ -8,16 +8,30 @@ use futures_util::future::BoxFuture;
 use rusqlite::OptionalExtension;
 
 use super::db::SqliteDb;
-use crate::accounts::store::{expires, random_token, token_hash, AccountStore, User};
+use crate::accounts::store::{
+    expires, merged, random_token, token_hash, AccountStore, Created, NewUser, Scope, Started, Updated, User,
+    UserChanges, WithHash,
+};
 use crate::error::Error;
 
-/// The accounts' tables in an SQLite file (hidden from the API by their prefix).
+/// The accounts' tables in an SQLite file (hidden from the API by their prefix): the users with
+/// the columns of Supabase's `auth.users` that rowgate uses, and the refresh tokens, whose
+/// `session_id` groups the tokens of one sign-in.
 const SQLITE_SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS _rowgate_users (
   id TEXT PRIMARY KEY,
-  email TEXT NOT NULL UNIQUE COLLATE NOCASE,
-  password_hash TEXT NOT NULL,
-  created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+  email TEXT UNIQUE COLLATE NOCASE,
+  phone TEXT UNIQUE,
+  encrypted_password TEXT,
+  role TEXT NOT NULL DEFAULT 'authenticated',
+  created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+  updated_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+  email_confirmed_at TEXT,
+  last_sign_in_at TEXT,
+  banned_until TEXT,
+  raw_app_meta_data TEXT NOT NULL DEFAULT '{}',
+  raw_user_meta_data TEXT NOT NULL DEFAULT '{}',
+  is_anonymous INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS _rowgate_refresh_tokens (
   token_hash TEXT PRIMARY KEY,
@@ -26,11 +40,57 @@ CREATE TABLE IF NOT EXISTS _rowgate_refresh_tokens (
   revoked INTEGER NOT NULL DEFAULT 0
 );";
 
-/// Columns added since the first release of the accounts' tables: (column, definition).
-/// `successor`: the stamp of the token a used one was exchanged for (see [`stamped`]).
-const SQLITE_ADDED: [(&str, &str); 2] = [("revoked_at", "INTEGER"), ("successor", "TEXT")];
+/// The users' table of the first releases (id, email, password_hash, created_at) rebuilt in
+/// the shape above, its accounts kept (none with a confirmed address), as SQLite's own
+/// procedure for a table's change does it: foreign keys off around it, so that dropping the
+/// old table drops no refresh token.
+const SQLITE_USERS_REBUILT: &str = "
+PRAGMA foreign_keys = OFF;
+BEGIN;
+CREATE TABLE _rowgate_users_rebuilt (
+  id TEXT PRIMARY KEY,
+  email TEXT UNIQUE COLLATE NOCASE,
+  phone TEXT UNIQUE,
+  encrypted_password TEXT,
+  role TEXT NOT NULL DEFAULT 'authenticated',
+  created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+  updated_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+  email_confirmed_at TEXT,
+  last_sign_in_at TEXT,
+  banned_until TEXT,
+  raw_app_meta_data TEXT NOT NULL DEFAULT '{}',
+  raw_user_meta_data TEXT NOT NULL DEFAULT '{}',
+  is_anonymous INTEGER NOT NULL DEFAULT 0
+);
+INSERT INTO _rowgate_users_rebuilt (id, email, encrypted_password, created_at, updated_at, raw_app_meta_data)
+  SELECT id, lower(email), password_hash, created_at, created_at,
+         '{\"provider\":\"email\",\"providers\":[\"email\"]}'
+  FROM _rowgate_users;
+DROP TABLE _rowgate_users;
+ALTER TABLE _rowgate_users_rebuilt RENAME TO _rowgate_users;
+COMMIT;
+PRAGMA foreign_keys = ON;";
 
-const USER_BY_ID: &str = "SELECT id, email, created_at FROM _rowgate_users WHERE id = ?1";
+/// Columns added since the first release of the refresh tokens' table: (column, definition).
+/// `successor`: the stamp of the token a used one was exchanged for (see [`stamped`]);
+/// `session_id`: the sign-in it continues.
+const SQLITE_ADDED: [(&str, &str); 3] =
+    [("revoked_at", "INTEGER"), ("successor", "TEXT"), ("session_id", "TEXT")];
+
+/// A user's columns, in the order [`sqlite_user`] reads them (from `_rowgate_users AS u`).
+macro_rules! user_columns {
+    () => {
+        "u.id, u.email, u.phone, u.role, u.created_at, u.updated_at, u.email_confirmed_at, \
+         u.last_sign_in_at, u.banned_until, \
+         coalesce(u.banned_until > strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), 0), \
+         u.raw_app_meta_data, u.raw_user_meta_data, u.is_anonymous"
+    };
+}
+
+/// How many columns [`user_columns`] names.
+const USER_COLUMNS: usize = 13;
+
+const USER_BY_ID: &str = concat!("SELECT ", user_columns!(), " FROM _rowgate_users AS u WHERE u.id = ?1");
 
 /// The accounts in an SQLite database.
 pub struct SqliteAccounts {
@@ -40,6 +100,10 @@ pub struct SqliteAccounts {
 impl SqliteAccounts {
     /// The store in `db`, its tables created (or brought up to date) first.
     pub fn open(db: Arc<SqliteDb>) -> Result<SqliteAccounts, String> {
+        let users = db.column_names("_rowgate_users").map_err(|e| e.to_string())?;
+        if users.iter().any(|c| c == "password_hash") {
+            db.setup(SQLITE_USERS_REBUILT).map_err(|e| format!("updating the accounts tables: {e}"))?;
+        }
         db.setup(SQLITE_SCHEMA).map_err(|e| format!("creating the accounts tables: {e}"))?;
         let columns = db.column_names("_rowgate_refresh_tokens").map_err(|e| e.to_string())?;
         for (column, definition) in SQLITE_ADDED {
@@ -53,38 +117,57 @@ impl SqliteAccounts {
 }
 
 impl AccountStore for SqliteAccounts {
-    fn create(
-        &self,
-        id: String,
-        email: String,
-        password_hash: String,
-        now: i64,
-    ) -> BoxFuture<'_, Result<Option<(User, String)>, Error>> {
+    fn create(&self, user: NewUser, session: bool, now: i64) -> BoxFuture<'_, Result<Created, Error>> {
         Box::pin(self.db.with_writer(move |c| {
-            match c.execute(
-                "INSERT INTO _rowgate_users (id, email, password_hash) VALUES (?1, ?2, ?3)",
-                [&id, &email, &password_hash],
+            atomically(c, |tx| {
+                match tx.execute(
+                "INSERT INTO _rowgate_users (id, email, phone, encrypted_password, role, raw_app_meta_data, \
+                 raw_user_meta_data, is_anonymous, email_confirmed_at, last_sign_in_at, banned_until) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, \
+                   CASE WHEN ?9 AND ?2 IS NOT NULL THEN strftime('%Y-%m-%dT%H:%M:%fZ', 'now') END, \
+                   CASE WHEN ?10 THEN strftime('%Y-%m-%dT%H:%M:%fZ', 'now') END, \
+                   strftime('%Y-%m-%dT%H:%M:%fZ', ?11, 'unixepoch'))",
+                rusqlite::params![
+                    user.id,
+                    user.email,
+                    user.phone,
+                    user.password_hash,
+                    user.role,
+                    user.app_metadata,
+                    user.user_metadata,
+                    user.is_anonymous,
+                    user.confirmed,
+                    session,
+                    user.banned_until,
+                ],
             ) {
                 Ok(_) => {}
                 Err(rusqlite::Error::SqliteFailure(f, _))
-                    if f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE =>
+                    if f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
+                        || f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY =>
                 {
                     return Ok(None)
                 }
                 Err(e) => return Err(sqlite_error(e)),
             }
-            let user = c.query_row(USER_BY_ID, [&id], sqlite_user).map_err(sqlite_error)?;
-            let refresh = store_refresh(c, &user.id, now).map_err(sqlite_error)?;
-            Ok(Some((user, refresh)))
+                let created = tx.query_row(USER_BY_ID, [&user.id], sqlite_user).map_err(sqlite_error)?;
+                let started = match session {
+                    true => Some(store_refresh(tx, &created.id, now).map_err(sqlite_error)?),
+                    false => None,
+                };
+                Ok(Some((created, started)))
+            })
         }))
     }
 
-    fn by_email(&self, email: String) -> BoxFuture<'_, Result<Option<(User, String)>, Error>> {
+    fn by_email(&self, email: String) -> BoxFuture<'_, Result<WithHash, Error>> {
         Box::pin(self.db.with_reader(move |c| {
-            c.prepare_cached(
-                "SELECT id, email, created_at, password_hash FROM _rowgate_users WHERE email = ?1",
-            )?
-            .query_row([&email], |r| Ok((sqlite_user(r)?, r.get::<_, String>(3)?)))
+            c.prepare_cached(concat!(
+                "SELECT ",
+                user_columns!(),
+                ", u.encrypted_password FROM _rowgate_users AS u WHERE u.email = ?1"
+            ))?
+            .query_row([&email], |r| Ok((sqlite_user(r)?, r.get::<_, Option<String>>(USER_COLUMNS)?)))
             .optional()
         }))
     }
@@ -96,8 +179,23 @@ impl AccountStore for SqliteAccounts {
         )
     }
 
-    fn new_session(&self, user_id: String, now: i64) -> BoxFuture<'_, Result<String, Error>> {
-        Box::pin(self.db.with_writer(move |c| store_refresh(c, &user_id, now).map_err(sqlite_error)))
+    fn sign_in(&self, user_id: String, now: i64) -> BoxFuture<'_, Result<Option<(User, Started)>, Error>> {
+        Box::pin(self.db.with_writer(move |c| {
+            atomically(c, |tx| {
+            let signed_in = tx
+                .prepare_cached(
+                    "UPDATE _rowgate_users SET last_sign_in_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?1",
+                )
+                .and_then(|mut q| q.execute([&user_id]))
+                .map_err(sqlite_error)?;
+            if signed_in == 0 {
+                return Ok(None);
+            }
+            let user = tx.query_row(USER_BY_ID, [&user_id], sqlite_user).map_err(sqlite_error)?;
+            let started = store_refresh(tx, &user_id, now).map_err(sqlite_error)?;
+            Ok(Some((user, started)))
+            })
+        }))
     }
 
     fn rotate(
@@ -106,39 +204,153 @@ impl AccountStore for SqliteAccounts {
         successor: String,
         now: i64,
         reuse: i64,
-    ) -> BoxFuture<'_, Result<Option<(User, String)>, Error>> {
+    ) -> BoxFuture<'_, Result<Option<(User, Started)>, Error>> {
         Box::pin(self.db.with_writer(move |c| rotate(c, &token, &successor, now, reuse)))
     }
 
-    fn logout(&self, user_id: String) -> BoxFuture<'_, Result<(), Error>> {
-        Box::pin(self.db.with_writer(move |c| {
-            c.execute(
-                "UPDATE _rowgate_refresh_tokens SET revoked = 1, revoked_at = NULL WHERE user_id = ?1",
-                [&user_id],
-            )
-            .map(drop)
-            .map_err(sqlite_error)
+    fn update(&self, id: String, changes: UserChanges) -> BoxFuture<'_, Result<Updated, Error>> {
+        Box::pin(self.db.with_writer(move |c| atomically(c, |tx| update(tx, &id, changes))))
+    }
+
+    fn list(&self, offset: u64, limit: u64) -> BoxFuture<'_, Result<(Vec<User>, u64), Error>> {
+        Box::pin(self.db.with_reader(move |c| {
+            let (offset, limit) = (offset.min(i64::MAX as u64) as i64, limit.min(i64::MAX as u64) as i64);
+            let users = c
+                .prepare_cached(concat!(
+                    "SELECT ",
+                    user_columns!(),
+                    " FROM _rowgate_users AS u ORDER BY u.created_at DESC, u.id LIMIT ?2 OFFSET ?1"
+                ))?
+                .query_map([offset, limit], sqlite_user)?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            let total: i64 = c.query_row("SELECT count(*) FROM _rowgate_users", [], |r| r.get(0))?;
+            Ok((users, total.max(0) as u64))
         }))
     }
+
+    fn delete(&self, id: String) -> BoxFuture<'_, Result<bool, Error>> {
+        Box::pin(self.db.with_writer(move |c| {
+            c.execute("DELETE FROM _rowgate_users WHERE id = ?1", [&id]).map(|n| n > 0).map_err(sqlite_error)
+        }))
+    }
+
+    fn logout(
+        &self,
+        user_id: String,
+        session: Option<String>,
+        scope: Scope,
+    ) -> BoxFuture<'_, Result<(), Error>> {
+        Box::pin(self.db.with_writer(move |c| {
+            // Gone rather than revoked, as GoTrue deletes a session: a token of an ended session
+            // is no stolen one whose use should revoke the user's other sessions.
+            const END: &str = "DELETE FROM _rowgate_refresh_tokens WHERE user_id = ?1";
+            let done = match (scope, session) {
+                (Scope::Local, Some(s)) => c.execute(&format!("{END} AND session_id = ?2"), [&user_id, &s]),
+                (Scope::Others, Some(s)) => {
+                    c.execute(&format!("{END} AND (session_id IS NULL OR session_id <> ?2)"), [&user_id, &s])
+                }
+                _ => c.execute(END, [&user_id]),
+            };
+            done.map(drop).map_err(sqlite_error)
+        }))
+    }
+}
+
+/// [`AccountStore::update`] on SQLite: on the writer thread, so reading the metadata, merging
+/// and writing it back cannot interleave with another change.
+fn update(tx: &rusqlite::Connection, id: &str, changes: UserChanges) -> Result<Updated, Error> {
+    let Some(current) = tx.query_row(USER_BY_ID, [id], sqlite_user).optional().map_err(sqlite_error)? else {
+        return Ok(Updated::NotFound);
+    };
+    let user_metadata = changes.user_metadata.as_deref().map(|p| merged(&current.user_metadata, p));
+    let app_metadata = changes.app_metadata.as_deref().map(|p| merged(&current.app_metadata, p));
+    let (ban, until) = (changes.banned_until.is_some(), changes.banned_until.flatten());
+    let result = tx.execute(
+        "UPDATE _rowgate_users SET \
+           email = coalesce(?2, email), phone = coalesce(?3, phone), \
+           encrypted_password = coalesce(?4, encrypted_password), \
+           raw_user_meta_data = coalesce(?5, raw_user_meta_data), raw_app_meta_data = coalesce(?6, raw_app_meta_data), \
+           email_confirmed_at = CASE WHEN ?7 AND email_confirmed_at IS NULL \
+             THEN strftime('%Y-%m-%dT%H:%M:%fZ', 'now') ELSE email_confirmed_at END, \
+           banned_until = CASE WHEN ?8 THEN strftime('%Y-%m-%dT%H:%M:%fZ', ?9, 'unixepoch') ELSE banned_until END, \
+           is_anonymous = coalesce(?10, is_anonymous), role = coalesce(?11, role), \
+           updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') \
+         WHERE id = ?1",
+        rusqlite::params![
+            id,
+            changes.email,
+            changes.phone,
+            changes.password_hash,
+            user_metadata,
+            app_metadata,
+            changes.confirm_email,
+            ban,
+            until,
+            changes.is_anonymous,
+            changes.role,
+        ],
+    );
+    match result {
+        Ok(_) => {}
+        Err(rusqlite::Error::SqliteFailure(f, _))
+            if f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE =>
+        {
+            return Ok(Updated::Taken)
+        }
+        Err(e) => return Err(sqlite_error(e)),
+    }
+    Ok(Updated::Done(Box::new(tx.query_row(USER_BY_ID, [id], sqlite_user).map_err(sqlite_error)?)))
+}
+
+/// Runs `f` in a savepoint of the writer's transaction: all of it is written, or none (the
+/// batch's other writes are kept either way).
+fn atomically<T>(
+    c: &rusqlite::Connection,
+    f: impl FnOnce(&rusqlite::Connection) -> Result<T, Error>,
+) -> Result<T, Error> {
+    c.execute_batch("SAVEPOINT rowgate_account").map_err(sqlite_error)?;
+    let result = f(c);
+    let end = match result {
+        Ok(_) => "RELEASE rowgate_account",
+        Err(_) => "ROLLBACK TO rowgate_account; RELEASE rowgate_account",
+    };
+    c.execute_batch(end).map_err(sqlite_error)?;
+    result
 }
 
 fn sqlite_error(e: rusqlite::Error) -> Error {
     Error::Unavailable(e.to_string())
 }
 
+/// A user from the columns [`user_columns`] names, first in the row.
 fn sqlite_user(r: &rusqlite::Row<'_>) -> rusqlite::Result<User> {
-    Ok(User { id: r.get(0)?, email: r.get(1)?, created_at: r.get(2)? })
+    Ok(User {
+        id: r.get(0)?,
+        email: r.get(1)?,
+        phone: r.get(2)?,
+        role: r.get(3)?,
+        created_at: r.get(4)?,
+        updated_at: r.get(5)?,
+        email_confirmed_at: r.get(6)?,
+        last_sign_in_at: r.get(7)?,
+        banned_until: r.get(8)?,
+        is_banned: r.get::<_, i64>(9)? != 0,
+        app_metadata: r.get(10)?,
+        user_metadata: r.get(11)?,
+        is_anonymous: r.get::<_, i64>(12)? != 0,
+    })
 }
 
-/// Stores a new refresh token of `user_id` and returns it.
-fn store_refresh(c: &rusqlite::Connection, user_id: &str, now: i64) -> rusqlite::Result<String> {
+/// Starts a session of `user_id`: its first refresh token, stored.
+fn store_refresh(c: &rusqlite::Connection, user_id: &str, now: i64) -> rusqlite::Result<Started> {
     let token = stamped(&stamp(), &random_token());
+    let session_id = crate::uuid_v4();
     // Cached: a refresh is a write on the one writer thread, where parsing SQL costs everyone.
     c.prepare_cached(
-        "INSERT INTO _rowgate_refresh_tokens (token_hash, user_id, expires_at) VALUES (?1, ?2, ?3)",
+        "INSERT INTO _rowgate_refresh_tokens (token_hash, user_id, expires_at, session_id) VALUES (?1, ?2, ?3, ?4)",
     )?
-    .execute(rusqlite::params![sqlite_key(&token), user_id, expires(now)])?;
-    Ok(token)
+    .execute(rusqlite::params![sqlite_key(&token), user_id, expires(now), session_id])?;
+    Ok(Started { refresh: token, session_id })
 }
 
 /// The time now in microseconds, as 16 hex digits: the stamp of a token issued now.
@@ -179,6 +391,8 @@ struct StoredToken {
     expires_at: i64,
     /// The stamp of the token it was exchanged for (none if revoked, or used before stamps).
     successor: Option<String>,
+    /// The sign-in it continues (none for a token issued before sessions were kept).
+    session_id: Option<String>,
 }
 
 /// [`AccountStore::rotate`] on SQLite.
@@ -188,30 +402,36 @@ fn rotate(
     secret: &str,
     now: i64,
     reuse: i64,
-) -> Result<Option<(User, String)>, Error> {
+) -> Result<Option<(User, Started)>, Error> {
     let key = sqlite_key(token);
     // The token and its user in one statement: the writer thread runs every write in turn, so
     // each statement saved here is throughput.
     let found = c
-        .prepare_cached(
-            "SELECT u.id, u.email, u.created_at, t.revoked, t.revoked_at, t.expires_at, t.successor \
+        .prepare_cached(concat!(
+            "SELECT ",
+            user_columns!(),
+            ", t.revoked, t.revoked_at, t.expires_at, t.successor, t.session_id \
              FROM _rowgate_refresh_tokens AS t JOIN _rowgate_users AS u ON u.id = t.user_id \
-             WHERE t.token_hash = ?1",
-        )
+             WHERE t.token_hash = ?1"
+        ))
         .and_then(|mut q| {
             q.query_row([&key], |r| {
                 Ok(StoredToken {
                     user: sqlite_user(r)?,
-                    used: r.get::<_, i64>(3)? != 0,
-                    used_at: r.get(4)?,
-                    expires_at: r.get(5)?,
-                    successor: r.get(6)?,
+                    used: r.get::<_, i64>(USER_COLUMNS)? != 0,
+                    used_at: r.get(USER_COLUMNS + 1)?,
+                    expires_at: r.get(USER_COLUMNS + 2)?,
+                    successor: r.get(USER_COLUMNS + 3)?,
+                    session_id: r.get(USER_COLUMNS + 4)?,
                 })
             })
             .optional()
         })
         .map_err(sqlite_error)?;
-    let Some(StoredToken { user, used, used_at, expires_at, successor }) = found else { return Ok(None) };
+    let Some(StoredToken { user, used, used_at, expires_at, successor, session_id }) = found else {
+        return Ok(None);
+    };
+    let started = |refresh: String| Started { refresh, session_id: session_id.clone().unwrap_or_default() };
     if used {
         if used_at.is_none_or(|at| now - at >= reuse) {
             c.execute(
@@ -226,9 +446,9 @@ fn rotate(
         }
         return match successor {
             // Stored at the first use: the same token again.
-            Some(stamp) => Ok(Some((user, stamped(&stamp, secret)))),
+            Some(stamp) => Ok(Some((user, started(stamped(&stamp, secret))))),
             // Used before stamps: its successor was the secret alone, stored then.
-            None => Ok(Some((user, secret.to_owned()))),
+            None => Ok(Some((user, started(secret.to_owned())))),
         };
     }
     let next = stamp();
@@ -242,9 +462,9 @@ fn rotate(
     }
     let successor = stamped(&next, secret);
     c.prepare_cached(
-        "INSERT INTO _rowgate_refresh_tokens (token_hash, user_id, expires_at) VALUES (?1, ?2, ?3)",
+        "INSERT INTO _rowgate_refresh_tokens (token_hash, user_id, expires_at, session_id) VALUES (?1, ?2, ?3, ?4)",
     )
-    .and_then(|mut q| q.execute(rusqlite::params![sqlite_key(&successor), user.id, expires(now)]))
+    .and_then(|mut q| q.execute(rusqlite::params![sqlite_key(&successor), user.id, expires(now), session_id]))
     .map_err(sqlite_error)?;
-    Ok(Some((user, successor)))
+    Ok(Some((user, started(successor))))
 }

@@ -1,0 +1,222 @@
+//! Supabase Auth's (GoTrue's) shapes: its user, session and token claims, its errors
+//! (`{"code", "error_code", "msg"}`), and the one place an answer becomes HTTP.
+
+use http::{header, HeaderValue, Response, StatusCode};
+use serde::Serialize;
+use serde_json::value::RawValue;
+
+use super::store::User;
+use crate::response::Body;
+
+/// An answer's status, JSON body (`None`: no body) and extra headers.
+pub struct Answer {
+    pub status: StatusCode,
+    pub body: Option<String>,
+    pub headers: Vec<(header::HeaderName, String)>,
+}
+
+impl Answer {
+    /// 200 with `body`.
+    pub fn ok(body: String) -> Answer {
+        Answer { status: StatusCode::OK, body: Some(body), headers: Vec::new() }
+    }
+
+    /// A status without a body.
+    pub fn empty(status: StatusCode) -> Answer {
+        Answer { status, body: None, headers: Vec::new() }
+    }
+
+    /// The response: JSON when there is a body.
+    pub fn into_response(self) -> Response<Body> {
+        let has_body = self.body.is_some();
+        let mut r = Response::new(self.body.map_or_else(Body::default, Body::from));
+        *r.status_mut() = self.status;
+        if has_body {
+            r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        }
+        for (name, value) in self.headers {
+            if let Ok(v) = HeaderValue::from_str(&value) {
+                r.headers_mut().append(name, v);
+            }
+        }
+        r
+    }
+}
+
+/// A GoTrue error.
+pub fn fail(status: StatusCode, error_code: &str, msg: &str) -> Answer {
+    let body = serde_json::json!({"code": status.as_u16(), "error_code": error_code, "msg": msg});
+    Answer { status, body: Some(body.to_string()), headers: Vec::new() }
+}
+
+pub fn internal() -> Answer {
+    fail(StatusCode::INTERNAL_SERVER_ERROR, "unexpected_failure", "Unexpected failure")
+}
+
+pub fn bad_json() -> Answer {
+    fail(StatusCode::BAD_REQUEST, "bad_json", "Could not parse request body as JSON")
+}
+
+pub fn validation(msg: &str) -> Answer {
+    fail(StatusCode::BAD_REQUEST, "validation_failed", msg)
+}
+
+/// An access token's claims, GoTrue's. Typed rather than a `json!` map: a token refresh is a
+/// hot path (s004), and building maps showed in its profile.
+#[derive(Serialize)]
+pub struct Claims<'a> {
+    pub aud: &'a str,
+    pub exp: i64,
+    pub iat: i64,
+    pub sub: &'a str,
+    pub email: &'a str,
+    pub phone: &'a str,
+    pub app_metadata: &'a RawValue,
+    pub user_metadata: &'a RawValue,
+    pub role: &'a str,
+    /// Authenticator assurance level: `aal1` (one factor).
+    pub aal: &'a str,
+    /// How the session was started.
+    pub amr: [Amr<'a>; 1],
+    pub session_id: &'a str,
+    pub is_anonymous: bool,
+}
+
+/// One entry of `amr`.
+#[derive(Serialize)]
+pub struct Amr<'a> {
+    pub method: &'a str,
+    pub timestamp: i64,
+}
+
+/// A session as GoTrue answers it.
+#[derive(Serialize)]
+pub struct Session<'a> {
+    pub access_token: &'a str,
+    pub token_type: &'a str,
+    pub expires_in: u64,
+    pub expires_at: i64,
+    pub refresh_token: &'a str,
+    pub user: UserJson<'a>,
+}
+
+/// A user as GoTrue shows one (its `omitempty` fields left out when empty).
+#[derive(Serialize)]
+pub struct UserJson<'a> {
+    id: &'a str,
+    aud: &'a str,
+    role: &'a str,
+    email: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    email_confirmed_at: Option<&'a str>,
+    phone: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    confirmed_at: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    last_sign_in_at: Option<&'a str>,
+    app_metadata: &'a RawValue,
+    user_metadata: &'a RawValue,
+    identities: Vec<Identity<'a>>,
+    created_at: &'a str,
+    updated_at: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    banned_until: Option<&'a str>,
+    is_anonymous: bool,
+}
+
+/// An identity: so far the one an address gives (`email`), kept with the account itself.
+#[derive(Serialize)]
+struct Identity<'a> {
+    identity_id: &'a str,
+    id: &'a str,
+    user_id: &'a str,
+    identity_data: IdentityData<'a>,
+    provider: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    last_sign_in_at: Option<&'a str>,
+    created_at: &'a str,
+    updated_at: &'a str,
+    email: &'a str,
+}
+
+#[derive(Serialize)]
+struct IdentityData<'a> {
+    email: &'a str,
+    email_verified: bool,
+    phone_verified: bool,
+    sub: &'a str,
+}
+
+/// `{}`, for metadata that is not a JSON object (it always is, as stored).
+fn object(text: &str) -> &RawValue {
+    serde_json::from_str::<&RawValue>(text)
+        .ok()
+        .filter(|v| v.get().starts_with('{'))
+        .unwrap_or_else(|| serde_json::from_str("{}").expect("{} is JSON"))
+}
+
+impl<'a> UserJson<'a> {
+    pub fn of(u: &'a User) -> UserJson<'a> {
+        let email = u.email.as_deref().unwrap_or("");
+        let identities = match email {
+            "" => Vec::new(),
+            _ => vec![Identity {
+                identity_id: &u.id,
+                id: &u.id,
+                user_id: &u.id,
+                identity_data: IdentityData {
+                    email,
+                    email_verified: u.email_confirmed_at.is_some(),
+                    phone_verified: false,
+                    sub: &u.id,
+                },
+                provider: "email",
+                last_sign_in_at: u.last_sign_in_at.as_deref(),
+                created_at: &u.created_at,
+                updated_at: &u.updated_at,
+                email,
+            }],
+        };
+        UserJson {
+            id: &u.id,
+            aud: "authenticated",
+            role: &u.role,
+            email,
+            email_confirmed_at: u.email_confirmed_at.as_deref(),
+            phone: u.phone.as_deref().unwrap_or(""),
+            confirmed_at: u.email_confirmed_at.as_deref(),
+            last_sign_in_at: u.last_sign_in_at.as_deref(),
+            app_metadata: object(&u.app_metadata),
+            user_metadata: object(&u.user_metadata),
+            identities,
+            created_at: &u.created_at,
+            updated_at: &u.updated_at,
+            banned_until: u.banned_until.as_deref(),
+            is_anonymous: u.is_anonymous,
+        }
+    }
+}
+
+/// The claims of `u`'s access token.
+pub fn claims<'a>(u: &'a User, aud: &'a str, session_id: &'a str, iat: i64, exp: i64) -> Claims<'a> {
+    Claims {
+        aud,
+        exp,
+        iat,
+        sub: &u.id,
+        email: u.email.as_deref().unwrap_or(""),
+        phone: u.phone.as_deref().unwrap_or(""),
+        app_metadata: object(&u.app_metadata),
+        user_metadata: object(&u.user_metadata),
+        role: &u.role,
+        aal: "aal1",
+        amr: [Amr { method: if u.is_anonymous { "anonymous" } else { "password" }, timestamp: iat }],
+        session_id,
+        is_anonymous: u.is_anonymous,
+    }
+}
+
+/// The JSON text of one of the structs above (plain fields and string keys: cannot fail).
+pub fn to_json(v: &impl Serialize) -> String {
+    serde_json::to_string(v).expect("plain structs serialize")
+}

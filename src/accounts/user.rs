@@ -1,0 +1,184 @@
+//! A signed-in user's own endpoints: `GET /user`, `PUT /user`, `POST /logout`, and
+//! `GET /settings`, which anyone may read.
+
+use http::StatusCode;
+use serde_json::{json, Value};
+
+use super::gotrue::{self, fail, internal, Answer};
+use super::store::{Scope, Updated, UserChanges};
+use super::{metadata, strong_enough, valid_email, Accounts, Caller, Credentials};
+
+/// The user a request's bearer token names, or GoTrue's refusal: 401 without a token, 403 for
+/// one that does not verify or names no user.
+pub(super) fn signed_in(credentials: Credentials) -> Result<Caller, Answer> {
+    match credentials {
+        Ok(Some(caller)) if caller.sub.is_some() => Ok(caller),
+        Ok(Some(_)) => Err(fail(StatusCode::FORBIDDEN, "bad_jwt", "invalid claim: missing sub claim")),
+        Ok(None) => Err(fail(
+            StatusCode::UNAUTHORIZED,
+            "no_authorization",
+            "This endpoint requires a valid Bearer token",
+        )),
+        Err(e) => Err(fail(
+            StatusCode::FORBIDDEN,
+            "bad_jwt",
+            &format!("invalid JWT: unable to parse or verify signature, {e}"),
+        )),
+    }
+}
+
+impl Accounts {
+    /// `GET /settings`: what this server offers, as GoTrue lists it.
+    pub(super) fn settings(&self) -> Answer {
+        let mut external = serde_json::Map::new();
+        for provider in [
+            "apple",
+            "azure",
+            "bitbucket",
+            "discord",
+            "facebook",
+            "snapchat",
+            "figma",
+            "fly",
+            "github",
+            "gitlab",
+            "google",
+            "keycloak",
+            "kakao",
+            "linkedin",
+            "linkedin_oidc",
+            "notion",
+            "spotify",
+            "slack",
+            "slack_oidc",
+            "workos",
+            "twitch",
+            "twitter",
+            "phone",
+            "zoom",
+        ] {
+            external.insert(provider.into(), Value::Bool(false));
+        }
+        external.insert("anonymous_users".into(), Value::Bool(self.signups.anonymous));
+        external.insert("email".into(), Value::Bool(true));
+        Answer::ok(
+            json!({
+                "external": external,
+                "disable_signup": !self.signups.enabled,
+                "mailer_autoconfirm": true,
+                "phone_autoconfirm": false,
+                "sms_provider": "",
+                "saml_enabled": false,
+                "saml_private_key_next_configured": false,
+                "passkeys_enabled": false,
+            })
+            .to_string(),
+        )
+    }
+
+    pub(super) async fn get_user(&self, caller: &Caller) -> Result<Answer, Answer> {
+        let user = self.signed_in_user(caller).await?;
+        Ok(Answer::ok(gotrue::to_json(&gotrue::UserJson::of(&user))))
+    }
+
+    /// The account a caller's token names (403 `user_not_found` if it is gone; banned: 403).
+    async fn signed_in_user(&self, caller: &Caller) -> Result<super::User, Answer> {
+        let id = caller.sub.clone().unwrap_or_default();
+        let user = self.store.user(id).await.map_err(|_| internal())?.ok_or_else(|| {
+            fail(StatusCode::FORBIDDEN, "user_not_found", "User from sub claim in JWT does not exist")
+        })?;
+        if user.is_banned {
+            return Err(fail(StatusCode::FORBIDDEN, "user_banned", "User is banned"));
+        }
+        Ok(user)
+    }
+
+    /// `PUT /user` `{email, password, data}`: the user changes their own account. A new address
+    /// is taken at once, unconfirmed (no mail is sent yet), and makes an anonymous user a
+    /// permanent one.
+    pub(super) async fn update_user(&self, caller: &Caller, body: &[u8]) -> Result<Answer, Answer> {
+        let v: Value = serde_json::from_slice(body).map_err(|_| gotrue::bad_json())?;
+        let text = |k: &str| v.get(k).and_then(Value::as_str).filter(|s| !s.is_empty());
+        let user = self.signed_in_user(caller).await?;
+        if v.get("app_metadata").is_some_and(|m| !m.is_null()) {
+            return Err(fail(
+                StatusCode::FORBIDDEN,
+                "not_admin",
+                "Updating app_metadata requires admin privileges",
+            ));
+        }
+        if text("phone").is_some() {
+            return Err(fail(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "phone_provider_disabled",
+                "Phone logins are disabled",
+            ));
+        }
+        let mut changes = UserChanges { user_metadata: metadata(v.get("data"))?, ..Default::default() };
+        let email = text("email").map(valid_email).transpose()?.filter(|e| Some(e) != user.email.as_ref());
+        if let Some(password) = text("password") {
+            if user.is_anonymous && email.is_none() {
+                return Err(fail(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "validation_failed",
+                    "Updating password of an anonymous user without an email or phone is not allowed",
+                ));
+            }
+            strong_enough(password)?;
+            if let Some(current) = &user.email {
+                let old = self.store.by_email(current.clone()).await.map_err(|_| internal())?;
+                if let Some(hash) = old.and_then(|(_, h)| h) {
+                    if self.hashing.verify(password.to_owned(), hash).await == Some(true) {
+                        return Err(fail(
+                            StatusCode::UNPROCESSABLE_ENTITY,
+                            "same_password",
+                            "New password should be different from the old password.",
+                        ));
+                    }
+                }
+            }
+            changes.password_hash = Some(self.hashing.hash(password.to_owned()).await.ok_or_else(internal)?);
+        }
+        if let Some(email) = email {
+            if user.is_anonymous {
+                changes.is_anonymous = Some(false);
+                changes.app_metadata = Some(r#"{"provider":"email","providers":["email"]}"#.into());
+            }
+            changes.email = Some(email);
+        }
+        match self.store.update(user.id.clone(), changes).await.map_err(|_| internal())? {
+            Updated::Done(user) => Ok(Answer::ok(gotrue::to_json(&gotrue::UserJson::of(&user)))),
+            Updated::NotFound => Err(fail(
+                StatusCode::FORBIDDEN,
+                "user_not_found",
+                "User from sub claim in JWT does not exist",
+            )),
+            Updated::Taken => Err(email_exists()),
+        }
+    }
+
+    /// `POST /logout?scope=global|local|others`: ends the caller's sessions (all of them by
+    /// default, as GoTrue).
+    pub(super) async fn logout(&self, caller: &Caller, scope: Option<String>) -> Result<Answer, Answer> {
+        let scope = match scope.as_deref() {
+            None | Some("") | Some("global") => Scope::Global,
+            Some("local") => Scope::Local,
+            Some("others") => Scope::Others,
+            Some(other) => {
+                return Err(gotrue::validation(&format!("Unsupported logout scope {other:?}")));
+            }
+        };
+        let id = caller.sub.clone().unwrap_or_default();
+        self.store.logout(id, caller.session_id.clone(), scope).await.map_err(|_| internal())?;
+        Ok(Answer::empty(StatusCode::NO_CONTENT))
+    }
+}
+
+/// GoTrue's refusal of an address another account has.
+pub(super) fn email_exists() -> Answer {
+    fail(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "email_exists",
+        "A user with this email address has already been registered",
+    )
+}
