@@ -352,6 +352,18 @@ def attack_auth(name, port):
         ("logout with no token", request("POST", "/auth/v1/logout")),
         ("an unknown endpoint", request("GET", "/auth/v1/nothing")),
         ("a method not taken", request("DELETE", "/auth/v1/signup")),
+        ("a change of one's account with no token", request("PUT", "/auth/v1/user", json_h, b'{"data": {}}')),
+        ("a change of the user of a token of no user", request("PUT", "/auth/v1/user", {**json_h, "authorization": "Bearer " + token({"role": "authenticated", "sub": "00000000-0000-4000-8000-000000000000"})}, b'{"data": {"a": 1}}')),
+        ("the admin API with a user's token", request("GET", "/auth/v1/admin/users", {"authorization": "Bearer " + token({"role": "authenticated", "sub": "x"})})),
+        ("the admin API with a page of a billion", request("GET", "/auth/v1/admin/users?per_page=1000000000&page=99999999999999999999", {"authorization": "Bearer " + token({"role": "service_role"})})),
+        ("an admin's user of a path id", request("GET", "/auth/v1/admin/users/..%2F..%2Fetc", {"authorization": "Bearer " + token({"role": "service_role"})})),
+        ("an admin's user of metadata of 60 KB", request("POST", "/auth/v1/admin/users", {**json_h, "authorization": "Bearer " + token({"role": "service_role"})}, json.dumps({"email": "big@x.io", "user_metadata": {"a": "b" * 60_000}}).encode())),
+        ("a ban of a duration no one can write", request("PUT", "/auth/v1/admin/users/00000000-0000-4000-8000-000000000000", {**json_h, "authorization": "Bearer " + token({"role": "service_role"})}, b'{"ban_duration": "99999999999999999999h"}')),
+        ("a recovery with no mail server", request("POST", "/auth/v1/recover", json_h, b'{"email": "victim@x.io"}')),
+        ("a verification of a code of 10 KB", request("POST", "/auth/v1/verify", json_h, json.dumps({"type": "email", "email": "a@x.io", "token": "1" * 10_000}).encode())),
+        ("a verification with no type", request("POST", "/auth/v1/verify", json_h, b'{"token_hash": "x"}')),
+        ("a link of no code", request("GET", "/auth/v1/verify?type=signup&token=nothing&redirect_to=https://evil.example/")),
+        ("an anonymous sign-up where none are taken", signup(b"{}")),
     ]
     for case, data in cases:
         send(port, f"{name} auth: {case}", data, may_close=case == "sign-up with a body of 1 MB")

@@ -92,6 +92,13 @@ fn accounts(config: &Config, backend: &Backend) -> Option<Arc<crate::accounts::A
         }
     };
     let key = config.jwt.hmac_secret().unwrap_or_default();
+    let mail = match crate::accounts::Mail::new(&config.accounts.mail) {
+        Ok(mail) => mail,
+        Err(e) => {
+            tracing::error!(error = %e, "the accounts' mail could not be set up");
+            return None;
+        }
+    };
     match crate::accounts::Accounts::new(
         store,
         &key,
@@ -102,6 +109,7 @@ fn accounts(config: &Config, backend: &Backend) -> Option<Arc<crate::accounts::A
             anonymous: config.accounts.anonymous_enabled,
             rate: config.accounts.signup_rate_limit,
         },
+        mail,
     ) {
         Ok(a) => Some(Arc::new(a)),
         Err(e) => {

@@ -6,7 +6,8 @@ use http::{header, Method, StatusCode};
 use serde_json::Value;
 
 use super::gotrue::{self, fail, internal, validation, Answer};
-use super::store::{NewUser, Updated, UserChanges};
+use super::mail::Template;
+use super::store::{NewUser, OneTime, Updated, UserChanges};
 use super::user::email_exists;
 use super::{metadata, strong_enough, unix_now, valid_email, Accounts, Caller, Credentials};
 
@@ -178,6 +179,111 @@ impl Accounts {
         }
     }
 
+    /// `POST /invite` `{email, data}`: an account made for `email`, which is mailed a link that
+    /// signs it in (the user then sets a password with `PUT /user`).
+    pub(super) async fn invite(&self, body: &[u8], redirect: Option<&str>) -> Result<Answer, Answer> {
+        self.can_mail()?;
+        let v: Value = serde_json::from_slice(body).map_err(|_| gotrue::bad_json())?;
+        let email = valid_email(v.get("email").and_then(Value::as_str).unwrap_or(""))?;
+        let redirect = self.mail.links.redirect(redirect);
+        let user = self.invited(&email, metadata(v.get("data"))?).await?;
+        self.send_code(&user, OneTime::Confirmation, Template::Invite, "invite", &email, &redirect, 0)
+            .await?;
+        let user = self.store.user(user.id.clone()).await.map_err(|_| internal())?.unwrap_or(user);
+        Ok(Answer::ok(gotrue::to_json(&gotrue::UserJson::of(&user))))
+    }
+
+    /// The account an invitation to `email` is for: made now, or one not yet confirmed.
+    async fn invited(&self, email: &str, data: Option<String>) -> Result<super::User, Answer> {
+        if let Some((user, _)) = self.store.by_email(email.to_owned()).await.map_err(|_| internal())? {
+            return match user.email_confirmed_at {
+                None => Ok(user),
+                Some(_) => Err(email_exists()),
+            };
+        }
+        let new = NewUser {
+            id: crate::uuid_v4(),
+            email: Some(email.to_owned()),
+            user_metadata: data.unwrap_or_else(|| "{}".into()),
+            app_metadata: r#"{"provider":"email","providers":["email"]}"#.into(),
+            role: "authenticated".into(),
+            ..Default::default()
+        };
+        let created = self.store.create(new, false, unix_now()).await.map_err(|_| internal())?;
+        created.map(|(u, _)| u).ok_or_else(email_exists)
+    }
+
+    /// `POST /admin/generate_link` `{type, email, password, data, new_email, redirect_to}`: the
+    /// link (and code) a mail of `type` would carry, made without sending anything — for an
+    /// application that sends its own mail. The user, with `action_link`, `email_otp`,
+    /// `hashed_token`, `redirect_to` and `verification_type` beside its fields.
+    pub(super) async fn generate_link(&self, body: &[u8]) -> Result<Answer, Answer> {
+        let v: Value = serde_json::from_slice(body).map_err(|_| gotrue::bad_json())?;
+        let text = |k: &str| v.get(k).and_then(Value::as_str).filter(|s| !s.is_empty());
+        let email = valid_email(text("email").unwrap_or(""))?;
+        let redirect = self.mail.links.redirect(text("redirect_to"));
+        let data = metadata(v.get("data"))?;
+        let found = self.store.by_email(email.clone()).await.map_err(|_| internal())?.map(|(u, _)| u);
+        let kind = text("type").unwrap_or("");
+        let (user, one_time, verification, to) = match (kind, found) {
+            ("signup", Some(_)) => return Err(email_exists()),
+            ("signup", None) => {
+                let password =
+                    text("password").ok_or_else(|| validation("Signup requires a valid password"))?;
+                strong_enough(password)?;
+                let new = NewUser {
+                    id: crate::uuid_v4(),
+                    email: Some(email.clone()),
+                    password_hash: Some(self.hashing.hash(password.to_owned()).await.ok_or_else(internal)?),
+                    user_metadata: data.unwrap_or_else(|| "{}".into()),
+                    app_metadata: r#"{"provider":"email","providers":["email"]}"#.into(),
+                    role: "authenticated".into(),
+                    ..Default::default()
+                };
+                let created = self.store.create(new, false, unix_now()).await.map_err(|_| internal())?;
+                let (user, _) = created.ok_or_else(email_exists)?;
+                (user, OneTime::Confirmation, "signup", email.clone())
+            }
+            ("invite", _) => {
+                (self.invited(&email, data).await?, OneTime::Confirmation, "invite", email.clone())
+            }
+            ("magiclink" | "recovery", None) => {
+                return Err(fail(StatusCode::NOT_FOUND, "user_not_found", "User with this email not found"))
+            }
+            ("magiclink", Some(user)) => (user, OneTime::Recovery, "magiclink", email.clone()),
+            ("recovery", Some(user)) => (user, OneTime::Recovery, "recovery", email.clone()),
+            ("email_change_new", Some(user)) => {
+                let new_email = valid_email(text("new_email").unwrap_or(""))?;
+                if self.store.by_email(new_email.clone()).await.map_err(|_| internal())?.is_some() {
+                    return Err(email_exists());
+                }
+                (user, OneTime::EmailChange, "email_change", new_email)
+            }
+            ("email_change_new", None) => {
+                return Err(fail(StatusCode::NOT_FOUND, "user_not_found", "User with this email not found"))
+            }
+            _ => {
+                return Err(validation(
+                    "Invalid link type: signup, invite, magiclink, recovery or email_change_new",
+                ))
+            }
+        };
+        let code = self.issue_code(&user, one_time, &to, 0).await?;
+        let user = self.store.user(user.id.clone()).await.map_err(|_| internal())?.unwrap_or(user);
+        let mut answer = serde_json::to_value(gotrue::UserJson::of(&user)).map_err(|_| internal())?;
+        if let Value::Object(fields) = &mut answer {
+            fields.insert(
+                "action_link".into(),
+                self.mail.links.verify_url(&code.hash, verification, &redirect).into(),
+            );
+            fields.insert("email_otp".into(), code.otp.into());
+            fields.insert("hashed_token".into(), code.hash.into());
+            fields.insert("redirect_to".into(), redirect.into());
+            fields.insert("verification_type".into(), verification.into());
+        }
+        Ok(Answer::ok(answer.to_string()))
+    }
+
     /// The changes `PUT /admin/users/{id}` asks for.
     async fn admin_changes(&self, body: &[u8]) -> Result<UserChanges, Answer> {
         let v: Value = serde_json::from_slice(body).map_err(|_| gotrue::bad_json())?;
@@ -219,8 +325,8 @@ fn ban(duration: Option<&str>) -> Result<Option<Option<i64>>, Answer> {
     Ok(Some(Some(unix_now().saturating_add(seconds as i64))))
 }
 
-/// A Go duration string (`[-]` then numbers with units `ns us µs ms s m h`), in whole seconds;
-/// `None` if it is not one or is negative.
+/// A Go duration string (numbers with units `ns us µs ms s m h`), in whole seconds; `None` if
+/// it is not one, is negative, or is longer than Go's longest.
 fn go_duration(text: &str) -> Option<u64> {
     match text {
         "" => return None,
@@ -246,7 +352,8 @@ fn go_duration(text: &str) -> Option<u64> {
         rest = &rest[unit_end..];
         seconds += number * scale;
     }
-    (seconds.is_finite() && seconds < 1e15).then_some(seconds as u64)
+    // Go's durations end at about 292 years (nanoseconds in an i64), and so do these.
+    (seconds.is_finite() && seconds <= 9_223_372_036.0).then_some(seconds as u64)
 }
 
 /// A phone number as GoTrue takes one: E.164 digits, spaces, dashes, brackets and `+` dropped.
@@ -279,7 +386,7 @@ mod tests {
         assert_eq!(go_duration("0.5h"), Some(1_800));
         assert_eq!(go_duration("1500ms"), Some(1));
         assert_eq!(go_duration("0"), Some(0));
-        for bad in ["", "24", "h", "1d", "-1h", "1h-", "1e9h"] {
+        for bad in ["", "24", "h", "1d", "-1h", "1h-", "1e9h", "3000000h"] {
             assert_eq!(go_duration(bad), None, "{bad}");
         }
     }

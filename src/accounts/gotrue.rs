@@ -4,6 +4,7 @@
 use http::{header, HeaderValue, Response, StatusCode};
 use serde::Serialize;
 use serde_json::value::RawValue;
+use serde_json::Value;
 
 use super::store::User;
 use crate::response::Body;
@@ -111,7 +112,15 @@ pub struct UserJson<'a> {
     email_confirmed_at: Option<&'a str>,
     phone: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
+    confirmation_sent_at: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     confirmed_at: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    recovery_sent_at: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    new_email: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    email_change_sent_at: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     last_sign_in_at: Option<&'a str>,
     app_metadata: &'a RawValue,
@@ -184,7 +193,11 @@ impl<'a> UserJson<'a> {
             email,
             email_confirmed_at: u.email_confirmed_at.as_deref(),
             phone: u.phone.as_deref().unwrap_or(""),
+            confirmation_sent_at: u.confirmation_sent_at.as_deref(),
             confirmed_at: u.email_confirmed_at.as_deref(),
+            recovery_sent_at: u.recovery_sent_at.as_deref(),
+            new_email: u.new_email.as_deref(),
+            email_change_sent_at: u.email_change_sent_at.as_deref(),
             last_sign_in_at: u.last_sign_in_at.as_deref(),
             app_metadata: object(&u.app_metadata),
             user_metadata: object(&u.user_metadata),
@@ -194,6 +207,20 @@ impl<'a> UserJson<'a> {
             banned_until: u.banned_until.as_deref(),
             is_anonymous: u.is_anonymous,
         }
+    }
+}
+
+impl UserJson<'static> {
+    /// A user that is no one's, shown where the account of `email` would be (GoTrue's answer
+    /// to a sign-up with an address already taken, so no one learns who has signed up).
+    pub fn stranger(email: &str) -> Value {
+        let now = crate::storage::time::iso(std::time::SystemTime::now());
+        serde_json::json!({
+            "id": crate::uuid_v4(), "aud": "authenticated", "role": "authenticated", "email": email,
+            "phone": "", "confirmation_sent_at": now,
+            "app_metadata": {"provider": "email", "providers": ["email"]}, "user_metadata": {},
+            "identities": [], "created_at": now, "updated_at": now, "is_anonymous": false,
+        })
     }
 }
 

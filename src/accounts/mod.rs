@@ -42,9 +42,12 @@ const MIN_PASSWORD: usize = 6;
 const MAX_METADATA: usize = 8 * 1024;
 
 mod admin;
+mod by_mail;
 mod gotrue;
 mod hashing;
 mod limits;
+mod links;
+mod mail;
 pub mod store;
 mod user;
 
@@ -84,6 +87,40 @@ pub struct Signups {
     pub rate: Option<crate::config::Rate>,
 }
 
+/// How the accounts use mail (`smtp-*`, `accounts-autoconfirm` and the links' settings).
+pub struct Mail {
+    /// `None` without `smtp-host`: nothing can be sent.
+    mailer: Option<mail::Mailer>,
+    links: links::Links,
+    /// Whether addresses are taken without a confirmation by mail.
+    autoconfirm: bool,
+    /// `accounts-mail-interval`, in seconds.
+    interval: i64,
+    /// `accounts-otp-expiry`, in seconds.
+    otp_expiry: i64,
+}
+
+impl Mail {
+    /// The mail `settings` describe.
+    pub fn new(settings: &crate::config::MailSettings) -> Result<Mail, String> {
+        let mailer = match &settings.smtp {
+            Some(smtp) => Some(mail::Mailer::new(smtp, settings.templates.as_deref(), settings.rate)?),
+            None => None,
+        };
+        Ok(Mail {
+            mailer,
+            links: links::Links::new(
+                settings.site_url.clone(),
+                settings.external_url.clone(),
+                settings.redirect_urls.clone(),
+            ),
+            autoconfirm: settings.autoconfirm,
+            interval: settings.interval.min(i64::MAX as u64) as i64,
+            otp_expiry: settings.otp_expiry.min(i64::MAX as u64) as i64,
+        })
+    }
+}
+
 /// The accounts service of a server.
 pub struct Accounts {
     store: Arc<dyn AccountStore>,
@@ -97,19 +134,23 @@ pub struct Accounts {
     limits: limits::LoginLimits,
     signups: Signups,
     hashing: Arc<hashing::Hashing>,
+    mail: Mail,
 }
 
 impl Accounts {
     /// The service on `store`, signing with the HMAC `secret`, letting a refresh token be used
-    /// again for `reuse_interval` seconds, taking sign-ups as `signups` says.
+    /// again for `reuse_interval` seconds, taking sign-ups as `signups` says, mailing as `mail`
+    /// does.
     pub fn new(
         store: Arc<dyn AccountStore>,
         secret: &[u8],
         audience: Option<String>,
         reuse_interval: u64,
         signups: Signups,
+        mail: Mail,
     ) -> Result<Accounts, String> {
         Ok(Accounts {
+            mail,
             signups,
             reuse_interval: reuse_interval as i64,
             store,
@@ -147,16 +188,33 @@ impl Accounts {
         let param = |name: &str| {
             form_urlencoded::parse(query.as_bytes()).find(|(k, _)| k == name).map(|(_, v)| v.into_owned())
         };
+        // Where links in mail lead: supabase-js puts it in the query string.
+        let redirect = param("redirect_to");
+        let redirect = redirect.as_deref();
         match (method, path.strip_prefix("/auth/v1").unwrap_or(path)) {
-            (&Method::POST, "/signup") => self.signup(body, client).await,
+            (&Method::POST, "/signup") => self.signup(body, client, redirect).await,
             (&Method::POST, "/token") => match param("grant_type").as_deref() {
                 Some("password") => self.login(body, client).await,
                 Some("refresh_token") => self.refresh(body).await,
                 _ => Err(fail(StatusCode::BAD_REQUEST, "unsupported_grant_type", "Unsupported grant type")),
             },
             (&Method::GET, "/settings") => Ok(self.settings()),
+            (&Method::POST, "/resend") => self.resend(body, redirect).await,
+            (&Method::POST, "/recover") => self.recover(body, redirect).await,
+            (&Method::POST, "/magiclink") => self.magic_link(body, client, false, redirect).await,
+            (&Method::POST, "/otp") => self.magic_link(body, client, true, redirect).await,
+            (&Method::GET, "/verify") => self.verify_link(query).await,
+            (&Method::POST, "/verify") => self.verify_code(body, client).await,
+            (&Method::POST, "/invite") => {
+                admin::admin(credentials)?;
+                self.invite(body, redirect).await
+            }
+            (&Method::POST, "/admin/generate_link") => {
+                admin::admin(credentials)?;
+                self.generate_link(body).await
+            }
             (&Method::GET, "/user") => self.get_user(&user::signed_in(credentials)?).await,
-            (&Method::PUT, "/user") => self.update_user(&user::signed_in(credentials)?, body).await,
+            (&Method::PUT, "/user") => self.update_user(&user::signed_in(credentials)?, body, redirect).await,
             (&Method::POST, "/logout") => self.logout(&user::signed_in(credentials)?, param("scope")).await,
             (_, route) if route == "/admin/users" || route.starts_with("/admin/users/") => {
                 let id = route.trim_start_matches("/admin/users").trim_start_matches('/');
@@ -167,7 +225,7 @@ impl Accounts {
         }
     }
 
-    async fn signup(&self, body: &[u8], client: IpAddr) -> Result<Answer, Answer> {
+    async fn signup(&self, body: &[u8], client: IpAddr, redirect: Option<&str>) -> Result<Answer, Answer> {
         if !self.signups.enabled {
             return Err(fail(
                 StatusCode::UNPROCESSABLE_ENTITY,
@@ -202,11 +260,15 @@ impl Accounts {
             password_hash: Some(hash),
             user_metadata,
             app_metadata: r#"{"provider":"email","providers":["email"]}"#.into(),
-            // Nothing has proved the address is the user's: no mail is sent yet.
+            // Taken at once (autoconfirm), the address is still not marked confirmed: nothing
+            // has proved it is the user's.
             confirmed: false,
             role: "authenticated".into(),
             ..Default::default()
         };
+        if !self.mail.autoconfirm {
+            return self.sign_up_by_mail(new, redirect).await;
+        }
         let now = unix_now();
         // The account and its first session commit together.
         let Some((user, Some(started))) = self.store.create(new, true, now).await.map_err(|_| internal())?
@@ -218,7 +280,7 @@ impl Accounts {
             ));
         };
         self.limits.signed_up(client, user.email.as_deref().unwrap_or(""));
-        self.session(&user, &started, now).map(Answer::ok)
+        self.session(&user, &started, now).map(|s| Answer::ok(s.json))
     }
 
     async fn sign_up_anonymously(&self, user_metadata: String, client: IpAddr) -> Result<Answer, Answer> {
@@ -245,7 +307,7 @@ impl Accounts {
         else {
             return Err(internal());
         };
-        self.session(&user, &started, now).map(Answer::ok)
+        self.session(&user, &started, now).map(|s| Answer::ok(s.json))
     }
 
     async fn login(&self, body: &[u8], client: IpAddr) -> Result<Answer, Answer> {
@@ -273,10 +335,13 @@ impl Accounts {
         if user.is_banned {
             return Err(fail(StatusCode::BAD_REQUEST, "user_banned", "User is banned"));
         }
+        if !self.mail.autoconfirm && user.email_confirmed_at.is_none() {
+            return Err(fail(StatusCode::BAD_REQUEST, "email_not_confirmed", "Email not confirmed"));
+        }
         let now = unix_now();
         let (user, started) =
             self.store.sign_in(user.id.clone(), now).await.map_err(|_| internal())?.ok_or_else(invalid)?;
-        self.session(&user, &started, now).map(Answer::ok)
+        self.session(&user, &started, now).map(|s| Answer::ok(s.json))
     }
 
     async fn refresh(&self, body: &[u8]) -> Result<Answer, Answer> {
@@ -294,7 +359,7 @@ impl Accounts {
         if user.is_banned {
             return Err(fail(StatusCode::BAD_REQUEST, "user_banned", "User is banned"));
         }
-        self.session(&user, &started, now).map(Answer::ok)
+        self.session(&user, &started, now).map(|s| Answer::ok(s.json))
     }
 
     /// The refresh token that replaces `token`: the same every time (a keyed hash), so a token
@@ -311,20 +376,29 @@ impl Accounts {
     }
 
     /// A session: a new access token beside the refresh token just stored.
-    fn session(&self, user: &User, started: &store::Started, now: i64) -> Result<String, Answer> {
+    fn session(&self, user: &User, started: &store::Started, now: i64) -> Result<Session, Answer> {
         let exp = now + TOKEN_LIFETIME.as_secs() as i64;
         let claims = gotrue::claims(user, &self.audience, &started.session_id, now, exp);
         let access = jsonwebtoken::encode(&jsonwebtoken::Header::default(), &claims, &self.key)
             .map_err(|_| internal())?;
-        Ok(gotrue::to_json(&gotrue::Session {
+        let json = gotrue::to_json(&gotrue::Session {
             access_token: &access,
             token_type: "bearer",
             expires_in: TOKEN_LIFETIME.as_secs(),
             expires_at: exp,
             refresh_token: &started.refresh,
             user: gotrue::UserJson::of(user),
-        }))
+        });
+        Ok(Session { json, access, refresh: started.refresh.clone(), expires_at: exp })
     }
+}
+
+/// A session just issued: as GoTrue answers it, and its parts (for a redirect's fragment).
+struct Session {
+    json: String,
+    access: String,
+    refresh: String,
+    expires_at: i64,
 }
 
 fn credentials(body: &[u8]) -> Result<(String, String), Answer> {

@@ -31,6 +31,11 @@ pub struct User {
     pub app_metadata: String,
     pub user_metadata: String,
     pub is_anonymous: bool,
+    /// When the last code of each kind went out, and the address an email change waits to take.
+    pub confirmation_sent_at: Option<String>,
+    pub recovery_sent_at: Option<String>,
+    pub email_change_sent_at: Option<String>,
+    pub new_email: Option<String>,
 }
 
 /// A session just started: its refresh token and its id.
@@ -85,6 +90,39 @@ pub enum Updated {
     Taken,
 }
 
+/// A code sent by mail, by what it is for (and the column it is kept in, as GoTrue keeps it:
+/// `confirmation_token`, `recovery_token` — magic links too —, `email_change_token_new`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OneTime {
+    Confirmation,
+    Recovery,
+    EmailChange,
+}
+
+impl OneTime {
+    /// Its name in the SQL of the stores.
+    pub fn name(self) -> &'static str {
+        match self {
+            OneTime::Confirmation => "confirmation",
+            OneTime::Recovery => "recovery",
+            OneTime::EmailChange => "email_change",
+        }
+    }
+}
+
+/// Which codes a verification may redeem: one kind, or (`None`) a confirmation or recovery
+/// code alike (GoTrue's `type=email`).
+pub type Redeem = Option<OneTime>;
+
+/// How issuing a code ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Issued {
+    Stored,
+    /// One of its kind went out less than the interval ago: this many seconds to wait.
+    TooSoon(i64),
+    NotFound,
+}
+
 /// Which sessions a sign-out ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {
@@ -135,6 +173,28 @@ pub trait AccountStore: Send + Sync {
 
     /// Deletes the account `id`, with its sessions; whether there was one.
     fn delete(&self, id: String) -> BoxFuture<'_, Result<bool, Error>>;
+
+    /// Stores the hash of a code of `kind` for `user_id` (with an email change, the address it
+    /// changes to), unless one went out less than `interval` seconds ago.
+    fn issue(
+        &self,
+        user_id: String,
+        kind: OneTime,
+        token_hash: String,
+        new_email: Option<String>,
+        interval: i64,
+    ) -> BoxFuture<'_, Result<Issued, Error>>;
+
+    /// Redeems the code whose hash is `token_hash` (for the address `email`, if given) if it went
+    /// out less than `expiry` seconds ago: it is used up and does what it was sent for (confirms
+    /// the address; an email change takes the new one). The user, or `None`.
+    fn redeem(
+        &self,
+        kind: Redeem,
+        token_hash: String,
+        email: Option<String>,
+        expiry: i64,
+    ) -> BoxFuture<'_, Result<Option<User>, Error>>;
 
     /// Ends sessions of `user_id`: all of them, `session` only, or all others.
     fn logout(

@@ -5,7 +5,8 @@ use http::StatusCode;
 use serde_json::{json, Value};
 
 use super::gotrue::{self, fail, internal, Answer};
-use super::store::{Scope, Updated, UserChanges};
+use super::mail::Template;
+use super::store::{OneTime, Scope, Updated, UserChanges};
 use super::{metadata, strong_enough, valid_email, Accounts, Caller, Credentials};
 
 /// The user a request's bearer token names, or GoTrue's refusal: 401 without a token, 403 for
@@ -65,7 +66,7 @@ impl Accounts {
             json!({
                 "external": external,
                 "disable_signup": !self.signups.enabled,
-                "mailer_autoconfirm": true,
+                "mailer_autoconfirm": self.mail.autoconfirm,
                 "phone_autoconfirm": false,
                 "sms_provider": "",
                 "saml_enabled": false,
@@ -96,7 +97,12 @@ impl Accounts {
     /// `PUT /user` `{email, password, data}`: the user changes their own account. A new address
     /// is taken at once, unconfirmed (no mail is sent yet), and makes an anonymous user a
     /// permanent one.
-    pub(super) async fn update_user(&self, caller: &Caller, body: &[u8]) -> Result<Answer, Answer> {
+    pub(super) async fn update_user(
+        &self,
+        caller: &Caller,
+        body: &[u8],
+        redirect: Option<&str>,
+    ) -> Result<Answer, Answer> {
         let v: Value = serde_json::from_slice(body).map_err(|_| gotrue::bad_json())?;
         let text = |k: &str| v.get(k).and_then(Value::as_str).filter(|s| !s.is_empty());
         let user = self.signed_in_user(caller).await?;
@@ -139,12 +145,34 @@ impl Accounts {
             }
             changes.password_hash = Some(self.hashing.hash(password.to_owned()).await.ok_or_else(internal)?);
         }
-        if let Some(email) = email {
-            if user.is_anonymous {
-                changes.is_anonymous = Some(false);
-                changes.app_metadata = Some(r#"{"provider":"email","providers":["email"]}"#.into());
+        match email {
+            // The new address is taken once a link or code mailed to it comes back.
+            Some(email) if !self.mail.autoconfirm => {
+                self.can_mail()?;
+                if self.store.by_email(email.clone()).await.map_err(|_| internal())?.is_some() {
+                    return Err(email_exists());
+                }
+                let redirect = self.mail.links.redirect(redirect);
+                let interval = self.mail.interval;
+                self.send_code(
+                    &user,
+                    OneTime::EmailChange,
+                    Template::EmailChange,
+                    "email_change",
+                    &email,
+                    &redirect,
+                    interval,
+                )
+                .await?;
             }
-            changes.email = Some(email);
+            Some(email) => {
+                if user.is_anonymous {
+                    changes.is_anonymous = Some(false);
+                    changes.app_metadata = Some(r#"{"provider":"email","providers":["email"]}"#.into());
+                }
+                changes.email = Some(email);
+            }
+            None => {}
         }
         match self.store.update(user.id.clone(), changes).await.map_err(|_| internal())? {
             Updated::Done(user) => Ok(Answer::ok(gotrue::to_json(&gotrue::UserJson::of(&user)))),

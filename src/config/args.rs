@@ -56,6 +56,60 @@ pub struct ServeArgs {
         value_name = "BOOL"
     )]
     pub accounts_anonymous_enabled: Option<bool>,
+    /// Whether sign-ups and new addresses are taken without a confirmation by mail (GoTrue's
+    /// autoconfirm) [default: true without `smtp-host`, false with it].
+    #[arg(long = "accounts-autoconfirm", env = "ROWGATE_ACCOUNTS_AUTOCONFIRM", value_name = "BOOL")]
+    pub accounts_autoconfirm: Option<bool>,
+    /// The application's URL: where links in mail lead after verifying, when the request names
+    /// no allowed `redirect_to` (GoTrue's SITE_URL) [default: http://localhost:3000].
+    #[arg(long = "accounts-site-url", env = "ROWGATE_ACCOUNTS_SITE_URL", value_name = "URL")]
+    pub accounts_site_url: Option<String>,
+    /// The URL clients reach rowgate at, which links in mail point to (`<URL>/auth/v1/verify`;
+    /// GoTrue's API_EXTERNAL_URL) [default: http://localhost:<server-port>].
+    #[arg(long = "accounts-external-url", env = "ROWGATE_ACCOUNTS_EXTERNAL_URL", value_name = "URL")]
+    pub accounts_external_url: Option<String>,
+    /// Where else `redirect_to` may lead, comma-separated URLs or globs (`*` within a name or
+    /// path segment, `**` across them; GoTrue's URI_ALLOW_LIST) [default: none].
+    #[arg(long = "accounts-redirect-urls", env = "ROWGATE_ACCOUNTS_REDIRECT_URLS", value_name = "URLS")]
+    pub accounts_redirect_urls: Option<String>,
+    /// A directory of mail templates replacing the built-in ones: `confirmation.html`,
+    /// `recovery.html`, `magic_link.html`, `email_change.html`, `invite.html`, each with
+    /// GoTrue's variables (`{{ .ConfirmationURL }}`, `{{ .Token }}`, ...) [default: none].
+    #[arg(long = "accounts-mail-templates", env = "ROWGATE_ACCOUNTS_MAIL_TEMPLATES", value_name = "DIR")]
+    pub accounts_mail_templates: Option<PathBuf>,
+    /// Seconds before another mail of the same kind goes to the same user (GoTrue's
+    /// SMTP_MAX_FREQUENCY) [default: 60].
+    #[arg(long = "accounts-mail-interval", env = "ROWGATE_ACCOUNTS_MAIL_INTERVAL", value_name = "SECONDS")]
+    pub accounts_mail_interval: Option<u64>,
+    /// How many mails the server sends, `COUNT/PERIOD`, or `off` (GoTrue's RATE_LIMIT_EMAIL_SENT)
+    /// [default: 30/h].
+    #[arg(long = "accounts-mail-rate-limit", env = "ROWGATE_ACCOUNTS_MAIL_RATE_LIMIT", value_name = "RATE")]
+    pub accounts_mail_rate_limit: Option<String>,
+    /// Seconds a link or code sent by mail stays valid (GoTrue's MAILER_OTP_EXP) [default: 86400].
+    #[arg(long = "accounts-otp-expiry", env = "ROWGATE_ACCOUNTS_OTP_EXPIRY", value_name = "SECONDS")]
+    pub accounts_otp_expiry: Option<u64>,
+    /// The SMTP server mail is sent through; unset, no mail is sent [default: none].
+    #[arg(long = "smtp-host", env = "ROWGATE_SMTP_HOST", value_name = "HOST")]
+    pub smtp_host: Option<String>,
+    /// Its port [default: 587, or 465 with `smtp-tls = tls`].
+    #[arg(long = "smtp-port", env = "ROWGATE_SMTP_PORT", value_name = "PORT")]
+    pub smtp_port: Option<u16>,
+    /// `starttls` (required), `tls` (from the first byte) or `off` (for a server on this
+    /// machine only) [default: starttls].
+    #[arg(long = "smtp-tls", env = "ROWGATE_SMTP_TLS", value_name = "MODE")]
+    pub smtp_tls: Option<String>,
+    /// The user name to log in to the SMTP server with [default: none].
+    #[arg(long = "smtp-user", env = "ROWGATE_SMTP_USER", value_name = "NAME")]
+    pub smtp_user: Option<String>,
+    /// Its password (`@FILE` reads it from a file) [default: none].
+    #[arg(long = "smtp-pass", env = "ROWGATE_SMTP_PASS", value_name = "PASSWORD")]
+    pub smtp_pass: Option<String>,
+    /// The sender's address (GoTrue's SMTP_ADMIN_EMAIL) [default: none; required with smtp-host].
+    #[arg(long = "smtp-sender", env = "ROWGATE_SMTP_SENDER", value_name = "ADDRESS")]
+    pub smtp_sender: Option<String>,
+    /// The sender's name [default: none].
+    #[arg(long = "smtp-sender-name", env = "ROWGATE_SMTP_SENDER_NAME", value_name = "NAME")]
+    pub smtp_sender_name: Option<String>,
     /// How many sign-ups one client may make, `COUNT/PERIOD` as the `rate-limit-*` settings
     /// take, or `off` [default: 30/5min, GoTrue's].
     #[arg(

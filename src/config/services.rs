@@ -19,6 +19,8 @@ pub struct AccountsSettings {
     pub anonymous_enabled: bool,
     /// `accounts-signup-rate-limit`: per client; `None` when `off`.
     pub signup_rate_limit: Option<Rate>,
+    /// `smtp-*` and the settings of mail's links.
+    pub mail: super::mail::MailSettings,
 }
 
 impl AccountsSettings {
@@ -42,6 +44,11 @@ impl AccountsSettings {
             signup_enabled: a.accounts_signup_enabled.or(f.accounts_signup_enabled).unwrap_or(true),
             anonymous_enabled: a.accounts_anonymous_enabled.or(f.accounts_anonymous_enabled).unwrap_or(false),
             signup_rate_limit,
+            mail: super::mail::MailSettings::from_args(
+                a,
+                f,
+                a.server_port.or(f.server_port).unwrap_or(3000),
+            )?,
         })
     }
 }

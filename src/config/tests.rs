@@ -130,3 +130,31 @@ fn sign_ups_are_on_and_limited_unless_said_otherwise() {
     a.accounts_signup_rate_limit = Some("lots".into());
     assert!(Config::load(&a).unwrap_err().to_string().contains("accounts-signup-rate-limit"));
 }
+
+#[test]
+fn mail_goes_through_smtp_only_when_set_and_never_in_the_clear_to_another_machine() {
+    let mut a = args(Some("postgres://u@localhost/db"));
+    let mail = Config::load(&a).unwrap().accounts.mail;
+    assert_eq!((mail.smtp.is_none(), mail.autoconfirm), (true, true));
+    assert_eq!(
+        (mail.site_url.as_str(), mail.external_url.as_str()),
+        ("http://localhost:3000", "http://localhost:3000")
+    );
+    a.smtp_host = Some("smtp.example.com".into());
+    assert!(Config::load(&a).unwrap_err().to_string().contains("smtp-sender"));
+    a.smtp_sender = Some("no-reply@example.com".into());
+    let mail = Config::load(&a).unwrap().accounts.mail;
+    let smtp = mail.smtp.expect("smtp");
+    assert_eq!((smtp.port, smtp.tls, mail.autoconfirm), (587, super::SmtpTls::StartTls, false));
+    a.smtp_tls = Some("off".into());
+    assert!(Config::load(&a).unwrap_err().to_string().contains("in the clear"));
+    a.smtp_host = Some("127.0.0.1".into());
+    assert!(Config::load(&a).is_ok());
+    a.smtp_tls = Some("tls".into());
+    assert_eq!(Config::load(&a).unwrap().accounts.mail.smtp.map(|s| s.port), Some(465));
+    a.smtp_user = Some("mailer".into());
+    assert!(Config::load(&a).unwrap_err().to_string().contains("go together"));
+    a.accounts_site_url = Some("javascript:alert(1)".into());
+    a.smtp_user = None;
+    assert!(Config::load(&a).unwrap_err().to_string().contains("accounts-site-url"));
+}

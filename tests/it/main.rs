@@ -2,6 +2,7 @@
 //! that the harness starts itself.
 
 mod accounts;
+mod accounts_mail;
 mod accounts_users;
 mod admission;
 mod apikeys;

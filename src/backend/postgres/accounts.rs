@@ -9,8 +9,8 @@ use tokio_postgres::types::Type;
 use tokio_postgres::Client;
 
 use crate::accounts::store::{
-    lifetime, random_token, token_hash, AccountStore, Created, NewUser, Scope, Started, Updated, User,
-    UserChanges, WithHash,
+    lifetime, random_token, token_hash, AccountStore, Created, Issued, NewUser, OneTime, Redeem, Scope,
+    Started, Updated, User, UserChanges, WithHash,
 };
 use crate::error::Error;
 
@@ -25,7 +25,8 @@ const FUNCTIONS: &str = "rowgate.account_create(text, text, text, text, jsonb, j
   rowgate.account_rotate(text, text, bigint, bigint, bigint),
   rowgate.account_update(text, text, text, text, jsonb, jsonb, boolean, boolean, bigint, boolean, text),
   rowgate.account_list(bigint, bigint), rowgate.account_count(), rowgate.account_delete(text),
-  rowgate.account_logout(text, text, text)";
+  rowgate.account_logout(text, text, text), rowgate.account_issue(text, text, text, text, bigint),
+  rowgate.account_redeem(text, text, text, bigint)";
 
 /// Creates (or updates) the accounts' tables and functions and lets `role` call the functions;
 /// nothing else may (the tables hold password hashes).
@@ -119,6 +120,10 @@ fn pg_user(r: &tokio_postgres::Row) -> User {
         app_metadata: r.get(10),
         user_metadata: r.get(11),
         is_anonymous: r.get(12),
+        confirmation_sent_at: r.get(15),
+        recovery_sent_at: r.get(16),
+        email_change_sent_at: r.get(17),
+        new_email: r.get(18),
     }
 }
 
@@ -270,6 +275,60 @@ impl AccountStore for PgAccounts {
     fn delete(&self, id: String) -> BoxFuture<'_, Result<bool, Error>> {
         Box::pin(async move {
             Ok(self.query("SELECT rowgate.account_delete($1)", &[(&id, Type::TEXT)]).await?[0].get(0))
+        })
+    }
+
+    fn issue(
+        &self,
+        user_id: String,
+        kind: OneTime,
+        token_hash: String,
+        new_email: Option<String>,
+        interval: i64,
+    ) -> BoxFuture<'_, Result<Issued, Error>> {
+        Box::pin(async move {
+            let rows = self
+                .query(
+                    "SELECT rowgate.account_issue($1, $2, $3, $4, $5)",
+                    &[
+                        (&user_id, Type::TEXT),
+                        (&kind.name(), Type::TEXT),
+                        (&token_hash, Type::TEXT),
+                        (&new_email, Type::TEXT),
+                        (&interval, Type::INT8),
+                    ],
+                )
+                .await?;
+            Ok(match rows[0].get::<_, i64>(0) {
+                0 => Issued::Stored,
+                -1 => Issued::NotFound,
+                wait => Issued::TooSoon(wait),
+            })
+        })
+    }
+
+    fn redeem(
+        &self,
+        kind: Redeem,
+        token_hash: String,
+        email: Option<String>,
+        expiry: i64,
+    ) -> BoxFuture<'_, Result<Option<User>, Error>> {
+        Box::pin(async move {
+            let kind = kind.map(OneTime::name);
+            let rows = self
+                .query_or_unique(
+                    "SELECT * FROM rowgate.account_redeem($1, $2, $3, $4)",
+                    &[
+                        (&kind, Type::TEXT),
+                        (&token_hash, Type::TEXT),
+                        (&email, Type::TEXT),
+                        (&expiry, Type::INT8),
+                    ],
+                )
+                .await?;
+            // An address another account took meanwhile: the change cannot be made.
+            Ok(rows.ok().and_then(|rows| rows.first().map(pg_user)))
         })
     }
 

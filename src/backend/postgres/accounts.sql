@@ -73,6 +73,10 @@ CREATE TABLE IF NOT EXISTS auth.users (
 CREATE UNIQUE INDEX IF NOT EXISTS users_email_partial_key ON auth.users (email) WHERE is_sso_user = false;
 CREATE INDEX IF NOT EXISTS users_instance_id_email_idx ON auth.users (instance_id, lower(email));
 CREATE INDEX IF NOT EXISTS users_created_at_idx ON auth.users (created_at DESC, id);
+-- Codes sent by mail are looked up by their hash (Supabase's index names and conditions).
+CREATE UNIQUE INDEX IF NOT EXISTS confirmation_token_idx ON auth.users (confirmation_token) WHERE confirmation_token !~ '^[0-9 ]*$';
+CREATE UNIQUE INDEX IF NOT EXISTS recovery_token_idx ON auth.users (recovery_token) WHERE recovery_token !~ '^[0-9 ]*$';
+CREATE UNIQUE INDEX IF NOT EXISTS email_change_token_new_idx ON auth.users (email_change_token_new) WHERE email_change_token_new !~ '^[0-9 ]*$';
 
 CREATE TABLE IF NOT EXISTS auth.identities (
   provider_id text NOT NULL,
@@ -155,7 +159,8 @@ CREATE TYPE rowgate.account AS (
   id text, email text, phone text, role text, created_at text, updated_at text,
   email_confirmed_at text, last_sign_in_at text, banned_until text, is_banned boolean,
   app_metadata text, user_metadata text, is_anonymous boolean,
-  password_hash text, session_id text
+  password_hash text, session_id text,
+  confirmation_sent_at text, recovery_sent_at text, email_change_sent_at text, new_email text
 );
 
 CREATE OR REPLACE FUNCTION rowgate.iso(t timestamptz) RETURNS text
@@ -170,7 +175,9 @@ CREATE OR REPLACE FUNCTION rowgate.account_of(u auth.users, p_hash boolean DEFAU
                    rowgate.iso(u.email_confirmed_at), rowgate.iso(u.last_sign_in_at),
                    rowgate.iso(u.banned_until), coalesce(u.banned_until > now(), false),
                    coalesce(u.raw_app_meta_data, '{}')::text, coalesce(u.raw_user_meta_data, '{}')::text,
-                   u.is_anonymous, CASE WHEN p_hash THEN u.encrypted_password END, p_session)::rowgate.account $$;
+                   u.is_anonymous, CASE WHEN p_hash THEN u.encrypted_password END, p_session,
+                   rowgate.iso(u.confirmation_sent_at), rowgate.iso(u.recovery_sent_at),
+                   rowgate.iso(u.email_change_sent_at), nullif(u.email_change, ''))::rowgate.account $$;
 
 -- A metadata object with `patch`'s keys set, those whose value is null removed (GoTrue's merge).
 CREATE OR REPLACE FUNCTION rowgate.merged(current jsonb, patch jsonb) RETURNS jsonb
@@ -333,6 +340,77 @@ CREATE OR REPLACE FUNCTION rowgate.account_delete(p_id text)
     RETURN FOUND;
   END $$;
 
+-- A code sent by mail (its hash) stored for a user, unless one of its kind went out less than
+-- p_interval seconds ago: 0, or the seconds to wait; -1 for no such user.
+CREATE OR REPLACE FUNCTION rowgate.account_issue(p_user text, p_kind text, p_hash text, p_new_email text, p_interval bigint)
+  RETURNS bigint
+  LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+  AS $$
+  DECLARE u auth.users; last timestamptz;
+  BEGIN
+    SELECT * INTO u FROM auth.users x WHERE x.id::text = p_user AND x.deleted_at IS NULL FOR UPDATE;
+    IF NOT FOUND THEN RETURN -1; END IF;
+    last := CASE p_kind WHEN 'confirmation' THEN u.confirmation_sent_at WHEN 'recovery' THEN u.recovery_sent_at
+                        WHEN 'email_change' THEN u.email_change_sent_at END;
+    IF last > now() - make_interval(secs => p_interval) THEN
+      RETURN greatest(1, ceil(extract(epoch FROM last + make_interval(secs => p_interval) - now())))::bigint;
+    END IF;
+    IF p_kind = 'confirmation' THEN
+      UPDATE auth.users SET confirmation_token = p_hash, confirmation_sent_at = now() WHERE id = u.id;
+    ELSIF p_kind = 'recovery' THEN
+      UPDATE auth.users SET recovery_token = p_hash, recovery_sent_at = now() WHERE id = u.id;
+    ELSIF p_kind = 'email_change' THEN
+      UPDATE auth.users SET email_change_token_new = p_hash, email_change = p_new_email, email_change_sent_at = now(),
+        email_change_confirm_status = 0 WHERE id = u.id;
+    ELSE
+      RAISE EXCEPTION 'unknown code kind %', p_kind;
+    END IF;
+    RETURN 0;
+  END $$;
+
+-- Redeems a code (its hash) of kind p_kind ('confirmation', 'recovery', 'email_change', or
+-- null for a confirmation or recovery code alike) sent less than p_expiry seconds ago, for the
+-- address p_email if given: used up, the address confirmed (an email change: the new address
+-- taken). The user, or no row.
+CREATE OR REPLACE FUNCTION rowgate.account_redeem(p_kind text, p_hash text, p_email text, p_expiry bigint)
+  RETURNS SETOF rowgate.account
+  LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+  AS $$
+  DECLARE v_user uuid; fresh timestamptz := now() - make_interval(secs => p_expiry);
+  BEGIN
+    IF p_hash IS NULL OR p_hash = '' THEN RETURN; END IF;
+    IF coalesce(p_kind, 'confirmation') = 'confirmation' THEN
+      UPDATE auth.users u SET confirmation_token = '', email_confirmed_at = coalesce(u.email_confirmed_at, now()), updated_at = now()
+        WHERE u.confirmation_token = p_hash AND u.confirmation_sent_at > fresh AND (p_email IS NULL OR u.email = lower(p_email))
+        RETURNING u.id INTO v_user;
+    END IF;
+    IF v_user IS NULL AND coalesce(p_kind, 'recovery') = 'recovery' THEN
+      UPDATE auth.users u SET recovery_token = '', email_confirmed_at = coalesce(u.email_confirmed_at, now()), updated_at = now()
+        WHERE u.recovery_token = p_hash AND u.recovery_sent_at > fresh AND (p_email IS NULL OR u.email = lower(p_email))
+        RETURNING u.id INTO v_user;
+    END IF;
+    IF v_user IS NULL AND p_kind = 'email_change' THEN
+      UPDATE auth.users u SET email = u.email_change, email_change = '', email_change_token_new = '',
+        email_confirmed_at = now(), email_change_confirm_status = 0, updated_at = now(), is_anonymous = false,
+        raw_app_meta_data = CASE WHEN u.is_anonymous
+          THEN coalesce(u.raw_app_meta_data, '{}') || '{"provider": "email", "providers": ["email"]}' ELSE u.raw_app_meta_data END
+        WHERE u.email_change_token_new = p_hash AND u.email_change_sent_at > fresh AND coalesce(u.email_change, '') <> ''
+          AND (p_email IS NULL OR u.email_change = lower(p_email) OR u.email = lower(p_email))
+        RETURNING u.id INTO v_user;
+    END IF;
+    IF v_user IS NULL THEN RETURN; END IF;
+    UPDATE auth.identities i SET identity_data = i.identity_data
+        || jsonb_build_object('email', (SELECT email FROM auth.users WHERE auth.users.id = i.user_id), 'email_verified', true),
+        updated_at = now()
+      WHERE i.user_id = v_user AND i.provider = 'email';
+    INSERT INTO auth.identities (id, provider_id, user_id, identity_data, provider, created_at, updated_at)
+      SELECT u.id, u.id::text, u.id, jsonb_build_object('sub', u.id::text, 'email', u.email, 'email_verified', true,
+             'phone_verified', false), 'email', now(), now()
+      FROM auth.users u WHERE u.id = v_user AND u.email IS NOT NULL
+      ON CONFLICT (provider_id, provider) DO NOTHING;
+    RETURN QUERY SELECT (rowgate.account_of(u)).* FROM auth.users u WHERE u.id = v_user;
+  END $$;
+
 -- Signing out: every session of the user (global), the one named (local), or every other one
 -- (others), deleted with their tokens as GoTrue does (a token of an ended session is refused
 -- as unknown, not taken for a stolen one). A token of no session (made before sessions were
@@ -358,4 +436,5 @@ REVOKE ALL ON FUNCTION
   rowgate.account_rotate(text, text, bigint, bigint, bigint),
   rowgate.account_update(text, text, text, text, jsonb, jsonb, boolean, boolean, bigint, boolean, text),
   rowgate.account_list(bigint, bigint), rowgate.account_count(), rowgate.account_delete(text),
-  rowgate.account_logout(text, text, text) FROM PUBLIC;
+  rowgate.account_logout(text, text, text), rowgate.account_issue(text, text, text, text, bigint),
+  rowgate.account_redeem(text, text, text, bigint) FROM PUBLIC;

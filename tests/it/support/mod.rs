@@ -185,6 +185,7 @@ pub fn stop_with_this_process(cluster: &TempCluster) {
 pub mod pgbouncer;
 pub mod replica;
 pub mod s3;
+pub mod smtp;
 pub mod twin;
 
 /// A response: status, headers, body.

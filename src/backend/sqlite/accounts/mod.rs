@@ -7,10 +7,12 @@ use std::sync::Arc;
 use futures_util::future::BoxFuture;
 use rusqlite::OptionalExtension;
 
+mod codes;
+
 use super::db::SqliteDb;
 use crate::accounts::store::{
-    expires, merged, random_token, token_hash, AccountStore, Created, NewUser, Scope, Started, Updated, User,
-    UserChanges, WithHash,
+    expires, merged, random_token, token_hash, AccountStore, Created, Issued, NewUser, OneTime, Redeem,
+    Scope, Started, Updated, User, UserChanges, WithHash,
 };
 use crate::error::Error;
 
@@ -71,6 +73,23 @@ ALTER TABLE _rowgate_users_rebuilt RENAME TO _rowgate_users;
 COMMIT;
 PRAGMA foreign_keys = ON;";
 
+/// Columns added to the users' table since: the codes sent by mail (their hashes) and when.
+const SQLITE_USERS_ADDED: [(&str, &str); 7] = [
+    ("confirmation_token", "TEXT"),
+    ("confirmation_sent_at", "TEXT"),
+    ("recovery_token", "TEXT"),
+    ("recovery_sent_at", "TEXT"),
+    ("email_change", "TEXT"),
+    ("email_change_token_new", "TEXT"),
+    ("email_change_sent_at", "TEXT"),
+];
+
+/// Codes are looked up by their hash.
+const SQLITE_TOKEN_INDEXES: &str = "
+CREATE INDEX IF NOT EXISTS _rowgate_users_confirmation_token ON _rowgate_users (confirmation_token);
+CREATE INDEX IF NOT EXISTS _rowgate_users_recovery_token ON _rowgate_users (recovery_token);
+CREATE INDEX IF NOT EXISTS _rowgate_users_email_change_token_new ON _rowgate_users (email_change_token_new);";
+
 /// Columns added since the first release of the refresh tokens' table: (column, definition).
 /// `successor`: the stamp of the token a used one was exchanged for (see [`stamped`]);
 /// `session_id`: the sign-in it continues.
@@ -83,14 +102,16 @@ macro_rules! user_columns {
         "u.id, u.email, u.phone, u.role, u.created_at, u.updated_at, u.email_confirmed_at, \
          u.last_sign_in_at, u.banned_until, \
          coalesce(u.banned_until > strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), 0), \
-         u.raw_app_meta_data, u.raw_user_meta_data, u.is_anonymous"
+         u.raw_app_meta_data, u.raw_user_meta_data, u.is_anonymous, \
+         u.confirmation_sent_at, u.recovery_sent_at, u.email_change_sent_at, nullif(u.email_change, '')"
     };
 }
 
 /// How many columns [`user_columns`] names.
-const USER_COLUMNS: usize = 13;
+const USER_COLUMNS: usize = 17;
 
-const USER_BY_ID: &str = concat!("SELECT ", user_columns!(), " FROM _rowgate_users AS u WHERE u.id = ?1");
+pub(super) const USER_BY_ID: &str =
+    concat!("SELECT ", user_columns!(), " FROM _rowgate_users AS u WHERE u.id = ?1");
 
 /// The accounts in an SQLite database.
 pub struct SqliteAccounts {
@@ -105,13 +126,18 @@ impl SqliteAccounts {
             db.setup(SQLITE_USERS_REBUILT).map_err(|e| format!("updating the accounts tables: {e}"))?;
         }
         db.setup(SQLITE_SCHEMA).map_err(|e| format!("creating the accounts tables: {e}"))?;
-        let columns = db.column_names("_rowgate_refresh_tokens").map_err(|e| e.to_string())?;
-        for (column, definition) in SQLITE_ADDED {
-            if !columns.iter().any(|c| c == column) {
-                db.setup(&format!("ALTER TABLE _rowgate_refresh_tokens ADD COLUMN {column} {definition}"))
-                    .map_err(|e| format!("updating the accounts tables: {e}"))?;
+        for (table, added) in
+            [("_rowgate_users", &SQLITE_USERS_ADDED[..]), ("_rowgate_refresh_tokens", &SQLITE_ADDED[..])]
+        {
+            let columns = db.column_names(table).map_err(|e| e.to_string())?;
+            for (column, definition) in added {
+                if !columns.iter().any(|c| c == column) {
+                    db.setup(&format!("ALTER TABLE {table} ADD COLUMN {column} {definition}"))
+                        .map_err(|e| format!("updating the accounts tables: {e}"))?;
+                }
             }
         }
+        db.setup(SQLITE_TOKEN_INDEXES).map_err(|e| format!("updating the accounts tables: {e}"))?;
         Ok(SqliteAccounts { db })
     }
 }
@@ -234,6 +260,33 @@ impl AccountStore for SqliteAccounts {
         }))
     }
 
+    fn issue(
+        &self,
+        user_id: String,
+        kind: OneTime,
+        token_hash: String,
+        new_email: Option<String>,
+        interval: i64,
+    ) -> BoxFuture<'_, Result<Issued, Error>> {
+        Box::pin(
+            self.db.with_writer(move |c| codes::issue(c, &user_id, kind, &token_hash, new_email, interval)),
+        )
+    }
+
+    fn redeem(
+        &self,
+        kind: Redeem,
+        token_hash: String,
+        email: Option<String>,
+        expiry: i64,
+    ) -> BoxFuture<'_, Result<Option<User>, Error>> {
+        Box::pin(
+            self.db.with_writer(move |c| {
+                atomically(c, |tx| codes::redeem(tx, kind, &token_hash, email, expiry))
+            }),
+        )
+    }
+
     fn logout(
         &self,
         user_id: String,
@@ -318,12 +371,12 @@ fn atomically<T>(
     result
 }
 
-fn sqlite_error(e: rusqlite::Error) -> Error {
+pub(super) fn sqlite_error(e: rusqlite::Error) -> Error {
     Error::Unavailable(e.to_string())
 }
 
 /// A user from the columns [`user_columns`] names, first in the row.
-fn sqlite_user(r: &rusqlite::Row<'_>) -> rusqlite::Result<User> {
+pub(super) fn sqlite_user(r: &rusqlite::Row<'_>) -> rusqlite::Result<User> {
     Ok(User {
         id: r.get(0)?,
         email: r.get(1)?,
@@ -338,6 +391,10 @@ fn sqlite_user(r: &rusqlite::Row<'_>) -> rusqlite::Result<User> {
         app_metadata: r.get(10)?,
         user_metadata: r.get(11)?,
         is_anonymous: r.get::<_, i64>(12)? != 0,
+        confirmation_sent_at: r.get(13)?,
+        recovery_sent_at: r.get(14)?,
+        email_change_sent_at: r.get(15)?,
+        new_email: r.get(16)?,
     })
 }
 

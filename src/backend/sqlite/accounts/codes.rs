@@ -1,0 +1,112 @@
+//! The codes sent by mail, on SQLite: stored (their hashes) in the users' table, as GoTrue keeps
+//! them in `auth.users`, and redeemed.
+
+use rusqlite::OptionalExtension;
+
+use super::{sqlite_error, sqlite_user, USER_BY_ID};
+use crate::accounts::store::{Issued, OneTime, Redeem, User};
+use crate::error::Error;
+
+/// The column a code of `kind` is kept in, and the one saying when it went out.
+fn token_columns(kind: OneTime) -> (&'static str, &'static str) {
+    match kind {
+        OneTime::Confirmation => ("confirmation_token", "confirmation_sent_at"),
+        OneTime::Recovery => ("recovery_token", "recovery_sent_at"),
+        OneTime::EmailChange => ("email_change_token_new", "email_change_sent_at"),
+    }
+}
+
+/// [`AccountStore::issue`] on SQLite.
+pub(super) fn issue(
+    c: &rusqlite::Connection,
+    user_id: &str,
+    kind: OneTime,
+    token_hash: &str,
+    new_email: Option<String>,
+    interval: i64,
+) -> Result<Issued, Error> {
+    let (token, sent_at) = token_columns(kind);
+    // Seconds since the last one went out (none: -1), if the user exists.
+    let since: Option<i64> = c
+        .query_row(
+            &format!(
+                "SELECT coalesce(unixepoch('now') - unixepoch({sent_at}), -1) FROM _rowgate_users WHERE id = ?1"
+            ),
+            [user_id],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(sqlite_error)?;
+    match since {
+        None => return Ok(Issued::NotFound),
+        Some(s) if s >= 0 && s < interval => return Ok(Issued::TooSoon((interval - s).max(1))),
+        Some(_) => {}
+    }
+    let stamp =
+        format!("UPDATE _rowgate_users SET {token} = ?2, {sent_at} = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')");
+    match kind {
+        OneTime::EmailChange => c.execute(
+            &format!("{stamp}, email_change = ?3 WHERE id = ?1"),
+            rusqlite::params![user_id, token_hash, new_email],
+        ),
+        _ => c.execute(&format!("{stamp} WHERE id = ?1"), [user_id, token_hash]),
+    }
+    .map_err(sqlite_error)?;
+    Ok(Issued::Stored)
+}
+
+/// [`AccountStore::redeem`] on SQLite.
+pub(super) fn redeem(
+    tx: &rusqlite::Connection,
+    kind: Redeem,
+    token_hash: &str,
+    email: Option<String>,
+    expiry: i64,
+) -> Result<Option<User>, Error> {
+    if token_hash.is_empty() {
+        return Ok(None);
+    }
+    let kinds = match kind {
+        Some(k) => vec![k],
+        None => vec![OneTime::Confirmation, OneTime::Recovery],
+    };
+    for k in kinds {
+        let (token, sent_at) = token_columns(k);
+        let (address, effect) = match k {
+            OneTime::EmailChange => (
+                "(?3 IS NULL OR email_change = lower(?3) OR email = lower(?3)) AND coalesce(email_change, '') <> ''",
+                "email = email_change, email_change = NULL, email_confirmed_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), \
+                 raw_app_meta_data = CASE WHEN is_anonymous \
+                   THEN json_patch(raw_app_meta_data, '{\"provider\":\"email\",\"providers\":[\"email\"]}') \
+                   ELSE raw_app_meta_data END, is_anonymous = 0",
+            ),
+            _ => (
+                "(?3 IS NULL OR email = lower(?3))",
+                "email_confirmed_at = coalesce(email_confirmed_at, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))",
+            ),
+        };
+        let id: Option<String> = tx
+            .query_row(
+                &format!(
+                    "UPDATE _rowgate_users SET {token} = NULL, {effect}, \
+                     updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') \
+                     WHERE {token} = ?1 AND unixepoch({sent_at}) > unixepoch('now') - ?2 AND {address} RETURNING id"
+                ),
+                rusqlite::params![token_hash, expiry, email],
+                |r| r.get(0),
+            )
+            .optional()
+            .or_else(|e| match e {
+                // An address another account took meanwhile: the change cannot be made.
+                rusqlite::Error::SqliteFailure(f, _) if f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE => {
+                    Ok(None)
+                }
+                e => Err(e),
+            })
+            .map_err(sqlite_error)?;
+        if let Some(id) = id {
+            return tx.query_row(USER_BY_ID, [&id], sqlite_user).optional().map_err(sqlite_error);
+        }
+    }
+    Ok(None)
+}
