@@ -23,6 +23,7 @@ fn mailing(args: ServeArgs) -> ServeArgs {
         smtp_sender_name: Some("Rowgate Test".into()),
         accounts_site_url: Some("http://app.test".into()),
         accounts_redirect_urls: Some("http://localhost:*/**".into()),
+        accounts_anonymous_enabled: Some(true),
         ..args
     }
 }
@@ -69,6 +70,26 @@ on_both!(one_time_codes_and_magic_links_sign_in);
 on_both!(a_new_address_is_taken_once_it_confirms);
 on_both!(links_lead_only_to_the_site_or_the_allowed_urls);
 on_both!(an_administrator_invites_and_generates_links);
+on_both!(supabase_js_signs_users_up_in_and_out);
+
+/// tests/js/auth.test.mjs: the real supabase-js client's `auth` against `base`.
+fn supabase_js_signs_users_up_in_and_out(base: &str) {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/js");
+    assert!(
+        dir.join("node_modules/@supabase/supabase-js").is_dir(),
+        "supabase-js is not installed: run `npm ci` in tests/js (scripts/test does)"
+    );
+    let out = std::process::Command::new("node")
+        .args(["--test", "--test-reporter=spec", "--test-concurrency=1", "auth.test.mjs"])
+        .current_dir(&dir)
+        .env("ROWGATE_URL", base)
+        .env("ROWGATE_JWT_SECRET", JWT_SECRET)
+        .env("MAILDIR", sink().dir())
+        .output()
+        .expect("node is needed for the auth-js tests");
+    let report = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "auth-js tests failed:\n{report}");
+}
 
 /// A unique address for one run of one test on one backend.
 fn address(name: &str, base: &str) -> String {

@@ -80,6 +80,11 @@ impl Mail {
 }
 
 impl Sink {
+    /// The maildir messages arrive in.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// The next message to `address` not yet taken, waiting up to 10 s for it.
     pub fn mail_to(&self, address: &str) -> Mail {
         for _ in 0..200 {

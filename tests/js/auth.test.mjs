@@ -1,0 +1,157 @@
+// The real supabase-js client's `auth` (auth-js) against rowgate's /auth/v1, with mail: run by
+// tests/it/accounts_mail.rs with ROWGATE_URL (a server that mails through an SMTP server whose
+// maildir is MAILDIR, with anonymous sign-ins on) and ROWGATE_JWT_SECRET. Each test is what an
+// app's code does, as supabase's documentation writes it.
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import fs from 'node:fs'
+import path from 'node:path'
+import crypto from 'node:crypto'
+import WebSocket from 'ws'
+import { createClient } from '@supabase/supabase-js'
+import { jwt } from './jwt.mjs'
+
+const url = process.env.ROWGATE_URL
+const maildir = path.join(process.env.MAILDIR, 'new')
+const hour = () => Math.floor(Date.now() / 1000) + 3600
+const anonKey = jwt({ role: 'anon', exp: hour() })
+const serviceKey = jwt({ role: 'service_role', exp: hour() })
+const run = crypto.randomBytes(4).toString('hex')
+const address = (name) => `${name}-${run}@example.com`
+
+// A client as an app makes one: in memory, no session kept between tests (and Node 20's
+// WebSocket for its realtime client, which these tests do not use).
+const options = { auth: { persistSession: false, autoRefreshToken: false }, realtime: { transport: WebSocket } }
+const client = () => createClient(url, anonKey, options)
+const admin = () => createClient(url, serviceKey, options)
+
+const taken = new Set()
+// The next mail to `to`: its decoded body.
+async function mailTo(to) {
+  for (let i = 0; i < 200; i++) {
+    for (const name of fs.existsSync(maildir) ? fs.readdirSync(maildir) : []) {
+      if (taken.has(name)) continue
+      const text = fs.readFileSync(path.join(maildir, name), 'utf8').replace(/\r\n/g, '\n')
+      if (!text.split('\n').some((l) => l.toLowerCase() === `x-rcptto: ${to}`)) continue
+      taken.add(name)
+      const [head, ...rest] = text.split('\n\n')
+      const body = rest.join('\n\n')
+      const encoding = (head.match(/^content-transfer-encoding:\s*(\S+)/im) || [])[1]?.toLowerCase()
+      if (encoding === 'base64') return Buffer.from(body.replace(/\s+/g, ''), 'base64').toString('utf8')
+      if (encoding === 'quoted-printable') {
+        return Buffer.from(
+          body.replace(/=\n/g, '').replace(/=([0-9A-F]{2})/gi, (_, h) => String.fromCharCode(parseInt(h, 16))),
+          'latin1',
+        ).toString('utf8')
+      }
+      return body
+    }
+    await new Promise((r) => setTimeout(r, 50))
+  }
+  throw new Error(`no mail to ${to}`)
+}
+const codeIn = (body) => body.match(/code: (\d{6})/)[1]
+const tokenHashIn = (body) => new URL(body.match(/href="([^"]+)"/)[1].replace(/&amp;/g, '&')).searchParams.get('token')
+
+test('sign up, confirm with the code mailed, then sign in and change one’s data', async () => {
+  const supabase = client()
+  const email = address('ada')
+  const { data, error } = await supabase.auth.signUp({
+    email,
+    password: 'secret-ada',
+    options: { data: { name: 'Ada' }, emailRedirectTo: 'http://localhost:5173/welcome' },
+  })
+  assert.equal(error, null)
+  assert.equal(data.session, null)
+  assert.equal(data.user.email, email)
+  assert.deepEqual(data.user.user_metadata, { name: 'Ada' })
+
+  const refused = await supabase.auth.signInWithPassword({ email, password: 'secret-ada' })
+  assert.equal(refused.error?.code, 'email_not_confirmed')
+
+  const mail = await mailTo(email)
+  assert.match(mail, /redirect_to=http%3A%2F%2Flocalhost%3A5173%2Fwelcome/)
+  const verified = await supabase.auth.verifyOtp({ email, token: codeIn(mail), type: 'signup' })
+  assert.equal(verified.error, null)
+  assert.equal(verified.data.user.email, email)
+  assert.ok(verified.data.session.access_token)
+
+  const { data: got } = await supabase.auth.getUser()
+  assert.equal(got.user.id, verified.data.user.id)
+  assert.ok(got.user.email_confirmed_at)
+  const updated = await supabase.auth.updateUser({ data: { name: 'Ada L.', lang: 'en' } })
+  assert.equal(updated.error, null)
+  assert.deepEqual(updated.data.user.user_metadata, { name: 'Ada L.', lang: 'en' })
+  assert.equal((await supabase.auth.signOut()).error, null)
+
+  const again = await client().auth.signInWithPassword({ email, password: 'secret-ada' })
+  assert.equal(again.error, null)
+  assert.equal(again.data.user.user_metadata.name, 'Ada L.')
+})
+
+test('reset a forgotten password from the recovery mail', async () => {
+  const supabase = client()
+  const email = address('bea')
+  await supabase.auth.signUp({ email, password: 'secret-bea' })
+  await supabase.auth.verifyOtp({ email, token: codeIn(await mailTo(email)), type: 'signup' })
+  await supabase.auth.signOut()
+
+  const asked = await supabase.auth.resetPasswordForEmail(email, { redirectTo: 'http://localhost:5173/reset' })
+  assert.equal(asked.error, null)
+  const mail = await mailTo(email)
+  const { error } = await supabase.auth.verifyOtp({ token_hash: tokenHashIn(mail), type: 'recovery' })
+  assert.equal(error, null)
+  assert.equal((await supabase.auth.updateUser({ password: 'new-secret-bea' })).error, null)
+  await supabase.auth.signOut()
+  assert.equal((await client().auth.signInWithPassword({ email, password: 'secret-bea' })).error?.code, 'invalid_credentials')
+  assert.equal((await client().auth.signInWithPassword({ email, password: 'new-secret-bea' })).error, null)
+})
+
+test('sign in with a one-time code, and anonymously', async () => {
+  const supabase = client()
+  const email = address('cal')
+  const sent = await supabase.auth.signInWithOtp({ email, options: { shouldCreateUser: true, data: { via: 'otp' } } })
+  assert.equal(sent.error, null)
+  const { data, error } = await supabase.auth.verifyOtp({ email, token: codeIn(await mailTo(email)), type: 'email' })
+  assert.equal(error, null)
+  assert.equal(data.user.user_metadata.via, 'otp')
+  const none = await client().auth.signInWithOtp({ email: address('nobody'), options: { shouldCreateUser: false } })
+  assert.equal(none.error?.code, 'otp_disabled')
+
+  const visitor = client()
+  const anon = await visitor.auth.signInAnonymously({ options: { data: { theme: 'dark' } } })
+  assert.equal(anon.error, null)
+  assert.equal(anon.data.user.is_anonymous, true)
+  const refreshed = await visitor.auth.refreshSession()
+  assert.equal(refreshed.error, null)
+  assert.equal(refreshed.data.user.is_anonymous, true)
+})
+
+test('administer users with the service role key', async () => {
+  const { auth } = admin()
+  const email = address('dee')
+  const created = await auth.admin.createUser({ email, password: 'secret-dee', email_confirm: true, user_metadata: { team: 'x' } })
+  assert.equal(created.error, null)
+  const id = created.data.user.id
+  assert.equal((await client().auth.signInWithPassword({ email, password: 'secret-dee' })).error, null)
+
+  const page = await auth.admin.listUsers({ page: 1, perPage: 1 })
+  assert.equal(page.error, null)
+  assert.equal(page.data.users.length, 1)
+  assert.ok(page.data.total >= 1)
+  assert.equal((await auth.admin.getUserById(id)).data.user.email, email)
+  const banned = await auth.admin.updateUserById(id, { ban_duration: '1h' })
+  assert.ok(banned.data.user.banned_until)
+  assert.equal((await client().auth.signInWithPassword({ email, password: 'secret-dee' })).error?.code, 'user_banned')
+
+  const link = await auth.admin.generateLink({ type: 'magiclink', email })
+  assert.equal(link.error, null)
+  assert.equal(link.data.properties.verification_type, 'magiclink')
+  assert.match(link.data.properties.action_link, /\/auth\/v1\/verify\?token=/)
+  assert.equal(link.data.user.email, email)
+
+  assert.equal((await auth.admin.deleteUser(id)).error, null)
+  assert.equal((await auth.admin.getUserById(id)).error?.status, 404)
+  const forbidden = await client().auth.admin.listUsers()
+  assert.equal(forbidden.error?.status, 403)
+})
