@@ -54,10 +54,32 @@ impl Accounts {
                 _ => Err(fail(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "Method not allowed")),
             };
         }
+        let (id, factors) = match id.split_once('/') {
+            Some((id, rest)) => (id, Some(rest)),
+            None => (id, None),
+        };
         if !is_uuid(id) {
             return Err(fail(StatusCode::NOT_FOUND, "validation_failed", "user_id must be an UUID"));
         }
         let not_found = || fail(StatusCode::NOT_FOUND, "user_not_found", "User not found");
+        if let Some(rest) = factors {
+            let user = self.store.user(id.to_owned()).await.map_err(|_| internal())?.ok_or_else(not_found)?;
+            return match (method, rest.split('/').collect::<Vec<_>>().as_slice()) {
+                (&Method::GET, ["factors"]) => Ok(Answer::ok(user.factors)),
+                (&Method::DELETE, ["factors", factor]) => {
+                    match self
+                        .store
+                        .unenroll_factor(user.id, factor.to_string(), true)
+                        .await
+                        .map_err(|_| internal())?
+                    {
+                        Some(_) => Ok(Answer::ok(serde_json::json!({"id": factor}).to_string())),
+                        None => Err(fail(StatusCode::NOT_FOUND, "mfa_factor_not_found", "Factor not found")),
+                    }
+                }
+                _ => Err(fail(StatusCode::NOT_FOUND, "not_found", "Not found")),
+            };
+        }
         match *method {
             Method::GET => {
                 let user =

@@ -6,7 +6,7 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use super::store::User;
+use super::store::{Started, User};
 use crate::response::Body;
 
 /// An answer's status, JSON body (`None`: no body) and extra headers.
@@ -75,10 +75,10 @@ pub struct Claims<'a> {
     pub app_metadata: &'a RawValue,
     pub user_metadata: &'a RawValue,
     pub role: &'a str,
-    /// Authenticator assurance level: `aal1` (one factor).
+    /// Authenticator assurance level: `aal1` (one factor), `aal2` (a second one too).
     pub aal: &'a str,
-    /// How the session was started.
-    pub amr: [Amr<'a>; 1],
+    /// How the session was started, most recent first.
+    pub amr: &'a [Amr<'a>],
     pub session_id: &'a str,
     pub is_anonymous: bool,
 }
@@ -126,6 +126,8 @@ pub struct UserJson<'a> {
     app_metadata: &'a RawValue,
     user_metadata: &'a RawValue,
     identities: Vec<Identity<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    factors: Option<&'a RawValue>,
     created_at: &'a str,
     updated_at: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -202,6 +204,7 @@ impl<'a> UserJson<'a> {
             app_metadata: object(&u.app_metadata),
             user_metadata: object(&u.user_metadata),
             identities,
+            factors: serde_json::from_str::<&RawValue>(&u.factors).ok().filter(|f| f.get().starts_with("[{")),
             created_at: &u.created_at,
             updated_at: &u.updated_at,
             banned_until: u.banned_until.as_deref(),
@@ -224,8 +227,15 @@ impl UserJson<'static> {
     }
 }
 
-/// The claims of `u`'s access token.
-pub fn claims<'a>(u: &'a User, aud: &'a str, session_id: &'a str, iat: i64, exp: i64) -> Claims<'a> {
+/// The claims of `u`'s access token in the session `started`, how it was started being `amr`.
+pub fn claims<'a>(
+    u: &'a User,
+    aud: &'a str,
+    started: &'a Started,
+    amr: &'a [Amr<'a>],
+    iat: i64,
+    exp: i64,
+) -> Claims<'a> {
     Claims {
         aud,
         exp,
@@ -236,10 +246,19 @@ pub fn claims<'a>(u: &'a User, aud: &'a str, session_id: &'a str, iat: i64, exp:
         app_metadata: object(&u.app_metadata),
         user_metadata: object(&u.user_metadata),
         role: &u.role,
-        aal: "aal1",
-        amr: [Amr { method: if u.is_anonymous { "anonymous" } else { "password" }, timestamp: iat }],
-        session_id,
+        aal: &started.aal,
+        amr,
+        session_id: &started.session_id,
         is_anonymous: u.is_anonymous,
+    }
+}
+
+/// How a session of `u` at `aal` was started (GoTrue's `amr`: the second factor first).
+pub fn amr(u: &User, aal: &str, at: i64) -> Vec<Amr<'static>> {
+    let first = Amr { method: if u.is_anonymous { "anonymous" } else { "password" }, timestamp: at };
+    match aal {
+        "aal2" => vec![Amr { method: "totp", timestamp: at }, first],
+        _ => vec![first],
     }
 }
 

@@ -48,6 +48,7 @@ mod hashing;
 mod limits;
 mod links;
 mod mail;
+mod mfa;
 pub mod store;
 mod user;
 
@@ -63,6 +64,8 @@ pub struct Caller {
     pub sub: Option<String>,
     /// The session it belongs to (`session_id`), if any.
     pub session_id: Option<String>,
+    /// How sure the session is of its user (`aal`: `aal1`, `aal2`).
+    pub aal: Option<String>,
 }
 
 impl Caller {
@@ -70,7 +73,7 @@ impl Caller {
     pub fn of(role: &str, claims: &str) -> Caller {
         let claims: Value = serde_json::from_str(claims).unwrap_or(Value::Null);
         let text = |k: &str| claims.get(k).and_then(Value::as_str).map(str::to_owned);
-        Caller { role: role.to_owned(), sub: text("sub"), session_id: text("session_id") }
+        Caller { role: role.to_owned(), sub: text("sub"), session_id: text("session_id"), aal: text("aal") }
     }
 }
 
@@ -216,6 +219,10 @@ impl Accounts {
             (&Method::GET, "/user") => self.get_user(&user::signed_in(credentials)?).await,
             (&Method::PUT, "/user") => self.update_user(&user::signed_in(credentials)?, body, redirect).await,
             (&Method::POST, "/logout") => self.logout(&user::signed_in(credentials)?, param("scope")).await,
+            (_, route) if route == "/factors" || route.starts_with("/factors/") => {
+                let rest = route.trim_start_matches("/factors").trim_start_matches('/');
+                self.factors(&user::signed_in(credentials)?, method, rest, body, client).await
+            }
             (_, route) if route == "/admin/users" || route.starts_with("/admin/users/") => {
                 let id = route.trim_start_matches("/admin/users").trim_start_matches('/');
                 admin::admin(credentials)?;
@@ -378,7 +385,8 @@ impl Accounts {
     /// A session: a new access token beside the refresh token just stored.
     fn session(&self, user: &User, started: &store::Started, now: i64) -> Result<Session, Answer> {
         let exp = now + TOKEN_LIFETIME.as_secs() as i64;
-        let claims = gotrue::claims(user, &self.audience, &started.session_id, now, exp);
+        let amr = gotrue::amr(user, &started.aal, now);
+        let claims = gotrue::claims(user, &self.audience, started, &amr, now, exp);
         let access = jsonwebtoken::encode(&jsonwebtoken::Header::default(), &claims, &self.key)
             .map_err(|_| internal())?;
         let json = gotrue::to_json(&gotrue::Session {

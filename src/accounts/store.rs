@@ -36,13 +36,49 @@ pub struct User {
     pub recovery_sent_at: Option<String>,
     pub email_change_sent_at: Option<String>,
     pub new_email: Option<String>,
+    /// The user's MFA factors, GoTrue's JSON array (`id`, `friendly_name`, `factor_type`,
+    /// `status`, `created_at`, `updated_at`).
+    pub factors: String,
 }
 
-/// A session just started: its refresh token and its id.
+/// A session just started: its refresh token, its id, and how sure it is of its user (`aal1`,
+/// or `aal2` once a second factor was verified in it).
 #[derive(Debug, Clone)]
 pub struct Started {
     pub refresh: String,
     pub session_id: String,
+    pub aal: String,
+}
+
+/// A TOTP factor to enroll.
+#[derive(Debug, Clone)]
+pub struct NewFactor {
+    pub id: String,
+    pub friendly_name: String,
+    /// The TOTP secret, base32.
+    pub secret: String,
+}
+
+/// How enrolling a factor ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Enrolled {
+    Done,
+    /// Another of the user's factors has that name.
+    NameTaken,
+    /// The user has as many factors as one may.
+    TooMany,
+    /// The user has a verified factor, and the session has not used it.
+    NeedsAal2,
+}
+
+/// A factor's secret and whether it is verified, with the challenge asked: when it was made.
+#[derive(Debug, Clone)]
+pub struct Challenged {
+    pub secret: String,
+    pub verified: bool,
+    /// When the challenge was made (seconds since the epoch); `None` if it is no challenge of
+    /// this factor or was answered already.
+    pub challenged_at: Option<i64>,
 }
 
 /// An account to create.
@@ -195,6 +231,54 @@ pub trait AccountStore: Send + Sync {
         email: Option<String>,
         expiry: i64,
     ) -> BoxFuture<'_, Result<Option<User>, Error>>;
+
+    /// Enrolls an unverified TOTP factor for `user_id` (`aal2`: whether the session has used a
+    /// second factor), first dropping unverified factors older than `expiry` seconds.
+    fn enroll_factor(
+        &self,
+        user_id: String,
+        factor: NewFactor,
+        aal2: bool,
+        expiry: i64,
+    ) -> BoxFuture<'_, Result<Enrolled, Error>>;
+
+    /// A challenge `challenge_id` of the user's factor `factor_id`; whether there is such a
+    /// factor.
+    fn challenge_factor(
+        &self,
+        user_id: String,
+        factor_id: String,
+        challenge_id: String,
+    ) -> BoxFuture<'_, Result<bool, Error>>;
+
+    /// The user's factor `factor_id` and its challenge `challenge_id`, if it has both.
+    fn challenged(
+        &self,
+        user_id: String,
+        factor_id: String,
+        challenge_id: String,
+    ) -> BoxFuture<'_, Result<Option<Challenged>, Error>>;
+
+    /// A challenge answered: the challenge is used up, the factor verified, and the session
+    /// `session_id` goes on at `aal2` with a new refresh token. `None` if the challenge was
+    /// answered meanwhile.
+    fn elevate(
+        &self,
+        user_id: String,
+        factor_id: String,
+        challenge_id: String,
+        session_id: String,
+    ) -> BoxFuture<'_, Result<Option<(User, Started)>, Error>>;
+
+    /// Removes the user's factor `factor_id` (a verified one only from an `aal2` session); the
+    /// sessions that used it go back to `aal1`. `None` if there is no such factor; `Some(false)`
+    /// if it needs `aal2`.
+    fn unenroll_factor(
+        &self,
+        user_id: String,
+        factor_id: String,
+        aal2: bool,
+    ) -> BoxFuture<'_, Result<Option<bool>, Error>>;
 
     /// Ends sessions of `user_id`: all of them, `session` only, or all others.
     fn logout(

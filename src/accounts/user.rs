@@ -83,7 +83,7 @@ impl Accounts {
     }
 
     /// The account a caller's token names (403 `user_not_found` if it is gone; banned: 403).
-    async fn signed_in_user(&self, caller: &Caller) -> Result<super::User, Answer> {
+    pub(super) async fn signed_in_user(&self, caller: &Caller) -> Result<super::User, Answer> {
         let id = caller.sub.clone().unwrap_or_default();
         let user = self.store.user(id).await.map_err(|_| internal())?.ok_or_else(|| {
             fail(StatusCode::FORBIDDEN, "user_not_found", "User from sub claim in JWT does not exist")

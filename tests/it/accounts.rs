@@ -8,12 +8,17 @@ use serde_json::{json, Value};
 
 use crate::support::{block_on, default_args, harness, request_to, send_to, sql, start_server};
 
-pub(crate) const SCHEMA: &str =
-    "CREATE TABLE notes (id INTEGER PRIMARY KEY, owner TEXT NOT NULL, body TEXT);";
+/// `notes`, each user's own; `vault`, readable only from a session that used a second factor.
+pub(crate) const SCHEMA: &str = "CREATE TABLE notes (id INTEGER PRIMARY KEY, owner TEXT NOT NULL, body TEXT);
+    CREATE TABLE vault (id INTEGER PRIMARY KEY, level TEXT NOT NULL DEFAULT 'aal2', secret TEXT);
+    INSERT INTO vault (id, secret) VALUES (1, 'the combination');";
 pub(crate) const RULES: &str = r#"
 [notes]
 select = { authenticated = "owner=eq.@jwt.sub" }
 insert = { authenticated = "owner=eq.@jwt.sub" }
+
+[vault]
+select = { authenticated = "level=eq.@jwt.aal" }
 "#;
 
 pub(crate) fn sqlite() -> &'static str {
@@ -59,6 +64,14 @@ pub(crate) fn postgres() -> &'static str {
                 .await
                 .expect("accounts install again");
         });
+        // Readable only from a session that used a second factor (auth.jwt() is the install's).
+        sql(r#"
+            CREATE TABLE accounts_test.vault (id int PRIMARY KEY, secret text);
+            INSERT INTO accounts_test.vault VALUES (1, 'the combination');
+            ALTER TABLE accounts_test.vault ENABLE ROW LEVEL SECURITY;
+            CREATE POLICY second_factor ON accounts_test.vault USING ((auth.jwt() ->> 'aal') = 'aal2');
+            GRANT SELECT ON accounts_test.vault TO authenticated;
+        "#);
         start_server(rowgate::config::ServeArgs {
             accounts_enabled: Some(true),
             accounts_anonymous_enabled: Some(true),

@@ -3,6 +3,7 @@
 
 mod accounts;
 mod accounts_mail;
+mod accounts_mfa;
 mod accounts_users;
 mod admission;
 mod apikeys;

@@ -155,3 +155,43 @@ test('administer users with the service role key', async () => {
   const forbidden = await client().auth.admin.listUsers()
   assert.equal(forbidden.error?.status, 403)
 })
+
+// What an authenticator app shows now for a base32 `secret` (RFC 6238: SHA-1, 6 digits, 30 s).
+function totp(secret) {
+  const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567'
+  let bits = ''
+  for (const c of secret.replace(/=+$/, '')) bits += alphabet.indexOf(c).toString(2).padStart(5, '0')
+  const key = Buffer.from(bits.match(/.{8}/g).map((b) => parseInt(b, 2)))
+  const counter = Buffer.alloc(8)
+  counter.writeBigUInt64BE(BigInt(Math.floor(Date.now() / 1000 / 30)))
+  const mac = crypto.createHmac('sha1', key).update(counter).digest()
+  const offset = mac[mac.length - 1] & 0xf
+  return String((mac.readUInt32BE(offset) & 0x7fffffff) % 1_000_000).padStart(6, '0')
+}
+
+test('a second factor from an authenticator app', async () => {
+  const supabase = client()
+  const email = address('eli')
+  await supabase.auth.signUp({ email, password: 'secret-eli' })
+  await supabase.auth.verifyOtp({ email, token: codeIn(await mailTo(email)), type: 'signup' })
+
+  const enrolled = await supabase.auth.mfa.enroll({ factorType: 'totp', friendlyName: 'phone' })
+  assert.equal(enrolled.error, null)
+  assert.match(enrolled.data.totp.uri, /^otpauth:\/\/totp\//)
+  const factorId = enrolled.data.id
+  const challenge = await supabase.auth.mfa.challenge({ factorId })
+  assert.equal(challenge.error, null)
+  const verified = await supabase.auth.mfa.verify({ factorId, challengeId: challenge.data.id, code: totp(enrolled.data.totp.secret) })
+  assert.equal(verified.error, null)
+  const level = await supabase.auth.mfa.getAuthenticatorAssuranceLevel()
+  assert.equal(level.data.currentLevel, 'aal2')
+  assert.equal(level.data.nextLevel, 'aal2')
+  const listed = await supabase.auth.mfa.listFactors()
+  assert.deepEqual(listed.data.totp.map((f) => f.id), [factorId])
+
+  const other = client()
+  await other.auth.signInWithPassword({ email, password: 'secret-eli' })
+  const needed = await other.auth.mfa.getAuthenticatorAssuranceLevel()
+  assert.deepEqual([needed.data.currentLevel, needed.data.nextLevel], ['aal1', 'aal2'])
+  assert.equal((await supabase.auth.mfa.unenroll({ factorId })).error, null)
+})

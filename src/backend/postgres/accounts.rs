@@ -9,8 +9,8 @@ use tokio_postgres::types::Type;
 use tokio_postgres::Client;
 
 use crate::accounts::store::{
-    lifetime, random_token, token_hash, AccountStore, Created, Issued, NewUser, OneTime, Redeem, Scope,
-    Started, Updated, User, UserChanges, WithHash,
+    lifetime, random_token, token_hash, AccountStore, Challenged, Created, Enrolled, Issued, NewFactor,
+    NewUser, OneTime, Redeem, Scope, Started, Updated, User, UserChanges, WithHash,
 };
 use crate::error::Error;
 
@@ -26,7 +26,10 @@ const FUNCTIONS: &str = "rowgate.account_create(text, text, text, text, jsonb, j
   rowgate.account_update(text, text, text, text, jsonb, jsonb, boolean, boolean, bigint, boolean, text),
   rowgate.account_list(bigint, bigint), rowgate.account_count(), rowgate.account_delete(text),
   rowgate.account_logout(text, text, text), rowgate.account_issue(text, text, text, text, bigint),
-  rowgate.account_redeem(text, text, text, bigint)";
+  rowgate.account_redeem(text, text, text, bigint),
+  rowgate.account_factor_enroll(text, text, text, text, boolean, bigint), rowgate.account_factor_challenge(text, text, text),
+  rowgate.account_factor_challenged(text, text, text), rowgate.account_factor_verify(text, text, text, text, text),
+  rowgate.account_factor_unenroll(text, text, boolean)";
 
 /// Creates (or updates) the accounts' tables and functions and lets `role` call the functions;
 /// nothing else may (the tables hold password hashes).
@@ -124,7 +127,13 @@ fn pg_user(r: &tokio_postgres::Row) -> User {
         recovery_sent_at: r.get(16),
         email_change_sent_at: r.get(17),
         new_email: r.get(18),
+        factors: r.get(19),
     }
+}
+
+/// The session's assurance level (column 20).
+fn pg_aal(r: &tokio_postgres::Row) -> String {
+    r.get::<_, Option<String>>(20).unwrap_or_else(|| "aal1".into())
 }
 
 /// The password hash (column 13) and session (14) some functions add to the account.
@@ -139,7 +148,11 @@ fn pg_session(r: &tokio_postgres::Row) -> Option<String> {
 impl AccountStore for PgAccounts {
     fn create(&self, user: NewUser, session: bool, _now: i64) -> BoxFuture<'_, Result<Created, Error>> {
         Box::pin(async move {
-            let started = session.then(|| Started { refresh: random_token(), session_id: crate::uuid_v4() });
+            let started = session.then(|| Started {
+                refresh: random_token(),
+                session_id: crate::uuid_v4(),
+                aal: "aal1".into(),
+            });
             let token = started.as_ref().map(|s| token_hash(&s.refresh));
             let session_id = started.as_ref().map(|s| s.session_id.clone());
             let rows = self
@@ -186,7 +199,8 @@ impl AccountStore for PgAccounts {
 
     fn sign_in(&self, user_id: String, _now: i64) -> BoxFuture<'_, Result<Option<(User, Started)>, Error>> {
         Box::pin(async move {
-            let started = Started { refresh: random_token(), session_id: crate::uuid_v4() };
+            let started =
+                Started { refresh: random_token(), session_id: crate::uuid_v4(), aal: "aal1".into() };
             let rows = self
                 .query(
                     "SELECT * FROM rowgate.account_sign_in($1, $2, $3)",
@@ -223,7 +237,7 @@ impl AccountStore for PgAccounts {
                 .await?;
             Ok(rows.first().map(|r| {
                 let session_id = pg_session(r).unwrap_or_default();
-                (pg_user(r), Started { refresh: successor, session_id })
+                (pg_user(r), Started { refresh: successor, session_id, aal: pg_aal(r) })
             }))
         })
     }
@@ -329,6 +343,120 @@ impl AccountStore for PgAccounts {
                 .await?;
             // An address another account took meanwhile: the change cannot be made.
             Ok(rows.ok().and_then(|rows| rows.first().map(pg_user)))
+        })
+    }
+
+    fn enroll_factor(
+        &self,
+        user_id: String,
+        factor: NewFactor,
+        aal2: bool,
+        expiry: i64,
+    ) -> BoxFuture<'_, Result<Enrolled, Error>> {
+        Box::pin(async move {
+            let rows = self
+                .query(
+                    "SELECT rowgate.account_factor_enroll($1, $2, $3, $4, $5, $6)",
+                    &[
+                        (&user_id, Type::TEXT),
+                        (&factor.id, Type::TEXT),
+                        (&factor.friendly_name, Type::TEXT),
+                        (&factor.secret, Type::TEXT),
+                        (&aal2, Type::BOOL),
+                        (&expiry, Type::INT8),
+                    ],
+                )
+                .await?;
+            Ok(match rows[0].get::<_, &str>(0) {
+                "ok" => Enrolled::Done,
+                "name_taken" => Enrolled::NameTaken,
+                "too_many" => Enrolled::TooMany,
+                _ => Enrolled::NeedsAal2,
+            })
+        })
+    }
+
+    fn challenge_factor(
+        &self,
+        user_id: String,
+        factor_id: String,
+        challenge_id: String,
+    ) -> BoxFuture<'_, Result<bool, Error>> {
+        Box::pin(async move {
+            let rows = self
+                .query(
+                    "SELECT rowgate.account_factor_challenge($1, $2, $3)",
+                    &[(&user_id, Type::TEXT), (&factor_id, Type::TEXT), (&challenge_id, Type::TEXT)],
+                )
+                .await?;
+            Ok(rows[0].get(0))
+        })
+    }
+
+    fn challenged(
+        &self,
+        user_id: String,
+        factor_id: String,
+        challenge_id: String,
+    ) -> BoxFuture<'_, Result<Option<Challenged>, Error>> {
+        Box::pin(async move {
+            let rows = self
+                .query(
+                    "SELECT * FROM rowgate.account_factor_challenged($1, $2, $3)",
+                    &[(&user_id, Type::TEXT), (&factor_id, Type::TEXT), (&challenge_id, Type::TEXT)],
+                )
+                .await?;
+            Ok(rows.first().map(|r| Challenged {
+                secret: r.get(0),
+                verified: r.get(1),
+                challenged_at: r.get(2),
+            }))
+        })
+    }
+
+    fn elevate(
+        &self,
+        user_id: String,
+        factor_id: String,
+        challenge_id: String,
+        session_id: String,
+    ) -> BoxFuture<'_, Result<Option<(User, Started)>, Error>> {
+        Box::pin(async move {
+            let refresh = random_token();
+            let rows = self
+                .query(
+                    "SELECT * FROM rowgate.account_factor_verify($1, $2, $3, $4, $5)",
+                    &[
+                        (&user_id, Type::TEXT),
+                        (&factor_id, Type::TEXT),
+                        (&challenge_id, Type::TEXT),
+                        (&session_id, Type::TEXT),
+                        (&token_hash(&refresh), Type::TEXT),
+                    ],
+                )
+                .await?;
+            Ok(rows.first().map(|r| (pg_user(r), Started { refresh, session_id, aal: pg_aal(r) })))
+        })
+    }
+
+    fn unenroll_factor(
+        &self,
+        user_id: String,
+        factor_id: String,
+        aal2: bool,
+    ) -> BoxFuture<'_, Result<Option<bool>, Error>> {
+        Box::pin(async move {
+            let rows = self
+                .query(
+                    "SELECT rowgate.account_factor_unenroll($1, $2, $3)",
+                    &[(&user_id, Type::TEXT), (&factor_id, Type::TEXT), (&aal2, Type::BOOL)],
+                )
+                .await?;
+            Ok(match rows[0].get::<_, &str>(0) {
+                "ok" => Some(true),
+                "needs_aal2" => Some(false),
+                _ => None,
+            })
         })
     }
 

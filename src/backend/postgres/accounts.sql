@@ -121,7 +121,47 @@ CREATE TABLE IF NOT EXISTS auth.refresh_tokens (
 CREATE INDEX IF NOT EXISTS refresh_tokens_user_id_idx ON auth.refresh_tokens (user_id);
 CREATE INDEX IF NOT EXISTS refresh_tokens_session_id_revoked_idx ON auth.refresh_tokens (session_id, revoked);
 
-REVOKE ALL ON auth.users, auth.identities, auth.sessions, auth.refresh_tokens FROM PUBLIC;
+DO $$ BEGIN
+  CREATE TYPE auth.factor_type AS ENUM ('totp', 'webauthn', 'phone');
+EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+DO $$ BEGIN
+  CREATE TYPE auth.factor_status AS ENUM ('unverified', 'verified');
+EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+
+CREATE TABLE IF NOT EXISTS auth.mfa_factors (
+  id uuid NOT NULL PRIMARY KEY,
+  user_id uuid NOT NULL REFERENCES auth.users (id) ON DELETE CASCADE,
+  friendly_name text,
+  factor_type auth.factor_type NOT NULL,
+  status auth.factor_status NOT NULL,
+  created_at timestamptz NOT NULL,
+  updated_at timestamptz NOT NULL,
+  secret text,
+  phone text,
+  last_challenged_at timestamptz
+);
+CREATE INDEX IF NOT EXISTS factor_id_created_at_idx ON auth.mfa_factors (user_id, created_at);
+
+CREATE TABLE IF NOT EXISTS auth.mfa_challenges (
+  id uuid NOT NULL PRIMARY KEY,
+  factor_id uuid NOT NULL REFERENCES auth.mfa_factors (id) ON DELETE CASCADE,
+  created_at timestamptz NOT NULL,
+  verified_at timestamptz,
+  ip_address inet,
+  otp_code text
+);
+
+CREATE TABLE IF NOT EXISTS auth.mfa_amr_claims (
+  session_id uuid NOT NULL REFERENCES auth.sessions (id) ON DELETE CASCADE,
+  created_at timestamptz NOT NULL,
+  updated_at timestamptz NOT NULL,
+  authentication_method text NOT NULL,
+  id uuid NOT NULL PRIMARY KEY,
+  CONSTRAINT mfa_amr_claims_session_id_authentication_method_pkey UNIQUE (session_id, authentication_method)
+);
+
+REVOKE ALL ON auth.users, auth.identities, auth.sessions, auth.refresh_tokens, auth.mfa_factors,
+  auth.mfa_challenges, auth.mfa_amr_claims FROM PUBLIC;
 
 -- Accounts made before they moved to schema auth (rowgate 0.x kept them in schema rowgate):
 -- moved over once, their sessions with them, then the old tables dropped. Addresses are
@@ -160,13 +200,15 @@ CREATE TYPE rowgate.account AS (
   email_confirmed_at text, last_sign_in_at text, banned_until text, is_banned boolean,
   app_metadata text, user_metadata text, is_anonymous boolean,
   password_hash text, session_id text,
-  confirmation_sent_at text, recovery_sent_at text, email_change_sent_at text, new_email text
+  confirmation_sent_at text, recovery_sent_at text, email_change_sent_at text, new_email text,
+  factors text, aal text
 );
 
 CREATE OR REPLACE FUNCTION rowgate.iso(t timestamptz) RETURNS text
   LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp
   AS $$ SELECT to_char(t AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') $$;
 
+DROP FUNCTION IF EXISTS rowgate.account_of(auth.users, boolean, text);
 CREATE OR REPLACE FUNCTION rowgate.account_of(u auth.users, p_hash boolean DEFAULT false, p_session text DEFAULT NULL)
   RETURNS rowgate.account
   LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
@@ -177,7 +219,12 @@ CREATE OR REPLACE FUNCTION rowgate.account_of(u auth.users, p_hash boolean DEFAU
                    coalesce(u.raw_app_meta_data, '{}')::text, coalesce(u.raw_user_meta_data, '{}')::text,
                    u.is_anonymous, CASE WHEN p_hash THEN u.encrypted_password END, p_session,
                    rowgate.iso(u.confirmation_sent_at), rowgate.iso(u.recovery_sent_at),
-                   rowgate.iso(u.email_change_sent_at), nullif(u.email_change, ''))::rowgate.account $$;
+                   rowgate.iso(u.email_change_sent_at), nullif(u.email_change, ''),
+                   (SELECT coalesce(json_agg(json_build_object('id', f.id, 'friendly_name', f.friendly_name,
+                             'factor_type', f.factor_type, 'status', f.status, 'created_at', rowgate.iso(f.created_at),
+                             'updated_at', rowgate.iso(f.updated_at)) ORDER BY f.created_at), '[]')::text
+                    FROM auth.mfa_factors f WHERE f.user_id = u.id),
+                   coalesce((SELECT s.aal::text FROM auth.sessions s WHERE s.id::text = p_session), 'aal1'))::rowgate.account $$;
 
 -- A metadata object with `patch`'s keys set, those whose value is null removed (GoTrue's merge).
 CREATE OR REPLACE FUNCTION rowgate.merged(current jsonb, patch jsonb) RETURNS jsonb
@@ -411,6 +458,89 @@ CREATE OR REPLACE FUNCTION rowgate.account_redeem(p_kind text, p_hash text, p_em
     RETURN QUERY SELECT (rowgate.account_of(u)).* FROM auth.users u WHERE u.id = v_user;
   END $$;
 
+-- A TOTP factor enrolled, unverified: 'ok', 'name_taken', 'too_many' (ten is the most) or
+-- 'needs_aal2' (the user has a verified factor the session has not used). Unverified factors
+-- older than p_expiry seconds go first.
+CREATE OR REPLACE FUNCTION rowgate.account_factor_enroll(p_user text, p_id text, p_name text, p_secret text, p_aal2 boolean, p_expiry bigint)
+  RETURNS text
+  LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+  AS $$
+  BEGIN
+    PERFORM 1 FROM auth.users WHERE id::text = p_user FOR UPDATE;
+    DELETE FROM auth.mfa_factors WHERE user_id::text = p_user AND status = 'unverified'
+      AND created_at < now() - make_interval(secs => p_expiry);
+    IF EXISTS (SELECT 1 FROM auth.mfa_factors WHERE user_id::text = p_user AND friendly_name = p_name) THEN
+      RETURN 'name_taken';
+    END IF;
+    IF (SELECT count(*) FROM auth.mfa_factors WHERE user_id::text = p_user) >= 10 THEN RETURN 'too_many'; END IF;
+    IF NOT p_aal2 AND EXISTS (SELECT 1 FROM auth.mfa_factors WHERE user_id::text = p_user AND status = 'verified') THEN
+      RETURN 'needs_aal2';
+    END IF;
+    INSERT INTO auth.mfa_factors (id, user_id, friendly_name, factor_type, status, created_at, updated_at, secret)
+      VALUES (p_id::uuid, p_user::uuid, p_name, 'totp', 'unverified', now(), now(), p_secret);
+    RETURN 'ok';
+  END $$;
+
+CREATE OR REPLACE FUNCTION rowgate.account_factor_challenge(p_user text, p_factor text, p_challenge text)
+  RETURNS boolean
+  LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+  AS $$
+  BEGIN
+    UPDATE auth.mfa_factors SET last_challenged_at = now() WHERE id::text = p_factor AND user_id::text = p_user;
+    IF NOT FOUND THEN RETURN false; END IF;
+    INSERT INTO auth.mfa_challenges (id, factor_id, created_at) VALUES (p_challenge::uuid, p_factor::uuid, now());
+    RETURN true;
+  END $$;
+
+-- The factor's secret, whether it is verified, and when the challenge was made (null if it
+-- is none of the factor's, or was answered).
+CREATE OR REPLACE FUNCTION rowgate.account_factor_challenged(p_user text, p_factor text, p_challenge text)
+  RETURNS TABLE (secret text, verified boolean, challenged_at bigint)
+  LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+  AS $$ SELECT f.secret, f.status = 'verified',
+               (SELECT extract(epoch FROM c.created_at)::bigint FROM auth.mfa_challenges c
+                WHERE c.id::text = p_challenge AND c.factor_id = f.id AND c.verified_at IS NULL)
+        FROM auth.mfa_factors f WHERE f.id::text = p_factor AND f.user_id::text = p_user $$;
+
+-- A challenge answered: used up, the factor verified, the session at aal2 with the method
+-- recorded, and a new refresh token in it.
+CREATE OR REPLACE FUNCTION rowgate.account_factor_verify(p_user text, p_factor text, p_challenge text, p_session text, p_token text)
+  RETURNS SETOF rowgate.account
+  LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+  AS $$
+  BEGIN
+    UPDATE auth.mfa_challenges c SET verified_at = now()
+      WHERE c.id::text = p_challenge AND c.factor_id::text = p_factor AND c.verified_at IS NULL
+        AND EXISTS (SELECT 1 FROM auth.mfa_factors f WHERE f.id = c.factor_id AND f.user_id::text = p_user);
+    IF NOT FOUND THEN RETURN; END IF;
+    UPDATE auth.mfa_factors SET status = 'verified', updated_at = now() WHERE id::text = p_factor;
+    UPDATE auth.sessions SET aal = 'aal2', factor_id = p_factor::uuid, updated_at = now()
+      WHERE id::text = p_session AND user_id::text = p_user;
+    IF NOT FOUND THEN RETURN; END IF;
+    INSERT INTO auth.mfa_amr_claims (session_id, created_at, updated_at, authentication_method, id)
+      VALUES (p_session::uuid, now(), now(), 'totp', gen_random_uuid())
+      ON CONFLICT (session_id, authentication_method) DO UPDATE SET updated_at = now();
+    INSERT INTO auth.refresh_tokens (token, user_id, revoked, created_at, updated_at, session_id)
+      VALUES (p_token, p_user, false, now(), now(), p_session::uuid);
+    RETURN QUERY SELECT (rowgate.account_of(u, false, p_session)).* FROM auth.users u WHERE u.id::text = p_user;
+  END $$;
+
+-- A factor removed: 'ok', 'not_found', or 'needs_aal2' for a verified one from an aal1 session;
+-- the sessions that used it go back to aal1.
+CREATE OR REPLACE FUNCTION rowgate.account_factor_unenroll(p_user text, p_factor text, p_aal2 boolean)
+  RETURNS text
+  LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+  AS $$
+  DECLARE f auth.mfa_factors;
+  BEGIN
+    SELECT * INTO f FROM auth.mfa_factors x WHERE x.id::text = p_factor AND x.user_id::text = p_user;
+    IF NOT FOUND THEN RETURN 'not_found'; END IF;
+    IF f.status = 'verified' AND NOT p_aal2 THEN RETURN 'needs_aal2'; END IF;
+    UPDATE auth.sessions SET aal = 'aal1', factor_id = NULL, updated_at = now() WHERE factor_id = f.id;
+    DELETE FROM auth.mfa_factors WHERE id = f.id;
+    RETURN 'ok';
+  END $$;
+
 -- Signing out: every session of the user (global), the one named (local), or every other one
 -- (others), deleted with their tokens as GoTrue does (a token of an ended session is refused
 -- as unknown, not taken for a stolen one). A token of no session (made before sessions were
@@ -437,4 +567,7 @@ REVOKE ALL ON FUNCTION
   rowgate.account_update(text, text, text, text, jsonb, jsonb, boolean, boolean, bigint, boolean, text),
   rowgate.account_list(bigint, bigint), rowgate.account_count(), rowgate.account_delete(text),
   rowgate.account_logout(text, text, text), rowgate.account_issue(text, text, text, text, bigint),
-  rowgate.account_redeem(text, text, text, bigint) FROM PUBLIC;
+  rowgate.account_redeem(text, text, text, bigint),
+  rowgate.account_factor_enroll(text, text, text, text, boolean, bigint), rowgate.account_factor_challenge(text, text, text),
+  rowgate.account_factor_challenged(text, text, text), rowgate.account_factor_verify(text, text, text, text, text),
+  rowgate.account_factor_unenroll(text, text, boolean) FROM PUBLIC;

@@ -7,12 +7,10 @@ use std::sync::Arc;
 use futures_util::future::BoxFuture;
 use rusqlite::OptionalExtension;
 
-mod codes;
-
 use super::db::SqliteDb;
 use crate::accounts::store::{
-    expires, merged, random_token, token_hash, AccountStore, Created, Issued, NewUser, OneTime, Redeem,
-    Scope, Started, Updated, User, UserChanges, WithHash,
+    expires, merged, AccountStore, Challenged, Created, Enrolled, Issued, NewFactor, NewUser, OneTime,
+    Redeem, Scope, Started, Updated, User, UserChanges, WithHash,
 };
 use crate::error::Error;
 
@@ -93,8 +91,14 @@ CREATE INDEX IF NOT EXISTS _rowgate_users_email_change_token_new ON _rowgate_use
 /// Columns added since the first release of the refresh tokens' table: (column, definition).
 /// `successor`: the stamp of the token a used one was exchanged for (see [`stamped`]);
 /// `session_id`: the sign-in it continues.
-const SQLITE_ADDED: [(&str, &str); 3] =
-    [("revoked_at", "INTEGER"), ("successor", "TEXT"), ("session_id", "TEXT")];
+/// `aal`: the session's assurance level (none: `aal1`), and `factor_id` the factor that raised it.
+const SQLITE_ADDED: [(&str, &str); 5] = [
+    ("revoked_at", "INTEGER"),
+    ("successor", "TEXT"),
+    ("session_id", "TEXT"),
+    ("aal", "TEXT"),
+    ("factor_id", "TEXT"),
+];
 
 /// A user's columns, in the order [`sqlite_user`] reads them (from `_rowgate_users AS u`).
 macro_rules! user_columns {
@@ -103,12 +107,22 @@ macro_rules! user_columns {
          u.last_sign_in_at, u.banned_until, \
          coalesce(u.banned_until > strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), 0), \
          u.raw_app_meta_data, u.raw_user_meta_data, u.is_anonymous, \
-         u.confirmation_sent_at, u.recovery_sent_at, u.email_change_sent_at, nullif(u.email_change, '')"
+         u.confirmation_sent_at, u.recovery_sent_at, u.email_change_sent_at, nullif(u.email_change, ''), \
+         (SELECT json_group_array(json_object('id', f.id, 'friendly_name', f.friendly_name, \
+            'factor_type', f.factor_type, 'status', f.status, 'created_at', f.created_at, 'updated_at', f.updated_at)) \
+          FROM (SELECT * FROM _rowgate_mfa_factors WHERE user_id = u.id ORDER BY created_at) AS f)"
     };
 }
 
+// After the macro, which they use.
+mod codes;
+mod mfa;
+mod tokens;
+
+use tokens::{random_stamped, rotate, sqlite_key, store_refresh};
+
 /// How many columns [`user_columns`] names.
-const USER_COLUMNS: usize = 17;
+pub(super) const USER_COLUMNS: usize = 18;
 
 pub(super) const USER_BY_ID: &str =
     concat!("SELECT ", user_columns!(), " FROM _rowgate_users AS u WHERE u.id = ?1");
@@ -138,6 +152,7 @@ impl SqliteAccounts {
             }
         }
         db.setup(SQLITE_TOKEN_INDEXES).map_err(|e| format!("updating the accounts tables: {e}"))?;
+        db.setup(mfa::SQLITE_SCHEMA).map_err(|e| format!("creating the MFA tables: {e}"))?;
         Ok(SqliteAccounts { db })
     }
 }
@@ -287,6 +302,75 @@ impl AccountStore for SqliteAccounts {
         )
     }
 
+    fn enroll_factor(
+        &self,
+        user_id: String,
+        factor: NewFactor,
+        aal2: bool,
+        expiry: i64,
+    ) -> BoxFuture<'_, Result<Enrolled, Error>> {
+        Box::pin(
+            self.db
+                .with_writer(move |c| atomically(c, |tx| mfa::enroll(tx, &user_id, &factor, aal2, expiry))),
+        )
+    }
+
+    fn challenge_factor(
+        &self,
+        user_id: String,
+        factor_id: String,
+        challenge_id: String,
+    ) -> BoxFuture<'_, Result<bool, Error>> {
+        Box::pin(self.db.with_writer(move |c| mfa::challenge(c, &user_id, &factor_id, &challenge_id)))
+    }
+
+    fn challenged(
+        &self,
+        user_id: String,
+        factor_id: String,
+        challenge_id: String,
+    ) -> BoxFuture<'_, Result<Option<Challenged>, Error>> {
+        Box::pin(self.db.with_reader(move |c| mfa::challenged(c, &user_id, &factor_id, &challenge_id)))
+    }
+
+    fn elevate(
+        &self,
+        user_id: String,
+        factor_id: String,
+        challenge_id: String,
+        session_id: String,
+    ) -> BoxFuture<'_, Result<Option<(User, Started)>, Error>> {
+        Box::pin(self.db.with_writer(move |c| {
+            atomically(c, |tx| {
+                if !mfa::elevate(tx, &user_id, &factor_id, &challenge_id, &session_id)? {
+                    return Ok(None);
+                }
+                let token = random_stamped();
+                tx.prepare_cached(
+                    "INSERT INTO _rowgate_refresh_tokens (token_hash, user_id, expires_at, session_id, aal, factor_id) \
+                     VALUES (?1, ?2, ?3, ?4, 'aal2', ?5)",
+                )
+                .and_then(|mut q| {
+                    q.execute(rusqlite::params![sqlite_key(&token), user_id, expires(unix_now()), session_id, factor_id])
+                })
+                .map_err(sqlite_error)?;
+                let user = tx.query_row(USER_BY_ID, [&user_id], sqlite_user).map_err(sqlite_error)?;
+                Ok(Some((user, Started { refresh: token, session_id, aal: "aal2".into() })))
+            })
+        }))
+    }
+
+    fn unenroll_factor(
+        &self,
+        user_id: String,
+        factor_id: String,
+        aal2: bool,
+    ) -> BoxFuture<'_, Result<Option<bool>, Error>> {
+        Box::pin(
+            self.db.with_writer(move |c| atomically(c, |tx| mfa::unenroll(tx, &user_id, &factor_id, aal2))),
+        )
+    }
+
     fn logout(
         &self,
         user_id: String,
@@ -355,6 +439,10 @@ fn update(tx: &rusqlite::Connection, id: &str, changes: UserChanges) -> Result<U
     Ok(Updated::Done(Box::new(tx.query_row(USER_BY_ID, [id], sqlite_user).map_err(sqlite_error)?)))
 }
 
+fn unix_now() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
+}
+
 /// Runs `f` in a savepoint of the writer's transaction: all of it is written, or none (the
 /// batch's other writes are kept either way).
 fn atomically<T>(
@@ -395,133 +483,6 @@ pub(super) fn sqlite_user(r: &rusqlite::Row<'_>) -> rusqlite::Result<User> {
         recovery_sent_at: r.get(14)?,
         email_change_sent_at: r.get(15)?,
         new_email: r.get(16)?,
+        factors: r.get(17)?,
     })
-}
-
-/// Starts a session of `user_id`: its first refresh token, stored.
-fn store_refresh(c: &rusqlite::Connection, user_id: &str, now: i64) -> rusqlite::Result<Started> {
-    let token = stamped(&stamp(), &random_token());
-    let session_id = crate::uuid_v4();
-    // Cached: a refresh is a write on the one writer thread, where parsing SQL costs everyone.
-    c.prepare_cached(
-        "INSERT INTO _rowgate_refresh_tokens (token_hash, user_id, expires_at, session_id) VALUES (?1, ?2, ?3, ?4)",
-    )?
-    .execute(rusqlite::params![sqlite_key(&token), user_id, expires(now), session_id])?;
-    Ok(Started { refresh: token, session_id })
-}
-
-/// The time now in microseconds, as 16 hex digits: the stamp of a token issued now.
-fn stamp() -> String {
-    let micros = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_micros() as u64);
-    format!("{micros:016x}")
-}
-
-/// A refresh token issued on SQLite: `<stamp>.<secret>`. The stamp leads the key the token is
-/// stored under ([`sqlite_key`]), so the keys of new tokens ascend and each lands on the
-/// index's last page, where a batch of refreshes shares one page write; keyed by the hash alone
-/// each landed on a random page (s004's refresh: 1.5 pages written per refresh at c=100).
-fn stamped(stamp: &str, secret: &str) -> String {
-    format!("{stamp}.{secret}")
-}
-
-/// The key a refresh token is stored under in SQLite: `<stamp>.<SHA-256>` for a stamped one,
-/// the SHA-256 alone for one issued before stamps (base64url has no `.`), which keeps working.
-fn sqlite_key(token: &str) -> String {
-    match token.split_once('.') {
-        Some((stamp, _))
-            if stamp.len() == 16 && stamp.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) =>
-        {
-            format!("{stamp}.{}", token_hash(token))
-        }
-        _ => token_hash(token),
-    }
-}
-
-/// A refresh token's row and its user.
-struct StoredToken {
-    user: User,
-    /// Exchanged already, or revoked (then `used_at` is `None`).
-    used: bool,
-    used_at: Option<i64>,
-    expires_at: i64,
-    /// The stamp of the token it was exchanged for (none if revoked, or used before stamps).
-    successor: Option<String>,
-    /// The sign-in it continues (none for a token issued before sessions were kept).
-    session_id: Option<String>,
-}
-
-/// [`AccountStore::rotate`] on SQLite.
-fn rotate(
-    c: &rusqlite::Connection,
-    token: &str,
-    secret: &str,
-    now: i64,
-    reuse: i64,
-) -> Result<Option<(User, Started)>, Error> {
-    let key = sqlite_key(token);
-    // The token and its user in one statement: the writer thread runs every write in turn, so
-    // each statement saved here is throughput.
-    let found = c
-        .prepare_cached(concat!(
-            "SELECT ",
-            user_columns!(),
-            ", t.revoked, t.revoked_at, t.expires_at, t.successor, t.session_id \
-             FROM _rowgate_refresh_tokens AS t JOIN _rowgate_users AS u ON u.id = t.user_id \
-             WHERE t.token_hash = ?1"
-        ))
-        .and_then(|mut q| {
-            q.query_row([&key], |r| {
-                Ok(StoredToken {
-                    user: sqlite_user(r)?,
-                    used: r.get::<_, i64>(USER_COLUMNS)? != 0,
-                    used_at: r.get(USER_COLUMNS + 1)?,
-                    expires_at: r.get(USER_COLUMNS + 2)?,
-                    successor: r.get(USER_COLUMNS + 3)?,
-                    session_id: r.get(USER_COLUMNS + 4)?,
-                })
-            })
-            .optional()
-        })
-        .map_err(sqlite_error)?;
-    let Some(StoredToken { user, used, used_at, expires_at, successor, session_id }) = found else {
-        return Ok(None);
-    };
-    let started = |refresh: String| Started { refresh, session_id: session_id.clone().unwrap_or_default() };
-    if used {
-        if used_at.is_none_or(|at| now - at >= reuse) {
-            c.execute(
-                "UPDATE _rowgate_refresh_tokens SET revoked = 1, revoked_at = NULL WHERE user_id = ?1",
-                [&user.id],
-            )
-            .map_err(sqlite_error)?;
-            return Ok(None);
-        }
-        if expires_at <= now {
-            return Ok(None);
-        }
-        return match successor {
-            // Stored at the first use: the same token again.
-            Some(stamp) => Ok(Some((user, started(stamped(&stamp, secret))))),
-            // Used before stamps: its successor was the secret alone, stored then.
-            None => Ok(Some((user, started(secret.to_owned())))),
-        };
-    }
-    let next = stamp();
-    c.prepare_cached(
-        "UPDATE _rowgate_refresh_tokens SET revoked = 1, revoked_at = ?2, successor = ?3 WHERE token_hash = ?1",
-    )
-    .and_then(|mut q| q.execute(rusqlite::params![key, now, next]))
-    .map_err(sqlite_error)?;
-    if expires_at <= now {
-        return Ok(None);
-    }
-    let successor = stamped(&next, secret);
-    c.prepare_cached(
-        "INSERT INTO _rowgate_refresh_tokens (token_hash, user_id, expires_at, session_id) VALUES (?1, ?2, ?3, ?4)",
-    )
-    .and_then(|mut q| q.execute(rusqlite::params![sqlite_key(&successor), user.id, expires(now), session_id]))
-    .map_err(sqlite_error)?;
-    Ok(Some((user, started(successor))))
 }

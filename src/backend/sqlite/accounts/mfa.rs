@@ -1,0 +1,179 @@
+//! Second factors on SQLite: TOTP factors and their challenges in tables of the file (Supabase's
+//! `auth.mfa_factors` and `auth.mfa_challenges`, as far as TOTP uses them); a session's
+//! assurance level rides on its refresh tokens (`aal`, `factor_id`).
+
+use rusqlite::OptionalExtension;
+
+use super::sqlite_error;
+use crate::accounts::store::{Challenged, Enrolled, NewFactor};
+use crate::error::Error;
+
+/// The factors and their challenges.
+pub(super) const SQLITE_SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS _rowgate_mfa_factors (
+  id TEXT PRIMARY KEY,
+  user_id TEXT NOT NULL REFERENCES _rowgate_users (id) ON DELETE CASCADE,
+  friendly_name TEXT,
+  factor_type TEXT NOT NULL DEFAULT 'totp',
+  status TEXT NOT NULL DEFAULT 'unverified',
+  secret TEXT,
+  created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+  updated_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+  last_challenged_at TEXT
+);
+CREATE INDEX IF NOT EXISTS _rowgate_mfa_factors_user_id ON _rowgate_mfa_factors (user_id, created_at);
+CREATE TABLE IF NOT EXISTS _rowgate_mfa_challenges (
+  id TEXT PRIMARY KEY,
+  factor_id TEXT NOT NULL REFERENCES _rowgate_mfa_factors (id) ON DELETE CASCADE,
+  created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+  verified_at TEXT
+);";
+
+/// [`crate::accounts::store::AccountStore::enroll_factor`] on SQLite.
+pub(super) fn enroll(
+    tx: &rusqlite::Connection,
+    user_id: &str,
+    factor: &NewFactor,
+    aal2: bool,
+    expiry: i64,
+) -> Result<Enrolled, Error> {
+    tx.execute(
+        "DELETE FROM _rowgate_mfa_factors WHERE user_id = ?1 AND status = 'unverified' \
+         AND unixepoch(created_at) < unixepoch('now') - ?2",
+        rusqlite::params![user_id, expiry],
+    )
+    .map_err(sqlite_error)?;
+    let (named, count, verified): (i64, i64, i64) = tx
+        .query_row(
+            "SELECT count(*) FILTER (WHERE friendly_name = ?2), count(*), count(*) FILTER (WHERE status = 'verified') \
+             FROM _rowgate_mfa_factors WHERE user_id = ?1",
+            [user_id, &factor.friendly_name],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .map_err(sqlite_error)?;
+    if named > 0 {
+        return Ok(Enrolled::NameTaken);
+    }
+    if count >= 10 {
+        return Ok(Enrolled::TooMany);
+    }
+    if verified > 0 && !aal2 {
+        return Ok(Enrolled::NeedsAal2);
+    }
+    tx.execute(
+        "INSERT INTO _rowgate_mfa_factors (id, user_id, friendly_name, secret) VALUES (?1, ?2, ?3, ?4)",
+        [&factor.id, user_id, &factor.friendly_name, &factor.secret],
+    )
+    .map_err(sqlite_error)?;
+    Ok(Enrolled::Done)
+}
+
+/// [`crate::accounts::store::AccountStore::challenge_factor`] on SQLite.
+pub(super) fn challenge(
+    c: &rusqlite::Connection,
+    user_id: &str,
+    factor_id: &str,
+    challenge_id: &str,
+) -> Result<bool, Error> {
+    let found = c
+        .execute(
+            "UPDATE _rowgate_mfa_factors SET last_challenged_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') \
+             WHERE id = ?1 AND user_id = ?2",
+            [factor_id, user_id],
+        )
+        .map_err(sqlite_error)?;
+    if found == 0 {
+        return Ok(false);
+    }
+    c.execute(
+        "INSERT INTO _rowgate_mfa_challenges (id, factor_id) VALUES (?1, ?2)",
+        [challenge_id, factor_id],
+    )
+    .map_err(sqlite_error)?;
+    Ok(true)
+}
+
+/// [`crate::accounts::store::AccountStore::challenged`] on SQLite.
+pub(super) fn challenged(
+    c: &rusqlite::Connection,
+    user_id: &str,
+    factor_id: &str,
+    challenge_id: &str,
+) -> rusqlite::Result<Option<Challenged>> {
+    c.query_row(
+        "SELECT f.secret, f.status = 'verified', \
+           (SELECT unixepoch(ch.created_at) FROM _rowgate_mfa_challenges ch \
+            WHERE ch.id = ?3 AND ch.factor_id = f.id AND ch.verified_at IS NULL) \
+         FROM _rowgate_mfa_factors f WHERE f.id = ?1 AND f.user_id = ?2",
+        [factor_id, user_id, challenge_id],
+        |r| {
+            Ok(Challenged { secret: r.get(0)?, verified: r.get::<_, i64>(1)? != 0, challenged_at: r.get(2)? })
+        },
+    )
+    .optional()
+}
+
+/// The challenge used up, the factor verified, the session's tokens at `aal2`: whether the
+/// challenge was still open.
+pub(super) fn elevate(
+    tx: &rusqlite::Connection,
+    user_id: &str,
+    factor_id: &str,
+    challenge_id: &str,
+    session_id: &str,
+) -> Result<bool, Error> {
+    let answered = tx
+        .execute(
+            "UPDATE _rowgate_mfa_challenges SET verified_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') \
+             WHERE id = ?1 AND factor_id = ?2 AND verified_at IS NULL \
+               AND EXISTS (SELECT 1 FROM _rowgate_mfa_factors f WHERE f.id = ?2 AND f.user_id = ?3)",
+            [challenge_id, factor_id, user_id],
+        )
+        .map_err(sqlite_error)?;
+    if answered == 0 {
+        return Ok(false);
+    }
+    tx.execute(
+        "UPDATE _rowgate_mfa_factors SET status = 'verified', updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') \
+         WHERE id = ?1",
+        [factor_id],
+    )
+    .map_err(sqlite_error)?;
+    tx.execute(
+        "UPDATE _rowgate_refresh_tokens SET aal = 'aal2', factor_id = ?3 WHERE user_id = ?1 AND session_id = ?2",
+        [user_id, session_id, factor_id],
+    )
+    .map_err(sqlite_error)?;
+    Ok(true)
+}
+
+/// [`crate::accounts::store::AccountStore::unenroll_factor`] on SQLite.
+pub(super) fn unenroll(
+    tx: &rusqlite::Connection,
+    user_id: &str,
+    factor_id: &str,
+    aal2: bool,
+) -> Result<Option<bool>, Error> {
+    let status: Option<String> = tx
+        .query_row(
+            "SELECT status FROM _rowgate_mfa_factors WHERE id = ?1 AND user_id = ?2",
+            [factor_id, user_id],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(sqlite_error)?;
+    match status.as_deref() {
+        None => Ok(None),
+        Some("verified") if !aal2 => Ok(Some(false)),
+        Some(_) => {
+            tx.execute(
+                "UPDATE _rowgate_refresh_tokens SET aal = NULL, factor_id = NULL WHERE factor_id = ?1",
+                [factor_id],
+            )
+            .map_err(sqlite_error)?;
+            tx.execute("DELETE FROM _rowgate_mfa_factors WHERE id = ?1", [factor_id])
+                .map_err(sqlite_error)?;
+            Ok(Some(true))
+        }
+    }
+}
