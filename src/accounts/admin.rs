@@ -5,6 +5,7 @@
 use http::{header, Method, StatusCode};
 use serde_json::Value;
 
+use super::by_mail::Mailing;
 use super::gotrue::{self, fail, internal, validation, Answer};
 use super::mail::Template;
 use super::store::{NewUser, OneTime, Updated, UserChanges};
@@ -209,8 +210,19 @@ impl Accounts {
         let email = valid_email(v.get("email").and_then(Value::as_str).unwrap_or(""))?;
         let redirect = self.mail.links.redirect(redirect);
         let user = self.invited(&email, metadata(v.get("data"))?).await?;
-        self.send_code(&user, OneTime::Confirmation, Template::Invite, "invite", &email, &redirect, 0)
-            .await?;
+        self.send_code(
+            &user,
+            Mailing {
+                kind: OneTime::Confirmation,
+                template: Template::Invite,
+                verify_type: "invite",
+                to: &email,
+                redirect: &redirect,
+                interval: 0,
+                pkce: None,
+            },
+        )
+        .await?;
         let user = self.store.user(user.id.clone()).await.map_err(|_| internal())?.unwrap_or(user);
         Ok(Answer::ok(gotrue::to_json(&gotrue::UserJson::of(&user))))
     }
@@ -290,7 +302,7 @@ impl Accounts {
                 ))
             }
         };
-        let code = self.issue_code(&user, one_time, &to, 0).await?;
+        let code = self.issue_code(&user, one_time, &to, 0, false).await?;
         let user = self.store.user(user.id.clone()).await.map_err(|_| internal())?.unwrap_or(user);
         let mut answer = serde_json::to_value(gotrue::UserJson::of(&user)).map_err(|_| internal())?;
         if let Value::Object(fields) = &mut answer {

@@ -1,17 +1,15 @@
 //! What is done by mail, as GoTrue does it: a code (six digits, and the hash of address and
 //! code that links carry) stored for the user and mailed — confirmation of a sign-up, `/resend`,
-//! `/recover`, `/magiclink` and `/otp`, an email change, an administrator's `/invite` — and
-//! `/verify`, which redeems one: from a link (GET, answered with a redirect carrying the session
-//! in its fragment) or from the code typed in (POST, answered with the session).
+//! `/recover`, `/magiclink` and `/otp`, an email change, an administrator's `/invite` — with a
+//! PKCE flow kept beside it when the client sent a challenge. `verify.rs` redeems them.
 
 use std::net::IpAddr;
 
-use http::{header, StatusCode};
+use http::StatusCode;
 use serde_json::Value;
 use sha2::Digest;
 
 use super::gotrue::{self, fail, internal, validation, Answer};
-use super::links::with_fragment;
 use super::mail::{MailError, Template, Vars};
 use super::store::{Issued, NewUser, OneTime, Redeem, User};
 use super::{metadata, unix_now, valid_email, Accounts};
@@ -32,12 +30,70 @@ impl Code {
     }
 }
 
-fn hash(email: &str, otp: &str) -> String {
+pub(super) fn hash(email: &str, otp: &str) -> String {
     crate::hex(&sha2::Sha224::digest(format!("{}{otp}", email.to_lowercase()).as_bytes()))
 }
 
+/// A mail with a code: what the code is for, the template, the `type` its link verifies as,
+/// the address, where the link leads, how long before another of its kind may go (0: no
+/// wait), and the PKCE challenge its link answers, if any.
+pub(super) struct Mailing<'a> {
+    pub kind: OneTime,
+    pub template: Template,
+    pub verify_type: &'a str,
+    pub to: &'a str,
+    pub redirect: &'a str,
+    pub interval: i64,
+    pub pkce: Option<&'a Pkce>,
+}
+
+/// A PKCE challenge a client sent (`code_challenge`, `code_challenge_method`).
+#[derive(Debug, Clone)]
+pub(super) struct Pkce {
+    pub challenge: String,
+    /// `s256` or `plain`.
+    pub method: String,
+}
+
+/// The PKCE challenge of a request's body, if it has one (GoTrue's checks).
+pub(super) fn pkce_of(v: &Value) -> Result<Option<Pkce>, Answer> {
+    let text = |k: &str| v.get(k).and_then(Value::as_str).filter(|s| !s.is_empty());
+    match (text("code_challenge"), text("code_challenge_method")) {
+        (None, None) => Ok(None),
+        (Some(challenge), Some(method)) => {
+            if !(43..=128).contains(&challenge.len()) {
+                return Err(validation("code challenge has to be between 43 and 128 characters"));
+            }
+            if !challenge.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'~' | b'-'))
+            {
+                return Err(validation(
+                    "code challenge can only contain alphanumeric characters, hyphens, periods, underscores and tildes",
+                ));
+            }
+            let method = method.to_ascii_lowercase();
+            if method != "s256" && method != "plain" {
+                return Err(validation("code challenge method not supported"));
+            }
+            Ok(Some(Pkce { challenge: challenge.to_owned(), method }))
+        }
+        _ => Err(validation("PKCE flow requires code_challenge_method and code_challenge")),
+    }
+}
+
+/// GoTrue's name of what a link of `verify_type` authenticates by.
+pub(super) fn authentication_method(verify_type: &str) -> &'static str {
+    match verify_type {
+        "signup" => "email/signup",
+        "invite" => "invite",
+        "magiclink" => "magiclink",
+        "recovery" => "recovery",
+        "email_change" => "email_change",
+        _ => "otp",
+    }
+}
+
 /// A verification's `type`, as the code it redeems.
-fn redeems(kind: &str) -> Option<Redeem> {
+pub(super) fn redeems(kind: &str) -> Option<Redeem> {
     match kind {
         "signup" | "invite" => Some(Some(OneTime::Confirmation)),
         "recovery" | "magiclink" => Some(Some(OneTime::Recovery)),
@@ -48,21 +104,22 @@ fn redeems(kind: &str) -> Option<Redeem> {
 }
 
 impl Accounts {
-    /// Stores a code of `kind` for `user` and mails it to `to` with `template`, its link
-    /// verifying as `verify_type` and leading to `redirect`; unless one went out less than
-    /// `accounts-mail-interval` ago (`interval`: 0 ignores it).
-    #[allow(clippy::too_many_arguments)]
-    pub(super) async fn send_code(
-        &self,
-        user: &User,
-        kind: OneTime,
-        template: Template,
-        verify_type: &str,
-        to: &str,
-        redirect: &str,
-        interval: i64,
-    ) -> Result<Code, Answer> {
-        let code = self.issue_code(user, kind, to, interval).await?;
+    /// Stores a code for `user` and mails it, as `mailing` says; unless one of its kind went out
+    /// less than `mailing.interval` seconds ago (0 ignores it).
+    pub(super) async fn send_code(&self, user: &User, mailing: Mailing<'_>) -> Result<Code, Answer> {
+        let Mailing { kind, template, verify_type, to, redirect, interval, pkce } = mailing;
+        let code = self.issue_code(user, kind, to, interval, pkce.is_some()).await?;
+        if let Some(pkce) = pkce {
+            let flow = super::store::Flow {
+                id: crate::uuid_v4(),
+                user_id: user.id.clone(),
+                auth_code: crate::uuid_v4(),
+                challenge: pkce.challenge.clone(),
+                method: pkce.method.clone(),
+                authentication_method: authentication_method(verify_type).to_owned(),
+            };
+            self.store.start_flow(flow).await.map_err(|_| internal())?;
+        }
         let what = match template {
             Template::Confirmation => "confirmation",
             Template::Invite => "invite",
@@ -127,8 +184,13 @@ impl Accounts {
         kind: OneTime,
         to: &str,
         interval: i64,
+        pkce: bool,
     ) -> Result<Code, Answer> {
-        let code = Code::new(to);
+        let mut code = Code::new(to);
+        if pkce {
+            // A link of a PKCE flow leads back with a code to exchange, not a session.
+            code.hash = format!("pkce_{}", code.hash);
+        }
         let new_email = (kind == OneTime::EmailChange).then(|| to.to_owned());
         match self.store.issue(user.id.clone(), kind, code.hash.clone(), new_email, interval).await {
             Ok(Issued::Stored) => Ok(code),
@@ -149,6 +211,7 @@ impl Accounts {
         &self,
         new: NewUser,
         redirect: Option<&str>,
+        pkce: Option<Pkce>,
     ) -> Result<Answer, Answer> {
         self.can_mail()?;
         let redirect = self.mail.links.redirect(redirect);
@@ -158,12 +221,15 @@ impl Accounts {
             if existing.email_confirmed_at.is_none() {
                 self.send_code(
                     &existing,
-                    OneTime::Confirmation,
-                    Template::Confirmation,
-                    "signup",
-                    &email,
-                    &redirect,
-                    interval,
+                    Mailing {
+                        kind: OneTime::Confirmation,
+                        template: Template::Confirmation,
+                        verify_type: "signup",
+                        to: &email,
+                        redirect: &redirect,
+                        interval,
+                        pkce: pkce.as_ref(),
+                    },
                 )
                 .await?;
             }
@@ -174,12 +240,15 @@ impl Accounts {
         };
         self.send_code(
             &user,
-            OneTime::Confirmation,
-            Template::Confirmation,
-            "signup",
-            &email,
-            &redirect,
-            interval,
+            Mailing {
+                kind: OneTime::Confirmation,
+                template: Template::Confirmation,
+                verify_type: "signup",
+                to: &email,
+                redirect: &redirect,
+                interval,
+                pkce: pkce.as_ref(),
+            },
         )
         .await?;
         let user = self.store.user(user.id.clone()).await.map_err(|_| internal())?.unwrap_or(user);
@@ -190,6 +259,7 @@ impl Accounts {
     pub(super) async fn resend(&self, body: &[u8], redirect: Option<&str>) -> Result<Answer, Answer> {
         self.can_mail()?;
         let v: Value = serde_json::from_slice(body).map_err(|_| gotrue::bad_json())?;
+        let pkce = pkce_of(&v)?;
         let email = valid_email(v.get("email").and_then(Value::as_str).unwrap_or(""))?;
         let redirect = self.mail.links.redirect(redirect.or(redirect_of(&v)));
         let kind = v.get("type").and_then(Value::as_str).unwrap_or("");
@@ -198,12 +268,15 @@ impl Accounts {
             ("signup", Some(user)) if user.email_confirmed_at.is_none() => {
                 self.send_code(
                     &user,
-                    OneTime::Confirmation,
-                    Template::Confirmation,
-                    "signup",
-                    &email,
-                    &redirect,
-                    self.mail.interval,
+                    Mailing {
+                        kind: OneTime::Confirmation,
+                        template: Template::Confirmation,
+                        verify_type: "signup",
+                        to: &email,
+                        redirect: &redirect,
+                        interval: self.mail.interval,
+                        pkce: pkce.as_ref(),
+                    },
                 )
                 .await?;
             }
@@ -211,12 +284,15 @@ impl Accounts {
                 if let Some(new_email) = user.new_email.clone() {
                     self.send_code(
                         &user,
-                        OneTime::EmailChange,
-                        Template::EmailChange,
-                        "email_change",
-                        &new_email,
-                        &redirect,
-                        self.mail.interval,
+                        Mailing {
+                            kind: OneTime::EmailChange,
+                            template: Template::EmailChange,
+                            verify_type: "email_change",
+                            to: &new_email,
+                            redirect: &redirect,
+                            interval: self.mail.interval,
+                            pkce: pkce.as_ref(),
+                        },
                     )
                     .await?;
                 }
@@ -232,17 +308,21 @@ impl Accounts {
     pub(super) async fn recover(&self, body: &[u8], redirect: Option<&str>) -> Result<Answer, Answer> {
         self.can_mail()?;
         let v: Value = serde_json::from_slice(body).map_err(|_| gotrue::bad_json())?;
+        let pkce = pkce_of(&v)?;
         let email = valid_email(v.get("email").and_then(Value::as_str).unwrap_or(""))?;
         let redirect = self.mail.links.redirect(redirect.or(redirect_of(&v)));
         if let Some((user, _)) = self.store.by_email(email.clone()).await.map_err(|_| internal())? {
             self.send_code(
                 &user,
-                OneTime::Recovery,
-                Template::Recovery,
-                "recovery",
-                &email,
-                &redirect,
-                self.mail.interval,
+                Mailing {
+                    kind: OneTime::Recovery,
+                    template: Template::Recovery,
+                    verify_type: "recovery",
+                    to: &email,
+                    redirect: &redirect,
+                    interval: self.mail.interval,
+                    pkce: pkce.as_ref(),
+                },
             )
             .await?;
         }
@@ -261,6 +341,7 @@ impl Accounts {
     ) -> Result<Answer, Answer> {
         self.can_mail()?;
         let v: Value = serde_json::from_slice(body).map_err(|_| gotrue::bad_json())?;
+        let pkce = pkce_of(&v)?;
         if v.get("phone").and_then(Value::as_str).is_some_and(|p| !p.is_empty()) {
             return Err(fail(
                 StatusCode::UNPROCESSABLE_ENTITY,
@@ -278,7 +359,19 @@ impl Accounts {
                 Some(_) => (OneTime::Recovery, Template::MagicLink, "magiclink"),
                 None => (OneTime::Confirmation, Template::Confirmation, "signup"),
             };
-            self.send_code(&user, kind, template, verify, &email, &redirect, self.mail.interval).await?;
+            self.send_code(
+                &user,
+                Mailing {
+                    kind,
+                    template,
+                    verify_type: verify,
+                    to: &email,
+                    redirect: &redirect,
+                    interval: self.mail.interval,
+                    pkce: pkce.as_ref(),
+                },
+            )
+            .await?;
             return Ok(Answer::ok("{}".into()));
         }
         let create = v.get("create_user").and_then(Value::as_bool).unwrap_or(true);
@@ -304,109 +397,19 @@ impl Accounts {
         if let Some((user, _)) = self.store.create(new, false, unix_now()).await.map_err(|_| internal())? {
             self.send_code(
                 &user,
-                OneTime::Confirmation,
-                Template::Confirmation,
-                "signup",
-                &email,
-                &redirect,
-                0,
+                Mailing {
+                    kind: OneTime::Confirmation,
+                    template: Template::Confirmation,
+                    verify_type: "signup",
+                    to: &email,
+                    redirect: &redirect,
+                    interval: 0,
+                    pkce: pkce.as_ref(),
+                },
             )
             .await?;
         }
         Ok(Answer::ok("{}".into()))
-    }
-
-    /// `GET /verify?token=&type=&redirect_to=`, a link from a mail: redirected to `redirect_to`
-    /// (if allowed) with the session, or the error, in the fragment.
-    pub(super) async fn verify_link(&self, query: &str) -> Result<Answer, Answer> {
-        let param = |name: &str| {
-            form_urlencoded::parse(query.as_bytes()).find(|(k, _)| k == name).map(|(_, v)| v.into_owned())
-        };
-        let kind = param("type")
-            .filter(|t| !t.is_empty())
-            .ok_or_else(|| validation("Verify requires a verification type"))?;
-        let token = param("token")
-            .filter(|t| !t.is_empty())
-            .ok_or_else(|| validation("Verify requires a token or a token hash"))?;
-        let redeem = redeems(&kind).ok_or_else(|| validation("Unsupported verification type"))?;
-        let redirect = self.mail.links.redirect(param("redirect_to").as_deref());
-        let target = match self.redeem(redeem, token, None).await {
-            Ok(s) => with_fragment(
-                &redirect,
-                &[
-                    ("access_token", &s.access),
-                    ("expires_at", &s.expires_at.to_string()),
-                    ("expires_in", &super::TOKEN_LIFETIME.as_secs().to_string()),
-                    ("refresh_token", &s.refresh),
-                    ("token_type", "bearer"),
-                    ("type", &kind),
-                ],
-            ),
-            Err(e) => {
-                let (error, code, description) = e.error_parts();
-                with_fragment(
-                    &redirect,
-                    &[
-                        ("error", error),
-                        ("error_code", &code),
-                        ("error_description", &description),
-                        ("sb", ""),
-                    ],
-                )
-            }
-        };
-        let mut answer = Answer::empty(StatusCode::SEE_OTHER);
-        answer.headers.push((header::LOCATION, target));
-        Ok(answer)
-    }
-
-    /// `POST /verify` `{type, token_hash}` or `{type, email, token}`: the session.
-    pub(super) async fn verify_code(&self, body: &[u8], client: IpAddr) -> Result<Answer, Answer> {
-        let v: Value = serde_json::from_slice(body).map_err(|_| gotrue::bad_json())?;
-        let text = |k: &str| v.get(k).and_then(Value::as_str).filter(|s| !s.is_empty());
-        let kind = text("type").ok_or_else(|| validation("Verify requires a verification type"))?;
-        let redeem = redeems(kind).ok_or_else(|| validation("Unsupported verification type"))?;
-        match (text("token_hash"), text("token"), text("email")) {
-            (Some(hash), None, None) => {
-                Ok(Answer::ok(self.redeem(redeem, hash.to_owned(), None).await?.json))
-            }
-            (None, Some(otp), Some(email)) => {
-                let email = valid_email(email)?;
-                // Guesses at a six-digit code are limited as guesses at a password are.
-                let Some(mut attempt) = self.limits.attempt(client, &email) else {
-                    return Err(super::too_many("Too many attempts: try again later"));
-                };
-                let result = self.redeem(redeem, hash(&email, otp), Some(email.clone())).await;
-                attempt.outcome = Some(result.is_ok());
-                result.map(|s| Answer::ok(s.json)).map_err(|e| e.into_token_error())
-            }
-            (None, None, _) => Err(validation("Verify requires a token or a token hash")),
-            (Some(_), _, _) => Err(validation("Only the token_hash and type should be provided")),
-            (None, Some(_), None) => Err(validation("Verify requires an email address with a token")),
-        }
-    }
-
-    /// Redeems a code and starts a session.
-    async fn redeem(
-        &self,
-        kind: Redeem,
-        token_hash: String,
-        email: Option<String>,
-    ) -> Result<super::Session, Answer> {
-        let expired = || fail(StatusCode::FORBIDDEN, "otp_expired", "Email link is invalid or has expired");
-        let user = self
-            .store
-            .redeem(kind, token_hash, email, self.mail.otp_expiry)
-            .await
-            .map_err(|_| internal())?
-            .ok_or_else(expired)?;
-        if user.is_banned {
-            return Err(fail(StatusCode::FORBIDDEN, "user_banned", "User is banned"));
-        }
-        let now = unix_now();
-        let (user, started) =
-            self.store.sign_in(user.id.clone(), now).await.map_err(|_| internal())?.ok_or_else(expired)?;
-        self.session(&user, &started, now)
     }
 }
 
@@ -415,32 +418,6 @@ fn redirect_of(v: &Value) -> Option<&str> {
     v.get("redirect_to")
         .or_else(|| v.get("options").and_then(|o| o.get("redirect_to")))
         .and_then(Value::as_str)
-}
-
-impl Answer {
-    /// An error's OAuth name, code and message, for a redirect's fragment.
-    fn error_parts(&self) -> (&'static str, String, String) {
-        let body: Value = self.body.as_deref().and_then(|b| serde_json::from_str(b).ok()).unwrap_or_default();
-        let text = |k: &str| body.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
-        let error = match self.status.as_u16() {
-            400 => "invalid_request",
-            401 => "unauthorized_client",
-            403 => "access_denied",
-            503 => "temporarily_unavailable",
-            _ => "server_error",
-        };
-        (error, text("error_code"), text("msg"))
-    }
-
-    /// A code typed in that redeems nothing: GoTrue's words for it.
-    fn into_token_error(self) -> Answer {
-        match self.status {
-            StatusCode::FORBIDDEN if self.body.as_deref().is_some_and(|b| b.contains("otp_expired")) => {
-                fail(StatusCode::FORBIDDEN, "otp_expired", "Token has expired or is invalid")
-            }
-            _ => self,
-        }
-    }
 }
 
 #[cfg(test)]

@@ -51,6 +51,7 @@ mod mail;
 mod mfa;
 pub mod store;
 mod user;
+mod verify;
 
 use gotrue::{fail, internal, validation, Answer};
 pub use store::{AccountStore, User};
@@ -199,6 +200,7 @@ impl Accounts {
             (&Method::POST, "/token") => match param("grant_type").as_deref() {
                 Some("password") => self.login(body, client).await,
                 Some("refresh_token") => self.refresh(body).await,
+                Some("pkce") => self.exchange_code(body).await,
                 _ => Err(fail(StatusCode::BAD_REQUEST, "unsupported_grant_type", "Unsupported grant type")),
             },
             (&Method::GET, "/settings") => Ok(self.settings()),
@@ -274,7 +276,7 @@ impl Accounts {
             ..Default::default()
         };
         if !self.mail.autoconfirm {
-            return self.sign_up_by_mail(new, redirect).await;
+            return self.sign_up_by_mail(new, redirect, by_mail::pkce_of(&v)?).await;
         }
         let now = unix_now();
         // The account and its first session commit together.

@@ -150,6 +150,31 @@ impl OneTime {
 /// code alike (GoTrue's `type=email`).
 pub type Redeem = Option<OneTime>;
 
+/// A PKCE flow (RFC 7636): the challenge a client sent with a request for a mail, kept until
+/// the code its link leads back with is exchanged with the verifier.
+#[derive(Debug, Clone)]
+pub struct Flow {
+    pub id: String,
+    pub user_id: String,
+    /// What the link's redirect carries (`?code=`), to be exchanged.
+    pub auth_code: String,
+    pub challenge: String,
+    /// `s256` or `plain`.
+    pub method: String,
+    /// What the link is for, GoTrue's name (`email/signup`, `magiclink`, `recovery`, ...).
+    pub authentication_method: String,
+}
+
+/// A flow taken to be exchanged: whose, its challenge, and when its code was handed out.
+#[derive(Debug, Clone)]
+pub struct TakenFlow {
+    pub user_id: String,
+    pub challenge: String,
+    pub method: String,
+    /// Seconds since the epoch; `None` if no link led back yet.
+    pub issued_at: Option<i64>,
+}
+
 /// How issuing a code ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Issued {
@@ -279,6 +304,19 @@ pub trait AccountStore: Send + Sync {
         factor_id: String,
         aal2: bool,
     ) -> BoxFuture<'_, Result<Option<bool>, Error>>;
+
+    /// Keeps a PKCE flow.
+    fn start_flow(&self, flow: Flow) -> BoxFuture<'_, Result<(), Error>>;
+
+    /// The code of `user_id`'s latest flow for `authentication_method`, marked handed out now.
+    fn flow_code(
+        &self,
+        user_id: String,
+        authentication_method: String,
+    ) -> BoxFuture<'_, Result<Option<String>, Error>>;
+
+    /// The flow of `auth_code`, removed (a code is exchanged once).
+    fn take_flow(&self, auth_code: String) -> BoxFuture<'_, Result<Option<TakenFlow>, Error>>;
 
     /// Ends sessions of `user_id`: all of them, `session` only, or all others.
     fn logout(

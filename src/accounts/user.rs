@@ -4,6 +4,7 @@
 use http::StatusCode;
 use serde_json::{json, Value};
 
+use super::by_mail::Mailing;
 use super::gotrue::{self, fail, internal, Answer};
 use super::mail::Template;
 use super::store::{OneTime, Scope, Updated, UserChanges};
@@ -105,6 +106,7 @@ impl Accounts {
     ) -> Result<Answer, Answer> {
         let v: Value = serde_json::from_slice(body).map_err(|_| gotrue::bad_json())?;
         let text = |k: &str| v.get(k).and_then(Value::as_str).filter(|s| !s.is_empty());
+        let pkce = super::by_mail::pkce_of(&v)?;
         let user = self.signed_in_user(caller).await?;
         if v.get("app_metadata").is_some_and(|m| !m.is_null()) {
             return Err(fail(
@@ -156,12 +158,15 @@ impl Accounts {
                 let interval = self.mail.interval;
                 self.send_code(
                     &user,
-                    OneTime::EmailChange,
-                    Template::EmailChange,
-                    "email_change",
-                    &email,
-                    &redirect,
-                    interval,
+                    Mailing {
+                        kind: OneTime::EmailChange,
+                        template: Template::EmailChange,
+                        verify_type: "email_change",
+                        to: &email,
+                        redirect: &redirect,
+                        interval,
+                        pkce: pkce.as_ref(),
+                    },
                 )
                 .await?;
             }

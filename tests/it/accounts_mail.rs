@@ -71,6 +71,7 @@ on_both!(a_new_address_is_taken_once_it_confirms);
 on_both!(links_lead_only_to_the_site_or_the_allowed_urls);
 on_both!(an_administrator_invites_and_generates_links);
 on_both!(supabase_js_signs_users_up_in_and_out);
+on_both!(a_pkce_link_leads_back_with_a_code_only_its_verifier_exchanges);
 
 /// tests/js/auth.test.mjs: the real supabase-js client's `auth` against `base`.
 fn supabase_js_signs_users_up_in_and_out(base: &str) {
@@ -344,4 +345,54 @@ fn an_administrator_invites_and_generates_links(base: &str) {
         (&r.json()["mailer_autoconfirm"], &r.json()["external"]["email"]),
         (&json!(false), &json!(true))
     );
+}
+
+fn a_pkce_link_leads_back_with_a_code_only_its_verifier_exchanges(base: &str) {
+    use base64::Engine;
+    use sha2::Digest;
+    let verifier = "a-verifier-of-the-client-that-asked-0123456789-abcdefghij";
+    let challenge = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(sha2::Sha256::digest(verifier));
+    let pkce = |email: &str| json!({"email": email, "password": "secret-pkce", "code_challenge": challenge, "code_challenge_method": "s256"});
+    let (status, e) = auth(
+        base,
+        "/auth/v1/signup",
+        json!({"email": address("pk0", base), "password": "secret-pkce", "code_challenge": challenge}),
+    );
+    assert_eq!(
+        (status, e["msg"].as_str()),
+        (400, Some("PKCE flow requires code_challenge_method and code_challenge"))
+    );
+
+    let rae = address("rae", base);
+    assert_eq!(auth(base, "/auth/v1/signup", pkce(&rae)).0, 200);
+    let link = sink().mail_to(&rae).link();
+    assert!(link.contains("token=pkce_"), "{link}");
+    let (status, location) = follow(base, &link);
+    assert_eq!(status, 303);
+    let code =
+        location.strip_prefix("http://app.test/?code=").unwrap_or_else(|| panic!("{location}")).to_owned();
+    let (status, e) =
+        post(base, "/auth/v1/token?grant_type=pkce", json!({"auth_code": code, "code_verifier": "not-it"}));
+    assert_eq!((status, e["error_code"].as_str()), (400, Some("bad_code_verifier")));
+    // A code is tried once: a wrong verifier uses it up.
+    let (status, e) =
+        post(base, "/auth/v1/token?grant_type=pkce", json!({"auth_code": code, "code_verifier": verifier}));
+    assert_eq!((status, e["error_code"].as_str()), (404, Some("flow_state_not_found")));
+
+    let sal = address("sal", base);
+    assert_eq!(auth(base, "/auth/v1/signup", pkce(&sal)).0, 200);
+    let (_, location) = follow(base, &sink().mail_to(&sal).link());
+    let code = location.rsplit("code=").next().unwrap().to_owned();
+    let (status, session) =
+        post(base, "/auth/v1/token?grant_type=pkce", json!({"auth_code": code, "code_verifier": verifier}));
+    assert_eq!((status, &session["user"]["email"]), (200, &json!(sal)), "{session}");
+    assert!(session["user"]["email_confirmed_at"].is_string(), "{session}");
+
+    // The code typed in still confirms, without the flow.
+    let tia = address("tia", base);
+    assert_eq!(auth(base, "/auth/v1/signup", pkce(&tia)).0, 200);
+    let typed = sink().mail_to(&tia).code();
+    let (status, session) =
+        post(base, "/auth/v1/verify", json!({"type": "signup", "email": tia, "token": typed}));
+    assert_eq!((status, &session["user"]["email"]), (200, &json!(tia)), "{session}");
 }

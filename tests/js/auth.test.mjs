@@ -51,7 +51,8 @@ async function mailTo(to) {
   throw new Error(`no mail to ${to}`)
 }
 const codeIn = (body) => body.match(/code: (\d{6})/)[1]
-const tokenHashIn = (body) => new URL(body.match(/href="([^"]+)"/)[1].replace(/&amp;/g, '&')).searchParams.get('token')
+const tokenLinkIn = (body) => body.match(/href="([^"]+)"/)[1].replace(/&amp;/g, '&')
+const tokenHashIn = (body) => new URL(tokenLinkIn(body)).searchParams.get('token')
 
 test('sign up, confirm with the code mailed, then sign in and change one’s data', async () => {
   const supabase = client()
@@ -194,4 +195,24 @@ test('a second factor from an authenticator app', async () => {
   const needed = await other.auth.mfa.getAuthenticatorAssuranceLevel()
   assert.deepEqual([needed.data.currentLevel, needed.data.nextLevel], ['aal1', 'aal2'])
   assert.equal((await supabase.auth.mfa.unenroll({ factorId })).error, null)
+})
+
+test('sign up with PKCE, as server-rendered apps (@supabase/ssr) do', async () => {
+  const supabase = createClient(url, anonKey, { ...options, auth: { ...options.auth, flowType: 'pkce' } })
+  const email = address('fay')
+  const signed = await supabase.auth.signUp({
+    email,
+    password: 'secret-fay',
+    options: { emailRedirectTo: 'http://localhost:5173/auth/callback' },
+  })
+  assert.equal(signed.error, null)
+  const link = new URL(tokenLinkIn(await mailTo(email)))
+  const followed = await fetch(url + link.pathname + link.search, { redirect: 'manual' })
+  assert.equal(followed.status, 303)
+  const back = new URL(followed.headers.get('location'))
+  assert.equal(back.origin + back.pathname, 'http://localhost:5173/auth/callback')
+  const { data, error } = await supabase.auth.exchangeCodeForSession(back.searchParams.get('code'))
+  assert.equal(error, null)
+  assert.equal(data.user.email, email)
+  assert.ok(data.session.refresh_token)
 })

@@ -9,8 +9,8 @@ use tokio_postgres::types::Type;
 use tokio_postgres::Client;
 
 use crate::accounts::store::{
-    lifetime, random_token, token_hash, AccountStore, Challenged, Created, Enrolled, Issued, NewFactor,
-    NewUser, OneTime, Redeem, Scope, Started, Updated, User, UserChanges, WithHash,
+    lifetime, random_token, token_hash, AccountStore, Challenged, Created, Enrolled, Flow, Issued, NewFactor,
+    NewUser, OneTime, Redeem, Scope, Started, TakenFlow, Updated, User, UserChanges, WithHash,
 };
 use crate::error::Error;
 
@@ -29,7 +29,9 @@ const FUNCTIONS: &str = "rowgate.account_create(text, text, text, text, jsonb, j
   rowgate.account_redeem(text, text, text, bigint),
   rowgate.account_factor_enroll(text, text, text, text, boolean, bigint), rowgate.account_factor_challenge(text, text, text),
   rowgate.account_factor_challenged(text, text, text), rowgate.account_factor_verify(text, text, text, text, text),
-  rowgate.account_factor_unenroll(text, text, boolean)";
+  rowgate.account_factor_unenroll(text, text, boolean),
+  rowgate.account_flow_start(text, text, text, text, text, text), rowgate.account_flow_code(text, text),
+  rowgate.account_flow_take(text)";
 
 /// Creates (or updates) the accounts' tables and functions and lets `role` call the functions;
 /// nothing else may (the tables hold password hashes).
@@ -457,6 +459,54 @@ impl AccountStore for PgAccounts {
                 "needs_aal2" => Some(false),
                 _ => None,
             })
+        })
+    }
+
+    fn start_flow(&self, flow: Flow) -> BoxFuture<'_, Result<(), Error>> {
+        Box::pin(async move {
+            self.query(
+                "SELECT rowgate.account_flow_start($1, $2, $3, $4, $5, $6)",
+                &[
+                    (&flow.id, Type::TEXT),
+                    (&flow.user_id, Type::TEXT),
+                    (&flow.auth_code, Type::TEXT),
+                    (&flow.challenge, Type::TEXT),
+                    (&flow.method, Type::TEXT),
+                    (&flow.authentication_method, Type::TEXT),
+                ],
+            )
+            .await
+            .map(drop)
+        })
+    }
+
+    fn flow_code(
+        &self,
+        user_id: String,
+        authentication_method: String,
+    ) -> BoxFuture<'_, Result<Option<String>, Error>> {
+        Box::pin(async move {
+            let rows = self
+                .query(
+                    "SELECT rowgate.account_flow_code($1, $2)",
+                    &[(&user_id, Type::TEXT), (&authentication_method, Type::TEXT)],
+                )
+                .await?;
+            Ok(rows.first().and_then(|r| r.get(0)))
+        })
+    }
+
+    fn take_flow(&self, auth_code: String) -> BoxFuture<'_, Result<Option<TakenFlow>, Error>> {
+        Box::pin(async move {
+            let rows = self
+                .query("SELECT * FROM rowgate.account_flow_take($1)", &[(&auth_code, Type::TEXT)])
+                .await?;
+            Ok(rows.first().map(|r| TakenFlow {
+                user_id: r.get(0),
+                challenge: r.get(1),
+                method: r.get(2),
+                issued_at: r.get(3),
+            }))
         })
     }
 

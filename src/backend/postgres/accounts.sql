@@ -160,8 +160,29 @@ CREATE TABLE IF NOT EXISTS auth.mfa_amr_claims (
   CONSTRAINT mfa_amr_claims_session_id_authentication_method_pkey UNIQUE (session_id, authentication_method)
 );
 
+DO $$ BEGIN
+  CREATE TYPE auth.code_challenge_method AS ENUM ('s256', 'plain');
+EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+
+CREATE TABLE IF NOT EXISTS auth.flow_state (
+  id uuid NOT NULL PRIMARY KEY,
+  user_id uuid,
+  auth_code text NOT NULL,
+  code_challenge_method auth.code_challenge_method NOT NULL,
+  code_challenge text NOT NULL,
+  provider_type text NOT NULL,
+  provider_access_token text,
+  provider_refresh_token text,
+  created_at timestamptz,
+  updated_at timestamptz,
+  authentication_method text NOT NULL,
+  auth_code_issued_at timestamptz
+);
+CREATE INDEX IF NOT EXISTS idx_auth_code ON auth.flow_state (auth_code);
+CREATE INDEX IF NOT EXISTS idx_user_id_auth_method ON auth.flow_state (user_id, authentication_method);
+
 REVOKE ALL ON auth.users, auth.identities, auth.sessions, auth.refresh_tokens, auth.mfa_factors,
-  auth.mfa_challenges, auth.mfa_amr_claims FROM PUBLIC;
+  auth.mfa_challenges, auth.mfa_amr_claims, auth.flow_state FROM PUBLIC;
 
 -- Accounts made before they moved to schema auth (rowgate 0.x kept them in schema rowgate):
 -- moved over once, their sessions with them, then the old tables dropped. Addresses are
@@ -428,12 +449,12 @@ CREATE OR REPLACE FUNCTION rowgate.account_redeem(p_kind text, p_hash text, p_em
     IF p_hash IS NULL OR p_hash = '' THEN RETURN; END IF;
     IF coalesce(p_kind, 'confirmation') = 'confirmation' THEN
       UPDATE auth.users u SET confirmation_token = '', email_confirmed_at = coalesce(u.email_confirmed_at, now()), updated_at = now()
-        WHERE u.confirmation_token = p_hash AND u.confirmation_sent_at > fresh AND (p_email IS NULL OR u.email = lower(p_email))
+        WHERE u.confirmation_token IN (p_hash, 'pkce_' || p_hash) AND u.confirmation_sent_at > fresh AND (p_email IS NULL OR u.email = lower(p_email))
         RETURNING u.id INTO v_user;
     END IF;
     IF v_user IS NULL AND coalesce(p_kind, 'recovery') = 'recovery' THEN
       UPDATE auth.users u SET recovery_token = '', email_confirmed_at = coalesce(u.email_confirmed_at, now()), updated_at = now()
-        WHERE u.recovery_token = p_hash AND u.recovery_sent_at > fresh AND (p_email IS NULL OR u.email = lower(p_email))
+        WHERE u.recovery_token IN (p_hash, 'pkce_' || p_hash) AND u.recovery_sent_at > fresh AND (p_email IS NULL OR u.email = lower(p_email))
         RETURNING u.id INTO v_user;
     END IF;
     IF v_user IS NULL AND p_kind = 'email_change' THEN
@@ -441,7 +462,7 @@ CREATE OR REPLACE FUNCTION rowgate.account_redeem(p_kind text, p_hash text, p_em
         email_confirmed_at = now(), email_change_confirm_status = 0, updated_at = now(), is_anonymous = false,
         raw_app_meta_data = CASE WHEN u.is_anonymous
           THEN coalesce(u.raw_app_meta_data, '{}') || '{"provider": "email", "providers": ["email"]}' ELSE u.raw_app_meta_data END
-        WHERE u.email_change_token_new = p_hash AND u.email_change_sent_at > fresh AND coalesce(u.email_change, '') <> ''
+        WHERE u.email_change_token_new IN (p_hash, 'pkce_' || p_hash) AND u.email_change_sent_at > fresh AND coalesce(u.email_change, '') <> ''
           AND (p_email IS NULL OR u.email_change = lower(p_email) OR u.email = lower(p_email))
         RETURNING u.id INTO v_user;
     END IF;
@@ -541,6 +562,37 @@ CREATE OR REPLACE FUNCTION rowgate.account_factor_unenroll(p_user text, p_factor
     RETURN 'ok';
   END $$;
 
+-- PKCE flows: kept when a mail goes out, handed their code when its link comes back (flows
+-- older than a day go meanwhile), taken once when the code is exchanged.
+CREATE OR REPLACE FUNCTION rowgate.account_flow_start(p_id text, p_user text, p_code text, p_challenge text, p_method text, p_auth_method text)
+  RETURNS void
+  LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+  AS $$
+    DELETE FROM auth.flow_state WHERE created_at < now() - interval '1 day';
+    INSERT INTO auth.flow_state (id, user_id, auth_code, code_challenge_method, code_challenge, provider_type,
+                                 created_at, updated_at, authentication_method)
+      VALUES (p_id::uuid, p_user::uuid, p_code, p_method::auth.code_challenge_method, p_challenge, 'email', now(), now(), p_auth_method)
+  $$;
+
+CREATE OR REPLACE FUNCTION rowgate.account_flow_code(p_user text, p_auth_method text)
+  RETURNS text
+  LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+  AS $$
+    UPDATE auth.flow_state f SET auth_code_issued_at = now(), updated_at = now()
+      WHERE f.id = (SELECT x.id FROM auth.flow_state x WHERE x.user_id::text = p_user
+                      AND x.authentication_method = p_auth_method ORDER BY x.created_at DESC LIMIT 1)
+      RETURNING f.auth_code
+  $$;
+
+CREATE OR REPLACE FUNCTION rowgate.account_flow_take(p_code text)
+  RETURNS TABLE (user_id text, challenge text, method text, issued_at bigint)
+  LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+  AS $$
+    DELETE FROM auth.flow_state f WHERE f.auth_code = p_code AND f.user_id IS NOT NULL
+      RETURNING f.user_id::text, f.code_challenge, f.code_challenge_method::text,
+                extract(epoch FROM f.auth_code_issued_at)::bigint
+  $$;
+
 -- Signing out: every session of the user (global), the one named (local), or every other one
 -- (others), deleted with their tokens as GoTrue does (a token of an ended session is refused
 -- as unknown, not taken for a stolen one). A token of no session (made before sessions were
@@ -570,4 +622,6 @@ REVOKE ALL ON FUNCTION
   rowgate.account_redeem(text, text, text, bigint),
   rowgate.account_factor_enroll(text, text, text, text, boolean, bigint), rowgate.account_factor_challenge(text, text, text),
   rowgate.account_factor_challenged(text, text, text), rowgate.account_factor_verify(text, text, text, text, text),
-  rowgate.account_factor_unenroll(text, text, boolean) FROM PUBLIC;
+  rowgate.account_factor_unenroll(text, text, boolean),
+  rowgate.account_flow_start(text, text, text, text, text, text), rowgate.account_flow_code(text, text),
+  rowgate.account_flow_take(text) FROM PUBLIC;

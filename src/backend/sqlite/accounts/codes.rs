@@ -4,7 +4,7 @@
 use rusqlite::OptionalExtension;
 
 use super::{sqlite_error, sqlite_user, USER_BY_ID};
-use crate::accounts::store::{Issued, OneTime, Redeem, User};
+use crate::accounts::store::{Flow, Issued, OneTime, Redeem, TakenFlow, User};
 use crate::error::Error;
 
 /// The column a code of `kind` is kept in, and the one saying when it went out.
@@ -90,7 +90,8 @@ pub(super) fn redeem(
                 &format!(
                     "UPDATE _rowgate_users SET {token} = NULL, {effect}, \
                      updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') \
-                     WHERE {token} = ?1 AND unixepoch({sent_at}) > unixepoch('now') - ?2 AND {address} RETURNING id"
+                     WHERE {token} IN (?1, 'pkce_' || ?1) AND unixepoch({sent_at}) > unixepoch('now') - ?2 \
+                       AND {address} RETURNING id"
                 ),
                 rusqlite::params![token_hash, expiry, email],
                 |r| r.get(0),
@@ -98,7 +99,9 @@ pub(super) fn redeem(
             .optional()
             .or_else(|e| match e {
                 // An address another account took meanwhile: the change cannot be made.
-                rusqlite::Error::SqliteFailure(f, _) if f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE => {
+                rusqlite::Error::SqliteFailure(f, _)
+                    if f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE =>
+                {
                     Ok(None)
                 }
                 e => Err(e),
@@ -109,4 +112,75 @@ pub(super) fn redeem(
         }
     }
     Ok(None)
+}
+
+/// PKCE flows (Supabase's `auth.flow_state`, as far as mail's links use it).
+pub(super) const SQLITE_FLOWS: &str = "
+CREATE TABLE IF NOT EXISTS _rowgate_flow_state (
+  id TEXT PRIMARY KEY,
+  user_id TEXT REFERENCES _rowgate_users (id) ON DELETE CASCADE,
+  auth_code TEXT NOT NULL,
+  code_challenge_method TEXT NOT NULL,
+  code_challenge TEXT NOT NULL,
+  authentication_method TEXT NOT NULL,
+  created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+  auth_code_issued_at TEXT
+);
+CREATE INDEX IF NOT EXISTS _rowgate_flow_state_auth_code ON _rowgate_flow_state (auth_code);
+CREATE INDEX IF NOT EXISTS _rowgate_flow_state_user ON _rowgate_flow_state (user_id, authentication_method);";
+
+/// [`crate::accounts::store::AccountStore::start_flow`] on SQLite (flows older than a day go).
+pub(super) fn start_flow(c: &rusqlite::Connection, flow: &Flow) -> Result<(), Error> {
+    c.execute("DELETE FROM _rowgate_flow_state WHERE unixepoch(created_at) < unixepoch('now') - 86400", [])
+        .map_err(sqlite_error)?;
+    c.execute(
+        "INSERT INTO _rowgate_flow_state (id, user_id, auth_code, code_challenge_method, code_challenge, \
+         authentication_method) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        [
+            &flow.id,
+            &flow.user_id,
+            &flow.auth_code,
+            &flow.method,
+            &flow.challenge,
+            &flow.authentication_method,
+        ],
+    )
+    .map(drop)
+    .map_err(sqlite_error)
+}
+
+/// [`crate::accounts::store::AccountStore::flow_code`] on SQLite.
+pub(super) fn flow_code(
+    c: &rusqlite::Connection,
+    user_id: &str,
+    method: &str,
+) -> Result<Option<String>, Error> {
+    c.query_row(
+        "UPDATE _rowgate_flow_state SET auth_code_issued_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') \
+         WHERE id = (SELECT id FROM _rowgate_flow_state WHERE user_id = ?1 AND authentication_method = ?2 \
+                     ORDER BY created_at DESC LIMIT 1) RETURNING auth_code",
+        [user_id, method],
+        |r| r.get(0),
+    )
+    .optional()
+    .map_err(sqlite_error)
+}
+
+/// [`crate::accounts::store::AccountStore::take_flow`] on SQLite.
+pub(super) fn take_flow(c: &rusqlite::Connection, auth_code: &str) -> Result<Option<TakenFlow>, Error> {
+    c.query_row(
+        "DELETE FROM _rowgate_flow_state WHERE auth_code = ?1 AND user_id IS NOT NULL \
+         RETURNING user_id, code_challenge, code_challenge_method, unixepoch(auth_code_issued_at)",
+        [auth_code],
+        |r| {
+            Ok(TakenFlow {
+                user_id: r.get(0)?,
+                challenge: r.get(1)?,
+                method: r.get(2)?,
+                issued_at: r.get(3)?,
+            })
+        },
+    )
+    .optional()
+    .map_err(sqlite_error)
 }

@@ -9,8 +9,8 @@ use rusqlite::OptionalExtension;
 
 use super::db::SqliteDb;
 use crate::accounts::store::{
-    expires, merged, AccountStore, Challenged, Created, Enrolled, Issued, NewFactor, NewUser, OneTime,
-    Redeem, Scope, Started, Updated, User, UserChanges, WithHash,
+    expires, merged, AccountStore, Challenged, Created, Enrolled, Flow, Issued, NewFactor, NewUser, OneTime,
+    Redeem, Scope, Started, TakenFlow, Updated, User, UserChanges, WithHash,
 };
 use crate::error::Error;
 
@@ -153,6 +153,7 @@ impl SqliteAccounts {
         }
         db.setup(SQLITE_TOKEN_INDEXES).map_err(|e| format!("updating the accounts tables: {e}"))?;
         db.setup(mfa::SQLITE_SCHEMA).map_err(|e| format!("creating the MFA tables: {e}"))?;
+        db.setup(codes::SQLITE_FLOWS).map_err(|e| format!("creating the PKCE flows' table: {e}"))?;
         Ok(SqliteAccounts { db })
     }
 }
@@ -369,6 +370,22 @@ impl AccountStore for SqliteAccounts {
         Box::pin(
             self.db.with_writer(move |c| atomically(c, |tx| mfa::unenroll(tx, &user_id, &factor_id, aal2))),
         )
+    }
+
+    fn start_flow(&self, flow: Flow) -> BoxFuture<'_, Result<(), Error>> {
+        Box::pin(self.db.with_writer(move |c| codes::start_flow(c, &flow)))
+    }
+
+    fn flow_code(
+        &self,
+        user_id: String,
+        authentication_method: String,
+    ) -> BoxFuture<'_, Result<Option<String>, Error>> {
+        Box::pin(self.db.with_writer(move |c| codes::flow_code(c, &user_id, &authentication_method)))
+    }
+
+    fn take_flow(&self, auth_code: String) -> BoxFuture<'_, Result<Option<TakenFlow>, Error>> {
+        Box::pin(self.db.with_writer(move |c| codes::take_flow(c, &auth_code)))
     }
 
     fn logout(
