@@ -110,6 +110,7 @@ fn accounts(config: &Config, backend: &Backend) -> Option<Arc<crate::accounts::A
             rate: config.accounts.signup_rate_limit,
         },
         mail,
+        config.accounts.access_token_hook.clone(),
     ) {
         Ok(a) => Some(Arc::new(a)),
         Err(e) => {

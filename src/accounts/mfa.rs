@@ -218,6 +218,6 @@ impl Accounts {
             .await
             .map_err(|_| internal())?
             .ok_or_else(unknown)?;
-        self.session(&user, &started, now).map(|s| Answer::ok(s.json))
+        self.session(&user, &started, now).await.map(|s| Answer::ok(s.json))
     }
 }

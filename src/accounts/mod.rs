@@ -139,6 +139,8 @@ pub struct Accounts {
     signups: Signups,
     hashing: Arc<hashing::Hashing>,
     mail: Mail,
+    /// `accounts-hook-custom-access-token`.
+    access_token_hook: Option<String>,
 }
 
 impl Accounts {
@@ -152,8 +154,13 @@ impl Accounts {
         reuse_interval: u64,
         signups: Signups,
         mail: Mail,
+        access_token_hook: Option<String>,
     ) -> Result<Accounts, String> {
+        if let Some(hook) = &access_token_hook {
+            store.check_hook(hook).map_err(|e| format!("accounts-hook-custom-access-token: {e}"))?;
+        }
         Ok(Accounts {
+            access_token_hook,
             mail,
             signups,
             reuse_interval: reuse_interval as i64,
@@ -289,7 +296,7 @@ impl Accounts {
             ));
         };
         self.limits.signed_up(client, user.email.as_deref().unwrap_or(""));
-        self.session(&user, &started, now).map(|s| Answer::ok(s.json))
+        self.session(&user, &started, now).await.map(|s| Answer::ok(s.json))
     }
 
     async fn sign_up_anonymously(&self, user_metadata: String, client: IpAddr) -> Result<Answer, Answer> {
@@ -316,7 +323,7 @@ impl Accounts {
         else {
             return Err(internal());
         };
-        self.session(&user, &started, now).map(|s| Answer::ok(s.json))
+        self.session(&user, &started, now).await.map(|s| Answer::ok(s.json))
     }
 
     async fn login(&self, body: &[u8], client: IpAddr) -> Result<Answer, Answer> {
@@ -350,7 +357,7 @@ impl Accounts {
         let now = unix_now();
         let (user, started) =
             self.store.sign_in(user.id.clone(), now).await.map_err(|_| internal())?.ok_or_else(invalid)?;
-        self.session(&user, &started, now).map(|s| Answer::ok(s.json))
+        self.session(&user, &started, now).await.map(|s| Answer::ok(s.json))
     }
 
     async fn refresh(&self, body: &[u8]) -> Result<Answer, Answer> {
@@ -368,7 +375,7 @@ impl Accounts {
         if user.is_banned {
             return Err(fail(StatusCode::BAD_REQUEST, "user_banned", "User is banned"));
         }
-        self.session(&user, &started, now).map(|s| Answer::ok(s.json))
+        self.session(&user, &started, now).await.map(|s| Answer::ok(s.json))
     }
 
     /// The refresh token that replaces `token`: the same every time (a keyed hash), so a token
@@ -385,12 +392,18 @@ impl Accounts {
     }
 
     /// A session: a new access token beside the refresh token just stored.
-    fn session(&self, user: &User, started: &store::Started, now: i64) -> Result<Session, Answer> {
+    async fn session(&self, user: &User, started: &store::Started, now: i64) -> Result<Session, Answer> {
         let exp = now + TOKEN_LIFETIME.as_secs() as i64;
         let amr = gotrue::amr(user, &started.aal, now);
         let claims = gotrue::claims(user, &self.audience, started, &amr, now, exp);
-        let access = jsonwebtoken::encode(&jsonwebtoken::Header::default(), &claims, &self.key)
-            .map_err(|_| internal())?;
+        let access = match &self.access_token_hook {
+            None => jsonwebtoken::encode(&jsonwebtoken::Header::default(), &claims, &self.key),
+            Some(hook) => {
+                let claims = self.hooked_claims(hook, user, &claims).await?;
+                jsonwebtoken::encode(&jsonwebtoken::Header::default(), &claims, &self.key)
+            }
+        }
+        .map_err(|_| internal())?;
         let json = gotrue::to_json(&gotrue::Session {
             access_token: &access,
             token_type: "bearer",
@@ -400,6 +413,62 @@ impl Accounts {
             user: gotrue::UserJson::of(user),
         });
         Ok(Session { json, access, refresh: started.refresh.clone(), expires_at: exp })
+    }
+}
+
+impl Accounts {
+    /// The claims the custom access token hook makes of `claims` (GoTrue's event: `user_id`,
+    /// `claims`, `authentication_method`; its answer: `{"claims"}` or `{"error": {"http_code",
+    /// "message"}}`). What says who and which session the token is for stays rowgate's.
+    async fn hooked_claims(
+        &self,
+        hook: &str,
+        user: &User,
+        claims: &gotrue::Claims<'_>,
+    ) -> Result<Value, Answer> {
+        let ours = serde_json::to_value(claims).map_err(|_| internal())?;
+        let event = serde_json::json!({
+            "user_id": user.id,
+            "claims": ours,
+            "authentication_method": claims.amr.first().map_or("password", |a| a.method),
+        });
+        let output =
+            self.store.custom_claims(hook.to_owned(), user.id.clone(), event.to_string()).await.map_err(
+                |e| {
+                    tracing::error!(error = %e, "the custom access token hook failed");
+                    fail(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        "unexpected_failure",
+                        "Error running the custom access token hook",
+                    )
+                },
+            )?;
+        let output: Value = serde_json::from_str(&output).unwrap_or(Value::Null);
+        if let Some(error) = output.get("error") {
+            let status = error
+                .get("http_code")
+                .and_then(Value::as_u64)
+                .and_then(|c| StatusCode::from_u16(c as u16).ok())
+                .filter(|s| s.is_client_error() || s.is_server_error())
+                .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            let message =
+                error.get("message").and_then(Value::as_str).unwrap_or("The hook refused the token");
+            return Err(fail(status, "unexpected_failure", message));
+        }
+        let Some(Value::Object(mut hooked)) = output.get("claims").cloned() else {
+            tracing::error!(output = %output, "the custom access token hook answered no claims object");
+            return Err(fail(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "unexpected_failure",
+                "The custom access token hook answered no claims",
+            ));
+        };
+        for key in ["sub", "exp", "iat", "session_id", "aal", "amr", "is_anonymous"] {
+            if let Some(v) = ours.get(key) {
+                hooked.insert(key.into(), v.clone());
+            }
+        }
+        Ok(Value::Object(hooked))
     }
 }
 

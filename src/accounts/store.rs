@@ -318,6 +318,19 @@ pub trait AccountStore: Send + Sync {
     /// The flow of `auth_code`, removed (a code is exchanged once).
     fn take_flow(&self, auth_code: String) -> BoxFuture<'_, Result<Option<TakenFlow>, Error>>;
 
+    /// Whether `hook` is a custom access token hook this store can run (PostgreSQL: a function's
+    /// qualified name; SQLite: a SELECT); why not.
+    fn check_hook(&self, hook: &str) -> Result<(), String>;
+
+    /// Runs the custom access token hook `hook` on `event` (GoTrue's: `user_id`, `claims`,
+    /// `authentication_method`, as JSON): the claims the token is to carry, a JSON object.
+    fn custom_claims(
+        &self,
+        hook: String,
+        user_id: String,
+        event: String,
+    ) -> BoxFuture<'_, Result<String, Error>>;
+
     /// Ends sessions of `user_id`: all of them, `session` only, or all others.
     fn logout(
         &self,

@@ -108,7 +108,7 @@ impl Accounts {
         let now = unix_now();
         let (user, started) =
             self.store.sign_in(user.id.clone(), now).await.map_err(|_| internal())?.ok_or_else(expired)?;
-        self.session(&user, &started, now)
+        self.session(&user, &started, now).await
     }
 }
 
@@ -185,7 +185,7 @@ impl Accounts {
         if user.is_banned {
             return Err(fail(StatusCode::BAD_REQUEST, "user_banned", "User is banned"));
         }
-        self.session(&user, &started, now).map(|s| Answer::ok(s.json))
+        self.session(&user, &started, now).await.map(|s| Answer::ok(s.json))
     }
 }
 

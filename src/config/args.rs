@@ -56,6 +56,16 @@ pub struct ServeArgs {
         value_name = "BOOL"
     )]
     pub accounts_anonymous_enabled: Option<bool>,
+    /// Supabase's custom access token hook: on PostgreSQL a function `schema.function(event jsonb)
+    /// returns jsonb` (or GoTrue's `pg-functions://postgres/schema/function`) that returns the
+    /// token's claims; on SQLite a SELECT of one JSON object of claims to add, with parameters
+    /// `:user_id` and `:claims` [default: none].
+    #[arg(
+        long = "accounts-hook-custom-access-token",
+        env = "ROWGATE_ACCOUNTS_HOOK_CUSTOM_ACCESS_TOKEN",
+        value_name = "HOOK"
+    )]
+    pub accounts_hook_custom_access_token: Option<String>,
     /// Whether sign-ups and new addresses are taken without a confirmation by mail (GoTrue's
     /// autoconfirm) [default: true without `smtp-host`, false with it].
     #[arg(long = "accounts-autoconfirm", env = "ROWGATE_ACCOUNTS_AUTOCONFIRM", value_name = "BOOL")]

@@ -21,6 +21,8 @@ pub struct AccountsSettings {
     pub signup_rate_limit: Option<Rate>,
     /// `smtp-*` and the settings of mail's links.
     pub mail: super::mail::MailSettings,
+    /// `accounts-hook-custom-access-token`.
+    pub access_token_hook: Option<String>,
 }
 
 impl AccountsSettings {
@@ -49,6 +51,11 @@ impl AccountsSettings {
                 f,
                 a.server_port.or(f.server_port).unwrap_or(3000),
             )?,
+            access_token_hook: super::either(
+                &a.accounts_hook_custom_access_token,
+                &f.accounts_hook_custom_access_token,
+            )
+            .filter(|h| !h.trim().is_empty()),
         })
     }
 }

@@ -475,3 +475,76 @@ fn on_sqlite_accounts_of_a_former_release_keep_signing_in() {
         .expect("count");
     assert_eq!(tokens, 2, "the former session is kept beside the new one");
 }
+
+#[test]
+fn on_postgres_a_custom_access_token_hook_adds_claims_or_refuses() {
+    postgres(); // the accounts installed
+    sql(r#"
+        CREATE TABLE accounts_test.user_roles (user_id uuid PRIMARY KEY, role text);
+        CREATE FUNCTION accounts_test.custom_access_token_hook(event jsonb) RETURNS jsonb
+          LANGUAGE plpgsql STABLE AS $$
+          DECLARE claims jsonb; r text;
+          BEGIN
+            IF event -> 'claims' ->> 'email' LIKE 'blocked-%' THEN
+              RETURN jsonb_build_object('error', jsonb_build_object('http_code', 403, 'message', 'Blocked by the hook'));
+            END IF;
+            SELECT role INTO r FROM accounts_test.user_roles WHERE user_id = (event ->> 'user_id')::uuid;
+            claims := jsonb_set(event -> 'claims', '{user_role}', coalesce(to_jsonb(r), 'null'));
+            -- What names the user and the session is not the hook's to change.
+            claims := jsonb_set(claims, '{sub}', '"someone-else"');
+            RETURN jsonb_build_object('claims', claims);
+          END $$;
+        GRANT USAGE ON SCHEMA accounts_test TO "Authenticator";
+        GRANT SELECT ON accounts_test.user_roles TO "Authenticator";
+        GRANT EXECUTE ON FUNCTION accounts_test.custom_access_token_hook(jsonb) TO "Authenticator";
+    "#);
+    let base = start_server(rowgate::config::ServeArgs {
+        accounts_enabled: Some(true),
+        accounts_hook_custom_access_token: Some(
+            "pg-functions://postgres/accounts_test/custom_access_token_hook".into(),
+        ),
+        db_schemas: Some("accounts_test".into()),
+        ..default_args(&harness().superuser_uri)
+    });
+    let session = sign_up(&base, &address("hal", &base), "secret-hal", json!({}));
+    let id = session["user"]["id"].as_str().unwrap().to_owned();
+    let claims = claims_of(access(&session));
+    assert_eq!((&claims["user_role"], &claims["sub"]), (&Value::Null, &json!(id)), "{claims}");
+    sql(&format!("INSERT INTO accounts_test.user_roles VALUES ('{id}', 'admin')"));
+    let (status, renewed) = refresh(&base, &session);
+    assert_eq!(status, 200, "{renewed}");
+    let claims = claims_of(access(&renewed));
+    assert_eq!((&claims["user_role"], &claims["sub"]), (&json!("admin"), &json!(id)), "{claims}");
+    let (status, e) = auth(
+        &base,
+        "/auth/v1/signup",
+        json!({"email": address("blocked-ida", &base), "password": "secret-ida"}),
+    );
+    assert_eq!((status, e["msg"].as_str()), (403, Some("Blocked by the hook")), "{e}");
+}
+
+#[test]
+fn on_sqlite_a_custom_access_token_hook_adds_claims() {
+    let path = tempfile::tempdir().expect("temp dir").keep().join("hook.db");
+    let schema =
+        format!("{} CREATE TABLE user_roles (user_id TEXT PRIMARY KEY, role TEXT);", crate::accounts::SCHEMA);
+    let args = rowgate::config::ServeArgs {
+        accounts_enabled: Some(true),
+        accounts_hook_custom_access_token: Some(
+            "SELECT json_object('user_role', role) FROM user_roles WHERE user_id = :user_id".into(),
+        ),
+        ..Default::default()
+    };
+    let base = crate::sqlite::serve_sqlite(&path, &schema, crate::accounts::RULES, args);
+    let session = sign_up(&base, "jan@example.com", "secret-jan", json!({}));
+    let id = session["user"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(claims_of(access(&session)).get("user_role"), None);
+    rusqlite::Connection::open(&path)
+        .expect("open")
+        .execute("INSERT INTO user_roles VALUES (?1, 'editor')", [&id])
+        .expect("a role");
+    let (status, renewed) = refresh(&base, &session);
+    assert_eq!(status, 200, "{renewed}");
+    let claims = claims_of(access(&renewed));
+    assert_eq!((&claims["user_role"], &claims["sub"]), (&json!("editor"), &json!(id)), "{claims}");
+}

@@ -510,6 +510,25 @@ impl AccountStore for PgAccounts {
         })
     }
 
+    fn check_hook(&self, hook: &str) -> Result<(), String> {
+        hook_function(hook).map(drop)
+    }
+
+    fn custom_claims(
+        &self,
+        hook: String,
+        _user_id: String,
+        event: String,
+    ) -> BoxFuture<'_, Result<String, Error>> {
+        Box::pin(async move {
+            let (schema, function) = hook_function(&hook).map_err(Error::Unavailable)?;
+            let quote = |name: &str| format!("\"{}\"", name.replace('"', "\"\""));
+            let sql = format!("SELECT {}.{}($1::text::jsonb)::text", quote(schema), quote(function));
+            let rows = self.query(&sql, &[(&event, Type::TEXT)]).await?;
+            Ok(rows.first().and_then(|r| r.get::<_, Option<String>>(0)).unwrap_or_else(|| "null".into()))
+        })
+    }
+
     fn logout(
         &self,
         user_id: String,
@@ -529,5 +548,26 @@ impl AccountStore for PgAccounts {
             .await
             .map(drop)
         })
+    }
+}
+
+/// The function a custom access token hook names: `schema.function`, or GoTrue's
+/// `pg-functions://<database>/<schema>/<function>`; each a plain identifier.
+fn hook_function(hook: &str) -> Result<(&str, &str), String> {
+    let path = hook.strip_prefix("pg-functions://").map(|rest| rest.split_once('/').map_or(rest, |(_, p)| p));
+    let (schema, function) = match path {
+        Some(p) => p.split_once('/'),
+        None => hook.split_once('.'),
+    }
+    .ok_or_else(|| format!("{hook:?}: schema.function or pg-functions://postgres/schema/function"))?;
+    let plain = |name: &str| {
+        !name.is_empty()
+            && name.len() <= 63
+            && name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$')
+    };
+    match plain(schema) && plain(function) {
+        true => Ok((schema, function)),
+        false => Err(format!("{hook:?}: the schema and function must be plain identifiers")),
     }
 }

@@ -388,6 +388,42 @@ impl AccountStore for SqliteAccounts {
         Box::pin(self.db.with_writer(move |c| codes::take_flow(c, &auth_code)))
     }
 
+    fn check_hook(&self, hook: &str) -> Result<(), String> {
+        let start = hook.trim_start().get(..6).unwrap_or("").to_ascii_uppercase();
+        match start.starts_with("SELECT") || start.starts_with("WITH") {
+            true => Ok(()),
+            false => Err(format!("{hook:?}: on SQLite the hook is a SELECT of a JSON object of claims")),
+        }
+    }
+
+    fn custom_claims(
+        &self,
+        hook: String,
+        user_id: String,
+        event: String,
+    ) -> BoxFuture<'_, Result<String, Error>> {
+        Box::pin(self.db.with_reader(move |c| {
+            let claims = serde_json::from_str::<serde_json::Value>(&event)
+                .ok()
+                .and_then(|e| e.get("claims").map(|v| v.to_string()))
+                .unwrap_or_else(|| "{}".into());
+            let mut q = c.prepare(&hook)?;
+            if !q.readonly() {
+                return Err(rusqlite::Error::InvalidQuery);
+            }
+            let mut params: Vec<(&str, &dyn rusqlite::ToSql)> = Vec::new();
+            if q.parameter_index(":user_id")?.is_some() {
+                params.push((":user_id", &user_id));
+            }
+            if q.parameter_index(":claims")?.is_some() {
+                params.push((":claims", &claims));
+            }
+            let extra: Option<String> = q.query_row(params.as_slice(), |r| r.get(0)).optional()?.flatten();
+            let merged = merged(&claims, extra.as_deref().unwrap_or("{}"));
+            Ok(format!("{{\"claims\":{merged}}}"))
+        }))
+    }
+
     fn logout(
         &self,
         user_id: String,
