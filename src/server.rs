@@ -92,26 +92,7 @@ fn accounts(config: &Config, backend: &Backend) -> Option<Arc<crate::accounts::A
         }
     };
     let key = config.jwt.hmac_secret().unwrap_or_default();
-    let mail = match crate::accounts::Mail::new(&config.accounts.mail) {
-        Ok(mail) => mail,
-        Err(e) => {
-            tracing::error!(error = %e, "the accounts' mail could not be set up");
-            return None;
-        }
-    };
-    match crate::accounts::Accounts::new(
-        store,
-        &key,
-        config.jwt.aud.clone(),
-        config.accounts.refresh_reuse_interval,
-        crate::accounts::Signups {
-            enabled: config.accounts.signup_enabled,
-            anonymous: config.accounts.anonymous_enabled,
-            rate: config.accounts.signup_rate_limit,
-        },
-        mail,
-        config.accounts.access_token_hook.clone(),
-    ) {
+    match crate::accounts::Accounts::new(store, &key, config.jwt.aud.clone(), &config.accounts) {
         Ok(a) => Some(Arc::new(a)),
         Err(e) => {
             tracing::error!(error = %e, "the accounts could not be set up");

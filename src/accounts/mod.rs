@@ -45,6 +45,7 @@ mod admin;
 mod by_mail;
 mod gotrue;
 mod hashing;
+mod keys;
 mod limits;
 mod links;
 mod mail;
@@ -132,7 +133,8 @@ pub struct Accounts {
     reuse_interval: i64,
     /// The HMAC secret (successor refresh tokens are derived with it).
     secret: Vec<u8>,
-    key: jsonwebtoken::EncodingKey,
+    /// What access tokens are signed with, and the key set published.
+    keys: keys::Keys,
     audience: String,
     /// How many wrong passwords logins may still try.
     limits: limits::LoginLimits,
@@ -151,21 +153,24 @@ impl Accounts {
         store: Arc<dyn AccountStore>,
         secret: &[u8],
         audience: Option<String>,
-        reuse_interval: u64,
-        signups: Signups,
-        mail: Mail,
-        access_token_hook: Option<String>,
+        settings: &crate::config::AccountsSettings,
     ) -> Result<Accounts, String> {
+        let access_token_hook = settings.access_token_hook.clone();
         if let Some(hook) = &access_token_hook {
             store.check_hook(hook).map_err(|e| format!("accounts-hook-custom-access-token: {e}"))?;
         }
+        let signups = Signups {
+            enabled: settings.signup_enabled,
+            anonymous: settings.anonymous_enabled,
+            rate: settings.signup_rate_limit,
+        };
         Ok(Accounts {
             access_token_hook,
-            mail,
+            mail: Mail::new(&settings.mail)?,
+            keys: keys::Keys::new(secret, &settings.signing_keys),
             signups,
-            reuse_interval: reuse_interval as i64,
+            reuse_interval: settings.refresh_reuse_interval as i64,
             store,
-            key: jsonwebtoken::EncodingKey::from_secret(secret),
             secret: secret.to_vec(),
             audience: audience.unwrap_or_else(|| "authenticated".into()),
             limits: limits::LoginLimits::new(signups.rate),
@@ -211,6 +216,7 @@ impl Accounts {
                 _ => Err(fail(StatusCode::BAD_REQUEST, "unsupported_grant_type", "Unsupported grant type")),
             },
             (&Method::GET, "/settings") => Ok(self.settings()),
+            (&Method::GET, "/.well-known/jwks.json") => Ok(Answer::ok(self.keys.jwks.clone())),
             (&Method::POST, "/resend") => self.resend(body, redirect).await,
             (&Method::POST, "/recover") => self.recover(body, redirect).await,
             (&Method::POST, "/magiclink") => self.magic_link(body, client, false, redirect).await,
@@ -397,11 +403,8 @@ impl Accounts {
         let amr = gotrue::amr(user, &started.aal, now);
         let claims = gotrue::claims(user, &self.audience, started, &amr, now, exp);
         let access = match &self.access_token_hook {
-            None => jsonwebtoken::encode(&jsonwebtoken::Header::default(), &claims, &self.key),
-            Some(hook) => {
-                let claims = self.hooked_claims(hook, user, &claims).await?;
-                jsonwebtoken::encode(&jsonwebtoken::Header::default(), &claims, &self.key)
-            }
+            None => self.keys.sign(&claims),
+            Some(hook) => self.keys.sign(&self.hooked_claims(hook, user, &claims).await?),
         }
         .map_err(|_| internal())?;
         let json = gotrue::to_json(&gotrue::Session {

@@ -66,12 +66,24 @@ pub struct Authenticator {
 impl Authenticator {
     /// Builds the authenticator; the keys were validated when the configuration was loaded.
     pub fn new(config: &Config) -> Authenticator {
-        let keys = config
+        let mut keys = config
             .jwt
             .secret
             .as_deref()
             .map(|s| parse_keys(s, config.jwt.secret_is_base64).unwrap_or_default())
             .unwrap_or_default();
+        // The accounts' own signing keys: their tokens are the API's too.
+        if config.accounts.enabled {
+            keys.extend(config.accounts.signing_keys.iter().filter_map(|k| {
+                let text = |name: &str| k.public_jwk.get(name).and_then(|v| v.as_str()).unwrap_or("");
+                let key = jsonwebtoken::DecodingKey::from_ec_components(text("x"), text("y")).ok()?;
+                Some(VerificationKey {
+                    kid: Some(k.kid.clone()),
+                    key,
+                    algorithms: vec![jsonwebtoken::Algorithm::ES256],
+                })
+            }));
+        }
         let anon_role: Option<Arc<str>> = config.db.anon_role.as_deref().map(Arc::from);
         let anon = anon_role.as_ref().map(|role| Principal {
             role: role.clone(),

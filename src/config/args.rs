@@ -56,6 +56,11 @@ pub struct ServeArgs {
         value_name = "BOOL"
     )]
     pub accounts_anonymous_enabled: Option<bool>,
+    /// Keys the accounts sign access tokens with instead of `jwt-secret`: comma-separated P-256
+    /// private keys in PEM (each inline or `@FILE`), ES256; the first signs, all are published at
+    /// /auth/v1/.well-known/jwks.json and trusted [default: none].
+    #[arg(long = "accounts-signing-keys", env = "ROWGATE_ACCOUNTS_SIGNING_KEYS", value_name = "KEYS")]
+    pub accounts_signing_keys: Option<String>,
     /// Supabase's custom access token hook: on PostgreSQL a function `schema.function(event jsonb)
     /// returns jsonb` (or GoTrue's `pg-functions://postgres/schema/function`) that returns the
     /// token's claims; on SQLite a SELECT of one JSON object of claims to add, with parameters

@@ -23,6 +23,7 @@ mod realtime;
 mod role_path;
 mod server;
 mod services;
+pub mod signing_keys;
 
 pub use api_keys::ApiKeySettings;
 pub use args::ServeArgs;

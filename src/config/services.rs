@@ -23,6 +23,8 @@ pub struct AccountsSettings {
     pub mail: super::mail::MailSettings,
     /// `accounts-hook-custom-access-token`.
     pub access_token_hook: Option<String>,
+    /// `accounts-signing-keys`: the first signs.
+    pub signing_keys: Vec<super::signing_keys::SigningKey>,
 }
 
 impl AccountsSettings {
@@ -56,6 +58,12 @@ impl AccountsSettings {
                 &f.accounts_hook_custom_access_token,
             )
             .filter(|h| !h.trim().is_empty()),
+            signing_keys: match super::either(&a.accounts_signing_keys, &f.accounts_signing_keys) {
+                Some(list) => {
+                    super::signing_keys::parse(&list).map_err(|e| invalid("accounts-signing-keys", e))?
+                }
+                None => Vec::new(),
+            },
         })
     }
 }

@@ -12,9 +12,12 @@ use crate::support::smtp::sink;
 use crate::support::{default_args, harness, request_to, send_to, start_server, JWT_SECRET};
 
 /// `args` sending mail through the test's SMTP server; links lead to `http://app.test` or,
-/// allowed, `http://localhost:*`.
+/// allowed, `http://localhost:*`; tokens are signed with an ES256 key.
 fn mailing(args: ServeArgs) -> ServeArgs {
+    let key = tempfile::tempdir().expect("temp dir").keep().join("signing.pem");
+    std::fs::write(&key, crate::accounts_users::NEW_KEY).expect("a key file");
     ServeArgs {
+        accounts_signing_keys: Some(format!("@{}", key.display())),
         accounts_enabled: Some(true),
         smtp_host: Some("127.0.0.1".into()),
         smtp_port: Some(sink().port),

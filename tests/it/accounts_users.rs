@@ -548,3 +548,84 @@ fn on_sqlite_a_custom_access_token_hook_adds_claims() {
     let claims = claims_of(access(&renewed));
     assert_eq!((&claims["user_role"], &claims["sub"]), (&json!("editor"), &json!(id)), "{claims}");
 }
+
+/// Two throwaway P-256 keys made for these tests (`openssl genpkey -algorithm EC -pkeyopt
+/// ec_paramgen_curve:P-256`, and `openssl ecparam -name prime256v1 -genkey -noout`: SEC1).
+pub(crate) const NEW_KEY: &str = "-----BEGIN PRIVATE KEY-----
+MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgHqQeSmrn/8rpAaMj
+RwHhYwV2xqmR4+eBEmt2CLkIjcahRANCAASkNyfLR4Gl8gg/+flPYZISd3rduz5y
+4WDxHWiQz2BvN5/mFnuJut3hv82ZQ6Yd08Xy1lIow/pQYgBBdr/23xSS
+-----END PRIVATE KEY-----
+";
+const OLD_KEY: &str = "-----BEGIN EC PRIVATE KEY-----
+MHcCAQEEIIYrZPudp6k0AFuJY2eAmDVtxPa+aOxHFuuIS571/jfxoAoGCCqGSM49
+AwEHoUQDQgAEC4rAbx8LsmpaTwiniJ4A5a+BfI0rEzbyfH//Y/4Iku0ojWAY1APt
+l+YsKjOtq8+PgCBqUUyfybBL3VJ+HZgMTQ==
+-----END EC PRIVATE KEY-----
+";
+
+#[test]
+fn tokens_signed_with_es256_keys_are_published_trusted_and_rotated() {
+    use base64::Engine;
+    let dir = tempfile::tempdir().expect("temp dir").keep();
+    std::fs::write(dir.join("new.pem"), NEW_KEY).expect("a key file");
+    std::fs::write(dir.join("old.pem"), OLD_KEY).expect("a key file");
+    let args = rowgate::config::ServeArgs {
+        accounts_enabled: Some(true),
+        // The new key signs; the old one is still published and trusted.
+        accounts_signing_keys: Some(format!(
+            "@{},@{}",
+            dir.join("new.pem").display(),
+            dir.join("old.pem").display()
+        )),
+        ..Default::default()
+    };
+    let base = crate::sqlite::serve_sqlite(
+        &dir.join("keys.db"),
+        crate::accounts::SCHEMA,
+        crate::accounts::RULES,
+        args,
+    );
+    let r = request_to(&base, "GET", "/auth/v1/.well-known/jwks.json", &[]);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let jwks = r.json();
+    let keys = jwks["keys"].as_array().expect("keys");
+    assert_eq!(keys.len(), 2, "{jwks}");
+    for k in keys {
+        assert_eq!(
+            (&k["kty"], &k["crv"], &k["alg"], k.get("d")),
+            (&json!("EC"), &json!("P-256"), &json!("ES256"), None)
+        );
+    }
+
+    let session = sign_up(&base, "kit@example.com", "secret-kit", json!({}));
+    let token = access(&session);
+    let header: Value = serde_json::from_slice(
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(token.split('.').next().unwrap()).unwrap(),
+    )
+    .unwrap();
+    assert_eq!((&header["alg"], &header["kid"]), (&json!("ES256"), &keys[0]["kid"]), "{header}");
+    let api = |token: &str| {
+        request_to(&base, "GET", "/notes", &[("authorization", &format!("Bearer {token}"))]).status
+    };
+    assert_eq!(api(token), 200);
+    // A token the old key signed (before the rotation) is still good; one of no published key is not.
+    let sign = |pem: &str, kid: &Value| {
+        let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
+        header.kid = kid.as_str().map(str::to_owned);
+        let claims = json!({"role": "authenticated", "sub": session["user"]["id"], "exp": 4_102_444_800u64});
+        let der = pem_to_pkcs8(pem);
+        jsonwebtoken::encode(&header, &claims, &jsonwebtoken::EncodingKey::from_ec_der(&der))
+            .expect("a token")
+    };
+    assert_eq!(api(&sign(OLD_KEY, &keys[1]["kid"])), 200);
+    assert_eq!(api(&sign(OLD_KEY, &keys[0]["kid"])), 401, "signed by one key, named as the other");
+}
+
+/// A P-256 private key's PKCS#8 DER, from its PEM (PKCS#8 or SEC1).
+fn pem_to_pkcs8(pem: &str) -> Vec<u8> {
+    use p256::pkcs8::{DecodePrivateKey, EncodePrivateKey};
+    let key =
+        p256::SecretKey::from_pkcs8_pem(pem).or_else(|_| p256::SecretKey::from_sec1_pem(pem)).expect("a key");
+    key.to_pkcs8_der().expect("DER").as_bytes().to_vec()
+}

@@ -216,3 +216,16 @@ test('sign up with PKCE, as server-rendered apps (@supabase/ssr) do', async () =
   assert.equal(data.user.email, email)
   assert.ok(data.session.refresh_token)
 })
+
+test('claims verified against the published keys (getClaims)', async () => {
+  const supabase = client()
+  const email = address('gil')
+  await supabase.auth.signUp({ email, password: 'secret-gil' })
+  await supabase.auth.verifyOtp({ email, token: codeIn(await mailTo(email)), type: 'signup' })
+  const { data, error } = await supabase.auth.getClaims()
+  assert.equal(error, null)
+  assert.equal(data.header.alg, 'ES256')
+  assert.equal(data.claims.email, email)
+  const jwks = await (await fetch(`${url}/auth/v1/.well-known/jwks.json`)).json()
+  assert.equal(jwks.keys[0].kid, data.header.kid)
+})

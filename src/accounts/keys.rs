@@ -1,0 +1,50 @@
+//! What access tokens are signed with: `jwt-secret` (HS256), or the first of
+//! `accounts-signing-keys` (ES256, its `kid` in the header); and the key set published at
+//! `/auth/v1/.well-known/jwks.json` (the public keys of all of them; an HMAC secret is never
+//! published), which supabase-js's `getClaims()` verifies tokens with.
+
+use serde::Serialize;
+
+use crate::config::signing_keys::SigningKey;
+
+pub struct Keys {
+    header: jsonwebtoken::Header,
+    key: jsonwebtoken::EncodingKey,
+    /// The JSON of the published key set.
+    pub jwks: String,
+}
+
+impl Keys {
+    pub fn new(secret: &[u8], signing: &[SigningKey]) -> Keys {
+        let jwks = serde_json::json!({
+            "keys": signing.iter().map(|k| {
+                let mut jwk = k.public_jwk.clone();
+                if let serde_json::Value::Object(fields) = &mut jwk {
+                    fields.insert("kid".into(), k.kid.clone().into());
+                    fields.insert("alg".into(), "ES256".into());
+                    fields.insert("use".into(), "sig".into());
+                    fields.insert("key_ops".into(), serde_json::json!(["verify"]));
+                }
+                jwk
+            }).collect::<Vec<_>>(),
+        })
+        .to_string();
+        match signing.first() {
+            Some(k) => {
+                let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
+                header.kid = Some(k.kid.clone());
+                Keys { header, key: jsonwebtoken::EncodingKey::from_ec_der(&k.pkcs8_der), jwks }
+            }
+            None => Keys {
+                header: jsonwebtoken::Header::default(),
+                key: jsonwebtoken::EncodingKey::from_secret(secret),
+                jwks,
+            },
+        }
+    }
+
+    /// A token of `claims`.
+    pub fn sign(&self, claims: &impl Serialize) -> jsonwebtoken::errors::Result<String> {
+        jsonwebtoken::encode(&self.header, claims, &self.key)
+    }
+}
