@@ -98,6 +98,9 @@ enum Command {
         #[arg(long = "server-port", default_value_t = 3001)]
         server_port: u16,
     },
+    /// Print the keys a Supabase client is made with: `ANON_KEY` and `SERVICE_ROLE_KEY`, JWTs
+    /// signed with `jwt-secret` (the same options, variables and file as `rowgate serve`).
+    Keys(Box<ServeArgs>),
     /// Generate code from the database's schema.
     Gen {
         #[command(subcommand)]
@@ -300,6 +303,7 @@ fn main() -> ExitCode {
         Command::Gen { what: GenWhat::Types { language: GenLanguage::Typescript(args) } } => {
             runtime.block_on(gen_typescript(&args))
         }
+        Command::Keys(args) => keys(&args),
         Command::Health { url, timeout } => health(&url, std::time::Duration::from_secs(timeout)),
         Command::Ceiling { body_file, content_type, server_port } => {
             runtime.block_on(ceiling(body_file, content_type, server_port))
@@ -379,31 +383,7 @@ fn cluster(action: ClusterAction) -> ExitCode {
 
 /// `rowgate health`: one `GET` of `url` over plain HTTP/1.1; success is a 200.
 fn health(url: &str, timeout: std::time::Duration) -> ExitCode {
-    use std::io::{Read, Write};
-    let check = || -> Result<String, String> {
-        let rest = url.strip_prefix("http://").ok_or("only http:// URLs are checked")?;
-        let (authority, path) = rest.find('/').map_or((rest, "/"), |i| (&rest[..i], &rest[i..]));
-        let address = if authority.contains(':') { authority.to_owned() } else { format!("{authority}:80") };
-        let target = std::net::ToSocketAddrs::to_socket_addrs(&address)
-            .map_err(|e| format!("{address}: {e}"))?
-            .next()
-            .ok_or_else(|| format!("{address}: no address"))?;
-        let mut stream = std::net::TcpStream::connect_timeout(&target, timeout).map_err(|e| e.to_string())?;
-        stream.set_read_timeout(Some(timeout)).map_err(|e| e.to_string())?;
-        let request = format!("GET {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n");
-        stream.write_all(request.as_bytes()).map_err(|e| e.to_string())?;
-        // The status line, however the answer's first bytes arrive.
-        let mut head = Vec::new();
-        let mut chunk = [0u8; 256];
-        while !head.contains(&b'\n') && head.len() < 1024 {
-            match stream.read(&mut chunk).map_err(|e| e.to_string())? {
-                0 => break,
-                n => head.extend_from_slice(&chunk[..n]),
-            }
-        }
-        Ok(String::from_utf8_lossy(&head).lines().next().unwrap_or("").to_owned())
-    };
-    match check() {
+    match rowgate::http::probe::status_line(url, timeout) {
         Ok(line) if line.split_whitespace().nth(1) == Some("200") => ExitCode::SUCCESS,
         Ok(line) => {
             eprintln!("rowgate: {url}: {line}");
@@ -411,6 +391,24 @@ fn health(url: &str, timeout: std::time::Duration) -> ExitCode {
         }
         Err(e) => {
             eprintln!("rowgate: {url}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `rowgate keys`: the anon and service_role keys, as a self-hosted Supabase's `.env` names them.
+fn keys(args: &ServeArgs) -> ExitCode {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    match Config::load(args)
+        .map_err(|e| e.to_string())
+        .and_then(|c| rowgate::apikey::jwt::client_keys(&c, now))
+    {
+        Ok(keys) => {
+            keys.iter().for_each(|(name, key)| println!("{name}={key}"));
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("rowgate: {e}");
             ExitCode::FAILURE
         }
     }

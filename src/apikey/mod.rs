@@ -8,6 +8,7 @@
 //! look-up, so a flood of bad keys reaches the database at most once per key per second.
 
 pub mod admin;
+pub mod jwt;
 
 use futures_util::future::BoxFuture;
 

@@ -12,6 +12,7 @@ mod cors;
 mod docs;
 mod identify;
 mod linger;
+pub mod probe;
 mod rate_limit;
 mod server_loop;
 mod services;

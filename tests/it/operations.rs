@@ -335,3 +335,39 @@ fn the_cluster_command_takes_a_relative_directory() {
     assert!(stopped.status.success(), "{}", String::from_utf8_lossy(&stopped.stderr));
     assert!(!parent.path().join("pg/data/postmaster.pid").exists(), "the cluster still runs");
 }
+
+#[test]
+fn the_keys_command_prints_the_anon_and_service_role_keys() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rowgate"))
+        .args(["keys", "--db-uri", "sqlite::memory:", "--db-anon-role", "anon"])
+        .env("ROWGATE_JWT_SECRET", crate::support::JWT_SECRET)
+        .output()
+        .expect("rowgate keys");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).expect("UTF-8");
+    let key = |name: &str| {
+        let line = text.lines().find_map(|l| l.strip_prefix(&format!("{name}="))).expect(name);
+        let mut validation = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::HS256);
+        validation.required_spec_claims.clear();
+        let secret = jsonwebtoken::DecodingKey::from_secret(crate::support::JWT_SECRET.as_bytes());
+        jsonwebtoken::decode::<serde_json::Value>(line, &secret, &validation)
+            .expect("a key signed with jwt-secret")
+            .claims
+    };
+    assert_eq!(key("ANON_KEY")["role"], "anon");
+    let service = key("SERVICE_ROLE_KEY");
+    assert_eq!(service["role"], "service_role");
+    assert!(service["exp"].as_u64().unwrap() > service["iat"].as_u64().unwrap() + 9 * 365 * 86400);
+
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rowgate"))
+        .args(["keys", "--db-uri", "sqlite::memory:"])
+        .env_remove("ROWGATE_JWT_SECRET")
+        .output()
+        .expect("rowgate keys");
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("jwt-secret"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
