@@ -393,6 +393,7 @@ impl Accounts {
             role: "authenticated".into(),
             ..Default::default()
         };
+        self.before_user_created(&new, client).await?;
         // Raced by another sign-up of the address: it got the confirmation.
         if let Some((user, _)) = self.store.create(new, false, unix_now()).await.map_err(|_| internal())? {
             self.send_code(

@@ -45,6 +45,7 @@ mod admin;
 mod by_mail;
 mod gotrue;
 mod hashing;
+mod hooks;
 mod keys;
 mod limits;
 mod links;
@@ -141,8 +142,9 @@ pub struct Accounts {
     signups: Signups,
     hashing: Arc<hashing::Hashing>,
     mail: Mail,
-    /// `accounts-hook-custom-access-token`.
+    /// `accounts-hook-custom-access-token` and `accounts-hook-before-user-created`.
     access_token_hook: Option<String>,
+    before_user_created_hook: Option<String>,
 }
 
 impl Accounts {
@@ -159,6 +161,10 @@ impl Accounts {
         if let Some(hook) = &access_token_hook {
             store.check_hook(hook).map_err(|e| format!("accounts-hook-custom-access-token: {e}"))?;
         }
+        let before_user_created_hook = settings.before_user_created_hook.clone();
+        if let Some(hook) = &before_user_created_hook {
+            store.check_hook(hook).map_err(|e| format!("accounts-hook-before-user-created: {e}"))?;
+        }
         let signups = Signups {
             enabled: settings.signup_enabled,
             anonymous: settings.anonymous_enabled,
@@ -166,6 +172,7 @@ impl Accounts {
         };
         Ok(Accounts {
             access_token_hook,
+            before_user_created_hook,
             mail: Mail::new(&settings.mail)?,
             keys: keys::Keys::new(secret, &settings.signing_keys),
             signups,
@@ -288,6 +295,7 @@ impl Accounts {
             role: "authenticated".into(),
             ..Default::default()
         };
+        self.before_user_created(&new, client).await?;
         if !self.mail.autoconfirm {
             return self.sign_up_by_mail(new, redirect, by_mail::pkce_of(&v)?).await;
         }
@@ -324,6 +332,7 @@ impl Accounts {
             role: "authenticated".into(),
             ..Default::default()
         };
+        self.before_user_created(&new, client).await?;
         let now = unix_now();
         let Some((user, Some(started))) = self.store.create(new, true, now).await.map_err(|_| internal())?
         else {
@@ -416,62 +425,6 @@ impl Accounts {
             user: gotrue::UserJson::of(user),
         });
         Ok(Session { json, access, refresh: started.refresh.clone(), expires_at: exp })
-    }
-}
-
-impl Accounts {
-    /// The claims the custom access token hook makes of `claims` (GoTrue's event: `user_id`,
-    /// `claims`, `authentication_method`; its answer: `{"claims"}` or `{"error": {"http_code",
-    /// "message"}}`). What says who and which session the token is for stays rowgate's.
-    async fn hooked_claims(
-        &self,
-        hook: &str,
-        user: &User,
-        claims: &gotrue::Claims<'_>,
-    ) -> Result<Value, Answer> {
-        let ours = serde_json::to_value(claims).map_err(|_| internal())?;
-        let event = serde_json::json!({
-            "user_id": user.id,
-            "claims": ours,
-            "authentication_method": claims.amr.first().map_or("password", |a| a.method),
-        });
-        let output =
-            self.store.custom_claims(hook.to_owned(), user.id.clone(), event.to_string()).await.map_err(
-                |e| {
-                    tracing::error!(error = %e, "the custom access token hook failed");
-                    fail(
-                        StatusCode::INTERNAL_SERVER_ERROR,
-                        "unexpected_failure",
-                        "Error running the custom access token hook",
-                    )
-                },
-            )?;
-        let output: Value = serde_json::from_str(&output).unwrap_or(Value::Null);
-        if let Some(error) = output.get("error") {
-            let status = error
-                .get("http_code")
-                .and_then(Value::as_u64)
-                .and_then(|c| StatusCode::from_u16(c as u16).ok())
-                .filter(|s| s.is_client_error() || s.is_server_error())
-                .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-            let message =
-                error.get("message").and_then(Value::as_str).unwrap_or("The hook refused the token");
-            return Err(fail(status, "unexpected_failure", message));
-        }
-        let Some(Value::Object(mut hooked)) = output.get("claims").cloned() else {
-            tracing::error!(output = %output, "the custom access token hook answered no claims object");
-            return Err(fail(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "unexpected_failure",
-                "The custom access token hook answered no claims",
-            ));
-        };
-        for key in ["sub", "exp", "iat", "session_id", "aal", "amr", "is_anonymous"] {
-            if let Some(v) = ours.get(key) {
-                hooked.insert(key.into(), v.clone());
-            }
-        }
-        Ok(Value::Object(hooked))
     }
 }
 

@@ -117,6 +117,15 @@ pub struct UserChanges {
     pub role: Option<String>,
 }
 
+/// Which of Supabase Auth's hooks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hook {
+    /// Decides a token's claims.
+    CustomAccessToken,
+    /// May refuse an account before it is made.
+    BeforeUserCreated,
+}
+
 /// How an update ended.
 #[derive(Debug, Clone)]
 pub enum Updated {
@@ -318,18 +327,14 @@ pub trait AccountStore: Send + Sync {
     /// The flow of `auth_code`, removed (a code is exchanged once).
     fn take_flow(&self, auth_code: String) -> BoxFuture<'_, Result<Option<TakenFlow>, Error>>;
 
-    /// Whether `hook` is a custom access token hook this store can run (PostgreSQL: a function's
-    /// qualified name; SQLite: a SELECT); why not.
+    /// Whether `hook` is a hook this store can run (PostgreSQL: a function's qualified name;
+    /// SQLite: a SELECT); why not.
     fn check_hook(&self, hook: &str) -> Result<(), String>;
 
-    /// Runs the custom access token hook `hook` on `event` (GoTrue's: `user_id`, `claims`,
-    /// `authentication_method`, as JSON): the claims the token is to carry, a JSON object.
-    fn custom_claims(
-        &self,
-        hook: String,
-        user_id: String,
-        event: String,
-    ) -> BoxFuture<'_, Result<String, Error>>;
+    /// Runs the hook `hook` of `kind` on `event` (GoTrue's event, as JSON) and answers as
+    /// GoTrue's hooks do (JSON): `{"claims": {...}}` for a custom access token hook, `{}` or
+    /// `{"error": {"http_code", "message"}}`.
+    fn run_hook(&self, kind: Hook, hook: String, event: String) -> BoxFuture<'_, Result<String, Error>>;
 
     /// Ends sessions of `user_id`: all of them, `session` only, or all others.
     fn logout(

@@ -71,6 +71,16 @@ pub struct ServeArgs {
         value_name = "HOOK"
     )]
     pub accounts_hook_custom_access_token: Option<String>,
+    /// Supabase's before-user-created hook, which may refuse a sign-up: on PostgreSQL a function
+    /// `schema.function(event jsonb) returns jsonb` answering `{}` or `{"error": {"http_code",
+    /// "message"}}`; on SQLite a SELECT of a refusal's message (NULL: let through), with
+    /// parameters `:email` and `:user_metadata` [default: none].
+    #[arg(
+        long = "accounts-hook-before-user-created",
+        env = "ROWGATE_ACCOUNTS_HOOK_BEFORE_USER_CREATED",
+        value_name = "HOOK"
+    )]
+    pub accounts_hook_before_user_created: Option<String>,
     /// Whether sign-ups and new addresses are taken without a confirmation by mail (GoTrue's
     /// autoconfirm) [default: true without `smtp-host`, false with it].
     #[arg(long = "accounts-autoconfirm", env = "ROWGATE_ACCOUNTS_AUTOCONFIRM", value_name = "BOOL")]

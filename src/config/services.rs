@@ -23,6 +23,8 @@ pub struct AccountsSettings {
     pub mail: super::mail::MailSettings,
     /// `accounts-hook-custom-access-token`.
     pub access_token_hook: Option<String>,
+    /// `accounts-hook-before-user-created`.
+    pub before_user_created_hook: Option<String>,
     /// `accounts-signing-keys`: the first signs.
     pub signing_keys: Vec<super::signing_keys::SigningKey>,
 }
@@ -56,6 +58,11 @@ impl AccountsSettings {
             access_token_hook: super::either(
                 &a.accounts_hook_custom_access_token,
                 &f.accounts_hook_custom_access_token,
+            )
+            .filter(|h| !h.trim().is_empty()),
+            before_user_created_hook: super::either(
+                &a.accounts_hook_before_user_created,
+                &f.accounts_hook_before_user_created,
             )
             .filter(|h| !h.trim().is_empty()),
             signing_keys: match super::either(&a.accounts_signing_keys, &f.accounts_signing_keys) {

@@ -629,3 +629,46 @@ fn pem_to_pkcs8(pem: &str) -> Vec<u8> {
         p256::SecretKey::from_pkcs8_pem(pem).or_else(|_| p256::SecretKey::from_sec1_pem(pem)).expect("a key");
     key.to_pkcs8_der().expect("DER").as_bytes().to_vec()
 }
+
+#[test]
+fn on_postgres_a_before_user_created_hook_may_refuse_a_sign_up() {
+    postgres(); // the accounts installed
+    sql(r#"
+        CREATE FUNCTION accounts_test.only_example_com(event jsonb) RETURNS jsonb LANGUAGE sql AS $$
+          SELECT CASE WHEN event -> 'user' ->> 'email' LIKE '%@example.com' THEN '{}'::jsonb
+                      ELSE jsonb_build_object('error', jsonb_build_object('http_code', 400, 'message', 'Only example.com may sign up'))
+                 END $$;
+        GRANT EXECUTE ON FUNCTION accounts_test.only_example_com(jsonb) TO "Authenticator";
+    "#);
+    let base = start_server(rowgate::config::ServeArgs {
+        accounts_enabled: Some(true),
+        accounts_hook_before_user_created: Some("accounts_test.only_example_com".into()),
+        db_schemas: Some("accounts_test".into()),
+        ..default_args(&harness().superuser_uri)
+    });
+    let (status, e) =
+        auth(&base, "/auth/v1/signup", json!({"email": "lu@example.org", "password": "secret-lu"}));
+    assert_eq!((status, e["msg"].as_str()), (400, Some("Only example.com may sign up")), "{e}");
+    assert_eq!(
+        pg_value("SELECT count(*)::text FROM auth.users WHERE email = 'lu@example.org'").as_deref(),
+        Some("0")
+    );
+    sign_up(&base, &address("lu", &base), "secret-lu", json!({}));
+}
+
+#[test]
+fn on_sqlite_a_before_user_created_hook_may_refuse_a_sign_up() {
+    let path = tempfile::tempdir().expect("temp dir").keep().join("before.db");
+    let args = rowgate::config::ServeArgs {
+        accounts_enabled: Some(true),
+        accounts_hook_before_user_created: Some(
+            "SELECT CASE WHEN :email NOT LIKE '%@example.com' THEN 'Only example.com may sign up' END".into(),
+        ),
+        ..Default::default()
+    };
+    let base = crate::sqlite::serve_sqlite(&path, crate::accounts::SCHEMA, crate::accounts::RULES, args);
+    let (status, e) =
+        auth(&base, "/auth/v1/signup", json!({"email": "mo@example.org", "password": "secret-mo"}));
+    assert_eq!((status, e["msg"].as_str()), (403, Some("Only example.com may sign up")), "{e}");
+    sign_up(&base, "mo@example.com", "secret-mo", json!({}));
+}

@@ -9,8 +9,8 @@ use tokio_postgres::types::Type;
 use tokio_postgres::Client;
 
 use crate::accounts::store::{
-    lifetime, random_token, token_hash, AccountStore, Challenged, Created, Enrolled, Flow, Issued, NewFactor,
-    NewUser, OneTime, Redeem, Scope, Started, TakenFlow, Updated, User, UserChanges, WithHash,
+    lifetime, random_token, token_hash, AccountStore, Challenged, Created, Enrolled, Flow, Hook, Issued,
+    NewFactor, NewUser, OneTime, Redeem, Scope, Started, TakenFlow, Updated, User, UserChanges, WithHash,
 };
 use crate::error::Error;
 
@@ -514,12 +514,7 @@ impl AccountStore for PgAccounts {
         hook_function(hook).map(drop)
     }
 
-    fn custom_claims(
-        &self,
-        hook: String,
-        _user_id: String,
-        event: String,
-    ) -> BoxFuture<'_, Result<String, Error>> {
+    fn run_hook(&self, _kind: Hook, hook: String, event: String) -> BoxFuture<'_, Result<String, Error>> {
         Box::pin(async move {
             let (schema, function) = hook_function(&hook).map_err(Error::Unavailable)?;
             let quote = |name: &str| format!("\"{}\"", name.replace('"', "\"\""));

@@ -9,8 +9,8 @@ use rusqlite::OptionalExtension;
 
 use super::db::SqliteDb;
 use crate::accounts::store::{
-    expires, merged, AccountStore, Challenged, Created, Enrolled, Flow, Issued, NewFactor, NewUser, OneTime,
-    Redeem, Scope, Started, TakenFlow, Updated, User, UserChanges, WithHash,
+    expires, merged, AccountStore, Challenged, Created, Enrolled, Flow, Hook, Issued, NewFactor, NewUser,
+    OneTime, Redeem, Scope, Started, TakenFlow, Updated, User, UserChanges, WithHash,
 };
 use crate::error::Error;
 
@@ -392,35 +392,49 @@ impl AccountStore for SqliteAccounts {
         let start = hook.trim_start().get(..6).unwrap_or("").to_ascii_uppercase();
         match start.starts_with("SELECT") || start.starts_with("WITH") {
             true => Ok(()),
-            false => Err(format!("{hook:?}: on SQLite the hook is a SELECT of a JSON object of claims")),
+            false => Err(format!("{hook:?}: on SQLite a hook is a SELECT")),
         }
     }
 
-    fn custom_claims(
-        &self,
-        hook: String,
-        user_id: String,
-        event: String,
-    ) -> BoxFuture<'_, Result<String, Error>> {
+    fn run_hook(&self, kind: Hook, hook: String, event: String) -> BoxFuture<'_, Result<String, Error>> {
         Box::pin(self.db.with_reader(move |c| {
-            let claims = serde_json::from_str::<serde_json::Value>(&event)
-                .ok()
-                .and_then(|e| e.get("claims").map(|v| v.to_string()))
-                .unwrap_or_else(|| "{}".into());
+            let event: serde_json::Value = serde_json::from_str(&event).unwrap_or_default();
+            let text = |v: Option<&serde_json::Value>| match v {
+                Some(serde_json::Value::String(s)) => Some(s.clone()),
+                Some(serde_json::Value::Null) | None => None,
+                Some(other) => Some(other.to_string()),
+            };
+            let claims = text(event.get("claims")).unwrap_or_else(|| "{}".into());
+            // The event's parts the SELECT names, as parameters.
+            let values = [
+                (":user_id", text(event.get("user_id"))),
+                (":claims", Some(claims.clone())),
+                (":email", text(event.pointer("/user/email"))),
+                (":user_metadata", text(event.pointer("/user/user_metadata"))),
+            ];
             let mut q = c.prepare(&hook)?;
             if !q.readonly() {
                 return Err(rusqlite::Error::InvalidQuery);
             }
             let mut params: Vec<(&str, &dyn rusqlite::ToSql)> = Vec::new();
-            if q.parameter_index(":user_id")?.is_some() {
-                params.push((":user_id", &user_id));
+            for (name, value) in &values {
+                if q.parameter_index(name)?.is_some() {
+                    params.push((name, value));
+                }
             }
-            if q.parameter_index(":claims")?.is_some() {
-                params.push((":claims", &claims));
-            }
-            let extra: Option<String> = q.query_row(params.as_slice(), |r| r.get(0)).optional()?.flatten();
-            let merged = merged(&claims, extra.as_deref().unwrap_or("{}"));
-            Ok(format!("{{\"claims\":{merged}}}"))
+            let answer: Option<String> = q.query_row(params.as_slice(), |r| r.get(0)).optional()?.flatten();
+            Ok(match kind {
+                Hook::CustomAccessToken => {
+                    format!("{{\"claims\":{}}}", merged(&claims, answer.as_deref().unwrap_or("{}")))
+                }
+                // A message refuses the account; none lets it be made.
+                Hook::BeforeUserCreated => match answer {
+                    Some(message) => {
+                        serde_json::json!({"error": {"http_code": 403, "message": message}}).to_string()
+                    }
+                    None => "{}".into(),
+                },
+            })
         }))
     }
 
