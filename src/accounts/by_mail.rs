@@ -109,6 +109,13 @@ impl Accounts {
     pub(super) async fn send_code(&self, user: &User, mailing: Mailing<'_>) -> Result<Code, Answer> {
         let Mailing { kind, template, verify_type, to, redirect, interval, pkce } = mailing;
         let code = self.issue_code(user, kind, to, interval, pkce.is_some()).await?;
+        // The address a change to the current one's mail names, stored by the change's issue.
+        let new_email = match kind {
+            OneTime::EmailChangeCurrent => {
+                self.store.user(user.id.clone()).await.ok().flatten().and_then(|u| u.new_email)
+            }
+            _ => None,
+        };
         if let Some(pkce) = pkce {
             let flow = super::store::Flow {
                 id: crate::uuid_v4(),
@@ -143,7 +150,11 @@ impl Accounts {
             site_url: &self.mail.links.site_url,
             redirect_to: redirect,
             email: user.email.as_deref().unwrap_or(""),
-            new_email: if kind == OneTime::EmailChange { to } else { "" },
+            new_email: match kind {
+                OneTime::EmailChange => to,
+                OneTime::EmailChangeCurrent => new_email.as_deref().unwrap_or(""),
+                _ => "",
+            },
             data: &user.user_metadata,
         };
         match mailer.send(template, to, &vars).await {

@@ -104,6 +104,8 @@ pub struct Mail {
     interval: i64,
     /// `accounts-otp-expiry`, in seconds.
     otp_expiry: i64,
+    /// `accounts-secure-email-change`.
+    secure_email_change: bool,
 }
 
 impl Mail {
@@ -123,6 +125,7 @@ impl Mail {
             autoconfirm: settings.autoconfirm,
             interval: settings.interval.min(i64::MAX as u64) as i64,
             otp_expiry: settings.otp_expiry.min(i64::MAX as u64) as i64,
+            secure_email_change: settings.secure_email_change,
         })
     }
 }

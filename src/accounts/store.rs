@@ -142,6 +142,8 @@ pub enum OneTime {
     Confirmation,
     Recovery,
     EmailChange,
+    /// An email change's code to the current address (a secure change needs both).
+    EmailChangeCurrent,
 }
 
 impl OneTime {
@@ -151,6 +153,7 @@ impl OneTime {
             OneTime::Confirmation => "confirmation",
             OneTime::Recovery => "recovery",
             OneTime::EmailChange => "email_change",
+            OneTime::EmailChangeCurrent => "email_change_current",
         }
     }
 }

@@ -169,6 +169,19 @@ impl Accounts {
                     },
                 )
                 .await?;
+                // A secure change (GoTrue's default) asks the current address too.
+                if let (true, Some(current)) = (self.mail.secure_email_change, user.email.as_deref()) {
+                    let mailing = Mailing {
+                        kind: OneTime::EmailChangeCurrent,
+                        template: Template::EmailChange,
+                        verify_type: "email_change",
+                        to: current,
+                        redirect: &redirect,
+                        interval: 0,
+                        pkce: None,
+                    };
+                    self.send_code(&user, mailing).await?;
+                }
             }
             Some(email) => {
                 if user.is_anonymous {

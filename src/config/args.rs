@@ -110,6 +110,14 @@ pub struct ServeArgs {
     /// [default: 30/h].
     #[arg(long = "accounts-mail-rate-limit", env = "ROWGATE_ACCOUNTS_MAIL_RATE_LIMIT", value_name = "RATE")]
     pub accounts_mail_rate_limit: Option<String>,
+    /// Whether an email change also needs the current address's confirmation, besides the new
+    /// one's (GoTrue's MAILER_SECURE_EMAIL_CHANGE_ENABLED) [default: true].
+    #[arg(
+        long = "accounts-secure-email-change",
+        env = "ROWGATE_ACCOUNTS_SECURE_EMAIL_CHANGE",
+        value_name = "BOOL"
+    )]
+    pub accounts_secure_email_change: Option<bool>,
     /// Seconds a link or code sent by mail stays valid (GoTrue's MAILER_OTP_EXP) [default: 86400].
     #[arg(long = "accounts-otp-expiry", env = "ROWGATE_ACCOUNTS_OTP_EXPIRY", value_name = "SECONDS")]
     pub accounts_otp_expiry: Option<u64>,

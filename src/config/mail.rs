@@ -28,6 +28,8 @@ pub struct MailSettings {
     pub rate: Option<Rate>,
     /// `accounts-otp-expiry`, in seconds.
     pub otp_expiry: u64,
+    /// `accounts-secure-email-change`.
+    pub secure_email_change: bool,
 }
 
 /// The SMTP server.
@@ -97,6 +99,8 @@ impl MailSettings {
             interval: either(&a.accounts_mail_interval, &f.accounts_mail_interval).unwrap_or(60),
             rate,
             otp_expiry: either(&a.accounts_otp_expiry, &f.accounts_otp_expiry).unwrap_or(86_400),
+            secure_email_change: either(&a.accounts_secure_email_change, &f.accounts_secure_email_change)
+                .unwrap_or(true),
         })
     }
 }

@@ -275,8 +275,21 @@ fn a_new_address_is_taken_once_it_confirms(base: &str) {
     let mail = sink().mail_to(&new);
     assert_eq!(mail.subject, "Confirm your new address");
     assert!(mail.body.contains(&old) && mail.body.contains(&new), "{}", mail.body);
-    let (status, changed) =
+    // A secure change (the default) asks the current address too: the first code to come back
+    // is accepted and waits for the other.
+    let current = sink().mail_to(&old);
+    let (status, waiting) =
         post(base, "/auth/v1/verify", json!({"type": "email_change", "email": new, "token": mail.code()}));
+    assert_eq!(
+        (status, waiting),
+        (
+            200,
+            json!({"msg": "Confirmation link accepted. Please proceed to confirm link sent to the other email", "code": 200})
+        )
+    );
+    assert_eq!(log_in(base, &old, "secret-ola").0, 200, "not changed yet");
+    let (status, changed) =
+        post(base, "/auth/v1/verify", json!({"type": "email_change", "email": old, "token": current.code()}));
     assert_eq!((status, &changed["user"]["email"]), (200, &json!(new)), "{changed}");
     assert_eq!(log_in(base, &new, "secret-ola").0, 200);
     assert_eq!(log_in(base, &old, "secret-ola").0, 400);

@@ -419,7 +419,7 @@ CREATE OR REPLACE FUNCTION rowgate.account_issue(p_user text, p_kind text, p_has
     SELECT * INTO u FROM auth.users x WHERE x.id::text = p_user AND x.deleted_at IS NULL FOR UPDATE;
     IF NOT FOUND THEN RETURN -1; END IF;
     last := CASE p_kind WHEN 'confirmation' THEN u.confirmation_sent_at WHEN 'recovery' THEN u.recovery_sent_at
-                        WHEN 'email_change' THEN u.email_change_sent_at END;
+                        WHEN 'email_change' THEN u.email_change_sent_at WHEN 'email_change_current' THEN u.email_change_sent_at END;
     IF last > now() - make_interval(secs => p_interval) THEN
       RETURN greatest(1, ceil(extract(epoch FROM last + make_interval(secs => p_interval) - now())))::bigint;
     END IF;
@@ -428,8 +428,10 @@ CREATE OR REPLACE FUNCTION rowgate.account_issue(p_user text, p_kind text, p_has
     ELSIF p_kind = 'recovery' THEN
       UPDATE auth.users SET recovery_token = p_hash, recovery_sent_at = now() WHERE id = u.id;
     ELSIF p_kind = 'email_change' THEN
-      UPDATE auth.users SET email_change_token_new = p_hash, email_change = p_new_email, email_change_sent_at = now(),
-        email_change_confirm_status = 0 WHERE id = u.id;
+      UPDATE auth.users SET email_change_token_new = p_hash, email_change_token_current = '', email_change = p_new_email,
+        email_change_sent_at = now(), email_change_confirm_status = 0 WHERE id = u.id;
+    ELSIF p_kind = 'email_change_current' THEN
+      UPDATE auth.users SET email_change_token_current = p_hash WHERE id = u.id;
     ELSE
       RAISE EXCEPTION 'unknown code kind %', p_kind;
     END IF;
@@ -458,11 +460,27 @@ CREATE OR REPLACE FUNCTION rowgate.account_redeem(p_kind text, p_hash text, p_em
         RETURNING u.id INTO v_user;
     END IF;
     IF v_user IS NULL AND p_kind = 'email_change' THEN
+      -- A secure change mails a code to each address: the first accepted waits for the other.
+      UPDATE auth.users u SET
+          email_change_token_new = CASE WHEN u.email_change_token_new IN (p_hash, 'pkce_' || p_hash) THEN '' ELSE u.email_change_token_new END,
+          email_change_token_current = CASE WHEN u.email_change_token_current IN (p_hash, 'pkce_' || p_hash) THEN '' ELSE u.email_change_token_current END,
+          email_change_confirm_status = 1, updated_at = now()
+        WHERE ((u.email_change_token_new IN (p_hash, 'pkce_' || p_hash) AND coalesce(u.email_change_token_current, '') <> '')
+            OR (u.email_change_token_current IN (p_hash, 'pkce_' || p_hash) AND coalesce(u.email_change_token_new, '') <> ''))
+          AND u.email_change_sent_at > fresh AND coalesce(u.email_change, '') <> ''
+          AND (p_email IS NULL OR u.email_change = lower(p_email) OR u.email = lower(p_email))
+        RETURNING u.id INTO v_user;
+      IF v_user IS NOT NULL THEN
+        RETURN QUERY SELECT (rowgate.account_of(u)).* FROM auth.users u WHERE u.id = v_user;
+        RETURN;
+      END IF;
       UPDATE auth.users u SET email = u.email_change, email_change = '', email_change_token_new = '',
+        email_change_token_current = '',
         email_confirmed_at = now(), email_change_confirm_status = 0, updated_at = now(), is_anonymous = false,
         raw_app_meta_data = CASE WHEN u.is_anonymous
           THEN coalesce(u.raw_app_meta_data, '{}') || '{"provider": "email", "providers": ["email"]}' ELSE u.raw_app_meta_data END
-        WHERE u.email_change_token_new IN (p_hash, 'pkce_' || p_hash) AND u.email_change_sent_at > fresh AND coalesce(u.email_change, '') <> ''
+        WHERE (u.email_change_token_new IN (p_hash, 'pkce_' || p_hash) OR u.email_change_token_current IN (p_hash, 'pkce_' || p_hash))
+          AND u.email_change_sent_at > fresh AND coalesce(u.email_change, '') <> ''
           AND (p_email IS NULL OR u.email_change = lower(p_email) OR u.email = lower(p_email))
         RETURNING u.id INTO v_user;
     END IF;

@@ -13,6 +13,7 @@ fn token_columns(kind: OneTime) -> (&'static str, &'static str) {
         OneTime::Confirmation => ("confirmation_token", "confirmation_sent_at"),
         OneTime::Recovery => ("recovery_token", "recovery_sent_at"),
         OneTime::EmailChange => ("email_change_token_new", "email_change_sent_at"),
+        OneTime::EmailChangeCurrent => ("email_change_token_current", "email_change_sent_at"),
     }
 }
 
@@ -46,7 +47,7 @@ pub(super) fn issue(
         format!("UPDATE _rowgate_users SET {token} = ?2, {sent_at} = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')");
     match kind {
         OneTime::EmailChange => c.execute(
-            &format!("{stamp}, email_change = ?3 WHERE id = ?1"),
+            &format!("{stamp}, email_change = ?3, email_change_token_current = NULL WHERE id = ?1"),
             rusqlite::params![user_id, token_hash, new_email],
         ),
         _ => c.execute(&format!("{stamp} WHERE id = ?1"), [user_id, token_hash]),
@@ -71,11 +72,34 @@ pub(super) fn redeem(
         None => vec![OneTime::Confirmation, OneTime::Recovery],
     };
     for k in kinds {
+        if k == OneTime::EmailChange {
+            // A secure change mails a code to each address: the first accepted waits for the other.
+            let waiting: Option<String> = tx
+                .query_row(
+                    "UPDATE _rowgate_users SET \
+                       email_change_token_new = CASE WHEN email_change_token_new IN (?1, 'pkce_' || ?1) \
+                         THEN NULL ELSE email_change_token_new END, \
+                       email_change_token_current = CASE WHEN email_change_token_current IN (?1, 'pkce_' || ?1) \
+                         THEN NULL ELSE email_change_token_current END, \
+                       updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') \
+                     WHERE ((email_change_token_new IN (?1, 'pkce_' || ?1) AND coalesce(email_change_token_current, '') <> '') \
+                         OR (email_change_token_current IN (?1, 'pkce_' || ?1) AND coalesce(email_change_token_new, '') <> '')) \
+                       AND unixepoch(email_change_sent_at) > unixepoch('now') - ?2 AND coalesce(email_change, '') <> '' \
+                       AND (?3 IS NULL OR email_change = lower(?3) OR email = lower(?3)) RETURNING id",
+                    rusqlite::params![token_hash, expiry, email],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(sqlite_error)?;
+            if let Some(id) = waiting {
+                return tx.query_row(USER_BY_ID, [&id], sqlite_user).optional().map_err(sqlite_error);
+            }
+        }
         let (token, sent_at) = token_columns(k);
         let (address, effect) = match k {
             OneTime::EmailChange => (
                 "(?3 IS NULL OR email_change = lower(?3) OR email = lower(?3)) AND coalesce(email_change, '') <> ''",
-                "email = email_change, email_change = NULL, email_confirmed_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), \
+                "email = email_change, email_change = NULL, email_change_token_current = NULL, email_confirmed_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), \
                  raw_app_meta_data = CASE WHEN is_anonymous \
                    THEN json_patch(raw_app_meta_data, '{\"provider\":\"email\",\"providers\":[\"email\"]}') \
                    ELSE raw_app_meta_data END, is_anonymous = 0",
@@ -85,12 +109,20 @@ pub(super) fn redeem(
                 "email_confirmed_at = coalesce(email_confirmed_at, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))",
             ),
         };
+        // An email change is made by the new address's code or, in a secure change, by whichever
+        // of the two codes comes back last.
+        let matches = match k {
+            OneTime::EmailChange => format!(
+                "({token} IN (?1, 'pkce_' || ?1) OR email_change_token_current IN (?1, 'pkce_' || ?1))"
+            ),
+            _ => format!("{token} IN (?1, 'pkce_' || ?1)"),
+        };
         let id: Option<String> = tx
             .query_row(
                 &format!(
                     "UPDATE _rowgate_users SET {token} = NULL, {effect}, \
                      updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') \
-                     WHERE {token} IN (?1, 'pkce_' || ?1) AND unixepoch({sent_at}) > unixepoch('now') - ?2 \
+                     WHERE {matches} AND unixepoch({sent_at}) > unixepoch('now') - ?2 \
                        AND {address} RETURNING id"
                 ),
                 rusqlite::params![token_hash, expiry, email],

@@ -72,7 +72,8 @@ COMMIT;
 PRAGMA foreign_keys = ON;";
 
 /// Columns added to the users' table since: the codes sent by mail (their hashes) and when.
-const SQLITE_USERS_ADDED: [(&str, &str); 7] = [
+const SQLITE_USERS_ADDED: [(&str, &str); 8] = [
+    ("email_change_token_current", "TEXT"),
     ("confirmation_token", "TEXT"),
     ("confirmation_sent_at", "TEXT"),
     ("recovery_token", "TEXT"),
