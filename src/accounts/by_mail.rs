@@ -133,6 +133,7 @@ impl Accounts {
             Template::Recovery => "recovery",
             Template::MagicLink => "magic link",
             Template::EmailChange => "email change",
+            Template::Reauthentication => "reauthentication",
         };
         let Some(mailer) = &self.mail.mailer else {
             tracing::error!("a {what} mail cannot be sent: no SMTP server is set (smtp-host)");
@@ -311,6 +312,27 @@ impl Accounts {
             ("signup" | "email_change", _) => {}
             _ => return Err(validation("Missing one of these types: signup, email_change")),
         }
+        Ok(Answer::ok("{}".into()))
+    }
+
+    /// `GET /reauthenticate`: a code mailed to the signed-in user's address, which a password
+    /// change then gives as its `nonce` (with `accounts-secure-password-change`).
+    pub(super) async fn reauthenticate(&self, caller: &super::Caller) -> Result<Answer, Answer> {
+        self.can_mail()?;
+        let user = self.signed_in_user(caller).await?;
+        let Some(email) = user.email.clone() else {
+            return Err(validation("Reauthentication requires the user to have an email or a phone number"));
+        };
+        let mailing = Mailing {
+            kind: OneTime::Reauthentication,
+            template: Template::Reauthentication,
+            verify_type: "reauthentication",
+            to: &email,
+            redirect: &self.mail.links.site_url,
+            interval: self.mail.interval,
+            pkce: None,
+        };
+        self.send_code(&user, mailing).await?;
         Ok(Answer::ok("{}".into()))
     }
 

@@ -253,11 +253,13 @@ pub fn claims<'a>(
     }
 }
 
-/// How a session of `u` at `aal` was started (GoTrue's `amr`: the second factor first).
-pub fn amr(u: &User, aal: &str, at: i64) -> Vec<Amr<'static>> {
-    let first = Amr { method: if u.is_anonymous { "anonymous" } else { "password" }, timestamp: at };
+/// How a session of `u` signed in at `signed_in_at` and now at `aal` was started (GoTrue's
+/// `amr`: the second factor first).
+pub fn amr(u: &User, aal: &str, signed_in_at: i64, now: i64) -> Vec<Amr<'static>> {
+    let first =
+        Amr { method: if u.is_anonymous { "anonymous" } else { "password" }, timestamp: signed_in_at };
     match aal {
-        "aal2" => vec![Amr { method: "totp", timestamp: at }, first],
+        "aal2" => vec![Amr { method: "totp", timestamp: now }, first],
         _ => vec![first],
     }
 }

@@ -22,15 +22,17 @@ pub enum Template {
     Recovery,
     MagicLink,
     EmailChange,
+    Reauthentication,
 }
 
 impl Template {
-    const ALL: [Template; 5] = [
+    const ALL: [Template; 6] = [
         Template::Confirmation,
         Template::Invite,
         Template::Recovery,
         Template::MagicLink,
         Template::EmailChange,
+        Template::Reauthentication,
     ];
 
     /// Its file in `accounts-mail-templates` (GoTrue's names).
@@ -41,6 +43,7 @@ impl Template {
             Template::Recovery => "recovery.html",
             Template::MagicLink => "magic_link.html",
             Template::EmailChange => "email_change.html",
+            Template::Reauthentication => "reauthentication.html",
         }
     }
 
@@ -67,6 +70,11 @@ impl Template {
                 "Your sign-in link",
                 "<h2>Sign in</h2>\n<p><a href=\"{{ .ConfirmationURL }}\">Sign in as {{ .Email }}</a></p>\n\
                  <p>Or enter this code: {{ .Token }}</p>\n",
+            ),
+            Template::Reauthentication => (
+                "Confirm it is you",
+                "<h2>Confirm it is you</h2>\n<p>Enter this code: {{ .Token }}</p>\n\
+                 <p>If you did not ask for this, change your password.</p>\n",
             ),
             Template::EmailChange => (
                 "Confirm your new address",

@@ -69,6 +69,8 @@ pub struct Caller {
     pub session_id: Option<String>,
     /// How sure the session is of its user (`aal`: `aal1`, `aal2`).
     pub aal: Option<String>,
+    /// When the session signed in (the earliest of `amr`'s timestamps).
+    pub authenticated_at: Option<i64>,
 }
 
 impl Caller {
@@ -76,7 +78,17 @@ impl Caller {
     pub fn of(role: &str, claims: &str) -> Caller {
         let claims: Value = serde_json::from_str(claims).unwrap_or(Value::Null);
         let text = |k: &str| claims.get(k).and_then(Value::as_str).map(str::to_owned);
-        Caller { role: role.to_owned(), sub: text("sub"), session_id: text("session_id"), aal: text("aal") }
+        let authenticated_at = claims
+            .get("amr")
+            .and_then(Value::as_array)
+            .and_then(|amr| amr.iter().filter_map(|a| a.get("timestamp").and_then(Value::as_i64)).min());
+        Caller {
+            role: role.to_owned(),
+            sub: text("sub"),
+            session_id: text("session_id"),
+            aal: text("aal"),
+            authenticated_at,
+        }
     }
 }
 
@@ -106,6 +118,8 @@ pub struct Mail {
     otp_expiry: i64,
     /// `accounts-secure-email-change`.
     secure_email_change: bool,
+    /// `accounts-secure-password-change`.
+    secure_password_change: bool,
 }
 
 impl Mail {
@@ -126,6 +140,7 @@ impl Mail {
             interval: settings.interval.min(i64::MAX as u64) as i64,
             otp_expiry: settings.otp_expiry.min(i64::MAX as u64) as i64,
             secure_email_change: settings.secure_email_change,
+            secure_password_change: settings.secure_password_change,
         })
     }
 }
@@ -242,7 +257,10 @@ impl Accounts {
                 self.generate_link(body).await
             }
             (&Method::GET, "/user") => self.get_user(&user::signed_in(credentials)?).await,
-            (&Method::PUT, "/user") => self.update_user(&user::signed_in(credentials)?, body, redirect).await,
+            (&Method::PUT, "/user") => {
+                self.update_user(&user::signed_in(credentials)?, body, redirect, client).await
+            }
+            (&Method::GET, "/reauthenticate") => self.reauthenticate(&user::signed_in(credentials)?).await,
             (&Method::POST, "/logout") => self.logout(&user::signed_in(credentials)?, param("scope")).await,
             (_, route) if route == "/factors" || route.starts_with("/factors/") => {
                 let rest = route.trim_start_matches("/factors").trim_start_matches('/');
@@ -412,7 +430,7 @@ impl Accounts {
     /// A session: a new access token beside the refresh token just stored.
     async fn session(&self, user: &User, started: &store::Started, now: i64) -> Result<Session, Answer> {
         let exp = now + TOKEN_LIFETIME.as_secs() as i64;
-        let amr = gotrue::amr(user, &started.aal, now);
+        let amr = gotrue::amr(user, &started.aal, started.signed_in_at, now);
         let claims = gotrue::claims(user, &self.audience, started, &amr, now, exp);
         let access = match &self.access_token_hook {
             None => self.keys.sign(&claims),

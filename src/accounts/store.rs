@@ -48,6 +48,8 @@ pub struct Started {
     pub refresh: String,
     pub session_id: String,
     pub aal: String,
+    /// When the session began: its sign-in (seconds since the epoch).
+    pub signed_in_at: i64,
 }
 
 /// A TOTP factor to enroll.
@@ -144,6 +146,8 @@ pub enum OneTime {
     EmailChange,
     /// An email change's code to the current address (a secure change needs both).
     EmailChangeCurrent,
+    /// A code proving the user still has the address, for a password change.
+    Reauthentication,
 }
 
 impl OneTime {
@@ -154,6 +158,7 @@ impl OneTime {
             OneTime::Recovery => "recovery",
             OneTime::EmailChange => "email_change",
             OneTime::EmailChangeCurrent => "email_change_current",
+            OneTime::Reauthentication => "reauthentication",
         }
     }
 }
@@ -357,6 +362,11 @@ pub fn random_token() -> String {
 /// How a token is stored: its SHA-256, in hex.
 pub fn token_hash(token: &str) -> String {
     crate::hex(&sha2::Sha256::digest(token.as_bytes()))
+}
+
+/// Seconds since the epoch.
+pub fn unix_now() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
 }
 
 /// How long a refresh token lives, in seconds.

@@ -103,6 +103,7 @@ impl Accounts {
         caller: &Caller,
         body: &[u8],
         redirect: Option<&str>,
+        client: std::net::IpAddr,
     ) -> Result<Answer, Answer> {
         let v: Value = serde_json::from_slice(body).map_err(|_| gotrue::bad_json())?;
         let text = |k: &str| v.get(k).and_then(Value::as_str).filter(|s| !s.is_empty());
@@ -133,6 +134,11 @@ impl Accounts {
                 ));
             }
             strong_enough(password)?;
+            // GoTrue's rule: a session that signed in within a day needs no more proof.
+            let recent = caller.authenticated_at.is_some_and(|at| super::unix_now() - at < 24 * 3600);
+            if self.mail.secure_password_change && !recent {
+                self.reauthenticated(&user, text("nonce"), client).await?;
+            }
             if let Some(current) = &user.email {
                 let old = self.store.by_email(current.clone()).await.map_err(|_| internal())?;
                 if let Some(hash) = old.and_then(|(_, h)| h) {
@@ -217,6 +223,42 @@ impl Accounts {
         let id = caller.sub.clone().unwrap_or_default();
         self.store.logout(id, caller.session_id.clone(), scope).await.map_err(|_| internal())?;
         Ok(Answer::empty(StatusCode::NO_CONTENT))
+    }
+}
+
+impl Accounts {
+    /// Whether `nonce` is the code `GET /reauthenticate` mailed `user` (used up if so).
+    async fn reauthenticated(
+        &self,
+        user: &super::User,
+        nonce: Option<&str>,
+        client: std::net::IpAddr,
+    ) -> Result<(), Answer> {
+        let Some(nonce) = nonce else {
+            return Err(fail(
+                StatusCode::BAD_REQUEST,
+                "reauthentication_needed",
+                "Password update requires reauthentication",
+            ));
+        };
+        // Guesses at a six-digit code are limited as guesses at a password are.
+        let Some(mut attempt) = self.limits.attempt(client, &format!("reauthentication:{}", user.id)) else {
+            return Err(super::too_many("Too many attempts: try again later"));
+        };
+        let email = user.email.clone().unwrap_or_default();
+        let hash = super::by_mail::hash(&email, nonce);
+        let redeemed =
+            self.store.redeem(Some(OneTime::Reauthentication), hash, Some(email), self.mail.otp_expiry).await;
+        attempt.outcome = Some(matches!(redeemed, Ok(Some(_))));
+        match redeemed {
+            Ok(Some(_)) => Ok(()),
+            Ok(None) => Err(fail(
+                StatusCode::BAD_REQUEST,
+                "reauthentication_not_valid",
+                "Requires a valid reauthentication nonce",
+            )),
+            Err(_) => Err(internal()),
+        }
     }
 }
 

@@ -118,6 +118,15 @@ pub struct ServeArgs {
         value_name = "BOOL"
     )]
     pub accounts_secure_email_change: Option<bool>,
+    /// Whether changing one's password takes a code mailed by `GET /auth/v1/reauthenticate`, as
+    /// the `nonce` of `PUT /auth/v1/user` (GoTrue's SECURITY_UPDATE_PASSWORD_REQUIRE_REAUTHENTICATION)
+    /// [default: false].
+    #[arg(
+        long = "accounts-secure-password-change",
+        env = "ROWGATE_ACCOUNTS_SECURE_PASSWORD_CHANGE",
+        value_name = "BOOL"
+    )]
+    pub accounts_secure_password_change: Option<bool>,
     /// Seconds a link or code sent by mail stays valid (GoTrue's MAILER_OTP_EXP) [default: 86400].
     #[arg(long = "accounts-otp-expiry", env = "ROWGATE_ACCOUNTS_OTP_EXPIRY", value_name = "SECONDS")]
     pub accounts_otp_expiry: Option<u64>,

@@ -30,6 +30,8 @@ pub struct MailSettings {
     pub otp_expiry: u64,
     /// `accounts-secure-email-change`.
     pub secure_email_change: bool,
+    /// `accounts-secure-password-change`.
+    pub secure_password_change: bool,
 }
 
 /// The SMTP server.
@@ -101,6 +103,11 @@ impl MailSettings {
             otp_expiry: either(&a.accounts_otp_expiry, &f.accounts_otp_expiry).unwrap_or(86_400),
             secure_email_change: either(&a.accounts_secure_email_change, &f.accounts_secure_email_change)
                 .unwrap_or(true),
+            secure_password_change: either(
+                &a.accounts_secure_password_change,
+                &f.accounts_secure_password_change,
+            )
+            .unwrap_or(false),
         })
     }
 }

@@ -27,6 +27,7 @@ fn mailing(args: ServeArgs) -> ServeArgs {
         accounts_site_url: Some("http://app.test".into()),
         accounts_redirect_urls: Some("http://localhost:*/**".into()),
         accounts_anonymous_enabled: Some(true),
+        accounts_secure_password_change: Some(true),
         ..args
     }
 }
@@ -75,6 +76,7 @@ on_both!(links_lead_only_to_the_site_or_the_allowed_urls);
 on_both!(an_administrator_invites_and_generates_links);
 on_both!(supabase_js_signs_users_up_in_and_out);
 on_both!(a_pkce_link_leads_back_with_a_code_only_its_verifier_exchanges);
+on_both!(an_old_session_changes_the_password_only_with_a_code_mailed_to_the_user);
 
 /// tests/js/auth.test.mjs: the real supabase-js client's `auth` against `base`.
 fn supabase_js_signs_users_up_in_and_out(base: &str) {
@@ -411,4 +413,46 @@ fn a_pkce_link_leads_back_with_a_code_only_its_verifier_exchanges(base: &str) {
     let (status, session) =
         post(base, "/auth/v1/verify", json!({"type": "signup", "email": tia, "token": typed}));
     assert_eq!((status, &session["user"]["email"]), (200, &json!(tia)), "{session}");
+}
+
+fn an_old_session_changes_the_password_only_with_a_code_mailed_to_the_user(base: &str) {
+    let vic = address("vic", base);
+    auth(base, "/auth/v1/signup", json!({"email": vic, "password": "secret-vic"}));
+    let (_, session) = post(
+        base,
+        "/auth/v1/verify",
+        json!({"type": "signup", "email": vic, "token": sink().mail_to(&vic).code()}),
+    );
+    // A session that signed in within a day needs no more proof.
+    let fresh = session["access_token"].as_str().unwrap().to_owned();
+    assert_eq!(call(base, "PUT", "/auth/v1/user", &fresh, json!({"password": "secret-vic-2"})).0, 200);
+    // One that signed in two days ago (its token says so) does.
+    let claims = claims_of(&fresh);
+    let old_session = jsonwebtoken::encode(
+        &jsonwebtoken::Header::default(),
+        &json!({"role": "authenticated", "aud": "authenticated", "sub": claims["sub"], "email": vic,
+                "session_id": claims["session_id"], "exp": 4_102_444_800u64,
+                "amr": [{"method": "password", "timestamp": claims["iat"].as_i64().unwrap() - 2 * 86_400}]}),
+        &jsonwebtoken::EncodingKey::from_secret(JWT_SECRET.as_bytes()),
+    )
+    .expect("a token");
+    let (status, e) = call(base, "PUT", "/auth/v1/user", &old_session, json!({"password": "secret-vic-3"}));
+    assert_eq!((status, e["error_code"].as_str()), (400, Some("reauthentication_needed")), "{e}");
+    let (status, _) = call(base, "GET", "/auth/v1/reauthenticate", &old_session, Value::Null);
+    assert_eq!(status, 200);
+    let mail = sink().mail_to(&vic);
+    assert_eq!(mail.subject, "Confirm it is you");
+    let wrong = if mail.code() == "000000" { "111111" } else { "000000" };
+    let (status, e) =
+        call(base, "PUT", "/auth/v1/user", &old_session, json!({"password": "secret-vic-3", "nonce": wrong}));
+    assert_eq!((status, e["error_code"].as_str()), (400, Some("reauthentication_not_valid")), "{e}");
+    let (status, _) = call(
+        base,
+        "PUT",
+        "/auth/v1/user",
+        &old_session,
+        json!({"password": "secret-vic-3", "nonce": mail.code()}),
+    );
+    assert_eq!(status, 200);
+    assert_eq!(log_in(base, &vic, "secret-vic-3").0, 200);
 }

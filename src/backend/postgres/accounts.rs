@@ -133,6 +133,11 @@ fn pg_user(r: &tokio_postgres::Row) -> User {
     }
 }
 
+/// When the session began (column 21), else `now`.
+fn pg_started(r: &tokio_postgres::Row, now: i64) -> i64 {
+    r.get::<_, Option<i64>>(21).unwrap_or(now)
+}
+
 /// The session's assurance level (column 20).
 fn pg_aal(r: &tokio_postgres::Row) -> String {
     r.get::<_, Option<String>>(20).unwrap_or_else(|| "aal1".into())
@@ -148,12 +153,13 @@ fn pg_session(r: &tokio_postgres::Row) -> Option<String> {
 }
 
 impl AccountStore for PgAccounts {
-    fn create(&self, user: NewUser, session: bool, _now: i64) -> BoxFuture<'_, Result<Created, Error>> {
+    fn create(&self, user: NewUser, session: bool, now: i64) -> BoxFuture<'_, Result<Created, Error>> {
         Box::pin(async move {
             let started = session.then(|| Started {
                 refresh: random_token(),
                 session_id: crate::uuid_v4(),
                 aal: "aal1".into(),
+                signed_in_at: now,
             });
             let token = started.as_ref().map(|s| token_hash(&s.refresh));
             let session_id = started.as_ref().map(|s| s.session_id.clone());
@@ -199,10 +205,14 @@ impl AccountStore for PgAccounts {
         })
     }
 
-    fn sign_in(&self, user_id: String, _now: i64) -> BoxFuture<'_, Result<Option<(User, Started)>, Error>> {
+    fn sign_in(&self, user_id: String, now: i64) -> BoxFuture<'_, Result<Option<(User, Started)>, Error>> {
         Box::pin(async move {
-            let started =
-                Started { refresh: random_token(), session_id: crate::uuid_v4(), aal: "aal1".into() };
+            let started = Started {
+                refresh: random_token(),
+                session_id: crate::uuid_v4(),
+                aal: "aal1".into(),
+                signed_in_at: now,
+            };
             let rows = self
                 .query(
                     "SELECT * FROM rowgate.account_sign_in($1, $2, $3)",
@@ -239,7 +249,15 @@ impl AccountStore for PgAccounts {
                 .await?;
             Ok(rows.first().map(|r| {
                 let session_id = pg_session(r).unwrap_or_default();
-                (pg_user(r), Started { refresh: successor, session_id, aal: pg_aal(r) })
+                (
+                    pg_user(r),
+                    Started {
+                        refresh: successor,
+                        session_id,
+                        aal: pg_aal(r),
+                        signed_in_at: pg_started(r, now),
+                    },
+                )
             }))
         })
     }
@@ -437,7 +455,11 @@ impl AccountStore for PgAccounts {
                     ],
                 )
                 .await?;
-            Ok(rows.first().map(|r| (pg_user(r), Started { refresh, session_id, aal: pg_aal(r) })))
+            let now = crate::accounts::store::unix_now();
+            Ok(rows.first().map(|r| {
+                let signed_in_at = pg_started(r, now);
+                (pg_user(r), Started { refresh, session_id, aal: pg_aal(r), signed_in_at })
+            }))
         })
     }
 

@@ -222,7 +222,7 @@ CREATE TYPE rowgate.account AS (
   app_metadata text, user_metadata text, is_anonymous boolean,
   password_hash text, session_id text,
   confirmation_sent_at text, recovery_sent_at text, email_change_sent_at text, new_email text,
-  factors text, aal text
+  factors text, aal text, session_started bigint
 );
 
 CREATE OR REPLACE FUNCTION rowgate.iso(t timestamptz) RETURNS text
@@ -245,7 +245,8 @@ CREATE OR REPLACE FUNCTION rowgate.account_of(u auth.users, p_hash boolean DEFAU
                              'factor_type', f.factor_type, 'status', f.status, 'created_at', rowgate.iso(f.created_at),
                              'updated_at', rowgate.iso(f.updated_at)) ORDER BY f.created_at), '[]')::text
                     FROM auth.mfa_factors f WHERE f.user_id = u.id),
-                   coalesce((SELECT s.aal::text FROM auth.sessions s WHERE s.id::text = p_session), 'aal1'))::rowgate.account $$;
+                   coalesce((SELECT s.aal::text FROM auth.sessions s WHERE s.id::text = p_session), 'aal1'),
+                   (SELECT extract(epoch FROM s.created_at)::bigint FROM auth.sessions s WHERE s.id::text = p_session))::rowgate.account $$;
 
 -- A metadata object with `patch`'s keys set, those whose value is null removed (GoTrue's merge).
 CREATE OR REPLACE FUNCTION rowgate.merged(current jsonb, patch jsonb) RETURNS jsonb
@@ -419,7 +420,8 @@ CREATE OR REPLACE FUNCTION rowgate.account_issue(p_user text, p_kind text, p_has
     SELECT * INTO u FROM auth.users x WHERE x.id::text = p_user AND x.deleted_at IS NULL FOR UPDATE;
     IF NOT FOUND THEN RETURN -1; END IF;
     last := CASE p_kind WHEN 'confirmation' THEN u.confirmation_sent_at WHEN 'recovery' THEN u.recovery_sent_at
-                        WHEN 'email_change' THEN u.email_change_sent_at WHEN 'email_change_current' THEN u.email_change_sent_at END;
+                        WHEN 'email_change' THEN u.email_change_sent_at WHEN 'email_change_current' THEN u.email_change_sent_at
+                        WHEN 'reauthentication' THEN u.reauthentication_sent_at END;
     IF last > now() - make_interval(secs => p_interval) THEN
       RETURN greatest(1, ceil(extract(epoch FROM last + make_interval(secs => p_interval) - now())))::bigint;
     END IF;
@@ -432,6 +434,8 @@ CREATE OR REPLACE FUNCTION rowgate.account_issue(p_user text, p_kind text, p_has
         email_change_sent_at = now(), email_change_confirm_status = 0 WHERE id = u.id;
     ELSIF p_kind = 'email_change_current' THEN
       UPDATE auth.users SET email_change_token_current = p_hash WHERE id = u.id;
+    ELSIF p_kind = 'reauthentication' THEN
+      UPDATE auth.users SET reauthentication_token = p_hash, reauthentication_sent_at = now() WHERE id = u.id;
     ELSE
       RAISE EXCEPTION 'unknown code kind %', p_kind;
     END IF;
@@ -483,6 +487,16 @@ CREATE OR REPLACE FUNCTION rowgate.account_redeem(p_kind text, p_hash text, p_em
           AND u.email_change_sent_at > fresh AND coalesce(u.email_change, '') <> ''
           AND (p_email IS NULL OR u.email_change = lower(p_email) OR u.email = lower(p_email))
         RETURNING u.id INTO v_user;
+    END IF;
+    IF v_user IS NULL AND p_kind = 'reauthentication' THEN
+      UPDATE auth.users u SET reauthentication_token = '', updated_at = now()
+        WHERE u.reauthentication_token = p_hash AND u.reauthentication_sent_at > fresh
+          AND (p_email IS NULL OR u.email = lower(p_email))
+        RETURNING u.id INTO v_user;
+      IF v_user IS NOT NULL THEN
+        RETURN QUERY SELECT (rowgate.account_of(u)).* FROM auth.users u WHERE u.id = v_user;
+      END IF;
+      RETURN;
     END IF;
     IF v_user IS NULL THEN RETURN; END IF;
     UPDATE auth.identities i SET identity_data = i.identity_data

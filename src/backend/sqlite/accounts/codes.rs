@@ -14,6 +14,7 @@ fn token_columns(kind: OneTime) -> (&'static str, &'static str) {
         OneTime::Recovery => ("recovery_token", "recovery_sent_at"),
         OneTime::EmailChange => ("email_change_token_new", "email_change_sent_at"),
         OneTime::EmailChangeCurrent => ("email_change_token_current", "email_change_sent_at"),
+        OneTime::Reauthentication => ("reauthentication_token", "reauthentication_sent_at"),
     }
 }
 
@@ -104,6 +105,8 @@ pub(super) fn redeem(
                    THEN json_patch(raw_app_meta_data, '{\"provider\":\"email\",\"providers\":[\"email\"]}') \
                    ELSE raw_app_meta_data END, is_anonymous = 0",
             ),
+            // Proves the address is still the user's, and changes nothing.
+            OneTime::Reauthentication => ("(?3 IS NULL OR email = lower(?3))", "reauthentication_token = NULL"),
             _ => (
                 "(?3 IS NULL OR email = lower(?3))",
                 "email_confirmed_at = coalesce(email_confirmed_at, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))",

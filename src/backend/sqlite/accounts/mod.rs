@@ -72,7 +72,9 @@ COMMIT;
 PRAGMA foreign_keys = ON;";
 
 /// Columns added to the users' table since: the codes sent by mail (their hashes) and when.
-const SQLITE_USERS_ADDED: [(&str, &str); 8] = [
+const SQLITE_USERS_ADDED: [(&str, &str); 10] = [
+    ("reauthentication_token", "TEXT"),
+    ("reauthentication_sent_at", "TEXT"),
     ("email_change_token_current", "TEXT"),
     ("confirmation_token", "TEXT"),
     ("confirmation_sent_at", "TEXT"),
@@ -92,8 +94,10 @@ CREATE INDEX IF NOT EXISTS _rowgate_users_email_change_token_new ON _rowgate_use
 /// Columns added since the first release of the refresh tokens' table: (column, definition).
 /// `successor`: the stamp of the token a used one was exchanged for (see [`stamped`]);
 /// `session_id`: the sign-in it continues.
-/// `aal`: the session's assurance level (none: `aal1`), and `factor_id` the factor that raised it.
-const SQLITE_ADDED: [(&str, &str); 5] = [
+/// `aal`: the session's assurance level (none: `aal1`), and `factor_id` the factor that raised it;
+/// `signed_in_at`: when the session began.
+const SQLITE_ADDED: [(&str, &str); 6] = [
+    ("signed_in_at", "INTEGER"),
     ("revoked_at", "INTEGER"),
     ("successor", "TEXT"),
     ("session_id", "TEXT"),
@@ -349,15 +353,25 @@ impl AccountStore for SqliteAccounts {
                 }
                 let token = random_stamped();
                 tx.prepare_cached(
-                    "INSERT INTO _rowgate_refresh_tokens (token_hash, user_id, expires_at, session_id, aal, factor_id) \
-                     VALUES (?1, ?2, ?3, ?4, 'aal2', ?5)",
+                    "INSERT INTO _rowgate_refresh_tokens (token_hash, user_id, expires_at, session_id, aal, factor_id, \
+                       signed_in_at) \
+                     VALUES (?1, ?2, ?3, ?4, 'aal2', ?5, \
+                       (SELECT min(signed_in_at) FROM _rowgate_refresh_tokens WHERE session_id = ?4))",
                 )
                 .and_then(|mut q| {
                     q.execute(rusqlite::params![sqlite_key(&token), user_id, expires(unix_now()), session_id, factor_id])
                 })
                 .map_err(sqlite_error)?;
                 let user = tx.query_row(USER_BY_ID, [&user_id], sqlite_user).map_err(sqlite_error)?;
-                Ok(Some((user, Started { refresh: token, session_id, aal: "aal2".into() })))
+                let signed_in_at: Option<i64> = tx
+                    .query_row(
+                        "SELECT min(signed_in_at) FROM _rowgate_refresh_tokens WHERE session_id = ?1",
+                        [&session_id],
+                        |r| r.get(0),
+                    )
+                    .map_err(sqlite_error)?;
+                let signed_in_at = signed_in_at.unwrap_or_else(unix_now);
+                Ok(Some((user, Started { refresh: token, session_id, aal: "aal2".into(), signed_in_at })))
             })
         }))
     }

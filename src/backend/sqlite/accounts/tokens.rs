@@ -13,10 +13,11 @@ pub(super) fn store_refresh(c: &rusqlite::Connection, user_id: &str, now: i64) -
     let session_id = crate::uuid_v4();
     // Cached: a refresh is a write on the one writer thread, where parsing SQL costs everyone.
     c.prepare_cached(
-        "INSERT INTO _rowgate_refresh_tokens (token_hash, user_id, expires_at, session_id) VALUES (?1, ?2, ?3, ?4)",
+        "INSERT INTO _rowgate_refresh_tokens (token_hash, user_id, expires_at, session_id, signed_in_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5)",
     )?
-    .execute(rusqlite::params![sqlite_key(&token), user_id, expires(now), session_id])?;
-    Ok(Started { refresh: token, session_id, aal: "aal1".into() })
+    .execute(rusqlite::params![sqlite_key(&token), user_id, expires(now), session_id, now])?;
+    Ok(Started { refresh: token, session_id, aal: "aal1".into(), signed_in_at: now })
 }
 
 /// The time now in microseconds, as 16 hex digits: the stamp of a token issued now.
@@ -62,6 +63,8 @@ struct StoredToken {
     /// The session's assurance level (none: `aal1`) and the factor that raised it.
     aal: Option<String>,
     factor_id: Option<String>,
+    /// When the session began (none for a token issued before this was kept).
+    signed_in_at: Option<i64>,
 }
 
 /// [`AccountStore::rotate`] on SQLite.
@@ -79,7 +82,7 @@ pub(super) fn rotate(
         .prepare_cached(concat!(
             "SELECT ",
             user_columns!(),
-            ", t.revoked, t.revoked_at, t.expires_at, t.successor, t.session_id, t.aal, t.factor_id \
+            ", t.revoked, t.revoked_at, t.expires_at, t.successor, t.session_id, t.aal, t.factor_id, t.signed_in_at \
              FROM _rowgate_refresh_tokens AS t JOIN _rowgate_users AS u ON u.id = t.user_id \
              WHERE t.token_hash = ?1"
         ))
@@ -94,12 +97,23 @@ pub(super) fn rotate(
                     session_id: r.get(USER_COLUMNS + 4)?,
                     aal: r.get(USER_COLUMNS + 5)?,
                     factor_id: r.get(USER_COLUMNS + 6)?,
+                    signed_in_at: r.get(USER_COLUMNS + 7)?,
                 })
             })
             .optional()
         })
         .map_err(sqlite_error)?;
-    let Some(StoredToken { user, used, used_at, expires_at, successor, session_id, aal, factor_id }) = found
+    let Some(StoredToken {
+        user,
+        used,
+        used_at,
+        expires_at,
+        successor,
+        session_id,
+        aal,
+        factor_id,
+        signed_in_at,
+    }) = found
     else {
         return Ok(None);
     };
@@ -107,6 +121,7 @@ pub(super) fn rotate(
         refresh,
         session_id: session_id.clone().unwrap_or_default(),
         aal: aal.clone().unwrap_or_else(|| "aal1".into()),
+        signed_in_at: signed_in_at.unwrap_or(now),
     };
     if used {
         if used_at.is_none_or(|at| now - at >= reuse) {
@@ -138,8 +153,8 @@ pub(super) fn rotate(
     }
     let successor = stamped(&next, secret);
     c.prepare_cached(
-        "INSERT INTO _rowgate_refresh_tokens (token_hash, user_id, expires_at, session_id, aal, factor_id) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        "INSERT INTO _rowgate_refresh_tokens (token_hash, user_id, expires_at, session_id, aal, factor_id, signed_in_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     )
     .and_then(|mut q| {
         q.execute(rusqlite::params![
@@ -148,7 +163,8 @@ pub(super) fn rotate(
             expires(now),
             session_id,
             aal,
-            factor_id
+            factor_id,
+            signed_in_at
         ])
     })
     .map_err(sqlite_error)?;
