@@ -47,6 +47,26 @@ pub(super) struct Mailing<'a> {
     pub pkce: Option<&'a Pkce>,
 }
 
+impl<'a> Mailing<'a> {
+    /// A sign-up's confirmation to `to`.
+    pub fn confirmation(
+        to: &'a str,
+        redirect: &'a str,
+        interval: i64,
+        pkce: Option<&'a Pkce>,
+    ) -> Mailing<'a> {
+        Mailing {
+            kind: OneTime::Confirmation,
+            template: Template::Confirmation,
+            verify_type: "signup",
+            to,
+            redirect,
+            interval,
+            pkce,
+        }
+    }
+}
+
 /// A PKCE challenge a client sent (`code_challenge`, `code_challenge_method`).
 #[derive(Debug, Clone)]
 pub(super) struct Pkce {
@@ -231,38 +251,15 @@ impl Accounts {
         let interval = self.mail.interval;
         if let Some((existing, _)) = self.store.by_email(email.clone()).await.map_err(|_| internal())? {
             if existing.email_confirmed_at.is_none() {
-                self.send_code(
-                    &existing,
-                    Mailing {
-                        kind: OneTime::Confirmation,
-                        template: Template::Confirmation,
-                        verify_type: "signup",
-                        to: &email,
-                        redirect: &redirect,
-                        interval,
-                        pkce: pkce.as_ref(),
-                    },
-                )
-                .await?;
+                self.send_code(&existing, Mailing::confirmation(&email, &redirect, interval, pkce.as_ref()))
+                    .await?;
             }
             return Ok(Answer::ok(gotrue::to_json(&gotrue::UserJson::stranger(&email))));
         }
         let Some((user, _)) = self.store.create(new, false, unix_now()).await.map_err(|_| internal())? else {
             return Ok(Answer::ok(gotrue::to_json(&gotrue::UserJson::stranger(&email))));
         };
-        self.send_code(
-            &user,
-            Mailing {
-                kind: OneTime::Confirmation,
-                template: Template::Confirmation,
-                verify_type: "signup",
-                to: &email,
-                redirect: &redirect,
-                interval,
-                pkce: pkce.as_ref(),
-            },
-        )
-        .await?;
+        self.send_code(&user, Mailing::confirmation(&email, &redirect, interval, pkce.as_ref())).await?;
         let user = self.store.user(user.id.clone()).await.map_err(|_| internal())?.unwrap_or(user);
         Ok(Answer::ok(gotrue::to_json(&gotrue::UserJson::of(&user))))
     }
@@ -280,15 +277,7 @@ impl Accounts {
             ("signup", Some(user)) if user.email_confirmed_at.is_none() => {
                 self.send_code(
                     &user,
-                    Mailing {
-                        kind: OneTime::Confirmation,
-                        template: Template::Confirmation,
-                        verify_type: "signup",
-                        to: &email,
-                        redirect: &redirect,
-                        interval: self.mail.interval,
-                        pkce: pkce.as_ref(),
-                    },
+                    Mailing::confirmation(&email, &redirect, self.mail.interval, pkce.as_ref()),
                 )
                 .await?;
             }
@@ -429,19 +418,7 @@ impl Accounts {
         self.before_user_created(&new, client).await?;
         // Raced by another sign-up of the address: it got the confirmation.
         if let Some((user, _)) = self.store.create(new, false, unix_now()).await.map_err(|_| internal())? {
-            self.send_code(
-                &user,
-                Mailing {
-                    kind: OneTime::Confirmation,
-                    template: Template::Confirmation,
-                    verify_type: "signup",
-                    to: &email,
-                    redirect: &redirect,
-                    interval: 0,
-                    pkce: pkce.as_ref(),
-                },
-            )
-            .await?;
+            self.send_code(&user, Mailing::confirmation(&email, &redirect, 0, pkce.as_ref())).await?;
         }
         Ok(Answer::ok("{}".into()))
     }

@@ -111,7 +111,8 @@ pub(crate) fn claims_of(token: &str) -> Value {
         .expect("JSON claims")
 }
 
-/// A test on each backend.
+/// A test on each backend: `$name(base)` on the invoking module's `sqlite()` and `postgres()`
+/// servers.
 macro_rules! on_both {
     ($name:ident) => {
         mod $name {
@@ -126,6 +127,7 @@ macro_rules! on_both {
         }
     };
 }
+pub(crate) use on_both;
 
 on_both!(sign_up_log_in_and_use_the_token_on_the_api);
 on_both!(refresh_tokens_rotate_and_one_used_again_at_once_gets_the_same_successor);

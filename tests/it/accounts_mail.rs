@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 use rowgate::config::ServeArgs;
 use serde_json::{json, Value};
 
-use crate::accounts::{auth, claims_of, RULES, SCHEMA};
+use crate::accounts::{auth, claims_of, on_both, RULES, SCHEMA};
 use crate::support::smtp::sink;
 use crate::support::{default_args, harness, request_to, send_to, start_server, JWT_SECRET};
 
@@ -49,22 +49,6 @@ fn postgres() -> &'static str {
             ..default_args(&harness().superuser_uri)
         }))
     })
-}
-
-/// A test on each backend.
-macro_rules! on_both {
-    ($name:ident) => {
-        mod $name {
-            #[test]
-            fn on_sqlite() {
-                super::$name(super::sqlite());
-            }
-            #[test]
-            fn on_postgres() {
-                super::$name(super::postgres());
-            }
-        }
-    };
 }
 
 on_both!(a_sign_up_is_confirmed_by_the_link_mailed_to_it);

@@ -6,24 +6,8 @@
 use serde_json::{json, Value};
 use totp_rs::{Algorithm, Secret, TOTP};
 
-use crate::accounts::{auth, claims_of, postgres, sqlite};
+use crate::accounts::{auth, claims_of, on_both, postgres, sqlite};
 use crate::support::{request_to, send_to};
-
-/// A test on each backend.
-macro_rules! on_both {
-    ($name:ident) => {
-        mod $name {
-            #[test]
-            fn on_sqlite() {
-                super::$name(super::sqlite());
-            }
-            #[test]
-            fn on_postgres() {
-                super::$name(super::postgres());
-            }
-        }
-    };
-}
 
 on_both!(a_totp_factor_raises_a_session_to_aal2);
 

@@ -5,24 +5,8 @@
 
 use serde_json::{json, Value};
 
-use crate::accounts::{auth, claims_of, postgres, sqlite};
+use crate::accounts::{auth, claims_of, on_both, postgres, sqlite};
 use crate::support::{block_on, default_args, harness, request_to, send_to, sql, start_server, JWT_SECRET};
-
-/// A test on each backend.
-macro_rules! on_both {
-    ($name:ident) => {
-        mod $name {
-            #[test]
-            fn on_sqlite() {
-                super::$name(super::sqlite());
-            }
-            #[test]
-            fn on_postgres() {
-                super::$name(super::postgres());
-            }
-        }
-    };
-}
 
 on_both!(a_user_reads_and_changes_their_own_account);
 on_both!(signing_out_ends_the_sessions_its_scope_names);

@@ -17,8 +17,10 @@ use crate::error::Error;
 /// The accounts' tables in an SQLite file (hidden from the API by their prefix): the users with
 /// the columns of Supabase's `auth.users` that rowgate uses, and the refresh tokens, whose
 /// `session_id` groups the tokens of one sign-in.
-const SQLITE_SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS _rowgate_users (
+/// The users' table's columns (those added later are in [`SQLITE_USERS_ADDED`]).
+macro_rules! users_table {
+    () => {
+        "(
   id TEXT PRIMARY KEY,
   email TEXT UNIQUE COLLATE NOCASE,
   phone TEXT UNIQUE,
@@ -32,36 +34,32 @@ CREATE TABLE IF NOT EXISTS _rowgate_users (
   raw_app_meta_data TEXT NOT NULL DEFAULT '{}',
   raw_user_meta_data TEXT NOT NULL DEFAULT '{}',
   is_anonymous INTEGER NOT NULL DEFAULT 0
-);
+)"
+    };
+}
+
+const SQLITE_SCHEMA: &str = concat!(
+    "CREATE TABLE IF NOT EXISTS _rowgate_users ",
+    users_table!(),
+    ";
 CREATE TABLE IF NOT EXISTS _rowgate_refresh_tokens (
   token_hash TEXT PRIMARY KEY,
   user_id TEXT NOT NULL REFERENCES _rowgate_users (id) ON DELETE CASCADE,
   expires_at INTEGER NOT NULL,
   revoked INTEGER NOT NULL DEFAULT 0
-);";
+);"
+);
 
 /// The users' table of the first releases (id, email, password_hash, created_at) rebuilt in
 /// the shape above, its accounts kept (none with a confirmed address), as SQLite's own
 /// procedure for a table's change does it: foreign keys off around it, so that dropping the
 /// old table drops no refresh token.
-const SQLITE_USERS_REBUILT: &str = "
-PRAGMA foreign_keys = OFF;
+const SQLITE_USERS_REBUILT: &str = concat!(
+    "PRAGMA foreign_keys = OFF;
 BEGIN;
-CREATE TABLE _rowgate_users_rebuilt (
-  id TEXT PRIMARY KEY,
-  email TEXT UNIQUE COLLATE NOCASE,
-  phone TEXT UNIQUE,
-  encrypted_password TEXT,
-  role TEXT NOT NULL DEFAULT 'authenticated',
-  created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
-  updated_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
-  email_confirmed_at TEXT,
-  last_sign_in_at TEXT,
-  banned_until TEXT,
-  raw_app_meta_data TEXT NOT NULL DEFAULT '{}',
-  raw_user_meta_data TEXT NOT NULL DEFAULT '{}',
-  is_anonymous INTEGER NOT NULL DEFAULT 0
-);
+CREATE TABLE _rowgate_users_rebuilt ",
+    users_table!(),
+    ";
 INSERT INTO _rowgate_users_rebuilt (id, email, encrypted_password, created_at, updated_at, raw_app_meta_data)
   SELECT id, lower(email), password_hash, created_at, created_at,
          '{\"provider\":\"email\",\"providers\":[\"email\"]}'
@@ -69,7 +67,8 @@ INSERT INTO _rowgate_users_rebuilt (id, email, encrypted_password, created_at, u
 DROP TABLE _rowgate_users;
 ALTER TABLE _rowgate_users_rebuilt RENAME TO _rowgate_users;
 COMMIT;
-PRAGMA foreign_keys = ON;";
+PRAGMA foreign_keys = ON;"
+);
 
 /// Columns added to the users' table since: the codes sent by mail (their hashes) and when.
 const SQLITE_USERS_ADDED: [(&str, &str); 10] = [
