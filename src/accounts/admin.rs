@@ -22,19 +22,10 @@ const MAX_PER_PAGE: u64 = 1000;
 
 /// The administrator a request's bearer token names, or GoTrue's refusal.
 pub(super) fn admin(credentials: Credentials) -> Result<Caller, Answer> {
-    match credentials {
-        Ok(Some(caller)) if ADMIN_ROLES.contains(&caller.role.as_str()) => Ok(caller),
-        Ok(Some(_)) => Err(fail(StatusCode::FORBIDDEN, "not_admin", "User not allowed")),
-        Ok(None) => Err(fail(
-            StatusCode::UNAUTHORIZED,
-            "no_authorization",
-            "This endpoint requires a valid Bearer token",
-        )),
-        Err(e) => Err(fail(
-            StatusCode::FORBIDDEN,
-            "bad_jwt",
-            &format!("invalid JWT: unable to parse or verify signature, {e}"),
-        )),
+    let caller = super::user::bearer(credentials)?;
+    match ADMIN_ROLES.contains(&caller.role.as_str()) {
+        true => Ok(caller),
+        false => Err(fail(StatusCode::FORBIDDEN, "not_admin", "User not allowed")),
     }
 }
 

@@ -20,7 +20,7 @@
 
 use std::net::IpAddr;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::request::Parts;
@@ -56,6 +56,7 @@ mod user;
 mod verify;
 
 use gotrue::{fail, internal, validation, Answer};
+use store::unix_now;
 pub use store::{AccountStore, User};
 
 /// Who calls: the claims of the request's bearer token, if it carries one.
@@ -537,10 +538,6 @@ pub fn refused(e: &crate::error::Error) -> Response<Body> {
         answer.headers.push((header::RETRY_AFTER, secs.to_string()));
     }
     answer.into_response()
-}
-
-fn unix_now() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
 }
 
 #[cfg(test)]

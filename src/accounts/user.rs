@@ -10,12 +10,11 @@ use super::mail::Template;
 use super::store::{OneTime, Scope, Updated, UserChanges};
 use super::{metadata, strong_enough, valid_email, Accounts, Caller, Credentials};
 
-/// The user a request's bearer token names, or GoTrue's refusal: 401 without a token, 403 for
-/// one that does not verify or names no user.
-pub(super) fn signed_in(credentials: Credentials) -> Result<Caller, Answer> {
+/// The caller a request's verified bearer token names, or GoTrue's refusal: 401 without a
+/// token, 403 for one that does not verify.
+pub(super) fn bearer(credentials: Credentials) -> Result<Caller, Answer> {
     match credentials {
-        Ok(Some(caller)) if caller.sub.is_some() => Ok(caller),
-        Ok(Some(_)) => Err(fail(StatusCode::FORBIDDEN, "bad_jwt", "invalid claim: missing sub claim")),
+        Ok(Some(caller)) => Ok(caller),
         Ok(None) => Err(fail(
             StatusCode::UNAUTHORIZED,
             "no_authorization",
@@ -26,6 +25,16 @@ pub(super) fn signed_in(credentials: Credentials) -> Result<Caller, Answer> {
             "bad_jwt",
             &format!("invalid JWT: unable to parse or verify signature, {e}"),
         )),
+    }
+}
+
+/// The user a request's bearer token names, or GoTrue's refusal: [`bearer`]'s, and 403 for a
+/// token that names no user.
+pub(super) fn signed_in(credentials: Credentials) -> Result<Caller, Answer> {
+    let caller = bearer(credentials)?;
+    match caller.sub {
+        Some(_) => Ok(caller),
+        None => Err(fail(StatusCode::FORBIDDEN, "bad_jwt", "invalid claim: missing sub claim")),
     }
 }
 

@@ -9,8 +9,8 @@ use rusqlite::OptionalExtension;
 
 use super::db::SqliteDb;
 use crate::accounts::store::{
-    expires, merged, AccountStore, Challenged, Created, Enrolled, Flow, Hook, Issued, NewFactor, NewUser,
-    OneTime, Redeem, Scope, Started, TakenFlow, Updated, User, UserChanges, WithHash,
+    expires, merged, unix_now, AccountStore, Challenged, Created, Enrolled, Flow, Hook, Issued, NewFactor,
+    NewUser, OneTime, Redeem, Scope, Started, TakenFlow, Updated, User, UserChanges, WithHash,
 };
 use crate::error::Error;
 
@@ -518,10 +518,6 @@ fn update(tx: &rusqlite::Connection, id: &str, changes: UserChanges) -> Result<U
         Err(e) => return Err(sqlite_error(e)),
     }
     Ok(Updated::Done(Box::new(tx.query_row(USER_BY_ID, [id], sqlite_user).map_err(sqlite_error)?)))
-}
-
-fn unix_now() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
 }
 
 /// Runs `f` in a savepoint of the writer's transaction: all of it is written, or none (the
