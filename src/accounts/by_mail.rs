@@ -129,13 +129,6 @@ impl Accounts {
     pub(super) async fn send_code(&self, user: &User, mailing: Mailing<'_>) -> Result<Code, Answer> {
         let Mailing { kind, template, verify_type, to, redirect, interval, pkce } = mailing;
         let code = self.issue_code(user, kind, to, interval, pkce.is_some()).await?;
-        // The address a change to the current one's mail names, stored by the change's issue.
-        let new_email = match kind {
-            OneTime::EmailChangeCurrent => {
-                self.store.user(user.id.clone()).await.ok().flatten().and_then(|u| u.new_email)
-            }
-            _ => None,
-        };
         if let Some(pkce) = pkce {
             let flow = super::store::Flow {
                 id: crate::uuid_v4(),
@@ -173,7 +166,7 @@ impl Accounts {
             email: user.email.as_deref().unwrap_or(""),
             new_email: match kind {
                 OneTime::EmailChange => to,
-                OneTime::EmailChangeCurrent => new_email.as_deref().unwrap_or(""),
+                OneTime::EmailChangeCurrent => user.new_email.as_deref().unwrap_or(""),
                 _ => "",
             },
             data: &user.user_metadata,
@@ -194,6 +187,45 @@ impl Accounts {
                 ))
             }
         }
+    }
+
+    /// The mails of `user`'s change to `new_email`: a link and code to the new address and, in a
+    /// secure change, to the current one too. Issuing the new address's code clears the current
+    /// one's, so the two always go out together (a resend sent alone would let the new address
+    /// make the change by itself).
+    pub(super) async fn send_email_change(
+        &self,
+        user: &User,
+        new_email: &str,
+        redirect: &str,
+        interval: i64,
+        pkce: Option<&Pkce>,
+    ) -> Result<(), Answer> {
+        let to_new = Mailing {
+            kind: OneTime::EmailChange,
+            template: Template::EmailChange,
+            verify_type: "email_change",
+            to: new_email,
+            redirect,
+            interval,
+            pkce,
+        };
+        self.send_code(user, to_new).await?;
+        if let (true, Some(current)) = (self.mail.secure_email_change, user.email.as_deref()) {
+            // Its mail names the address the change is to.
+            let pending = User { new_email: Some(new_email.to_owned()), ..user.clone() };
+            let to_current = Mailing {
+                kind: OneTime::EmailChangeCurrent,
+                template: Template::EmailChange,
+                verify_type: "email_change",
+                to: current,
+                redirect,
+                interval: 0,
+                pkce: None,
+            };
+            self.send_code(&pending, to_current).await?;
+        }
+        Ok(())
     }
 
     /// Refuses what needs a mail when none can be sent (no `smtp-host`), before anything is
@@ -283,19 +315,8 @@ impl Accounts {
             }
             ("email_change", Some(user)) => {
                 if let Some(new_email) = user.new_email.clone() {
-                    self.send_code(
-                        &user,
-                        Mailing {
-                            kind: OneTime::EmailChange,
-                            template: Template::EmailChange,
-                            verify_type: "email_change",
-                            to: &new_email,
-                            redirect: &redirect,
-                            interval: self.mail.interval,
-                            pkce: pkce.as_ref(),
-                        },
-                    )
-                    .await?;
+                    self.send_email_change(&user, &new_email, &redirect, self.mail.interval, pkce.as_ref())
+                        .await?;
                 }
             }
             ("signup" | "email_change", _) => {}

@@ -4,9 +4,7 @@
 use http::StatusCode;
 use serde_json::{json, Value};
 
-use super::by_mail::Mailing;
 use super::gotrue::{self, fail, internal, Answer};
-use super::mail::Template;
 use super::store::{OneTime, Scope, Updated, UserChanges};
 use super::{metadata, strong_enough, valid_email, Accounts, Caller, Credentials};
 
@@ -170,33 +168,7 @@ impl Accounts {
                     return Err(email_exists());
                 }
                 let redirect = self.mail.links.redirect(redirect);
-                let interval = self.mail.interval;
-                self.send_code(
-                    &user,
-                    Mailing {
-                        kind: OneTime::EmailChange,
-                        template: Template::EmailChange,
-                        verify_type: "email_change",
-                        to: &email,
-                        redirect: &redirect,
-                        interval,
-                        pkce: pkce.as_ref(),
-                    },
-                )
-                .await?;
-                // A secure change (GoTrue's default) asks the current address too.
-                if let (true, Some(current)) = (self.mail.secure_email_change, user.email.as_deref()) {
-                    let mailing = Mailing {
-                        kind: OneTime::EmailChangeCurrent,
-                        template: Template::EmailChange,
-                        verify_type: "email_change",
-                        to: current,
-                        redirect: &redirect,
-                        interval: 0,
-                        pkce: None,
-                    };
-                    self.send_code(&user, mailing).await?;
-                }
+                self.send_email_change(&user, &email, &redirect, self.mail.interval, pkce.as_ref()).await?;
             }
             Some(email) => {
                 if user.is_anonymous {

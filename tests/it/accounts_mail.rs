@@ -440,3 +440,33 @@ fn an_old_session_changes_the_password_only_with_a_code_mailed_to_the_user(base:
     assert_eq!(status, 200);
     assert_eq!(log_in(base, &vic, "secret-vic-3").0, 200);
 }
+
+/// A resent email change asks both addresses again: the new address's code alone never makes a
+/// secure change.
+#[test]
+fn a_resent_secure_email_change_still_needs_both_addresses() {
+    let path = tempfile::tempdir().expect("temp dir").keep().join("resend.db");
+    let args = mailing(ServeArgs { accounts_mail_interval: Some(0), ..ServeArgs::default() });
+    let base = crate::sqlite::serve_sqlite(&path, SCHEMA, RULES, args);
+    let (old, new) = (address("wes", &base), address("wes-new", &base));
+    auth(&base, "/auth/v1/signup", json!({"email": old, "password": "secret-wes"}));
+    let code = sink().mail_to(&old).code();
+    let (_, session) = post(&base, "/auth/v1/verify", json!({"type": "signup", "email": old, "token": code}));
+    let access = session["access_token"].as_str().unwrap().to_owned();
+    assert_eq!(call(&base, "PUT", "/auth/v1/user", &access, json!({"email": new})).0, 200);
+    sink().mail_to(&new);
+    sink().mail_to(&old);
+    assert_eq!(
+        post(&base, "/auth/v1/resend", json!({"type": "email_change", "email": old})),
+        (200, json!({}))
+    );
+    let to_new = sink().mail_to(&new);
+    let to_old = sink().mail_to(&old);
+    let (status, waiting) =
+        post(&base, "/auth/v1/verify", json!({"type": "email_change", "email": new, "token": to_new.code()}));
+    assert_eq!((status, waiting["code"].as_i64()), (200, Some(200)), "{waiting}");
+    assert_eq!(log_in(&base, &old, "secret-wes").0, 200, "not changed by the new address alone");
+    let (status, changed) =
+        post(&base, "/auth/v1/verify", json!({"type": "email_change", "email": old, "token": to_old.code()}));
+    assert_eq!((status, &changed["user"]["email"]), (200, &json!(new)), "{changed}");
+}
