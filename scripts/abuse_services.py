@@ -372,6 +372,15 @@ def attack_auth(name, port):
         ("a verification with no type", request("POST", "/auth/v1/verify", json_h, b'{"token_hash": "x"}')),
         ("a link of no code", request("GET", "/auth/v1/verify?type=signup&token=nothing&redirect_to=https://evil.example/")),
         ("an anonymous sign-up where none are taken", signup(b"{}")),
+        ("a provider's sign-in with no provider", request("GET", "/auth/v1/authorize")),
+        ("a sign-in at a provider that does not answer", request("GET", "/auth/v1/authorize?provider=nowhere&redirect_to=https://evil.example/")),
+        ("a provider's sign-in with a challenge of 10 KB", request("GET", "/auth/v1/authorize?provider=nowhere&code_challenge_method=s256&code_challenge=" + "c" * 10_000)),
+        ("a callback with no state", request("GET", "/auth/v1/callback?code=x")),
+        ("a callback with an unsigned state", request("GET", "/auth/v1/callback?code=x&state=eyJhbGciOiJub25lIn0.eyJwcm92aWRlciI6Im5vd2hlcmUifQ.")),
+        ("a callback posted with a form of 60 KB", request("POST", "/auth/v1/callback", {"content-type": "application/x-www-form-urlencoded"}, b"state=" + b"s" * 60_000)),
+        ("an ID token of no provider", request("POST", "/auth/v1/token?grant_type=id_token", json_h, b'{"id_token": "x"}')),
+        ("an unsigned ID token", request("POST", "/auth/v1/token?grant_type=id_token", json_h, b'{"provider": "nowhere", "id_token": "eyJhbGciOiJub25lIn0.e30."}')),
+        ("an ID token of a provider not configured", request("POST", "/auth/v1/token?grant_type=id_token", json_h, b'{"provider": "google", "id_token": "a.b.c"}')),
     ]
     for case, data in cases:
         send(port, f"{name} auth: {case}", data, may_close=case == "sign-up with a body of 1 MB")

@@ -125,7 +125,7 @@ pub struct UserJson<'a> {
     last_sign_in_at: Option<&'a str>,
     app_metadata: &'a RawValue,
     user_metadata: &'a RawValue,
-    identities: Vec<Identity<'a>>,
+    identities: Identities<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
     factors: Option<&'a RawValue>,
     created_at: &'a str,
@@ -135,7 +135,29 @@ pub struct UserJson<'a> {
     is_anonymous: bool,
 }
 
-/// An identity: so far the one an address gives (`email`), kept with the account itself.
+/// The account's identities: its address's own (`email`, made from the account itself), then
+/// those at OpenID providers (as the store gives them, JSON).
+struct Identities<'a> {
+    email: Option<Identity<'a>>,
+    external: &'a str,
+}
+
+impl Serialize for Identities<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let external: Vec<&RawValue> = serde_json::from_str(self.external).unwrap_or_default();
+        let mut seq = s.serialize_seq(Some(external.len() + usize::from(self.email.is_some())))?;
+        if let Some(email) = &self.email {
+            seq.serialize_element(email)?;
+        }
+        for identity in external {
+            seq.serialize_element(identity)?;
+        }
+        seq.end()
+    }
+}
+
+/// The identity an address gives (`email`), kept with the account itself.
 #[derive(Serialize)]
 struct Identity<'a> {
     identity_id: &'a str,
@@ -169,9 +191,15 @@ fn object(text: &str) -> &RawValue {
 impl<'a> UserJson<'a> {
     pub fn of(u: &'a User) -> UserJson<'a> {
         let email = u.email.as_deref().unwrap_or("");
-        let identities = match email {
-            "" => Vec::new(),
-            _ => vec![Identity {
+        // An account made by a provider has its address from there, not an `email` identity.
+        let by_address = serde_json::from_str::<Value>(&u.app_metadata).ok().is_none_or(|app| {
+            app.get("providers")
+                .and_then(Value::as_array)
+                .is_none_or(|list| list.iter().any(|p| p == "email"))
+        });
+        let email_identity = match (email, by_address) {
+            ("", _) | (_, false) => None,
+            _ => Some(Identity {
                 identity_id: &u.id,
                 id: &u.id,
                 user_id: &u.id,
@@ -186,8 +214,9 @@ impl<'a> UserJson<'a> {
                 created_at: &u.created_at,
                 updated_at: &u.updated_at,
                 email,
-            }],
+            }),
         };
+        let identities = Identities { email: email_identity, external: &u.identities };
         UserJson {
             id: &u.id,
             aud: "authenticated",

@@ -43,6 +43,7 @@ const MAX_METADATA: usize = 8 * 1024;
 
 mod admin;
 mod by_mail;
+mod external;
 mod gotrue;
 mod hashing;
 mod hooks;
@@ -164,6 +165,8 @@ pub struct Accounts {
     /// `accounts-hook-custom-access-token` and `accounts-hook-before-user-created`.
     access_token_hook: Option<String>,
     before_user_created_hook: Option<String>,
+    /// `accounts-providers`.
+    providers: external::Providers,
 }
 
 impl Accounts {
@@ -193,6 +196,7 @@ impl Accounts {
             access_token_hook,
             before_user_created_hook,
             mail: Mail::new(&settings.mail)?,
+            providers: external::Providers::new(&settings.providers, secret, &settings.mail.external_url),
             keys: keys::Keys::new(secret, &settings.signing_keys),
             signups,
             reuse_interval: settings.refresh_reuse_interval as i64,
@@ -239,9 +243,13 @@ impl Accounts {
                 Some("password") => self.login(body, client).await,
                 Some("refresh_token") => self.refresh(body).await,
                 Some("pkce") => self.exchange_code(body).await,
+                Some("id_token") => self.id_token_grant(body, client).await,
                 _ => Err(fail(StatusCode::BAD_REQUEST, "unsupported_grant_type", "Unsupported grant type")),
             },
             (&Method::GET, "/settings") => Ok(self.settings()),
+            (&Method::GET, "/authorize") => self.authorize(query).await,
+            (&Method::GET, "/callback") => Ok(self.callback(query, body, false, client).await),
+            (&Method::POST, "/callback") => Ok(self.callback(query, body, true, client).await),
             (&Method::GET, "/.well-known/jwks.json") => Ok(Answer::ok(self.keys.jwks.clone())),
             (&Method::POST, "/resend") => self.resend(body, redirect).await,
             (&Method::POST, "/recover") => self.recover(body, redirect).await,

@@ -39,6 +39,10 @@ pub struct User {
     /// The user's MFA factors, GoTrue's JSON array (`id`, `friendly_name`, `factor_type`,
     /// `status`, `created_at`, `updated_at`).
     pub factors: String,
+    /// The user's identities at OpenID providers, GoTrue's JSON array (`identity_id`, `id` —
+    /// the provider's subject —, `user_id`, `identity_data`, `provider`, `email`, times); the
+    /// address's own (`email`) is not among them.
+    pub identities: String,
 }
 
 /// A session just started: its refresh token, its id, and how sure it is of its user (`aal1`,
@@ -99,6 +103,35 @@ pub struct NewUser {
     pub role: String,
     /// Banned until this time (seconds since the epoch).
     pub banned_until: Option<i64>,
+}
+
+/// Who an OpenID provider says signed in.
+#[derive(Debug, Clone)]
+pub struct ExternalIdentity {
+    /// The provider's name, as configured (`accounts-providers`).
+    pub provider: String,
+    /// Its subject (`sub`): the identity's `provider_id`.
+    pub subject: String,
+    /// The address it gives (lowercased), and whether it says the address is verified.
+    pub email: Option<String>,
+    pub email_verified: bool,
+    /// GoTrue's `identity_data`: the claims (a JSON object, as text); also merged into the
+    /// account's `user_metadata`.
+    pub data: String,
+}
+
+/// Whose an identity is once a sign-in with it is linked: an account that had it, one with its
+/// verified address, or (`create` allowing) a new one.
+#[derive(Debug, Clone)]
+pub enum Linked {
+    Existing(Box<User>),
+    /// The identity was added to the account with its verified address; an account whose own
+    /// address was never confirmed loses its password (whoever set it did not prove the address)
+    /// and has the address confirmed.
+    Added(Box<User>),
+    Created(Box<User>),
+    /// A new account would be needed, and `create` was false.
+    WouldCreate,
 }
 
 /// Changes to an account: `None` changes nothing.
@@ -343,6 +376,18 @@ pub trait AccountStore: Send + Sync {
     /// GoTrue's hooks do (JSON): `{"claims": {...}}` for a custom access token hook, `{}` or
     /// `{"error": {"http_code", "message"}}`.
     fn run_hook(&self, kind: Hook, hook: String, event: String) -> BoxFuture<'_, Result<String, Error>>;
+
+    /// The account `identity` belongs to, as GoTrue links them: the one that has it (its data
+    /// refreshed), else the one with its address if the provider verified it, else with `create`
+    /// a new account `new` (without an address if `new`'s is taken), the identity added. An
+    /// account gaining an identity gets the provider in `app_metadata.providers` and the
+    /// identity's data merged into `user_metadata`.
+    fn link_identity(
+        &self,
+        identity: ExternalIdentity,
+        new: NewUser,
+        create: bool,
+    ) -> BoxFuture<'_, Result<Linked, Error>>;
 
     /// Ends sessions of `user_id`: all of them, `session` only, or all others.
     fn logout(

@@ -68,6 +68,9 @@ impl Accounts {
         ] {
             external.insert(provider.into(), Value::Bool(false));
         }
+        for provider in self.providers.names() {
+            external.insert(provider.into(), Value::Bool(true));
+        }
         external.insert("anonymous_users".into(), Value::Bool(self.signups.anonymous));
         external.insert("email".into(), Value::Bool(true));
         Answer::ok(

@@ -218,7 +218,7 @@ fn waiting() -> Answer {
 const FLOW_EXPIRY: i64 = 300;
 
 /// `target` with `pairs` added to its query string.
-fn with_query(target: &str, pairs: &[(&str, &str)]) -> String {
+pub(super) fn with_query(target: &str, pairs: &[(&str, &str)]) -> String {
     match url::Url::parse(target) {
         Ok(mut url) => {
             url.query_pairs_mut().extend_pairs(pairs);
@@ -230,7 +230,7 @@ fn with_query(target: &str, pairs: &[(&str, &str)]) -> String {
 
 /// Where an error sends the browser: its OAuth name, code and message in the fragment (and, for
 /// a PKCE flow, in the query string too, where its clients read them).
-fn error_redirect(target: &str, e: &Answer, pkce: bool) -> String {
+pub(super) fn error_redirect(target: &str, e: &Answer, pkce: bool) -> String {
     let (error, code, description) = e.error_parts();
     let pairs =
         [("error", error), ("error_code", code.as_str()), ("error_description", description.as_str())];
@@ -240,7 +240,7 @@ fn error_redirect(target: &str, e: &Answer, pkce: bool) -> String {
 
 impl Answer {
     /// An error's OAuth name, code and message, for a redirect's fragment.
-    fn error_parts(&self) -> (&'static str, String, String) {
+    pub(super) fn error_parts(&self) -> (&'static str, String, String) {
         let body: Value = self.body.as_deref().and_then(|b| serde_json::from_str(b).ok()).unwrap_or_default();
         let text = |k: &str| body.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
         let error = match self.status.as_u16() {

@@ -61,6 +61,11 @@ pub struct ServeArgs {
     /// /auth/v1/.well-known/jwks.json and trusted [default: none].
     #[arg(long = "accounts-signing-keys", env = "ROWGATE_ACCOUNTS_SIGNING_KEYS", value_name = "KEYS")]
     pub accounts_signing_keys: Option<String>,
+    /// OpenID Connect providers users may sign in with, one per line or `;`-separated: `NAME
+    /// issuer=URL client-id=ID secret=SECRET [scopes=a,b]`, the secret inline or `@FILE`; the
+    /// provider's redirect URI is `accounts-external-url` + `/callback` [default: none].
+    #[arg(long = "accounts-providers", env = "ROWGATE_ACCOUNTS_PROVIDERS", value_name = "PROVIDERS")]
+    pub accounts_providers: Option<String>,
     /// Supabase's custom access token hook: on PostgreSQL a function `schema.function(event jsonb)
     /// returns jsonb` (or GoTrue's `pg-functions://postgres/schema/function`) that returns the
     /// token's claims; on SQLite a SELECT of one JSON object of claims to add, with parameters

@@ -17,6 +17,7 @@ pub mod jwt_secret;
 mod mail;
 mod openapi;
 pub mod postgrest;
+pub mod providers;
 mod proxy_uri;
 mod rate_limit;
 mod realtime;

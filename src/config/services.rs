@@ -27,6 +27,8 @@ pub struct AccountsSettings {
     pub before_user_created_hook: Option<String>,
     /// `accounts-signing-keys`: the first signs.
     pub signing_keys: Vec<super::signing_keys::SigningKey>,
+    /// `accounts-providers`.
+    pub providers: Vec<super::providers::Provider>,
 }
 
 impl AccountsSettings {
@@ -69,6 +71,10 @@ impl AccountsSettings {
                 Some(list) => {
                     super::signing_keys::parse(&list).map_err(|e| invalid("accounts-signing-keys", e))?
                 }
+                None => Vec::new(),
+            },
+            providers: match super::either(&a.accounts_providers, &f.accounts_providers) {
+                Some(list) => super::providers::parse(&list).map_err(|e| invalid("accounts-providers", e))?,
                 None => Vec::new(),
             },
         })

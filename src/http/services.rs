@@ -60,13 +60,21 @@ impl Service for AuthService {
         &'a self,
         state: &'a AppState,
         req: Request<Incoming>,
-        _rest: &'a str,
+        rest: &'a str,
         client: IpAddr,
     ) -> BoxFuture<'a, Response<Body>> {
         Box::pin(async move {
             let (parts, incoming) = req.into_parts();
-            if let Err(e) = identify::admit_application(state, &parts.headers).await {
-                return self.refused(&e);
+            // Browsers open these from a mail's link or a provider's redirect, without the
+            // application's key (Supabase's gateway lets them through too): each carries its own
+            // proof, a code or a signed state.
+            let opened_by_browser =
+                matches!(rest.trim_end_matches('/'), "/verify" | "/authorize" | "/callback");
+            let keyless = opened_by_browser && identify::api_key(state, &parts.headers).is_none();
+            if !keyless {
+                if let Err(e) = identify::admit_application(state, &parts.headers).await {
+                    return self.refused(&e);
+                }
             }
             let body = match api::read_body(incoming, 64 * 1024, state.config.server.read_timeout).await {
                 Ok(b) => b,

@@ -108,7 +108,7 @@ fn call(base: &str, method: &str, path: &str, bearer: &str, body: Value) -> (u16
 
 /// Follows a link from a mail on `base` (whatever host it names), without following the
 /// redirect: its status and `Location`.
-fn follow(base: &str, link: &str) -> (u16, String) {
+pub(crate) fn follow(base: &str, link: &str) -> (u16, String) {
     let path = &link[link.find("/auth/v1/").expect("a link to /auth/v1")..];
     let client = reqwest::blocking::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
@@ -120,7 +120,7 @@ fn follow(base: &str, link: &str) -> (u16, String) {
 }
 
 /// The `key=value` pairs of a URL's fragment.
-fn fragment(url: &str) -> Value {
+pub(crate) fn fragment(url: &str) -> Value {
     let (_, fragment) = url.split_once('#').expect("a fragment");
     Value::Object(
         form_urlencoded::parse(fragment.as_bytes())

@@ -94,3 +94,27 @@ fn every_service_requires_the_api_key_and_shares_the_role_s_rate_limit() {
     assert_eq!(answers[1].2["statusCode"], "429");
     assert_eq!(answers[2].2["error_code"], "over_request_rate_limit");
 }
+
+/// What a browser opens from a mail or a provider's redirect carries no API key: it is let in to
+/// answer (a redirect, or its own error), while the rest of `/auth/v1` still asks for the key.
+#[test]
+fn links_a_browser_opens_need_no_api_key() {
+    let base = server();
+    let follow_none = reqwest::blocking::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("a client");
+    let get = |path: &str| {
+        let r = follow_none.get(format!("{base}{path}")).send().expect("a response");
+        let location = r.headers().get("location").and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
+        (r.status().as_u16(), location)
+    };
+    let (status, location) = get("/auth/v1/verify?token=expired&type=signup");
+    assert_eq!(status, 303);
+    assert!(location.contains("error_code=otp_expired"), "{location}");
+    let (status, location) = get("/auth/v1/callback?state=forged&code=x");
+    assert_eq!(status, 303);
+    assert!(location.contains("error_code=bad_oauth_state"), "{location}");
+    assert_eq!(get("/auth/v1/authorize?provider=none").0, 400);
+    assert_eq!(get("/auth/v1/user").0, 401);
+}

@@ -1,6 +1,7 @@
-//! Every service on one small pool, interleaved as an ordinary app uses them: sign-up and login,
-//! REST reads and writes under row-level security (or the access rules), uploads, downloads,
-//! listings and deletions, an API key, the API's description, and a realtime subscriber that
+//! Every service on one small pool, interleaved as an ordinary app uses them: sign-up, login and
+//! sign-in through an OpenID provider, REST reads and writes under row-level security (or the
+//! access rules), uploads, downloads, listings and deletions, an API key, the API's
+//! description, and a realtime subscriber that
 //! must see the writes. On PostgreSQL directly, through PgBouncer in transaction mode, and on
 //! SQLite, each with a pool of one connection: whatever one request leaves on its connection
 //! (a read-only mode, a role, settings) is there for the next request of any service.
@@ -93,6 +94,10 @@ fn args(db_uri: String) -> ServeArgs {
         storage_enabled: Some(true),
         storage_dir: Some(tempfile::tempdir().unwrap().keep().join("storage")),
         accounts_enabled: Some(true),
+        accounts_providers: Some({
+            let idp = crate::support::oidc::idp();
+            format!("test issuer={} client-id={} secret={}", idp.issuer, idp.client_id, idp.secret)
+        }),
         realtime_enabled: Some(true),
         ..ServeArgs::default()
     }
@@ -344,6 +349,18 @@ fn an_app_s_day(base: &str) {
     let (status, body) =
         call(base, "GET", &format!("/storage/v1{}", signed["signedURL"].as_str().unwrap()), None, None);
     assert_eq!((status, body), (200, Value::String("alice's avatar".into())));
+
+    // A read, then a sign-in by a provider's ID token (a new account and its identity written),
+    // then that user's write and read.
+    assert_eq!(titles(base, Some(&bob)), ["bob's"]);
+    let token = crate::support::oidc::id_token(&format!("carol-{run}"), "nonce");
+    let grant = json!({"provider": "test", "id_token": token, "nonce": "nonce"}).to_string();
+    let (status, carol) = call(base, "POST", "/auth/v1/token?grant_type=id_token", None, Some(&grant));
+    assert_eq!(status, 200, "{carol}");
+    let (carol, carol_id) = (carol["access_token"].as_str().unwrap(), carol["user"]["id"].as_str().unwrap());
+    let todo = json!({"owner": carol_id, "title": "carol's"}).to_string();
+    assert_eq!(call(base, "POST", "/rest/v1/todos", Some(carol), Some(&todo)).0, 201);
+    assert_eq!(titles(base, Some(carol)), ["carol's"]);
 
     // A delete after a read, and the subscriber sees it.
     assert_eq!(titles(base, Some(&alice)), ["buy milk"]);

@@ -9,8 +9,9 @@ use tokio_postgres::types::Type;
 use tokio_postgres::Client;
 
 use crate::accounts::store::{
-    lifetime, random_token, token_hash, AccountStore, Challenged, Created, Enrolled, Flow, Hook, Issued,
-    NewFactor, NewUser, OneTime, Redeem, Scope, Started, TakenFlow, Updated, User, UserChanges, WithHash,
+    lifetime, random_token, token_hash, AccountStore, Challenged, Created, Enrolled, ExternalIdentity, Flow,
+    Hook, Issued, Linked, NewFactor, NewUser, OneTime, Redeem, Scope, Started, TakenFlow, Updated, User,
+    UserChanges, WithHash,
 };
 use crate::error::Error;
 
@@ -31,7 +32,8 @@ const FUNCTIONS: &str = "rowgate.account_create(text, text, text, text, jsonb, j
   rowgate.account_factor_challenged(text, text, text), rowgate.account_factor_verify(text, text, text, text, text),
   rowgate.account_factor_unenroll(text, text, boolean),
   rowgate.account_flow_start(text, text, text, text, text, text), rowgate.account_flow_code(text, text),
-  rowgate.account_flow_take(text)";
+  rowgate.account_flow_take(text),
+  rowgate.account_link_identity(text, text, text, boolean, jsonb, text, jsonb, jsonb, boolean, boolean)";
 
 /// Creates (or updates) the accounts' tables and functions and lets `role` call the functions;
 /// nothing else may (the tables hold password hashes).
@@ -74,7 +76,7 @@ impl PgAccounts {
 
     /// Runs `sql` as an unnamed statement, its parameters' types given (one round trip, and
     /// nothing prepared that a pooler in transaction mode could lose).
-    async fn query(
+    pub(super) async fn query(
         &self,
         sql: &str,
         params: &[(&(dyn tokio_postgres::types::ToSql + Sync), Type)],
@@ -110,7 +112,7 @@ fn pg_error(e: tokio_postgres::Error) -> Error {
 }
 
 /// The columns of `rowgate.account`, in order.
-fn pg_user(r: &tokio_postgres::Row) -> User {
+pub(super) fn pg_user(r: &tokio_postgres::Row) -> User {
     User {
         id: r.get(0),
         email: r.get(1),
@@ -130,6 +132,7 @@ fn pg_user(r: &tokio_postgres::Row) -> User {
         email_change_sent_at: r.get(17),
         new_email: r.get(18),
         factors: r.get(19),
+        identities: r.get(22),
     }
 }
 
@@ -533,17 +536,20 @@ impl AccountStore for PgAccounts {
     }
 
     fn check_hook(&self, hook: &str) -> Result<(), String> {
-        hook_function(hook).map(drop)
+        super::hooks::function(hook).map(drop)
     }
 
     fn run_hook(&self, _kind: Hook, hook: String, event: String) -> BoxFuture<'_, Result<String, Error>> {
-        Box::pin(async move {
-            let (schema, function) = hook_function(&hook).map_err(Error::Unavailable)?;
-            let quote = |name: &str| format!("\"{}\"", name.replace('"', "\"\""));
-            let sql = format!("SELECT {}.{}($1::text::jsonb)::text", quote(schema), quote(function));
-            let rows = self.query(&sql, &[(&event, Type::TEXT)]).await?;
-            Ok(rows.first().and_then(|r| r.get::<_, Option<String>>(0)).unwrap_or_else(|| "null".into()))
-        })
+        Box::pin(super::hooks::run(self, hook, event))
+    }
+
+    fn link_identity(
+        &self,
+        identity: ExternalIdentity,
+        new: NewUser,
+        create: bool,
+    ) -> BoxFuture<'_, Result<Linked, Error>> {
+        Box::pin(super::identities::link(self, identity, new, create))
     }
 
     fn logout(
@@ -565,26 +571,5 @@ impl AccountStore for PgAccounts {
             .await
             .map(drop)
         })
-    }
-}
-
-/// The function a custom access token hook names: `schema.function`, or GoTrue's
-/// `pg-functions://<database>/<schema>/<function>`; each a plain identifier.
-fn hook_function(hook: &str) -> Result<(&str, &str), String> {
-    let path = hook.strip_prefix("pg-functions://").map(|rest| rest.split_once('/').map_or(rest, |(_, p)| p));
-    let (schema, function) = match path {
-        Some(p) => p.split_once('/'),
-        None => hook.split_once('.'),
-    }
-    .ok_or_else(|| format!("{hook:?}: schema.function or pg-functions://postgres/schema/function"))?;
-    let plain = |name: &str| {
-        !name.is_empty()
-            && name.len() <= 63
-            && name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$')
-    };
-    match plain(schema) && plain(function) {
-        true => Ok((schema, function)),
-        false => Err(format!("{hook:?}: the schema and function must be plain identifiers")),
     }
 }

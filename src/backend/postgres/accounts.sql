@@ -222,7 +222,7 @@ CREATE TYPE rowgate.account AS (
   app_metadata text, user_metadata text, is_anonymous boolean,
   password_hash text, session_id text,
   confirmation_sent_at text, recovery_sent_at text, email_change_sent_at text, new_email text,
-  factors text, aal text, session_started bigint
+  factors text, aal text, session_started bigint, identities text
 );
 
 CREATE OR REPLACE FUNCTION rowgate.iso(t timestamptz) RETURNS text
@@ -246,7 +246,12 @@ CREATE OR REPLACE FUNCTION rowgate.account_of(u auth.users, p_hash boolean DEFAU
                              'updated_at', rowgate.iso(f.updated_at)) ORDER BY f.created_at), '[]')::text
                     FROM auth.mfa_factors f WHERE f.user_id = u.id),
                    coalesce((SELECT s.aal::text FROM auth.sessions s WHERE s.id::text = p_session), 'aal1'),
-                   (SELECT extract(epoch FROM s.created_at)::bigint FROM auth.sessions s WHERE s.id::text = p_session))::rowgate.account $$;
+                   (SELECT extract(epoch FROM s.created_at)::bigint FROM auth.sessions s WHERE s.id::text = p_session),
+                   (SELECT coalesce(json_agg(json_build_object('identity_id', i.id, 'id', i.provider_id, 'user_id', i.user_id,
+                             'identity_data', i.identity_data, 'provider', i.provider,
+                             'last_sign_in_at', rowgate.iso(i.last_sign_in_at), 'created_at', rowgate.iso(i.created_at),
+                             'updated_at', rowgate.iso(i.updated_at), 'email', i.email) ORDER BY i.created_at), '[]')::text
+                    FROM auth.identities i WHERE i.user_id = u.id AND i.provider <> 'email'))::rowgate.account $$;
 
 -- A metadata object with `patch`'s keys set, those whose value is null removed (GoTrue's merge).
 CREATE OR REPLACE FUNCTION rowgate.merged(current jsonb, patch jsonb) RETURNS jsonb
@@ -625,6 +630,69 @@ CREATE OR REPLACE FUNCTION rowgate.account_flow_take(p_code text)
                 extract(epoch FROM f.auth_code_issued_at)::bigint
   $$;
 
+-- Whose an identity at an OpenID provider is, as GoTrue links them: the account that has it
+-- (its data refreshed), else the one with its address if the provider verified it, else with
+-- p_create a new account (without the address if another has it). An account whose address was
+-- never confirmed loses its password when a provider's verified address links to it: whoever
+-- set that password did not prove the address. `linked`: existing, added, created or
+-- would_create (then no account).
+CREATE OR REPLACE FUNCTION rowgate.account_link_identity(
+  p_provider text, p_subject text, p_email text, p_verified boolean, p_data jsonb,
+  p_id text, p_user_meta jsonb, p_app_meta jsonb, p_confirmed boolean, p_create boolean)
+  RETURNS TABLE (account rowgate.account, linked text)
+  LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+  AS $$
+  DECLARE v_user uuid; v_confirmed boolean; v_linked text;
+  BEGIN
+    UPDATE auth.identities SET identity_data = p_data, last_sign_in_at = now(), updated_at = now()
+      WHERE provider = p_provider AND provider_id = p_subject RETURNING user_id INTO v_user;
+    IF FOUND THEN
+      v_linked := 'existing';
+    ELSIF p_verified AND p_email IS NOT NULL THEN
+      SELECT u.id, u.email_confirmed_at IS NOT NULL INTO v_user, v_confirmed FROM auth.users u
+        WHERE u.email = p_email AND NOT u.is_sso_user AND NOT u.is_anonymous AND u.deleted_at IS NULL;
+      IF FOUND THEN
+        v_linked := 'added';
+        INSERT INTO auth.identities (id, provider_id, user_id, identity_data, provider, last_sign_in_at, created_at, updated_at)
+          VALUES (gen_random_uuid(), p_subject, v_user, p_data, p_provider, now(), now(), now());
+        IF NOT v_confirmed THEN
+          UPDATE auth.users SET encrypted_password = NULL, email_confirmed_at = now() WHERE id = v_user;
+        END IF;
+      END IF;
+    END IF;
+    IF v_linked IS NULL THEN
+      IF NOT p_create THEN
+        RETURN QUERY SELECT NULL::rowgate.account, 'would_create'::text;
+        RETURN;
+      END IF;
+      INSERT INTO auth.users (id, aud, role, email, email_confirmed_at, raw_app_meta_data, raw_user_meta_data,
+                              is_anonymous, created_at, updated_at, last_sign_in_at)
+        VALUES (p_id::uuid, 'authenticated', 'authenticated', p_email, CASE WHEN p_confirmed THEN now() END,
+                p_app_meta, p_user_meta, false, now(), now(), now())
+        ON CONFLICT DO NOTHING RETURNING id INTO v_user;
+      IF NOT FOUND THEN
+        INSERT INTO auth.users (id, aud, role, raw_app_meta_data, raw_user_meta_data, is_anonymous,
+                                created_at, updated_at, last_sign_in_at)
+          VALUES (p_id::uuid, 'authenticated', 'authenticated', p_app_meta, p_user_meta, false, now(), now(), now())
+          RETURNING id INTO v_user;
+      END IF;
+      INSERT INTO auth.identities (id, provider_id, user_id, identity_data, provider, last_sign_in_at, created_at, updated_at)
+        VALUES (gen_random_uuid(), p_subject, v_user, p_data, p_provider, now(), now(), now());
+      v_linked := 'created';
+    ELSE
+      UPDATE auth.users u SET updated_at = now(),
+          raw_user_meta_data = rowgate.merged(u.raw_user_meta_data, p_data),
+          raw_app_meta_data = coalesce(u.raw_app_meta_data, '{}')
+            || jsonb_build_object('provider', coalesce(u.raw_app_meta_data ->> 'provider', p_provider),
+                                  'providers', CASE WHEN coalesce(u.raw_app_meta_data -> 'providers', '[]') ? p_provider
+                                                    THEN u.raw_app_meta_data -> 'providers'
+                                                    ELSE coalesce(u.raw_app_meta_data -> 'providers', '[]') || to_jsonb(p_provider) END)
+        WHERE u.id = v_user;
+    END IF;
+    -- Read again: triggers on auth.users may have changed the row.
+    RETURN QUERY SELECT rowgate.account_of(u), v_linked FROM auth.users u WHERE u.id = v_user;
+  END $$;
+
 -- Signing out: every session of the user (global), the one named (local), or every other one
 -- (others), deleted with their tokens as GoTrue does (a token of an ended session is refused
 -- as unknown, not taken for a stolen one). A token of no session (made before sessions were
@@ -656,4 +724,5 @@ REVOKE ALL ON FUNCTION
   rowgate.account_factor_challenged(text, text, text), rowgate.account_factor_verify(text, text, text, text, text),
   rowgate.account_factor_unenroll(text, text, boolean),
   rowgate.account_flow_start(text, text, text, text, text, text), rowgate.account_flow_code(text, text),
-  rowgate.account_flow_take(text) FROM PUBLIC;
+  rowgate.account_flow_take(text),
+  rowgate.account_link_identity(text, text, text, boolean, jsonb, text, jsonb, jsonb, boolean, boolean) FROM PUBLIC;

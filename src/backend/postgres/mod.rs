@@ -18,6 +18,8 @@ pub mod apikey;
 pub mod changes;
 mod conn;
 pub mod dependencies;
+mod hooks;
+mod identities;
 pub mod introspect;
 mod notifications;
 mod pool;

@@ -87,7 +87,9 @@ pub fn authenticator_uri(superuser_uri: &str) -> String {
 /// Starts an in-process rowgate with `args` on a free loopback port; returns its base URL.
 /// It runs until the test binary exits.
 pub fn start_server(mut args: ServeArgs) -> String {
-    let listener = StdListener::bind("127.0.0.1:0").expect("bind a loopback port");
+    // A port given in advance is kept (another server must know it first); else any.
+    let listener =
+        StdListener::bind(("127.0.0.1", args.server_port.unwrap_or(0))).expect("bind a loopback port");
     let addr = listener.local_addr().expect("local addr");
     listener.set_nonblocking(true).expect("nonblocking");
     args.server_port = Some(addr.port());
@@ -182,6 +184,7 @@ pub fn stop_with_this_process(cluster: &TempCluster) {
         .spawn();
 }
 
+pub mod oidc;
 pub mod pgbouncer;
 pub mod replica;
 pub mod s3;

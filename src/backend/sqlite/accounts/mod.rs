@@ -9,8 +9,9 @@ use rusqlite::OptionalExtension;
 
 use super::db::SqliteDb;
 use crate::accounts::store::{
-    expires, merged, unix_now, AccountStore, Challenged, Created, Enrolled, Flow, Hook, Issued, NewFactor,
-    NewUser, OneTime, Redeem, Scope, Started, TakenFlow, Updated, User, UserChanges, WithHash,
+    expires, merged, unix_now, AccountStore, Challenged, Created, Enrolled, ExternalIdentity, Flow, Hook,
+    Issued, Linked, NewFactor, NewUser, OneTime, Redeem, Scope, Started, TakenFlow, Updated, User,
+    UserChanges, WithHash,
 };
 use crate::error::Error;
 
@@ -114,19 +115,24 @@ macro_rules! user_columns {
          u.confirmation_sent_at, u.recovery_sent_at, u.email_change_sent_at, nullif(u.email_change, ''), \
          (SELECT json_group_array(json_object('id', f.id, 'friendly_name', f.friendly_name, \
             'factor_type', f.factor_type, 'status', f.status, 'created_at', f.created_at, 'updated_at', f.updated_at)) \
-          FROM (SELECT * FROM _rowgate_mfa_factors WHERE user_id = u.id ORDER BY created_at) AS f)"
+          FROM (SELECT * FROM _rowgate_mfa_factors WHERE user_id = u.id ORDER BY created_at) AS f), \
+         (SELECT json_group_array(json_object('identity_id', i.id, 'id', i.provider_id, 'user_id', i.user_id, \
+            'identity_data', json(i.identity_data), 'provider', i.provider, 'last_sign_in_at', i.last_sign_in_at, \
+            'created_at', i.created_at, 'updated_at', i.updated_at, 'email', i.email)) \
+          FROM (SELECT * FROM _rowgate_identities WHERE user_id = u.id ORDER BY created_at) AS i)"
     };
 }
 
 // After the macro, which they use.
 mod codes;
+mod external;
 mod mfa;
 mod tokens;
 
 use tokens::{random_stamped, rotate, sqlite_key, store_refresh};
 
 /// How many columns [`user_columns`] names.
-pub(super) const USER_COLUMNS: usize = 18;
+pub(super) const USER_COLUMNS: usize = 19;
 
 pub(super) const USER_BY_ID: &str =
     concat!("SELECT ", user_columns!(), " FROM _rowgate_users AS u WHERE u.id = ?1");
@@ -158,6 +164,7 @@ impl SqliteAccounts {
         db.setup(SQLITE_TOKEN_INDEXES).map_err(|e| format!("updating the accounts tables: {e}"))?;
         db.setup(mfa::SQLITE_SCHEMA).map_err(|e| format!("creating the MFA tables: {e}"))?;
         db.setup(codes::SQLITE_FLOWS).map_err(|e| format!("creating the PKCE flows' table: {e}"))?;
+        db.setup(external::SQLITE_IDENTITIES).map_err(|e| format!("creating the identities' table: {e}"))?;
         Ok(SqliteAccounts { db })
     }
 }
@@ -166,36 +173,9 @@ impl AccountStore for SqliteAccounts {
     fn create(&self, user: NewUser, session: bool, now: i64) -> BoxFuture<'_, Result<Created, Error>> {
         Box::pin(self.db.with_writer(move |c| {
             atomically(c, |tx| {
-                match tx.execute(
-                "INSERT INTO _rowgate_users (id, email, phone, encrypted_password, role, raw_app_meta_data, \
-                 raw_user_meta_data, is_anonymous, email_confirmed_at, last_sign_in_at, banned_until) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, \
-                   CASE WHEN ?9 AND ?2 IS NOT NULL THEN strftime('%Y-%m-%dT%H:%M:%fZ', 'now') END, \
-                   CASE WHEN ?10 THEN strftime('%Y-%m-%dT%H:%M:%fZ', 'now') END, \
-                   strftime('%Y-%m-%dT%H:%M:%fZ', ?11, 'unixepoch'))",
-                rusqlite::params![
-                    user.id,
-                    user.email,
-                    user.phone,
-                    user.password_hash,
-                    user.role,
-                    user.app_metadata,
-                    user.user_metadata,
-                    user.is_anonymous,
-                    user.confirmed,
-                    session,
-                    user.banned_until,
-                ],
-            ) {
-                Ok(_) => {}
-                Err(rusqlite::Error::SqliteFailure(f, _))
-                    if f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
-                        || f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY =>
-                {
-                    return Ok(None)
+                if !insert_user(tx, &user, session)? {
+                    return Ok(None);
                 }
-                Err(e) => return Err(sqlite_error(e)),
-            }
                 let created = tx.query_row(USER_BY_ID, [&user.id], sqlite_user).map_err(sqlite_error)?;
                 let started = match session {
                     true => Some(store_refresh(tx, &created.id, now).map_err(sqlite_error)?),
@@ -452,6 +432,15 @@ impl AccountStore for SqliteAccounts {
         }))
     }
 
+    fn link_identity(
+        &self,
+        identity: ExternalIdentity,
+        new: NewUser,
+        create: bool,
+    ) -> BoxFuture<'_, Result<Linked, Error>> {
+        Box::pin(self.db.with_writer(move |c| atomically(c, |tx| external::link(tx, &identity, new, create))))
+    }
+
     fn logout(
         &self,
         user_id: String,
@@ -522,6 +511,42 @@ fn update(tx: &rusqlite::Connection, id: &str, changes: UserChanges) -> Result<U
 
 /// Runs `f` in a savepoint of the writer's transaction: all of it is written, or none (the
 /// batch's other writes are kept either way).
+/// Inserts the account `user` (signed in now if `signed_in`); false if its id, address or phone
+/// is taken.
+fn insert_user(tx: &rusqlite::Connection, user: &NewUser, signed_in: bool) -> Result<bool, Error> {
+    let inserted = tx.execute(
+        "INSERT INTO _rowgate_users (id, email, phone, encrypted_password, role, raw_app_meta_data, \
+         raw_user_meta_data, is_anonymous, email_confirmed_at, last_sign_in_at, banned_until) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, \
+           CASE WHEN ?9 AND ?2 IS NOT NULL THEN strftime('%Y-%m-%dT%H:%M:%fZ', 'now') END, \
+           CASE WHEN ?10 THEN strftime('%Y-%m-%dT%H:%M:%fZ', 'now') END, \
+           strftime('%Y-%m-%dT%H:%M:%fZ', ?11, 'unixepoch'))",
+        rusqlite::params![
+            user.id,
+            user.email,
+            user.phone,
+            user.password_hash,
+            user.role,
+            user.app_metadata,
+            user.user_metadata,
+            user.is_anonymous,
+            user.confirmed,
+            signed_in,
+            user.banned_until,
+        ],
+    );
+    match inserted {
+        Ok(_) => Ok(true),
+        Err(rusqlite::Error::SqliteFailure(f, _))
+            if f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
+                || f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY =>
+        {
+            Ok(false)
+        }
+        Err(e) => Err(sqlite_error(e)),
+    }
+}
+
 fn atomically<T>(
     c: &rusqlite::Connection,
     f: impl FnOnce(&rusqlite::Connection) -> Result<T, Error>,
@@ -561,5 +586,6 @@ pub(super) fn sqlite_user(r: &rusqlite::Row<'_>) -> rusqlite::Result<User> {
         email_change_sent_at: r.get(15)?,
         new_email: r.get(16)?,
         factors: r.get(17)?,
+        identities: r.get(18)?,
     })
 }

@@ -1,0 +1,45 @@
+//! Sign-ins through OpenID providers on PostgreSQL: whose an identity is, decided by
+//! `rowgate.account_link_identity` (accounts.sql) in one transaction.
+
+use tokio_postgres::types::Type;
+
+use super::accounts::{pg_user, PgAccounts};
+use crate::accounts::store::{ExternalIdentity, Linked, NewUser};
+use crate::error::Error;
+
+/// [`crate::accounts::store::AccountStore::link_identity`].
+pub(super) async fn link(
+    store: &PgAccounts,
+    identity: ExternalIdentity,
+    new: NewUser,
+    create: bool,
+) -> Result<Linked, Error> {
+    let rows = store
+        .query(
+            "SELECT (account).*, linked FROM rowgate.account_link_identity($1, $2, $3, $4, $5::text::jsonb, \
+             $6, $7::text::jsonb, $8::text::jsonb, $9, $10)",
+            &[
+                (&identity.provider, Type::TEXT),
+                (&identity.subject, Type::TEXT),
+                (&identity.email, Type::TEXT),
+                (&identity.email_verified, Type::BOOL),
+                (&identity.data, Type::TEXT),
+                (&new.id, Type::TEXT),
+                (&new.user_metadata, Type::TEXT),
+                (&new.app_metadata, Type::TEXT),
+                (&new.confirmed, Type::BOOL),
+                (&create, Type::BOOL),
+            ],
+        )
+        .await?;
+    let row =
+        rows.first().ok_or_else(|| Error::Unavailable("an identity was linked to no account".into()))?;
+    // After the account's columns.
+    let linked: String = row.get(23);
+    Ok(match linked.as_str() {
+        "existing" => Linked::Existing(Box::new(pg_user(row))),
+        "added" => Linked::Added(Box::new(pg_user(row))),
+        "created" => Linked::Created(Box::new(pg_user(row))),
+        _ => Linked::WouldCreate,
+    })
+}
