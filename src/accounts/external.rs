@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::{header, StatusCode};
-use openidconnect::core::{CoreAuthenticationFlow, CoreClient, CoreIdTokenClaims, CoreProviderMetadata};
+use openidconnect::core::{CoreAuthenticationFlow, CoreClient, CoreProviderMetadata};
 use openidconnect::{
     AccessTokenHash, AuthorizationCode, ClientId, ClientSecret, CsrfToken, IssuerUrl, Nonce,
     OAuth2TokenResponse, PkceCodeChallenge, PkceCodeVerifier, RedirectUrl, Scope, TokenResponse,
@@ -25,8 +25,8 @@ use serde_json::Value;
 use sha2::Digest;
 
 use super::gotrue::{self, fail, internal, validation, Answer};
+use super::identities::identity_of;
 use super::links::with_fragment;
-use super::store::{ExternalIdentity, Linked, NewUser, User};
 use super::verify::{error_redirect, with_query};
 use super::{unix_now, Accounts};
 use crate::config::providers::Provider;
@@ -58,6 +58,9 @@ struct State {
     challenge: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     method: Option<String>,
+    /// The signed-in user the identity is to be added to (manual linking), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    link: Option<String>,
     exp: i64,
 }
 
@@ -180,6 +183,12 @@ impl Accounts {
     /// `GET /authorize?provider=&redirect_to=&scopes=&code_challenge=&code_challenge_method=`:
     /// to the provider's login, other parameters passed on to it (`prompt`, `login_hint`, …).
     pub(super) async fn authorize(&self, query: &str) -> Result<Answer, Answer> {
+        self.authorize_url(query, None).await.map(found)
+    }
+
+    /// The provider's login URL for `/authorize`'s `query`; with `link`, the identity is to be
+    /// added to that user's account.
+    pub(super) async fn authorize_url(&self, query: &str, link: Option<String>) -> Result<String, Answer> {
         let params: Vec<(String, String)> = form_urlencoded::parse(query.as_bytes()).into_owned().collect();
         let param = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
         let name = param("provider").unwrap_or("");
@@ -210,6 +219,7 @@ impl Accounts {
             referrer: self.mail.links.redirect(param("redirect_to")),
             challenge,
             method,
+            link,
             exp: unix_now() + STATE_LIFETIME,
         };
         let token = self.providers.sign(&state)?;
@@ -233,7 +243,7 @@ impl Accounts {
             request = request.add_extra_param(k.clone(), v.clone());
         }
         let (url, _, _) = request.url();
-        Ok(found(url.to_string()))
+        Ok(url.to_string())
     }
 
     /// `/callback` (GET, or POST for a provider's `form_post`): the provider's answer; the
@@ -320,7 +330,7 @@ impl Accounts {
             }
         };
         let identity = identity_of(&provider.name, claims)?;
-        let user = self.linked_account(identity, client).await?;
+        let user = self.account_for(identity, state.link.clone(), client).await?;
         match (&state.challenge, &state.method) {
             (Some(challenge), Some(method)) => {
                 let flow = super::store::Flow {
@@ -361,12 +371,30 @@ impl Accounts {
 
     /// `POST /token?grant_type=id_token` `{provider, id_token, access_token?, nonce?}`: a
     /// session for whom an ID token of a configured provider names.
-    pub(super) async fn id_token_grant(&self, body: &[u8], client: IpAddr) -> Result<Answer, Answer> {
+    pub(super) async fn id_token_grant(
+        &self,
+        body: &[u8],
+        client: IpAddr,
+        credentials: super::Credentials,
+    ) -> Result<Answer, Answer> {
         let v: Value = serde_json::from_slice(body).map_err(|_| gotrue::bad_json())?;
         let text = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("");
         if text("id_token").is_empty() {
             return Err(oauth_error("invalid request", "id_token required"));
         }
+        // With `link_identity`, the identity joins the signed-in user's account.
+        let link = match v.get("link_identity").and_then(Value::as_bool).unwrap_or(false) {
+            true => match credentials {
+                Ok(Some(caller)) if caller.sub.is_some() => caller.sub,
+                _ => {
+                    return Err(oauth_error(
+                        "invalid request",
+                        "Linking requires a valid user access token in Authorization",
+                    ))
+                }
+            },
+            false => None,
+        };
         let provider = match (text("provider"), text("client_id"), text("issuer")) {
             ("", "", _) | ("", _, "") => {
                 return Err(oauth_error("invalid request", "provider or client_id and issuer required"))
@@ -430,113 +458,16 @@ impl Accounts {
             }
         }
         let identity = identity_of(&provider.name, claims)?;
-        let user = self.linked_account(identity, client).await?;
+        let user = self.account_for(identity, link, client).await?;
         let now = unix_now();
         let (user, started) =
             self.store.sign_in(user.id, now).await.map_err(|_| internal())?.ok_or_else(internal)?;
         self.session(&user, &started, now).await.map(|s| Answer::ok(s.json))
     }
-
-    /// The account a provider's identity signs in to, made if need be (and sign-ups allow):
-    /// neither banned nor, unless addresses are taken unconfirmed, with an unverified address.
-    async fn linked_account(&self, identity: ExternalIdentity, client: IpAddr) -> Result<User, Answer> {
-        let new = NewUser {
-            id: crate::uuid_v4(),
-            email: identity.email.clone(),
-            user_metadata: identity.data.clone(),
-            app_metadata:
-                serde_json::json!({"provider": identity.provider, "providers": [identity.provider]})
-                    .to_string(),
-            confirmed: identity.email_verified,
-            role: "authenticated".into(),
-            ..Default::default()
-        };
-        let provider = identity.provider.clone();
-        let mut linked =
-            self.store.link_identity(identity.clone(), new.clone(), false).await.map_err(|_| internal())?;
-        if let Linked::WouldCreate = linked {
-            if !self.signups.enabled {
-                return Err(fail(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    "signup_disabled",
-                    "Signups not allowed for this instance",
-                ));
-            }
-            if !self.limits.sign_up(client) {
-                return Err(super::too_many("Too many sign-ups from this client: try again later"));
-            }
-            self.before_user_created(&new, client).await?;
-            linked = self.store.link_identity(identity, new, true).await.map_err(|_| internal())?;
-        }
-        let user = match linked {
-            Linked::Existing(u) | Linked::Added(u) | Linked::Created(u) => *u,
-            Linked::WouldCreate => return Err(internal()),
-        };
-        if user.is_banned {
-            return Err(fail(StatusCode::FORBIDDEN, "user_banned", "User is banned"));
-        }
-        if user.email.is_some() && user.email_confirmed_at.is_none() && !self.mail.autoconfirm {
-            return Err(fail(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "provider_email_needs_verification",
-                &format!(
-                    "Unverified email with {provider}. Verify the email with {provider} in order to sign in"
-                ),
-            ));
-        }
-        Ok(user)
-    }
-}
-
-/// The identity an ID token's claims describe, with GoTrue's `identity_data`.
-fn identity_of(provider: &str, claims: &CoreIdTokenClaims) -> Result<ExternalIdentity, Answer> {
-    let subject = claims.subject().as_str().to_owned();
-    if subject.is_empty() {
-        return Err(oauth_error("invalid request", "Missing sub claim in id_token"));
-    }
-    let email = claims.email().map(|e| e.as_str().to_ascii_lowercase()).filter(|e| !e.is_empty());
-    let Some(email) = email else {
-        return Err(fail(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "unexpected_failure",
-            "Error getting user email from external provider",
-        ));
-    };
-    let email_verified = claims.email_verified().unwrap_or(false);
-    let mut data = serde_json::Map::new();
-    let mut put = |k: &str, v: Option<&str>| {
-        if let Some(v) = v.filter(|v| !v.is_empty()) {
-            data.insert(k.into(), v.into());
-        }
-    };
-    put("iss", Some(claims.issuer().as_str()));
-    put("sub", Some(&subject));
-    put("provider_id", Some(&subject));
-    put("email", Some(&email));
-    let name = claims.name().and_then(|n| n.get(None)).map(|n| n.as_str());
-    put("name", name);
-    put("full_name", name);
-    put("given_name", claims.given_name().and_then(|n| n.get(None)).map(|n| n.as_str()));
-    put("family_name", claims.family_name().and_then(|n| n.get(None)).map(|n| n.as_str()));
-    put("nickname", claims.nickname().and_then(|n| n.get(None)).map(|n| n.as_str()));
-    put("preferred_username", claims.preferred_username().map(|n| n.as_str()));
-    let picture = claims.picture().and_then(|p| p.get(None)).map(|p| p.as_str());
-    put("picture", picture);
-    put("avatar_url", picture);
-    put("phone", claims.phone_number().map(|p| p.as_str()));
-    data.insert("email_verified".into(), email_verified.into());
-    data.insert("phone_verified".into(), claims.phone_number_verified().unwrap_or(false).into());
-    Ok(ExternalIdentity {
-        provider: provider.to_owned(),
-        subject,
-        email: Some(email),
-        email_verified,
-        data: Value::Object(data).to_string(),
-    })
 }
 
 /// GoTrue's OAuth error: `{"error", "error_description"}`, 400.
-fn oauth_error(error: &str, description: &str) -> Answer {
+pub(super) fn oauth_error(error: &str, description: &str) -> Answer {
     let body = serde_json::json!({"error": error, "error_description": description});
     Answer { status: StatusCode::BAD_REQUEST, body: Some(body.to_string()), headers: Vec::new() }
 }
@@ -562,7 +493,7 @@ fn to_site(site: &str, e: &Answer) -> Answer {
     ))
 }
 
-fn found(target: String) -> Answer {
+pub(super) fn found(target: String) -> Answer {
     let mut answer = Answer::empty(StatusCode::FOUND);
     answer.headers.push((header::LOCATION, target));
     answer

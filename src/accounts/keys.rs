@@ -1,5 +1,5 @@
 //! What access tokens are signed with: `jwt-secret` (HS256), or the first of
-//! `accounts-signing-keys` (ES256, its `kid` in the header); and the key set published at
+//! `accounts-signing-keys` (ES256 or RS256, its `kid` in the header); and the key set published at
 //! `/auth/v1/.well-known/jwks.json` (the public keys of all of them; an HMAC secret is never
 //! published), which supabase-js's `getClaims()` verifies tokens with.
 
@@ -21,7 +21,7 @@ impl Keys {
                 let mut jwk = k.public_jwk.clone();
                 if let serde_json::Value::Object(fields) = &mut jwk {
                     fields.insert("kid".into(), k.kid.clone().into());
-                    fields.insert("alg".into(), "ES256".into());
+                    fields.insert("alg".into(), format!("{:?}", k.alg).into());
                     fields.insert("use".into(), "sig".into());
                     fields.insert("key_ops".into(), serde_json::json!(["verify"]));
                 }
@@ -31,9 +31,13 @@ impl Keys {
         .to_string();
         match signing.first() {
             Some(k) => {
-                let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
+                let mut header = jsonwebtoken::Header::new(k.alg);
                 header.kid = Some(k.kid.clone());
-                Keys { header, key: jsonwebtoken::EncodingKey::from_ec_der(&k.pkcs8_der), jwks }
+                let key = match k.alg {
+                    jsonwebtoken::Algorithm::RS256 => jsonwebtoken::EncodingKey::from_rsa_der(&k.der),
+                    _ => jsonwebtoken::EncodingKey::from_ec_der(&k.der),
+                };
+                Keys { header, key, jwks }
             }
             None => Keys {
                 header: jsonwebtoken::Header::default(),

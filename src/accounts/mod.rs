@@ -47,6 +47,7 @@ mod external;
 mod gotrue;
 mod hashing;
 mod hooks;
+mod identities;
 mod keys;
 mod limits;
 mod links;
@@ -165,8 +166,10 @@ pub struct Accounts {
     /// `accounts-hook-custom-access-token` and `accounts-hook-before-user-created`.
     access_token_hook: Option<String>,
     before_user_created_hook: Option<String>,
-    /// `accounts-providers`.
+    /// `accounts-providers`, and whether users may add identities to their accounts
+    /// (`accounts-manual-linking`).
     providers: external::Providers,
+    manual_linking: bool,
 }
 
 impl Accounts {
@@ -197,6 +200,7 @@ impl Accounts {
             before_user_created_hook,
             mail: Mail::new(&settings.mail)?,
             providers: external::Providers::new(&settings.providers, secret, &settings.mail.external_url),
+            manual_linking: settings.manual_linking,
             keys: keys::Keys::new(secret, &settings.signing_keys),
             signups,
             reuse_interval: settings.refresh_reuse_interval as i64,
@@ -243,7 +247,7 @@ impl Accounts {
                 Some("password") => self.login(body, client).await,
                 Some("refresh_token") => self.refresh(body).await,
                 Some("pkce") => self.exchange_code(body).await,
-                Some("id_token") => self.id_token_grant(body, client).await,
+                Some("id_token") => self.id_token_grant(body, client, credentials).await,
                 _ => Err(fail(StatusCode::BAD_REQUEST, "unsupported_grant_type", "Unsupported grant type")),
             },
             (&Method::GET, "/settings") => Ok(self.settings()),
@@ -268,6 +272,13 @@ impl Accounts {
             (&Method::GET, "/user") => self.get_user(&user::signed_in(credentials)?).await,
             (&Method::PUT, "/user") => {
                 self.update_user(&user::signed_in(credentials)?, body, redirect, client).await
+            }
+            (&Method::GET, "/user/identities/authorize") => {
+                self.link_identity(&user::signed_in(credentials)?, query).await
+            }
+            (&Method::DELETE, route) if route.starts_with("/user/identities/") => {
+                let id = route.trim_start_matches("/user/identities/");
+                self.unlink_identity(&user::signed_in(credentials)?, id).await
             }
             (&Method::GET, "/reauthenticate") => self.reauthenticate(&user::signed_in(credentials)?).await,
             (&Method::POST, "/logout") => self.logout(&user::signed_in(credentials)?, param("scope")).await,

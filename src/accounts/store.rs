@@ -134,6 +134,19 @@ pub enum Linked {
     WouldCreate,
 }
 
+/// How adding an identity to a signed-in user's account ended.
+#[derive(Debug, Clone)]
+pub enum Attached {
+    /// Added; an account without an address took the identity's verified one (and stopped being
+    /// anonymous).
+    Done(Box<User>),
+    /// The identity was the user's already.
+    AlreadyTheirs,
+    /// The identity is another account's.
+    Others,
+    NoUser,
+}
+
 /// Changes to an account: `None` changes nothing.
 #[derive(Debug, Clone, Default)]
 pub struct UserChanges {
@@ -388,6 +401,22 @@ pub trait AccountStore: Send + Sync {
         new: NewUser,
         create: bool,
     ) -> BoxFuture<'_, Result<Linked, Error>>;
+
+    /// Adds `identity` to the account `user_id` (GoTrue's manual linking).
+    fn attach_identity(
+        &self,
+        user_id: String,
+        identity: ExternalIdentity,
+    ) -> BoxFuture<'_, Result<Attached, Error>>;
+
+    /// Removes the identity `identity_id` (one at a provider, not the address's own) from the
+    /// account `user_id`, and its provider from `app_metadata.providers` unless another of the
+    /// account's identities is at it; the account, or `None` if it had no such identity.
+    fn detach_identity(
+        &self,
+        user_id: String,
+        identity_id: String,
+    ) -> BoxFuture<'_, Result<Option<User>, Error>>;
 
     /// Ends sessions of `user_id`: all of them, `session` only, or all others.
     fn logout(

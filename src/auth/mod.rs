@@ -76,12 +76,14 @@ impl Authenticator {
         if config.accounts.enabled {
             keys.extend(config.accounts.signing_keys.iter().filter_map(|k| {
                 let text = |name: &str| k.public_jwk.get(name).and_then(|v| v.as_str()).unwrap_or("");
-                let key = jsonwebtoken::DecodingKey::from_ec_components(text("x"), text("y")).ok()?;
-                Some(VerificationKey {
-                    kid: Some(k.kid.clone()),
-                    key,
-                    algorithms: vec![jsonwebtoken::Algorithm::ES256],
-                })
+                let key = match k.alg {
+                    jsonwebtoken::Algorithm::RS256 => {
+                        jsonwebtoken::DecodingKey::from_rsa_components(text("n"), text("e"))
+                    }
+                    _ => jsonwebtoken::DecodingKey::from_ec_components(text("x"), text("y")),
+                }
+                .ok()?;
+                Some(VerificationKey { kid: Some(k.kid.clone()), key, algorithms: vec![k.alg] })
             }));
         }
         let anon_role: Option<Arc<str>> = config.db.anon_role.as_deref().map(Arc::from);

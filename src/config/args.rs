@@ -57,15 +57,20 @@ pub struct ServeArgs {
     )]
     pub accounts_anonymous_enabled: Option<bool>,
     /// Keys the accounts sign access tokens with instead of `jwt-secret`: comma-separated P-256
-    /// private keys in PEM (each inline or `@FILE`), ES256; the first signs, all are published at
+    /// (ES256) or RSA (RS256) private keys in PEM, or JWK sets (the Supabase CLI's
+    /// signing_keys.json), each inline or `@FILE`; the first signs, all are published at
     /// /auth/v1/.well-known/jwks.json and trusted [default: none].
     #[arg(long = "accounts-signing-keys", env = "ROWGATE_ACCOUNTS_SIGNING_KEYS", value_name = "KEYS")]
     pub accounts_signing_keys: Option<String>,
     /// OpenID Connect providers users may sign in with, one per line or `;`-separated: `NAME
     /// issuer=URL client-id=ID secret=SECRET [scopes=a,b]`, the secret inline or `@FILE`; the
-    /// provider's redirect URI is `accounts-external-url` + `/callback` [default: none].
+    /// provider's redirect URI is `accounts-external-url` + `/auth/v1/callback` [default: none].
     #[arg(long = "accounts-providers", env = "ROWGATE_ACCOUNTS_PROVIDERS", value_name = "PROVIDERS")]
     pub accounts_providers: Option<String>,
+    /// Whether signed-in users may add identities at providers to their accounts and remove them
+    /// (`/user/identities`, supabase-js's `linkIdentity`), GoTrue's manual linking [default: false].
+    #[arg(long = "accounts-manual-linking", env = "ROWGATE_ACCOUNTS_MANUAL_LINKING", value_name = "BOOL")]
+    pub accounts_manual_linking: Option<bool>,
     /// Supabase's custom access token hook: on PostgreSQL a function `schema.function(event jsonb)
     /// returns jsonb` (or GoTrue's `pg-functions://postgres/schema/function`) that returns the
     /// token's claims; on SQLite a SELECT of one JSON object of claims to add, with parameters

@@ -29,6 +29,8 @@ pub struct AccountsSettings {
     pub signing_keys: Vec<super::signing_keys::SigningKey>,
     /// `accounts-providers`.
     pub providers: Vec<super::providers::Provider>,
+    /// `accounts-manual-linking`.
+    pub manual_linking: bool,
 }
 
 impl AccountsSettings {
@@ -77,6 +79,7 @@ impl AccountsSettings {
                 Some(list) => super::providers::parse(&list).map_err(|e| invalid("accounts-providers", e))?,
                 None => Vec::new(),
             },
+            manual_linking: a.accounts_manual_linking.or(f.accounts_manual_linking).unwrap_or(false),
         })
     }
 }

@@ -21,6 +21,8 @@ fn with_provider(args: ServeArgs, port: u16) -> ServeArgs {
         accounts_enabled: Some(true),
         accounts_external_url: Some(format!("http://127.0.0.1:{port}")),
         accounts_site_url: Some("http://app.test".into()),
+        accounts_manual_linking: Some(true),
+        accounts_anonymous_enabled: Some(true),
         accounts_providers: Some(format!(
             "test issuer={} client-id={} secret={}",
             idp.issuer, idp.client_id, idp.secret
@@ -54,6 +56,8 @@ on_both!(an_address_the_provider_did_not_verify_takes_no_account);
 on_both!(a_pkce_client_gets_a_code_only_its_verifier_exchanges);
 on_both!(refusals_and_forged_states_come_back_as_errors);
 on_both!(an_id_token_from_the_provider_signs_in);
+on_both!(a_signed_in_user_links_an_identity_and_unlinks_it);
+on_both!(an_anonymous_user_becomes_the_identity_s);
 
 /// A unique login name at the provider for one test on one backend.
 fn login(name: &str, base: &str) -> String {
@@ -260,6 +264,98 @@ fn an_id_token_from_the_provider_signs_in(base: &str) {
 }
 
 on_both!(supabase_js_signs_in_through_the_provider);
+
+fn a_signed_in_user_links_an_identity_and_unlinks_it(base: &str) {
+    let email = format!("{}@example.com", login("ida", base));
+    let (status, signed_up) = auth(base, "/auth/v1/signup", json!({"email": email, "password": "ida's own"}));
+    assert_eq!(status, 200, "{signed_up}");
+    let access = signed_up["access_token"].as_str().unwrap();
+    let bearer = format!("Bearer {access}");
+    let authorize = "/auth/v1/user/identities/authorize?provider=test&redirect_to=http://app.test/linked&skip_http_redirect=true";
+    let r = send_to(base, "GET", authorize, &[("authorization", &bearer)], None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let url = r.json()["url"].as_str().expect("a url").to_owned();
+    // At the provider, another name than the address's: the identity is added all the same.
+    let work = login("ida-at-work", base);
+    let callback = sign_in_at(&url, &work, &format!("{base}/auth/v1/callback"));
+    let (status, to) = follow(base, &callback);
+    assert_eq!(status, 302);
+    assert!(to.starts_with("http://app.test/linked#access_token="), "{to}");
+    let user = get_user(base, fragment(&to)["access_token"].as_str().unwrap());
+    assert_eq!(user["id"], signed_up["user"]["id"]);
+    assert_eq!(user["email"], email.as_str());
+    assert_eq!(user["app_metadata"]["providers"], json!(["email", "test"]));
+    let identities = user["identities"].as_array().unwrap();
+    assert_eq!(
+        identities.iter().map(|i| i["provider"].as_str().unwrap()).collect::<Vec<_>>(),
+        ["email", "test"]
+    );
+
+    // The same identity again: refused, back on the page.
+    let r = send_to(base, "GET", authorize, &[("authorization", &bearer)], None);
+    let callback = sign_in_at(r.json()["url"].as_str().unwrap(), &work, &format!("{base}/auth/v1/callback"));
+    let (_, to) = follow(base, &callback);
+    assert!(
+        to.contains("error_code=identity_already_exists&error_description=Identity+is+already+linked&"),
+        "{to}"
+    );
+
+    let delete = |id: &str| {
+        send_to(
+            base,
+            "DELETE",
+            &format!("/auth/v1/user/identities/{id}"),
+            &[("authorization", &bearer)],
+            None,
+        )
+    };
+    let r = delete(identities[1]["identity_id"].as_str().unwrap());
+    assert_eq!((r.status, r.body.as_str()), (200, "{}"));
+    let user = get_user(base, access);
+    assert_eq!(user["app_metadata"]["providers"], json!(["email"]));
+    assert_eq!(user["identities"].as_array().map(Vec::len), Some(1));
+    let r = delete(identities[1]["identity_id"].as_str().unwrap());
+    assert_eq!(r.status, 422);
+    assert_eq!(r.json()["error_code"], "single_identity_not_deletable");
+}
+
+fn an_anonymous_user_becomes_the_identity_s(base: &str) {
+    let (status, anonymous) = auth(base, "/auth/v1/signup", json!({}));
+    assert_eq!(status, 200, "{anonymous}");
+    let bearer = format!("Bearer {}", anonymous["access_token"].as_str().unwrap());
+    let name = login("jo", base);
+    let token = id_token(&name, "n");
+    let (status, session) = call_json(
+        base,
+        "/auth/v1/token?grant_type=id_token",
+        &bearer,
+        json!({"provider": "test", "id_token": token, "nonce": "n", "link_identity": true}),
+    );
+    assert_eq!(status, 200, "{session}");
+    assert_eq!(session["user"]["id"], anonymous["user"]["id"]);
+    assert_eq!(session["user"]["email"], format!("{name}@example.com"));
+    assert_eq!(session["user"]["is_anonymous"], false);
+    assert!(session["user"]["email_confirmed_at"].is_string());
+    // Without a user's token, no linking.
+    let (status, refused) = auth(
+        base,
+        "/auth/v1/token?grant_type=id_token",
+        json!({"provider": "test", "id_token": token, "nonce": "n", "link_identity": true}),
+    );
+    assert_eq!(
+        (status, refused),
+        (
+            400,
+            json!({"error": "invalid request", "error_description": "Linking requires a valid user access token in Authorization"})
+        )
+    );
+}
+
+fn call_json(base: &str, path: &str, bearer: &str, body: Value) -> (u16, Value) {
+    let headers = [("content-type", "application/json"), ("authorization", bearer)];
+    let r = send_to(base, "POST", path, &headers, Some(&body.to_string()));
+    (r.status, r.json())
+}
 
 /// tests/js/oauth.test.mjs: the real supabase-js client's `signInWithOAuth` (implicit and PKCE)
 /// and `signInWithIdToken` against `base`.

@@ -606,6 +606,82 @@ fn tokens_signed_with_es256_keys_are_published_trusted_and_rotated() {
     assert_eq!(api(&sign(OLD_KEY, &keys[0]["kid"])), 401, "signed by one key, named as the other");
 }
 
+#[test]
+fn tokens_signed_with_a_supabase_rsa_key_set_are_rs256_and_its_api_keys_are_trusted() {
+    let dir = tempfile::tempdir().expect("temp dir").keep();
+    let set = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/signing_keys.json");
+    let base = crate::sqlite::serve_sqlite(
+        &dir.join("rsa.db"),
+        crate::accounts::SCHEMA,
+        crate::accounts::RULES,
+        rowgate::config::ServeArgs {
+            accounts_enabled: Some(true),
+            accounts_signing_keys: Some(format!("@{set}")),
+            ..Default::default()
+        },
+    );
+    let jwks = request_to(&base, "GET", "/auth/v1/.well-known/jwks.json", &[]).json();
+    let key = &jwks["keys"][0];
+    assert_eq!(
+        (&key["kty"], &key["alg"], &key["kid"], key.get("d")),
+        (&json!("RSA"), &json!("RS256"), &json!("rowgate-test-rsa"), None)
+    );
+    let session = sign_up(&base, "rue@example.com", "secret-rue", json!({}));
+    let token = access(&session);
+    let header = jsonwebtoken::decode_header(token).expect("a header");
+    assert_eq!(
+        (header.alg, header.kid.as_deref()),
+        (jsonwebtoken::Algorithm::RS256, Some("rowgate-test-rsa"))
+    );
+    let bearer = format!("Bearer {token}");
+    assert_eq!(request_to(&base, "GET", "/notes", &[("authorization", &bearer)]).status, 200);
+    // An API key signed with the set's key, as the Supabase CLI makes its publishable key.
+    let jwk: Value =
+        serde_json::from_str::<Value>(&std::fs::read_to_string(set).unwrap()).unwrap()[0].clone();
+    let private = rsa_der(&jwk);
+    let key = |role: &str| {
+        let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::RS256);
+        header.kid = Some("rowgate-test-rsa".into());
+        let claims = json!({"iss": "supabase-demo", "role": role, "exp": 4_102_444_800u64});
+        jsonwebtoken::encode(&header, &claims, &jsonwebtoken::EncodingKey::from_rsa_der(&private))
+            .expect("a key")
+    };
+    assert_eq!(request_to(&base, "GET", "/notes", &[("apikey", &key("service_role"))]).status, 200);
+    let (status, _) = auth_with(
+        &base,
+        "/auth/v1/token?grant_type=password",
+        &key("anon"),
+        json!({"email": "rue@example.com", "password": "secret-rue"}),
+    );
+    assert_eq!(status, 200);
+}
+
+/// An RSA private JWK's PKCS#1 DER.
+fn rsa_der(jwk: &Value) -> Vec<u8> {
+    use base64::Engine;
+    use rsa::pkcs1::EncodeRsaPrivateKey;
+    let int = |k: &str| {
+        rsa::BigUint::from_bytes_be(
+            &base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(jwk[k].as_str().unwrap()).unwrap(),
+        )
+    };
+    let key =
+        rsa::RsaPrivateKey::from_components(int("n"), int("e"), int("d"), vec![int("p"), int("q")]).unwrap();
+    key.to_pkcs1_der().unwrap().as_bytes().to_vec()
+}
+
+/// A POST to the accounts with the API key `apikey`.
+fn auth_with(base: &str, path: &str, apikey: &str, body: Value) -> (u16, Value) {
+    let r = crate::support::send_to(
+        base,
+        "POST",
+        path,
+        &[("content-type", "application/json"), ("apikey", apikey)],
+        Some(&body.to_string()),
+    );
+    (r.status, r.json())
+}
+
 /// A P-256 private key's PKCS#8 DER, from its PEM (PKCS#8 or SEC1).
 fn pem_to_pkcs8(pem: &str) -> Vec<u8> {
     use p256::pkcs8::{DecodePrivateKey, EncodePrivateKey};

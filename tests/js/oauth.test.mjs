@@ -90,3 +90,23 @@ test('signInWithIdToken with a token the app got from the provider itself', asyn
   const { error: refused } = await supabase.auth.signInWithIdToken({ provider: 'test', token, nonce: 'not it' })
   assert.equal(refused.status, 400)
 })
+
+test('linkIdentity, then unlinkIdentity, for a signed-in user', async () => {
+  const supabase = client('implicit')
+  const { error: signUpError } = await supabase.auth.signUp({ email: `kit-${run}@example.com`, password: 'kit-s-password' })
+  assert.equal(signUpError, null)
+  const { data, error } = await supabase.auth.linkIdentity({
+    provider: 'test',
+    options: { redirectTo: 'http://app.test/linked', skipBrowserRedirect: true },
+  })
+  assert.equal(error, null)
+  const callback = await signInAt(data.url, { login: `kit-at-work-${run}`, stopAt: `${url}/auth/v1/callback` })
+  const back = await fetch(callback, { redirect: 'manual' })
+  assert.ok(back.headers.get('location').startsWith('http://app.test/linked#access_token='))
+  const { data: linked } = await supabase.auth.getUserIdentities()
+  assert.deepEqual(linked.identities.map((i) => i.provider), ['email', 'test'])
+  const { error: unlinkError } = await supabase.auth.unlinkIdentity(linked.identities.find((i) => i.provider === 'test'))
+  assert.equal(unlinkError, null)
+  const { data: after } = await supabase.auth.getUserIdentities()
+  assert.deepEqual(after.identities.map((i) => i.provider), ['email'])
+})

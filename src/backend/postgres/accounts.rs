@@ -9,9 +9,9 @@ use tokio_postgres::types::Type;
 use tokio_postgres::Client;
 
 use crate::accounts::store::{
-    lifetime, random_token, token_hash, AccountStore, Challenged, Created, Enrolled, ExternalIdentity, Flow,
-    Hook, Issued, Linked, NewFactor, NewUser, OneTime, Redeem, Scope, Started, TakenFlow, Updated, User,
-    UserChanges, WithHash,
+    lifetime, random_token, token_hash, AccountStore, Attached, Challenged, Created, Enrolled,
+    ExternalIdentity, Flow, Hook, Issued, Linked, NewFactor, NewUser, OneTime, Redeem, Scope, Started,
+    TakenFlow, Updated, User, UserChanges, WithHash,
 };
 use crate::error::Error;
 
@@ -33,7 +33,9 @@ const FUNCTIONS: &str = "rowgate.account_create(text, text, text, text, jsonb, j
   rowgate.account_factor_unenroll(text, text, boolean),
   rowgate.account_flow_start(text, text, text, text, text, text), rowgate.account_flow_code(text, text),
   rowgate.account_flow_take(text),
-  rowgate.account_link_identity(text, text, text, boolean, jsonb, text, jsonb, jsonb, boolean, boolean)";
+  rowgate.account_link_identity(text, text, text, boolean, jsonb, text, jsonb, jsonb, boolean, boolean),
+  rowgate.account_attach_identity(text, text, text, text, boolean, jsonb),
+  rowgate.account_detach_identity(text, text)";
 
 /// Creates (or updates) the accounts' tables and functions and lets `role` call the functions;
 /// nothing else may (the tables hold password hashes).
@@ -550,6 +552,22 @@ impl AccountStore for PgAccounts {
         create: bool,
     ) -> BoxFuture<'_, Result<Linked, Error>> {
         Box::pin(super::identities::link(self, identity, new, create))
+    }
+
+    fn attach_identity(
+        &self,
+        user_id: String,
+        identity: ExternalIdentity,
+    ) -> BoxFuture<'_, Result<Attached, Error>> {
+        Box::pin(super::identities::attach(self, user_id, identity))
+    }
+
+    fn detach_identity(
+        &self,
+        user_id: String,
+        identity_id: String,
+    ) -> BoxFuture<'_, Result<Option<User>, Error>> {
+        Box::pin(super::identities::detach(self, user_id, identity_id))
     }
 
     fn logout(

@@ -630,6 +630,73 @@ CREATE OR REPLACE FUNCTION rowgate.account_flow_take(p_code text)
                 extract(epoch FROM f.auth_code_issued_at)::bigint
   $$;
 
+-- The providers of an account's app_metadata with p_provider among them, and as its provider
+-- if it had none.
+CREATE OR REPLACE FUNCTION rowgate.with_provider(app jsonb, p_provider text) RETURNS jsonb
+  LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp
+  AS $$ SELECT coalesce(app, '{}')
+        || jsonb_build_object('provider', coalesce(app ->> 'provider', p_provider),
+                              'providers', CASE WHEN coalesce(app -> 'providers', '[]') ? p_provider
+                                                THEN app -> 'providers'
+                                                ELSE coalesce(app -> 'providers', '[]') || to_jsonb(p_provider) END) $$;
+
+-- An identity added to a signed-in user's account (GoTrue's manual linking): `attached` is done,
+-- theirs (it was already), others (another account has it) or no_user. An account without an
+-- address takes the identity's verified one, unless another account has it, and stops being
+-- anonymous.
+CREATE OR REPLACE FUNCTION rowgate.account_attach_identity(
+  p_user text, p_provider text, p_subject text, p_email text, p_verified boolean, p_data jsonb)
+  RETURNS TABLE (account rowgate.account, attached text)
+  LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+  AS $$
+  DECLARE v_owner uuid; v_email text;
+  BEGIN
+    SELECT i.user_id INTO v_owner FROM auth.identities i WHERE i.provider = p_provider AND i.provider_id = p_subject;
+    IF FOUND THEN
+      RETURN QUERY SELECT NULL::rowgate.account, CASE WHEN v_owner::text = p_user THEN 'theirs' ELSE 'others' END;
+      RETURN;
+    END IF;
+    SELECT u.email INTO v_email FROM auth.users u WHERE u.id::text = p_user FOR UPDATE;
+    IF NOT FOUND THEN
+      RETURN QUERY SELECT NULL::rowgate.account, 'no_user'::text;
+      RETURN;
+    END IF;
+    INSERT INTO auth.identities (id, provider_id, user_id, identity_data, provider, last_sign_in_at, created_at, updated_at)
+      VALUES (gen_random_uuid(), p_subject, p_user::uuid, p_data, p_provider, now(), now(), now());
+    IF v_email IS NULL AND p_verified AND p_email IS NOT NULL
+       AND NOT EXISTS (SELECT 1 FROM auth.users x WHERE x.email = p_email) THEN
+      UPDATE auth.users SET email = p_email, email_confirmed_at = now(), is_anonymous = false WHERE id::text = p_user;
+    END IF;
+    UPDATE auth.users u SET raw_app_meta_data = rowgate.with_provider(u.raw_app_meta_data, p_provider), updated_at = now()
+      WHERE u.id::text = p_user;
+    RETURN QUERY SELECT rowgate.account_of(u), 'done'::text FROM auth.users u WHERE u.id::text = p_user;
+  END $$;
+
+-- An identity at a provider removed from an account (never the address's own), and the provider
+-- from its providers unless another of its identities is there; no row if it had no such identity.
+CREATE OR REPLACE FUNCTION rowgate.account_detach_identity(p_user text, p_identity text)
+  RETURNS SETOF rowgate.account
+  LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+  AS $$
+  DECLARE v_provider text; v_left jsonb;
+  BEGIN
+    DELETE FROM auth.identities i WHERE i.id::text = p_identity AND i.user_id::text = p_user AND i.provider <> 'email'
+      RETURNING i.provider INTO v_provider;
+    IF NOT FOUND THEN RETURN; END IF;
+    IF NOT EXISTS (SELECT 1 FROM auth.identities i WHERE i.user_id::text = p_user AND i.provider = v_provider) THEN
+      UPDATE auth.users u SET updated_at = now(),
+          raw_app_meta_data = coalesce(u.raw_app_meta_data, '{}')
+            || jsonb_build_object('providers', coalesce(u.raw_app_meta_data -> 'providers', '[]') - v_provider)
+        WHERE u.id::text = p_user
+        RETURNING raw_app_meta_data -> 'providers' INTO v_left;
+      UPDATE auth.users u SET raw_app_meta_data = CASE
+          WHEN jsonb_array_length(coalesce(v_left, '[]')) = 0 THEN u.raw_app_meta_data - 'provider'
+          ELSE u.raw_app_meta_data || jsonb_build_object('provider', v_left -> 0) END
+        WHERE u.id::text = p_user AND u.raw_app_meta_data ->> 'provider' = v_provider;
+    END IF;
+    RETURN QUERY SELECT (rowgate.account_of(u)).* FROM auth.users u WHERE u.id::text = p_user;
+  END $$;
+
 -- Whose an identity at an OpenID provider is, as GoTrue links them: the account that has it
 -- (its data refreshed), else the one with its address if the provider verified it, else with
 -- p_create a new account (without the address if another has it). An account whose address was
@@ -682,11 +749,7 @@ CREATE OR REPLACE FUNCTION rowgate.account_link_identity(
     ELSE
       UPDATE auth.users u SET updated_at = now(),
           raw_user_meta_data = rowgate.merged(u.raw_user_meta_data, p_data),
-          raw_app_meta_data = coalesce(u.raw_app_meta_data, '{}')
-            || jsonb_build_object('provider', coalesce(u.raw_app_meta_data ->> 'provider', p_provider),
-                                  'providers', CASE WHEN coalesce(u.raw_app_meta_data -> 'providers', '[]') ? p_provider
-                                                    THEN u.raw_app_meta_data -> 'providers'
-                                                    ELSE coalesce(u.raw_app_meta_data -> 'providers', '[]') || to_jsonb(p_provider) END)
+          raw_app_meta_data = rowgate.with_provider(u.raw_app_meta_data, p_provider)
         WHERE u.id = v_user;
     END IF;
     -- Read again: triggers on auth.users may have changed the row.
@@ -725,4 +788,6 @@ REVOKE ALL ON FUNCTION
   rowgate.account_factor_unenroll(text, text, boolean),
   rowgate.account_flow_start(text, text, text, text, text, text), rowgate.account_flow_code(text, text),
   rowgate.account_flow_take(text),
-  rowgate.account_link_identity(text, text, text, boolean, jsonb, text, jsonb, jsonb, boolean, boolean) FROM PUBLIC;
+  rowgate.account_link_identity(text, text, text, boolean, jsonb, text, jsonb, jsonb, boolean, boolean),
+  rowgate.account_attach_identity(text, text, text, text, boolean, jsonb),
+  rowgate.account_detach_identity(text, text) FROM PUBLIC;

@@ -9,8 +9,8 @@ use rusqlite::OptionalExtension;
 
 use super::db::SqliteDb;
 use crate::accounts::store::{
-    expires, merged, unix_now, AccountStore, Challenged, Created, Enrolled, ExternalIdentity, Flow, Hook,
-    Issued, Linked, NewFactor, NewUser, OneTime, Redeem, Scope, Started, TakenFlow, Updated, User,
+    expires, merged, unix_now, AccountStore, Attached, Challenged, Created, Enrolled, ExternalIdentity, Flow,
+    Hook, Issued, Linked, NewFactor, NewUser, OneTime, Redeem, Scope, Started, TakenFlow, Updated, User,
     UserChanges, WithHash,
 };
 use crate::error::Error;
@@ -128,8 +128,10 @@ mod codes;
 mod external;
 mod mfa;
 mod tokens;
+mod users;
 
 use tokens::{random_stamped, rotate, sqlite_key, store_refresh};
+use users::{insert_user, update};
 
 /// How many columns [`user_columns`] names.
 pub(super) const USER_COLUMNS: usize = 19;
@@ -441,6 +443,24 @@ impl AccountStore for SqliteAccounts {
         Box::pin(self.db.with_writer(move |c| atomically(c, |tx| external::link(tx, &identity, new, create))))
     }
 
+    fn attach_identity(
+        &self,
+        user_id: String,
+        identity: ExternalIdentity,
+    ) -> BoxFuture<'_, Result<Attached, Error>> {
+        Box::pin(self.db.with_writer(move |c| atomically(c, |tx| external::attach(tx, &user_id, &identity))))
+    }
+
+    fn detach_identity(
+        &self,
+        user_id: String,
+        identity_id: String,
+    ) -> BoxFuture<'_, Result<Option<User>, Error>> {
+        Box::pin(
+            self.db.with_writer(move |c| atomically(c, |tx| external::detach(tx, &user_id, &identity_id))),
+        )
+    }
+
     fn logout(
         &self,
         user_id: String,
@@ -463,90 +483,8 @@ impl AccountStore for SqliteAccounts {
     }
 }
 
-/// [`AccountStore::update`] on SQLite: on the writer thread, so reading the metadata, merging
-/// and writing it back cannot interleave with another change.
-fn update(tx: &rusqlite::Connection, id: &str, changes: UserChanges) -> Result<Updated, Error> {
-    let Some(current) = tx.query_row(USER_BY_ID, [id], sqlite_user).optional().map_err(sqlite_error)? else {
-        return Ok(Updated::NotFound);
-    };
-    let user_metadata = changes.user_metadata.as_deref().map(|p| merged(&current.user_metadata, p));
-    let app_metadata = changes.app_metadata.as_deref().map(|p| merged(&current.app_metadata, p));
-    let (ban, until) = (changes.banned_until.is_some(), changes.banned_until.flatten());
-    let result = tx.execute(
-        "UPDATE _rowgate_users SET \
-           email = coalesce(?2, email), phone = coalesce(?3, phone), \
-           encrypted_password = coalesce(?4, encrypted_password), \
-           raw_user_meta_data = coalesce(?5, raw_user_meta_data), raw_app_meta_data = coalesce(?6, raw_app_meta_data), \
-           email_confirmed_at = CASE WHEN ?7 AND email_confirmed_at IS NULL \
-             THEN strftime('%Y-%m-%dT%H:%M:%fZ', 'now') ELSE email_confirmed_at END, \
-           banned_until = CASE WHEN ?8 THEN strftime('%Y-%m-%dT%H:%M:%fZ', ?9, 'unixepoch') ELSE banned_until END, \
-           is_anonymous = coalesce(?10, is_anonymous), role = coalesce(?11, role), \
-           updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') \
-         WHERE id = ?1",
-        rusqlite::params![
-            id,
-            changes.email,
-            changes.phone,
-            changes.password_hash,
-            user_metadata,
-            app_metadata,
-            changes.confirm_email,
-            ban,
-            until,
-            changes.is_anonymous,
-            changes.role,
-        ],
-    );
-    match result {
-        Ok(_) => {}
-        Err(rusqlite::Error::SqliteFailure(f, _))
-            if f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE =>
-        {
-            return Ok(Updated::Taken)
-        }
-        Err(e) => return Err(sqlite_error(e)),
-    }
-    Ok(Updated::Done(Box::new(tx.query_row(USER_BY_ID, [id], sqlite_user).map_err(sqlite_error)?)))
-}
-
 /// Runs `f` in a savepoint of the writer's transaction: all of it is written, or none (the
 /// batch's other writes are kept either way).
-/// Inserts the account `user` (signed in now if `signed_in`); false if its id, address or phone
-/// is taken.
-fn insert_user(tx: &rusqlite::Connection, user: &NewUser, signed_in: bool) -> Result<bool, Error> {
-    let inserted = tx.execute(
-        "INSERT INTO _rowgate_users (id, email, phone, encrypted_password, role, raw_app_meta_data, \
-         raw_user_meta_data, is_anonymous, email_confirmed_at, last_sign_in_at, banned_until) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, \
-           CASE WHEN ?9 AND ?2 IS NOT NULL THEN strftime('%Y-%m-%dT%H:%M:%fZ', 'now') END, \
-           CASE WHEN ?10 THEN strftime('%Y-%m-%dT%H:%M:%fZ', 'now') END, \
-           strftime('%Y-%m-%dT%H:%M:%fZ', ?11, 'unixepoch'))",
-        rusqlite::params![
-            user.id,
-            user.email,
-            user.phone,
-            user.password_hash,
-            user.role,
-            user.app_metadata,
-            user.user_metadata,
-            user.is_anonymous,
-            user.confirmed,
-            signed_in,
-            user.banned_until,
-        ],
-    );
-    match inserted {
-        Ok(_) => Ok(true),
-        Err(rusqlite::Error::SqliteFailure(f, _))
-            if f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
-                || f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY =>
-        {
-            Ok(false)
-        }
-        Err(e) => Err(sqlite_error(e)),
-    }
-}
-
 fn atomically<T>(
     c: &rusqlite::Connection,
     f: impl FnOnce(&rusqlite::Connection) -> Result<T, Error>,
