@@ -164,8 +164,9 @@ impl Providers {
 }
 
 /// The parameters of a request to `/authorize` that are the server's to set.
-const RESERVED: [&str; 12] = [
+const RESERVED: [&str; 13] = [
     "provider",
+    "skip_http_redirect",
     "scopes",
     "redirect_to",
     "code_challenge",
@@ -225,10 +226,12 @@ impl Accounts {
         let token = self.providers.sign(&state)?;
         let verifier = PkceCodeVerifier::new(self.providers.derived("verifier", &state.id));
         let nonce = Nonce::new(self.providers.derived("nonce", &state.id));
-        let mut scopes: Vec<String> = ["email", "profile"].into_iter().map(str::to_owned).collect();
-        scopes.extend(provider.scopes.iter().cloned());
-        scopes.extend(param("scopes").unwrap_or("").split_whitespace().map(str::to_owned));
-        scopes.dedup();
+        let mut scopes = provider.scopes.clone();
+        for scope in param("scopes").unwrap_or("").split_whitespace() {
+            if !scopes.iter().any(|s| s == scope) {
+                scopes.push(scope.to_owned());
+            }
+        }
         let mut request = client
             .authorize_url(
                 CoreAuthenticationFlow::AuthorizationCode,
@@ -238,6 +241,9 @@ impl Accounts {
             .set_pkce_challenge(PkceCodeChallenge::from_code_verifier_sha256(&verifier));
         for scope in scopes.into_iter().filter(|s| s != "openid") {
             request = request.add_scope(Scope::new(scope));
+        }
+        if provider.form_post {
+            request = request.add_extra_param("response_mode", "form_post");
         }
         for (k, v) in params.iter().filter(|(k, _)| !RESERVED.contains(&k.to_ascii_lowercase().as_str())) {
             request = request.add_extra_param(k.clone(), v.clone());
@@ -419,8 +425,10 @@ impl Accounts {
         let id_token: openidconnect::core::CoreIdToken =
             serde_json::from_value(Value::String(text("id_token").to_owned()))
                 .map_err(|_| oauth_error("invalid request", "Bad ID token"))?;
-        // Any audience may be beside ours (GoTrue accepts a token whose `aud` lists the client).
-        let verifier = oidc.id_token_verifier().set_other_audience_verifier_fn(|_| true);
+        // The audience is checked below: the client, or another of the provider's (a mobile
+        // app's), whatever else `aud` lists, as GoTrue accepts them.
+        let verifier =
+            oidc.id_token_verifier().require_audience_match(false).set_other_audience_verifier_fn(|_| true);
         let given = text("nonce").to_owned();
         let nonce_check = move |nonce: Option<&Nonce>| match (nonce, given.is_empty()) {
             (None, true) => Ok(()),
@@ -439,6 +447,16 @@ impl Accounts {
                 false => oauth_error("invalid request", "Bad ID token"),
             }
         })?;
+        let ours = |a: &openidconnect::Audience| {
+            std::iter::once(&provider.client_id).chain(&provider.audiences).any(|o| o == a.as_str())
+        };
+        if !claims.audiences().iter().any(ours) {
+            let listed: Vec<&str> = claims.audiences().iter().map(|a| a.as_str()).collect();
+            return Err(oauth_error(
+                "invalid request",
+                &format!("Unacceptable audience in id_token: {listed:?}"),
+            ));
+        }
         if let (Some(expected), access) = (claims.access_token_hash(), text("access_token")) {
             if !access.is_empty() {
                 let signing = id_token

@@ -1,7 +1,10 @@
 //! `accounts-providers`: the OpenID Connect providers users may sign in with (supabase-js's
 //! `signInWithOAuth({provider})` and `signInWithIdToken`), each found by its issuer's discovery
 //! document. One provider per line (or `;`-separated):
-//! `NAME issuer=URL client-id=ID secret=SECRET [scopes=a,b]`, the secret inline or `@FILE`.
+//! `NAME [issuer=URL] client-id=ID secret=SECRET [scopes=a,b] [audiences=a,b]
+//! [response-mode=form_post]`, the secret inline
+//! or `@FILE`; the issuer may be left out for the providers GoTrue knows that speak OpenID
+//! Connect (`google`, `apple`, `gitlab`, `linkedin_oidc`, `slack_oidc`).
 
 /// One provider.
 #[derive(Clone, PartialEq, Eq)]
@@ -12,8 +15,28 @@ pub struct Provider {
     pub issuer: String,
     pub client_id: String,
     pub secret: String,
-    /// Scopes asked besides `openid email profile`.
+    /// Scopes asked besides `openid`: the provider's usual ones (`email profile`; Apple's
+    /// `name email`), then those configured.
     pub scopes: Vec<String>,
+    /// Other audiences an ID token given to `/token?grant_type=id_token` may be for (an iOS
+    /// app's bundle id, an Android client's id), besides `client_id`.
+    pub audiences: Vec<String>,
+    /// Whether the provider must answer by a form posted to the callback (Apple, when asked for
+    /// the name or address).
+    pub form_post: bool,
+}
+
+/// The OpenID Connect providers GoTrue has presets for: issuer, usual scopes, whether it answers
+/// by `form_post`.
+fn preset(name: &str) -> Option<(&'static str, &'static [&'static str], bool)> {
+    Some(match name {
+        "google" => ("https://accounts.google.com", &["email", "profile"], false),
+        "apple" => ("https://appleid.apple.com", &["name", "email"], true),
+        "gitlab" => ("https://gitlab.com", &["email", "profile"], false),
+        "linkedin_oidc" => ("https://www.linkedin.com/oauth", &["email", "profile"], false),
+        "slack_oidc" => ("https://slack.com", &["email", "profile"], false),
+        _ => return None,
+    })
 }
 
 impl std::fmt::Debug for Provider {
@@ -24,6 +47,7 @@ impl std::fmt::Debug for Provider {
             .field("issuer", &self.issuer)
             .field("client_id", &self.client_id)
             .field("scopes", &self.scopes)
+            .field("audiences", &self.audiences)
             .finish_non_exhaustive()
     }
 }
@@ -51,7 +75,11 @@ fn one(entry: &str) -> Result<Provider, String> {
     if matches!(name.as_str(), "email" | "phone" | "anonymous") {
         return Err(format!("{name:?} is the name of a sign-in without a provider"));
     }
-    let (mut issuer, mut client_id, mut secret, mut scopes) = (None, None, None, Vec::new());
+    let (mut issuer, mut client_id, mut secret, mut scopes, mut audiences) =
+        (None, None, None, Vec::new(), Vec::new());
+    let mut posted = None;
+    let list =
+        |value: &str| value.split(',').filter(|s| !s.is_empty()).map(str::to_owned).collect::<Vec<_>>();
     for word in words {
         let (key, value) =
             word.split_once('=').ok_or_else(|| format!("{name}: {word:?} is not key=value"))?;
@@ -59,16 +87,35 @@ fn one(entry: &str) -> Result<Provider, String> {
             "issuer" => issuer = Some(issuer_url(&name, value)?),
             "client-id" => client_id = Some(value.to_owned()),
             "secret" => secret = Some(super::jwt_secret::read_value(value)?.trim().to_owned()),
-            "scopes" => scopes = value.split(',').filter(|s| !s.is_empty()).map(str::to_owned).collect(),
-            _ => return Err(format!("{name}: unknown key {key:?} (issuer, client-id, secret, scopes)")),
+            "scopes" => scopes = list(value),
+            "audiences" => audiences = list(value),
+            "response-mode" if value == "form_post" => posted = Some(true),
+            "response-mode" if value == "query" => posted = Some(false),
+            _ => {
+                return Err(format!(
+                    "{name}: {word:?}: the keys are issuer, client-id, secret, scopes, audiences, \
+                     response-mode (query or form_post)"
+                ))
+            }
         }
     }
     let missing = |what: &str| format!("{name}: {what}= is missing");
+    let known = preset(&name);
+    let (usual, form_post) = known.map_or((&["email", "profile"][..], false), |(_, s, f)| (s, f));
+    let issuer = match (issuer, known) {
+        (Some(issuer), _) => issuer,
+        (None, Some((issuer, _, _))) => issuer.to_owned(),
+        (None, None) => return Err(missing("issuer")),
+    };
+    let mut all: Vec<String> = usual.iter().map(|s| (*s).to_owned()).collect();
+    all.extend(scopes.into_iter().filter(|s| !usual.contains(&s.as_str())));
     Ok(Provider {
-        issuer: issuer.ok_or_else(|| missing("issuer"))?,
+        issuer,
         client_id: client_id.filter(|c| !c.is_empty()).ok_or_else(|| missing("client-id"))?,
         secret: secret.filter(|s| !s.is_empty()).ok_or_else(|| missing("secret"))?,
-        scopes,
+        scopes: all,
+        audiences,
+        form_post: posted.unwrap_or(form_post),
         name,
     })
 }
@@ -100,7 +147,7 @@ mod tests {
         assert_eq!(list.len(), 2);
         assert_eq!(list[0].name, "keycloak");
         assert_eq!(list[0].issuer, "https://id.example.com/realms/app");
-        assert_eq!(list[0].scopes, ["groups", "roles"]);
+        assert_eq!(list[0].scopes, ["email", "profile", "groups", "roles"]);
         assert_eq!(list[1].name, "google");
         assert!(!format!("{:?}", list[0]).contains("s3"));
     }
@@ -115,11 +162,31 @@ mod tests {
                 "x issuer=https://a client-id=a secret=b; x issuer=https://a client-id=a secret=b",
                 "named twice",
             ),
-            ("x issuer=https://a client-id=a secret=b colour=red", "unknown key"),
+            ("x issuer=https://a client-id=a secret=b colour=red", "the keys are issuer"),
         ] {
             let e = parse(list).unwrap_err();
             assert!(e.contains(error), "{list}: {e}");
         }
         assert!(parse("x issuer=http://127.0.0.1:9000 client-id=a secret=b").is_ok());
+        assert!(parse("x client-id=a secret=b").unwrap_err().contains("x: issuer= is missing"));
+    }
+
+    #[test]
+    fn the_providers_gotrue_knows_need_no_issuer() {
+        let list = parse("apple client-id=app.example.web secret=@/dev/null audiences=app.example.ios\ngoogle client-id=g secret=s")
+            .unwrap_err();
+        assert!(list.contains("secret= is missing"), "an empty secret file is no secret: {list}");
+        let list = parse("apple client-id=app.example.web secret=jwt audiences=app.example.ios\ngoogle client-id=g secret=s")
+            .unwrap();
+        assert_eq!(
+            (list[0].issuer.as_str(), list[0].scopes.clone(), list[0].form_post, list[0].audiences.clone()),
+            (
+                "https://appleid.apple.com",
+                vec!["name".to_owned(), "email".to_owned()],
+                true,
+                vec!["app.example.ios".to_owned()]
+            )
+        );
+        assert_eq!((list[1].issuer.as_str(), list[1].form_post), ("https://accounts.google.com", false));
     }
 }

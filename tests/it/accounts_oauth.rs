@@ -23,8 +23,13 @@ fn with_provider(args: ServeArgs, port: u16) -> ServeArgs {
         accounts_site_url: Some("http://app.test".into()),
         accounts_manual_linking: Some(true),
         accounts_anonymous_enabled: Some(true),
+        // `mobile` and `stranger` are other clients of the same provider: the first takes the
+        // ID tokens `test`'s client gets (another audience of its), the second does not.
         accounts_providers: Some(format!(
-            "test issuer={} client-id={} secret={}",
+            "test issuer={0} client-id={1} secret={2}
+             mobile issuer={0} client-id=web-client secret=x audiences={1}
+             stranger issuer={0} client-id=web-client secret=x
+             posting issuer={0} client-id={1} secret={2} response-mode=form_post",
             idp.issuer, idp.client_id, idp.secret
         )),
         ..args
@@ -57,6 +62,7 @@ on_both!(a_pkce_client_gets_a_code_only_its_verifier_exchanges);
 on_both!(refusals_and_forged_states_come_back_as_errors);
 on_both!(an_id_token_from_the_provider_signs_in);
 on_both!(a_signed_in_user_links_an_identity_and_unlinks_it);
+on_both!(a_provider_may_answer_with_a_posted_form);
 on_both!(an_anonymous_user_becomes_the_identity_s);
 
 /// A unique login name at the provider for one test on one backend.
@@ -258,12 +264,48 @@ fn an_id_token_from_the_provider_signs_in(base: &str) {
     assert_eq!(session["user"]["email"], format!("{name}@example.com"));
     assert_eq!(session["user"]["identities"][0]["provider"], "test");
 
+    let (status, refused) =
+        auth(base, grant, json!({"provider": "stranger", "id_token": token, "nonce": "the client's nonce"}));
+    assert_eq!(
+        (status, refused),
+        (
+            400,
+            json!({"error": "invalid request", "error_description": "Unacceptable audience in id_token: [\"rowgate-test\"]"})
+        )
+    );
+    let (status, mobile) =
+        auth(base, grant, json!({"provider": "mobile", "id_token": token, "nonce": "the client's nonce"}));
+    assert_eq!(status, 200, "{mobile}");
+    assert_eq!(mobile["user"]["id"], session["user"]["id"], "the verified address links the two");
+
     let settings = send_to(base, "GET", "/auth/v1/settings", &[], None).json();
     assert_eq!(settings["external"]["test"], true);
     assert_eq!(settings["external"]["google"], false);
 }
 
 on_both!(supabase_js_signs_in_through_the_provider);
+
+fn a_provider_may_answer_with_a_posted_form(base: &str) {
+    let (status, provider) =
+        follow(base, "/auth/v1/authorize?provider=posting&redirect_to=http://app.test/p");
+    assert_eq!(status, 302);
+    assert!(provider.contains("response_mode=form_post"), "{provider}");
+    let answer = sign_in_at(&provider, &login("lee", base), &format!("{base}/auth/v1/callback"));
+    let (action, form) = answer.strip_prefix("POST ").and_then(|r| r.split_once(' ')).expect("a posted form");
+    assert_eq!(action, format!("{base}/auth/v1/callback"));
+    let r = reqwest::blocking::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("a client")
+        .post(action)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(form.to_owned())
+        .send()
+        .expect("a response");
+    assert_eq!(r.status().as_u16(), 302);
+    let to = r.headers()["location"].to_str().unwrap().to_owned();
+    assert!(to.starts_with("http://app.test/p#access_token="), "{to}");
+}
 
 fn a_signed_in_user_links_an_identity_and_unlinks_it(base: &str) {
     let email = format!("{}@example.com", login("ida", base));

@@ -5,7 +5,8 @@
 //   const callback = await signInAt(authorizeUrl, { login: 'alice', stopAt: 'http://127.0.0.1:…/callback' })
 //
 // Returns the first redirect target that starts with `stopAt`, unrequested, so the test can
-// look at it (code, state, error) or hand it on.
+// look at it (code, state, error) or hand it on; or, for a provider that answers with a form
+// posted to `stopAt` (`response_mode=form_post`), `{ post, body }`, unsent.
 
 const MAX_STEPS = 20
 const REDIRECTS = new Set([301, 302, 303, 307, 308])
@@ -123,6 +124,12 @@ export async function signInAt(url, { login, stopAt }) {
 
     const onInteraction = /^\/interaction\/[^/]+$/.test(new URL(request.url).pathname)
     const isHtml = (response.headers.get('content-type') ?? '').includes('text/html')
+    // A provider answering with `response_mode=form_post`: a page whose form posts to `stopAt`.
+    const posted = isHtml ? tags(body, 'form').find((f) => (f.method ?? '').toLowerCase() === 'post') : undefined
+    if (posted?.action && new URL(posted.action, request.url).href.startsWith(stopAt)) {
+      const fields = tags(body, 'input').filter((i) => i.type === 'hidden' && i.name)
+      return { post: new URL(posted.action, request.url).href, body: new URLSearchParams(fields.map((i) => [i.name, i.value ?? ''])).toString() }
+    }
     if (response.ok && request.method === 'GET' && onInteraction && isHtml) {
       const form = interactionForm(body, login)
       if (form) {

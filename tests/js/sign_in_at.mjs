@@ -1,5 +1,6 @@
 // For the Rust tests of sign-in through an OpenID provider: walks a browser's way from URL
-// through the test provider's login (as LOGIN) and prints the first redirect to STOP_AT.
+// through the test provider's login (as LOGIN) and prints the first redirect to STOP_AT (or,
+// for a form the provider posts there, `POST <action> <form>`).
 //
 //   node sign_in_at.mjs URL LOGIN STOP_AT
 //
@@ -39,5 +40,6 @@ if (args[0] === '--id-token') {
   console.log(tokens.id_token)
 } else {
   const [url, login, stopAt] = args
-  console.log(await signInAt(url, { login, stopAt }))
+  const answer = await signInAt(url, { login, stopAt })
+  console.log(typeof answer === 'string' ? answer : `POST ${answer.post} ${answer.body}`)
 }
