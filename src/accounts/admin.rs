@@ -232,6 +232,7 @@ impl Accounts {
             user_metadata: data.unwrap_or_else(|| "{}".into()),
             app_metadata: r#"{"provider":"email","providers":["email"]}"#.into(),
             role: "authenticated".into(),
+            invited: true,
             ..Default::default()
         };
         let created = self.store.create(new, false, unix_now()).await.map_err(|_| internal())?;
@@ -277,19 +278,31 @@ impl Accounts {
             }
             ("magiclink", Some(user)) => (user, OneTime::Recovery, "magiclink", email.clone()),
             ("recovery", Some(user)) => (user, OneTime::Recovery, "recovery", email.clone()),
-            ("email_change_new", Some(user)) => {
+            ("email_change_new" | "email_change_current", Some(user)) => {
+                if kind == "email_change_current" && !self.mail.secure_email_change {
+                    return Err(validation("Enable secure email change to generate link for current email"));
+                }
                 let new_email = valid_email(text("new_email").unwrap_or(""))?;
                 if self.store.by_email(new_email.clone()).await.map_err(|_| internal())?.is_some() {
                     return Err(email_exists());
                 }
-                (user, OneTime::EmailChange, "email_change", new_email)
+                match kind {
+                    "email_change_new" => (user, OneTime::EmailChange, "email_change", new_email),
+                    _ => {
+                        // The change is recorded by its new address's code (which this link is
+                        // not); the link confirms it from the current address.
+                        self.issue_code(&user, OneTime::EmailChange, &new_email, 0, false).await?;
+                        let current = user.email.clone().unwrap_or_default();
+                        (user, OneTime::EmailChangeCurrent, "email_change", current)
+                    }
+                }
             }
-            ("email_change_new", None) => {
+            ("email_change_new" | "email_change_current", None) => {
                 return Err(fail(StatusCode::NOT_FOUND, "user_not_found", "User with this email not found"))
             }
             _ => {
                 return Err(validation(
-                    "Invalid link type: signup, invite, magiclink, recovery or email_change_new",
+                    "Invalid link type: signup, invite, magiclink, recovery, email_change_current or email_change_new",
                 ))
             }
         };

@@ -418,7 +418,8 @@ impl Accounts {
                     )
                 })?,
             (name, _, _) => self.providers.find(name).ok_or_else(|| {
-                validation(&format!("Custom OIDC provider {:?} not allowed", name.to_ascii_lowercase()))
+                let name = name.to_ascii_lowercase();
+                fail(StatusCode::BAD_REQUEST, "provider_disabled", &format!("Provider {name} is not enabled"))
             })?,
         };
         let oidc = self.providers.client(provider).await?;

@@ -123,6 +123,8 @@ pub struct UserJson<'a> {
     email_change_sent_at: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     last_sign_in_at: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    invited_at: Option<&'a str>,
     app_metadata: &'a RawValue,
     user_metadata: &'a RawValue,
     identities: Identities<'a>,
@@ -230,6 +232,7 @@ impl<'a> UserJson<'a> {
             new_email: u.new_email.as_deref(),
             email_change_sent_at: u.email_change_sent_at.as_deref(),
             last_sign_in_at: u.last_sign_in_at.as_deref(),
+            invited_at: u.invited_at.as_deref(),
             app_metadata: object(&u.app_metadata),
             user_metadata: object(&u.user_metadata),
             identities,

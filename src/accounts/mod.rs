@@ -248,10 +248,18 @@ impl Accounts {
                 Some("refresh_token") => self.refresh(body).await,
                 Some("pkce") => self.exchange_code(body).await,
                 Some("id_token") => self.id_token_grant(body, client, credentials).await,
+                Some("web3") => Err(fail(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "web3_provider_disabled",
+                    "Web3 provider is disabled",
+                )),
                 _ => Err(fail(StatusCode::BAD_REQUEST, "unsupported_grant_type", "Unsupported grant type")),
             },
             (&Method::GET, "/settings") => Ok(self.settings()),
             (&Method::GET, "/authorize") => self.authorize(query).await,
+            (_, route) if route == "/sso" || route.starts_with("/sso/") => {
+                Err(fail(StatusCode::NOT_FOUND, "saml_provider_disabled", "SAML 2.0 is disabled"))
+            }
             (&Method::GET, "/callback") => Ok(self.callback(query, body, false, client).await),
             (&Method::POST, "/callback") => Ok(self.callback(query, body, true, client).await),
             (&Method::GET, "/.well-known/jwks.json") => Ok(Answer::ok(self.keys.jwks.clone())),
@@ -496,13 +504,18 @@ fn valid_email(email: &str) -> Result<String, Answer> {
     if email.len() > MAX_EMAIL {
         return Err(validation("An email address is too long"));
     }
+    // GoTrue's format (checkmail's, HTML's `type=email`): a local part of letters, digits and
+    // `.!#$%&'*+/=?^_`{|}~-`, and a domain of dot-separated labels of letters, digits and inner
+    // hyphens, at most 63 long.
+    let local_char = |c: char| c.is_ascii_alphanumeric() || ".!#$%&'*+/=?^_`{|}~-".contains(c);
+    let label = |l: &str| {
+        (1..=63).contains(&l.len())
+            && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+    };
     let well_formed = email.split_once('@').is_some_and(|(local, domain)| {
-        !local.is_empty()
-            && !domain.is_empty()
-            && !domain.contains('@')
-            && !domain.starts_with('.')
-            && !domain.ends_with('.')
-            && !email.chars().any(|c| c.is_whitespace() || c.is_control())
+        !local.is_empty() && local.chars().all(local_char) && domain.split('.').all(label)
     });
     if !well_formed {
         return Err(validation("Unable to validate email address: invalid format"));

@@ -43,6 +43,8 @@ pub struct User {
     /// the provider's subject —, `user_id`, `identity_data`, `provider`, `email`, times); the
     /// address's own (`email`) is not among them.
     pub identities: String,
+    /// When an administrator invited the user, if one did.
+    pub invited_at: Option<String>,
 }
 
 /// A session just started: its refresh token, its id, and how sure it is of its user (`aal1`,
@@ -103,6 +105,8 @@ pub struct NewUser {
     pub role: String,
     /// Banned until this time (seconds since the epoch).
     pub banned_until: Option<i64>,
+    /// Whether an administrator's invitation makes it (`invited_at`).
+    pub invited: bool,
 }
 
 /// Who an OpenID provider says signed in.

@@ -188,7 +188,13 @@ fn a_code_typed_in_confirms_a_sign_up_and_wrong_ones_are_refused(base: &str) {
         (status, e),
         (403, json!({"code": 403, "error_code": "otp_expired", "msg": "Token has expired or is invalid"}))
     );
+    // A mailed code is no SMS code: GoTrue asks for a phone number, and none sent by SMS is right.
     let (status, e) = post(base, "/auth/v1/verify", json!({"type": "sms", "email": lou, "token": code}));
+    assert_eq!((status, e["msg"].as_str()), (400, Some("Invalid phone number format (E.164 required)")));
+    let (status, e) =
+        post(base, "/auth/v1/verify", json!({"type": "sms", "phone": "+4712345678", "token": code}));
+    assert_eq!((status, e["error_code"].as_str()), (403, Some("otp_expired")));
+    let (status, e) = post(base, "/auth/v1/verify", json!({"type": "fax", "email": lou, "token": code}));
     assert_eq!((status, e["msg"].as_str()), (400, Some("Unsupported verification type")));
     let (status, session) =
         post(base, "/auth/v1/verify", json!({"type": "signup", "email": lou, "token": code}));
@@ -311,6 +317,7 @@ fn an_administrator_invites_and_generates_links(base: &str) {
     let (status, user) =
         call(base, "POST", "/auth/v1/invite", &service, json!({"email": quin, "data": {"team": "a"}}));
     assert_eq!((status, &user["user_metadata"]), (200, &json!({"team": "a"})), "{user}");
+    assert!(user["invited_at"].is_string(), "{user}");
     let mail = sink().mail_to(&quin);
     assert_eq!(mail.subject, "You are invited");
     let (status, location) = follow(base, &mail.link());

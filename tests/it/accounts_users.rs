@@ -12,6 +12,7 @@ on_both!(a_user_reads_and_changes_their_own_account);
 on_both!(signing_out_ends_the_sessions_its_scope_names);
 on_both!(anonymous_users_sign_in_and_become_permanent_with_an_address);
 on_both!(the_admin_api_manages_users_for_the_service_role);
+on_both!(what_is_not_built_answers_as_a_gotrue_without_it);
 
 /// `method path` with a JSON body and a bearer token.
 fn call(base: &str, method: &str, path: &str, bearer: &str, body: Option<Value>) -> (u16, Value) {
@@ -731,4 +732,46 @@ fn on_sqlite_a_before_user_created_hook_may_refuse_a_sign_up() {
         auth(&base, "/auth/v1/signup", json!({"email": "mo@example.org", "password": "secret-mo"}));
     assert_eq!((status, e["msg"].as_str()), (403, Some("Only example.com may sign up")), "{e}");
     sign_up(&base, "mo@example.com", "secret-mo", json!({}));
+}
+
+/// Sign-ins rowgate does not offer answer as GoTrue does with them turned off, and addresses
+/// GoTrue refuses are refused.
+fn what_is_not_built_answers_as_a_gotrue_without_it(base: &str) {
+    let post = |path: &str, body: Value| {
+        let r = send_to(base, "POST", path, &[("content-type", "application/json")], Some(&body.to_string()));
+        (r.status, r.json())
+    };
+    assert_eq!(
+        post("/auth/v1/token?grant_type=web3", json!({"chain": "ethereum"})),
+        (
+            422,
+            json!({"code": 422, "error_code": "web3_provider_disabled", "msg": "Web3 provider is disabled"})
+        )
+    );
+    assert_eq!(
+        post("/auth/v1/sso", json!({"domain": "example.com"})),
+        (404, json!({"code": 404, "error_code": "saml_provider_disabled", "msg": "SAML 2.0 is disabled"}))
+    );
+    assert_eq!(
+        post("/auth/v1/token?grant_type=id_token", json!({"provider": "google", "id_token": "a.b.c"})),
+        (
+            400,
+            json!({"code": 400, "error_code": "provider_disabled", "msg": "Provider google is not enabled"})
+        )
+    );
+    assert_eq!(
+        post("/auth/v1/verify", json!({"type": "sms", "phone": "12345-invalid", "token": "123456"})),
+        (
+            400,
+            json!({"code": 400, "error_code": "validation_failed", "msg": "Invalid phone number format (E.164 required)"})
+        )
+    );
+    for email in ["xx:;x@x.x", "a@-x.io", "a@x..io", "\u{e9}@x.io"] {
+        let (status, e) = post("/auth/v1/signup", json!({"email": email, "password": "secret-xx"}));
+        assert_eq!(
+            (status, e["msg"].as_str()),
+            (400, Some("Unable to validate email address: invalid format")),
+            "{email}"
+        );
+    }
 }

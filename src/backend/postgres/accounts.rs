@@ -21,7 +21,7 @@ const INSTALL_SQL: &str = include_str!("accounts.sql");
 const AUTH_HELPERS_SQL: &str = include_str!("auth_helpers.sql");
 
 /// The functions the serving role may call, by signature.
-const FUNCTIONS: &str = "rowgate.account_create(text, text, text, text, jsonb, jsonb, boolean, boolean, text, bigint, text, text),
+const FUNCTIONS: &str = "rowgate.account_create(text, text, text, text, jsonb, jsonb, boolean, boolean, text, bigint, text, text, boolean),
   rowgate.account_by_email(text), rowgate.account_by_id(text), rowgate.account_sign_in(text, text, text),
   rowgate.account_rotate(text, text, bigint, bigint, bigint),
   rowgate.account_update(text, text, text, text, jsonb, jsonb, boolean, boolean, bigint, boolean, text),
@@ -113,6 +113,9 @@ fn pg_error(e: tokio_postgres::Error) -> Error {
     Error::Unavailable(e.to_string())
 }
 
+/// How many columns `rowgate.account` has: a function's own columns come after them.
+pub(super) const ACCOUNT_COLUMNS: usize = 24;
+
 /// The columns of `rowgate.account`, in order.
 pub(super) fn pg_user(r: &tokio_postgres::Row) -> User {
     User {
@@ -135,6 +138,7 @@ pub(super) fn pg_user(r: &tokio_postgres::Row) -> User {
         new_email: r.get(18),
         factors: r.get(19),
         identities: r.get(22),
+        invited_at: r.get(23),
     }
 }
 
@@ -171,7 +175,7 @@ impl AccountStore for PgAccounts {
             let rows = self
                 .query(
                     "SELECT * FROM rowgate.account_create($1, $2, $3, $4, $5::text::jsonb, $6::text::jsonb, \
-                     $7, $8, $9, $10, $11, $12)",
+                     $7, $8, $9, $10, $11, $12, $13)",
                     &[
                         (&user.id, Type::TEXT),
                         (&user.email, Type::TEXT),
@@ -185,6 +189,7 @@ impl AccountStore for PgAccounts {
                         (&user.banned_until, Type::INT8),
                         (&token, Type::TEXT),
                         (&session_id, Type::TEXT),
+                        (&user.invited, Type::BOOL),
                     ],
                 )
                 .await?;

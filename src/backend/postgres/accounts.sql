@@ -222,7 +222,7 @@ CREATE TYPE rowgate.account AS (
   app_metadata text, user_metadata text, is_anonymous boolean,
   password_hash text, session_id text,
   confirmation_sent_at text, recovery_sent_at text, email_change_sent_at text, new_email text,
-  factors text, aal text, session_started bigint, identities text
+  factors text, aal text, session_started bigint, identities text, invited_at text
 );
 
 CREATE OR REPLACE FUNCTION rowgate.iso(t timestamptz) RETURNS text
@@ -251,7 +251,8 @@ CREATE OR REPLACE FUNCTION rowgate.account_of(u auth.users, p_hash boolean DEFAU
                              'identity_data', i.identity_data, 'provider', i.provider,
                              'last_sign_in_at', rowgate.iso(i.last_sign_in_at), 'created_at', rowgate.iso(i.created_at),
                              'updated_at', rowgate.iso(i.updated_at), 'email', i.email) ORDER BY i.created_at), '[]')::text
-                    FROM auth.identities i WHERE i.user_id = u.id AND i.provider <> 'email'))::rowgate.account $$;
+                    FROM auth.identities i WHERE i.user_id = u.id AND i.provider <> 'email'),
+                   rowgate.iso(u.invited_at))::rowgate.account $$;
 
 -- A metadata object with `patch`'s keys set, those whose value is null removed (GoTrue's merge).
 CREATE OR REPLACE FUNCTION rowgate.merged(current jsonb, patch jsonb) RETURNS jsonb
@@ -266,7 +267,7 @@ DROP FUNCTION IF EXISTS rowgate.account_create(text, text, text, text, bigint);
 CREATE OR REPLACE FUNCTION rowgate.account_create(
   p_id text, p_email text, p_phone text, p_hash text, p_user_meta jsonb, p_app_meta jsonb,
   p_anonymous boolean, p_confirmed boolean, p_role text, p_banned_until bigint,
-  p_token text, p_session text)
+  p_token text, p_session text, p_invited boolean)
   RETURNS SETOF rowgate.account
   LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
   AS $$
@@ -274,11 +275,11 @@ CREATE OR REPLACE FUNCTION rowgate.account_create(
   BEGIN
     INSERT INTO auth.users AS x (id, aud, role, email, phone, encrypted_password, email_confirmed_at,
                                  raw_app_meta_data, raw_user_meta_data, is_anonymous, banned_until,
-                                 created_at, updated_at, last_sign_in_at)
+                                 created_at, updated_at, last_sign_in_at, invited_at)
       VALUES (p_id::uuid, 'authenticated', p_role, p_email, p_phone, p_hash,
               CASE WHEN p_confirmed AND p_email IS NOT NULL THEN now() END,
               p_app_meta, p_user_meta, p_anonymous, to_timestamp(p_banned_until), now(), now(),
-              CASE WHEN p_token IS NOT NULL THEN now() END)
+              CASE WHEN p_token IS NOT NULL THEN now() END, CASE WHEN p_invited THEN now() END)
       ON CONFLICT DO NOTHING RETURNING * INTO u;
     IF NOT FOUND THEN RETURN; END IF;
     IF p_email IS NOT NULL THEN
@@ -776,7 +777,7 @@ CREATE OR REPLACE FUNCTION rowgate.account_logout(p_user text, p_session text, p
   END $$;
 
 REVOKE ALL ON FUNCTION
-  rowgate.account_create(text, text, text, text, jsonb, jsonb, boolean, boolean, text, bigint, text, text),
+  rowgate.account_create(text, text, text, text, jsonb, jsonb, boolean, boolean, text, bigint, text, text, boolean),
   rowgate.account_by_email(text), rowgate.account_by_id(text), rowgate.account_sign_in(text, text, text),
   rowgate.account_rotate(text, text, bigint, bigint, bigint),
   rowgate.account_update(text, text, text, text, jsonb, jsonb, boolean, boolean, bigint, boolean, text),

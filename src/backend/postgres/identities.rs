@@ -3,7 +3,7 @@
 
 use tokio_postgres::types::Type;
 
-use super::accounts::{pg_user, PgAccounts};
+use super::accounts::{pg_user, PgAccounts, ACCOUNT_COLUMNS};
 use crate::accounts::store::{Attached, ExternalIdentity, Linked, NewUser, User};
 use crate::error::Error;
 
@@ -34,8 +34,7 @@ pub(super) async fn link(
         .await?;
     let row =
         rows.first().ok_or_else(|| Error::Unavailable("an identity was linked to no account".into()))?;
-    // After the account's columns.
-    let linked: String = row.get(23);
+    let linked: String = row.get(ACCOUNT_COLUMNS);
     Ok(match linked.as_str() {
         "existing" => Linked::Existing(Box::new(pg_user(row))),
         "added" => Linked::Added(Box::new(pg_user(row))),
@@ -65,7 +64,7 @@ pub(super) async fn attach(
         .await?;
     let row =
         rows.first().ok_or_else(|| Error::Unavailable("an identity was attached to no account".into()))?;
-    Ok(match row.get::<_, String>(23).as_str() {
+    Ok(match row.get::<_, String>(ACCOUNT_COLUMNS).as_str() {
         "done" => Attached::Done(Box::new(pg_user(row))),
         "theirs" => Attached::AlreadyTheirs,
         "others" => Attached::Others,

@@ -71,8 +71,10 @@ COMMIT;
 PRAGMA foreign_keys = ON;"
 );
 
-/// Columns added to the users' table since: the codes sent by mail (their hashes) and when.
-const SQLITE_USERS_ADDED: [(&str, &str); 10] = [
+/// Columns added to the users' table since: when an invitation made the account, and the codes
+/// sent by mail (their hashes) and when.
+const SQLITE_USERS_ADDED: [(&str, &str); 11] = [
+    ("invited_at", "TEXT"),
     ("reauthentication_token", "TEXT"),
     ("reauthentication_sent_at", "TEXT"),
     ("email_change_token_current", "TEXT"),
@@ -119,7 +121,8 @@ macro_rules! user_columns {
          (SELECT json_group_array(json_object('identity_id', i.id, 'id', i.provider_id, 'user_id', i.user_id, \
             'identity_data', json(i.identity_data), 'provider', i.provider, 'last_sign_in_at', i.last_sign_in_at, \
             'created_at', i.created_at, 'updated_at', i.updated_at, 'email', i.email)) \
-          FROM (SELECT * FROM _rowgate_identities WHERE user_id = u.id ORDER BY created_at) AS i)"
+          FROM (SELECT * FROM _rowgate_identities WHERE user_id = u.id ORDER BY created_at) AS i), \
+         u.invited_at"
     };
 }
 
@@ -134,7 +137,7 @@ use tokens::{random_stamped, rotate, sqlite_key, store_refresh};
 use users::{insert_user, update};
 
 /// How many columns [`user_columns`] names.
-pub(super) const USER_COLUMNS: usize = 19;
+pub(super) const USER_COLUMNS: usize = 20;
 
 pub(super) const USER_BY_ID: &str =
     concat!("SELECT ", user_columns!(), " FROM _rowgate_users AS u WHERE u.id = ?1");
@@ -525,5 +528,6 @@ pub(super) fn sqlite_user(r: &rusqlite::Row<'_>) -> rusqlite::Result<User> {
         new_email: r.get(16)?,
         factors: r.get(17)?,
         identities: r.get(18)?,
+        invited_at: r.get(19)?,
     })
 }
