@@ -27,6 +27,7 @@ use sha2::Digest;
 use super::gotrue::{self, fail, internal, validation, Answer};
 use super::identities::identity_of;
 use super::links::with_fragment;
+use super::store::ExternalIdentity;
 use super::verify::{error_redirect, with_query};
 use super::{unix_now, Accounts};
 use crate::config::providers::Provider;
@@ -213,7 +214,6 @@ impl Accounts {
             }
             _ => return Err(validation("PKCE flow requires code_challenge_method and code_challenge")),
         };
-        let client = self.providers.client(provider).await?;
         let state = State {
             id: crate::uuid_v4(),
             provider: provider.name.clone(),
@@ -232,21 +232,32 @@ impl Accounts {
                 scopes.push(scope.to_owned());
             }
         }
+        let extra: Vec<(String, String)> = params
+            .iter()
+            .filter(|(k, _)| !RESERVED.contains(&k.to_ascii_lowercase().as_str()))
+            .cloned()
+            .chain(provider.form_post.then(|| ("response_mode".to_owned(), "form_post".to_owned())))
+            .collect();
+        if let Some(endpoints) = &provider.oauth2 {
+            let challenge = PkceCodeChallenge::from_code_verifier_sha256(&verifier);
+            let (callback, challenge) = (&self.providers.callback, challenge.as_str());
+            return super::oauth2::authorize_url(
+                provider, endpoints, callback, &token, challenge, &scopes, &extra,
+            );
+        }
+        let client = self.providers.client(provider).await?;
         let mut request = client
             .authorize_url(
                 CoreAuthenticationFlow::AuthorizationCode,
-                move || CsrfToken::new(token),
+                move || CsrfToken::new(token.clone()),
                 move || nonce,
             )
             .set_pkce_challenge(PkceCodeChallenge::from_code_verifier_sha256(&verifier));
         for scope in scopes.into_iter().filter(|s| s != "openid") {
             request = request.add_scope(Scope::new(scope));
         }
-        if provider.form_post {
-            request = request.add_extra_param("response_mode", "form_post");
-        }
-        for (k, v) in params.iter().filter(|(k, _)| !RESERVED.contains(&k.to_ascii_lowercase().as_str())) {
-            request = request.add_extra_param(k.clone(), v.clone());
+        for (k, v) in extra {
+            request = request.add_extra_param(k, v);
         }
         let (url, _, _) = request.url();
         Ok(url.to_string())
@@ -300,42 +311,15 @@ impl Accounts {
         let provider = self.providers.find(&state.provider).ok_or_else(|| {
             fail(StatusCode::BAD_REQUEST, "oauth_provider_not_supported", "Unsupported provider")
         })?;
-        let oidc = self.providers.client(provider).await?;
-        let tokens = oidc
-            .exchange_code(AuthorizationCode::new(code.to_owned()))
-            .map_err(|_| internal())?
-            .set_pkce_verifier(PkceCodeVerifier::new(self.providers.derived("verifier", &state.id)))
-            .request_async(&self.providers.http)
-            .await
-            .map_err(|e| {
-                tracing::warn!(provider = %provider.name, error = %e, "exchanging a provider's code failed");
-                let shown = code.get(..4).unwrap_or("");
-                fail(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "unexpected_failure",
-                    &format!("Unable to exchange external code: {shown}"),
-                )
-            })?;
-        let profile_error = || {
-            fail(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "unexpected_failure",
-                "Error getting user profile from external provider",
-            )
-        };
-        let id_token = tokens.id_token().ok_or_else(profile_error)?;
-        let verifier = oidc.id_token_verifier();
-        let nonce = Nonce::new(self.providers.derived("nonce", &state.id));
-        let claims = match id_token.claims(&verifier, &nonce) {
-            Ok(claims) => claims,
-            Err(e) => {
-                tracing::warn!(provider = %provider.name, error = %e, "a provider's ID token was refused");
-                // Perhaps signed with a key published since: the next sign-in reads the keys again.
-                self.providers.discovered.invalidate(&provider.name).await;
-                return Err(profile_error());
+        let verifier = self.providers.derived("verifier", &state.id);
+        let (identity, provider_access, provider_refresh) = match &provider.oauth2 {
+            Some(endpoints) => {
+                let callback = &self.providers.callback;
+                super::oauth2::signed_in(&self.providers.http, provider, endpoints, callback, code, verifier)
+                    .await?
             }
+            None => self.signed_in_by_oidc(provider, &state.id, code, verifier).await?,
         };
-        let identity = identity_of(&provider.name, claims)?;
         let user = self.account_for(identity, state.link.clone(), client).await?;
         match (&state.challenge, &state.method) {
             (Some(challenge), Some(method)) => {
@@ -357,12 +341,11 @@ impl Accounts {
                 let (user, started) =
                     self.store.sign_in(user.id, now).await.map_err(|_| internal())?.ok_or_else(internal)?;
                 let s = self.session(&user, &started, now).await?;
-                let provider_refresh = tokens.refresh_token().map(|t| t.secret().clone());
                 let mut pairs = vec![
                     ("access_token", s.access.clone()),
                     ("expires_at", s.expires_at.to_string()),
                     ("expires_in", super::TOKEN_LIFETIME.as_secs().to_string()),
-                    ("provider_token", tokens.access_token().secret().clone()),
+                    ("provider_token", provider_access),
                     ("refresh_token", s.refresh.clone()),
                     ("token_type", "bearer".to_owned()),
                 ];
@@ -373,6 +356,58 @@ impl Accounts {
                 Ok(with_fragment(&state.referrer, &pairs))
             }
         }
+    }
+
+    /// Who an OpenID provider signed in: the code exchanged (with the verifier) and the ID token
+    /// verified (with the nonce of the state `state_id`); the provider's access and refresh tokens.
+    async fn signed_in_by_oidc(
+        &self,
+        provider: &Provider,
+        state_id: &str,
+        code: &str,
+        verifier: String,
+    ) -> Result<(ExternalIdentity, String, Option<String>), Answer> {
+        let oidc = self.providers.client(provider).await?;
+        let tokens = oidc
+            .exchange_code(AuthorizationCode::new(code.to_owned()))
+            .map_err(|_| internal())?
+            .set_pkce_verifier(PkceCodeVerifier::new(verifier))
+            .request_async(&self.providers.http)
+            .await
+            .map_err(|e| {
+                tracing::warn!(provider = %provider.name, error = %e, "exchanging a provider's code failed");
+                let shown = code.get(..4).unwrap_or("");
+                fail(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "unexpected_failure",
+                    &format!("Unable to exchange external code: {shown}"),
+                )
+            })?;
+        let profile_error = || {
+            fail(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "unexpected_failure",
+                "Error getting user profile from external provider",
+            )
+        };
+        let id_token = tokens.id_token().ok_or_else(profile_error)?;
+        let verifier = oidc.id_token_verifier();
+        let nonce = Nonce::new(self.providers.derived("nonce", state_id));
+        let claims = match id_token.claims(&verifier, &nonce) {
+            Ok(claims) => claims,
+            Err(e) => {
+                tracing::warn!(provider = %provider.name, error = %e, "a provider's ID token was refused");
+                // Perhaps signed with a key published since: the next sign-in reads the keys again.
+                self.providers.discovered.invalidate(&provider.name).await;
+                return Err(profile_error());
+            }
+        };
+        let identity = identity_of(&provider.name, claims)?;
+        Ok((
+            identity,
+            tokens.access_token().secret().clone(),
+            tokens.refresh_token().map(|t| t.secret().clone()),
+        ))
     }
 
     /// `POST /token?grant_type=id_token` `{provider, id_token, access_token?, nonce?}`: a
@@ -422,6 +457,9 @@ impl Accounts {
                 fail(StatusCode::BAD_REQUEST, "provider_disabled", &format!("Provider {name} is not enabled"))
             })?,
         };
+        if provider.oauth2.is_some() {
+            return Err(validation(&format!("Provider {} issues no ID tokens", provider.name)));
+        }
         let oidc = self.providers.client(provider).await?;
         let id_token: openidconnect::core::CoreIdToken =
             serde_json::from_value(Value::String(text("id_token").to_owned()))

@@ -10,6 +10,7 @@ use super::store::{Started, User};
 use crate::response::Body;
 
 /// An answer's status, JSON body (`None`: no body) and extra headers.
+#[derive(Debug)]
 pub struct Answer {
     pub status: StatusCode,
     pub body: Option<String>,

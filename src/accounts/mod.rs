@@ -53,6 +53,7 @@ mod limits;
 mod links;
 mod mail;
 mod mfa;
+mod oauth2;
 pub mod store;
 mod user;
 mod verify;

@@ -62,11 +62,12 @@ pub struct ServeArgs {
     /// /auth/v1/.well-known/jwks.json and trusted [default: none].
     #[arg(long = "accounts-signing-keys", env = "ROWGATE_ACCOUNTS_SIGNING_KEYS", value_name = "KEYS")]
     pub accounts_signing_keys: Option<String>,
-    /// OpenID Connect providers users may sign in with, one per line or `;`-separated: `NAME
-    /// [issuer=URL] client-id=ID secret=SECRET [scopes=a,b] [audiences=a,b]
-    /// [response-mode=form_post]`, the secret inline or `@FILE` (no issuer needed for google,
-    /// apple, gitlab, linkedin_oidc, slack_oidc); register `accounts-external-url` +
-    /// `/auth/v1/callback` with the provider [default: none].
+    /// Providers users may sign in with, one per line or `;`-separated: `NAME [issuer=URL |
+    /// authorize-url=URL token-url=URL userinfo-url=URL] client-id=ID secret=SECRET [scopes=a,b]
+    /// [audiences=a,b] [response-mode=form_post]`, the secret inline or `@FILE` (neither issuer
+    /// nor endpoints needed for google, apple, gitlab, linkedin_oidc, slack_oidc, github,
+    /// discord); register `accounts-external-url` + `/auth/v1/callback` with the provider
+    /// [default: none].
     #[arg(long = "accounts-providers", env = "ROWGATE_ACCOUNTS_PROVIDERS", value_name = "PROVIDERS")]
     pub accounts_providers: Option<String>,
     /// Whether signed-in users may add identities at providers to their accounts and remove them

@@ -25,11 +25,14 @@ fn with_provider(args: ServeArgs, port: u16) -> ServeArgs {
         accounts_anonymous_enabled: Some(true),
         // `mobile` and `stranger` are other clients of the same provider: the first takes the
         // ID tokens `test`'s client gets (another audience of its), the second does not.
+        // `posting` has it post its answers; `plain` uses it as an OAuth 2.0 provider without
+        // OpenID Connect (no ID token: who signed in is its userinfo endpoint's word).
         accounts_providers: Some(format!(
             "test issuer={0} client-id={1} secret={2}
              mobile issuer={0} client-id=web-client secret=x audiences={1}
              stranger issuer={0} client-id=web-client secret=x
-             posting issuer={0} client-id={1} secret={2} response-mode=form_post",
+             posting issuer={0} client-id={1} secret={2} response-mode=form_post
+             plain authorize-url={0}/auth token-url={0}/token userinfo-url={0}/me client-id={1} secret={2} scopes=openid",
             idp.issuer, idp.client_id, idp.secret
         )),
         ..args
@@ -63,6 +66,7 @@ on_both!(refusals_and_forged_states_come_back_as_errors);
 on_both!(an_id_token_from_the_provider_signs_in);
 on_both!(a_signed_in_user_links_an_identity_and_unlinks_it);
 on_both!(a_provider_may_answer_with_a_posted_form);
+on_both!(an_oauth2_provider_s_userinfo_names_the_user);
 on_both!(an_anonymous_user_becomes_the_identity_s);
 
 /// A unique login name at the provider for one test on one backend.
@@ -284,6 +288,26 @@ fn an_id_token_from_the_provider_signs_in(base: &str) {
 }
 
 on_both!(supabase_js_signs_in_through_the_provider);
+
+fn an_oauth2_provider_s_userinfo_names_the_user(base: &str) {
+    let name = login("max", base);
+    let (status, provider) = follow(base, "/auth/v1/authorize?provider=plain&redirect_to=http://app.test/o");
+    assert_eq!(status, 302);
+    assert!(provider.contains("code_challenge_method=S256") && !provider.contains("nonce="), "{provider}");
+    let callback = sign_in_at(&provider, &name, &format!("{base}/auth/v1/callback"));
+    let (status, to) = follow(base, &callback);
+    assert_eq!(status, 302);
+    let session = fragment(&to);
+    assert!(session["provider_token"].is_string(), "{to}");
+    let user = get_user(base, session["access_token"].as_str().unwrap());
+    assert_eq!(user["email"], format!("{name}@example.com"));
+    assert_eq!(user["app_metadata"], json!({"provider": "plain", "providers": ["plain"]}));
+    assert_eq!(user["identities"][0]["identity_data"]["email_verified"], true);
+    assert_eq!(user["identities"][0]["identity_data"]["full_name"], format!("User {name}"));
+    let (status, refused) =
+        auth(base, "/auth/v1/token?grant_type=id_token", json!({"provider": "plain", "id_token": "a.b.c"}));
+    assert_eq!((status, &refused["msg"]), (400, &json!("Provider plain issues no ID tokens")));
+}
 
 fn a_provider_may_answer_with_a_posted_form(base: &str) {
     let (status, provider) =
