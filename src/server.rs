@@ -53,7 +53,7 @@ pub fn start_state(config: Arc<Config>) -> Result<Arc<AppState>, String> {
     if let Some(rt) = &realtime {
         rt.set_access(Arc::new(crate::backend::Rights::new(backend.clone(), schema.clone(), config.clone())));
     }
-    let accounts = accounts(&config, &backend);
+    let accounts = accounts(&config, &backend)?;
     let static_files = crate::http::StaticFiles::new(&config);
     let storage = storage(&config, &backend)?;
     // The services beside the API, each under its prefix.
@@ -79,26 +79,18 @@ pub fn start_state(config: Arc<Config>) -> Result<Arc<AppState>, String> {
 }
 
 /// The built-in accounts in `backend`'s database, when `accounts-enabled` (signing with
-/// `jwt-secret`); if they cannot be set up, the error is logged and the server runs without.
-fn accounts(config: &Config, backend: &Backend) -> Option<Arc<crate::accounts::Accounts>> {
+/// `jwt-secret`). Accounts that cannot be set up (their tables, a hook that names no function, a
+/// mail template that does not parse) stop the start: a server running without the `/auth/v1`
+/// its configuration asks for would answer every sign-in with 404.
+fn accounts(config: &Config, backend: &Backend) -> Result<Option<Arc<crate::accounts::Accounts>>, String> {
     if !config.accounts.enabled {
-        return None;
+        return Ok(None);
     }
-    let store = match backend.account_store() {
-        Ok(store) => store,
-        Err(e) => {
-            tracing::error!(error = %e, "the accounts could not be set up");
-            return None;
-        }
-    };
+    let store = backend.account_store().map_err(|e| format!("the accounts could not be set up: {e}"))?;
     let key = config.jwt.hmac_secret().unwrap_or_default();
-    match crate::accounts::Accounts::new(store, &key, config.jwt.aud.clone(), &config.accounts) {
-        Ok(a) => Some(Arc::new(a)),
-        Err(e) => {
-            tracing::error!(error = %e, "the accounts could not be set up");
-            None
-        }
-    }
+    crate::accounts::Accounts::new(store, &key, config.jwt.aud.clone(), &config.accounts)
+        .map(|a| Some(Arc::new(a)))
+        .map_err(|e| format!("the accounts could not be set up: {e}"))
 }
 
 /// Storage, when `storage-enabled`: its rows in `backend`'s database, its bytes under

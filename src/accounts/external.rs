@@ -25,7 +25,7 @@ use serde_json::Value;
 use sha2::Digest;
 
 use super::gotrue::{self, fail, internal, validation, Answer};
-use super::identities::identity_of;
+use super::identities::{exchange_failed, identity_of, profile_error};
 use super::links::with_fragment;
 use super::store::ExternalIdentity;
 use super::verify::{error_redirect, with_query};
@@ -44,6 +44,8 @@ pub(super) struct Providers {
     key: Vec<u8>,
     /// Where providers send the browser back: `/auth/v1/callback` on `accounts-external-url`.
     callback: String,
+    /// When each provider's document was last forgotten for a token its keys did not verify.
+    reread_at: std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>,
 }
 
 /// What the `state` carries through the provider.
@@ -86,6 +88,7 @@ impl Providers {
                 .build(),
             key: h.finalize().to_vec(),
             callback: format!("{external_url}/auth/v1/callback"),
+            reread_at: std::sync::Mutex::default(),
         }
     }
 
@@ -137,6 +140,21 @@ impl Providers {
             Some(ClientSecret::new(p.secret.clone())),
         )
         .set_redirect_uri(redirect))
+    }
+
+    /// Forgets `name`'s discovery document, keys included, so that the next sign-in reads it again
+    /// (a token signed with a key published since) — at most once a minute, so that tokens no key
+    /// verifies cannot make rowgate fetch the provider's keys on every request.
+    async fn reread(&self, name: &str) {
+        let now = std::time::Instant::now();
+        {
+            let mut last = self.reread_at.lock().unwrap_or_else(|e| e.into_inner());
+            if last.get(name).is_some_and(|at| now.duration_since(*at) < Duration::from_secs(60)) {
+                return;
+            }
+            last.insert(name.to_owned(), now);
+        }
+        self.discovered.invalidate(name).await;
     }
 
     /// A secret derived from a state's id: its PKCE verifier or its nonce.
@@ -374,22 +392,7 @@ impl Accounts {
             .set_pkce_verifier(PkceCodeVerifier::new(verifier))
             .request_async(&self.providers.http)
             .await
-            .map_err(|e| {
-                tracing::warn!(provider = %provider.name, error = %e, "exchanging a provider's code failed");
-                let shown = code.get(..4).unwrap_or("");
-                fail(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "unexpected_failure",
-                    &format!("Unable to exchange external code: {shown}"),
-                )
-            })?;
-        let profile_error = || {
-            fail(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "unexpected_failure",
-                "Error getting user profile from external provider",
-            )
-        };
+            .map_err(|e| exchange_failed(&provider.name, code, &e))?;
         let id_token = tokens.id_token().ok_or_else(profile_error)?;
         let verifier = oidc.id_token_verifier();
         let nonce = Nonce::new(self.providers.derived("nonce", state_id));
@@ -397,8 +400,7 @@ impl Accounts {
             Ok(claims) => claims,
             Err(e) => {
                 tracing::warn!(provider = %provider.name, error = %e, "a provider's ID token was refused");
-                // Perhaps signed with a key published since: the next sign-in reads the keys again.
-                self.providers.discovered.invalidate(&provider.name).await;
+                self.providers.reread(&provider.name).await;
                 return Err(profile_error());
             }
         };
@@ -475,17 +477,22 @@ impl Accounts {
             (Some(_), false) => Err("Nonces mismatch".to_owned()),
             _ => Err("Passed nonce and nonce in id_token should either both exist or not.".to_owned()),
         };
-        let claims = id_token.claims(&verifier, nonce_check).map_err(|e| {
-            let message = e.to_string();
-            match message.contains("Nonces mismatch") {
-                true => oauth_error("invalid nonce", "Nonces mismatch"),
-                false if message.contains("should either both exist") => oauth_error(
-                    "invalid request",
-                    "Passed nonce and nonce in id_token should either both exist or not.",
-                ),
-                false => oauth_error("invalid request", "Bad ID token"),
+        let claims = match id_token.claims(&verifier, nonce_check) {
+            Ok(claims) => claims,
+            Err(openidconnect::ClaimsVerificationError::InvalidNonce(why)) if why == "Nonces mismatch" => {
+                return Err(oauth_error("invalid nonce", "Nonces mismatch"))
             }
-        })?;
+            Err(openidconnect::ClaimsVerificationError::InvalidNonce(why)) => {
+                return Err(oauth_error("invalid request", &why))
+            }
+            Err(e) => {
+                tracing::info!(provider = %provider.name, error = %e, "an ID token was refused");
+                if matches!(e, openidconnect::ClaimsVerificationError::SignatureVerification(_)) {
+                    self.providers.reread(&provider.name).await;
+                }
+                return Err(oauth_error("invalid request", "Bad ID token"));
+            }
+        };
         let ours = |a: &openidconnect::Audience| {
             std::iter::once(&provider.client_id).chain(&provider.audiences).any(|o| o == a.as_str())
         };

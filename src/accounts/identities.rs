@@ -154,38 +154,60 @@ pub(super) fn identity_of(provider: &str, claims: &CoreIdTokenClaims) -> Result<
     if subject.is_empty() {
         return Err(oauth_error("invalid request", "Missing sub claim in id_token"));
     }
-    let email = claims.email().map(|e| e.as_str().to_ascii_lowercase()).filter(|e| !e.is_empty());
-    let Some(email) = email else {
+    let name = claims.name().and_then(|n| n.get(None)).map(|n| n.as_str());
+    let picture = claims.picture().and_then(|p| p.get(None)).map(|p| p.as_str());
+    identity(
+        provider,
+        subject,
+        claims.email().map(|e| e.as_str().to_owned()),
+        claims.email_verified().unwrap_or(false),
+        claims.phone_number_verified().unwrap_or(false),
+        &[
+            ("iss", Some(claims.issuer().as_str())),
+            ("name", name),
+            ("full_name", name),
+            ("given_name", claims.given_name().and_then(|n| n.get(None)).map(|n| n.as_str())),
+            ("family_name", claims.family_name().and_then(|n| n.get(None)).map(|n| n.as_str())),
+            ("nickname", claims.nickname().and_then(|n| n.get(None)).map(|n| n.as_str())),
+            ("preferred_username", claims.preferred_username().map(|n| n.as_str())),
+            ("picture", picture),
+            ("avatar_url", picture),
+            ("phone", claims.phone_number().map(|p| p.as_str())),
+        ],
+    )
+}
+
+/// The identity of `subject` at `provider`, with its address (lowercased; GoTrue needs one), and
+/// GoTrue's `identity_data`: the subject, the address, the `fields` that have a value, and
+/// whether the address and the phone are verified.
+pub(super) fn identity(
+    provider: &str,
+    subject: String,
+    email: Option<String>,
+    email_verified: bool,
+    phone_verified: bool,
+    fields: &[(&str, Option<&str>)],
+) -> Result<ExternalIdentity, Answer> {
+    if subject.is_empty() {
+        return Err(profile_error());
+    }
+    let Some(email) = email.map(|e| e.to_ascii_lowercase()).filter(|e| !e.is_empty()) else {
         return Err(fail(
             StatusCode::INTERNAL_SERVER_ERROR,
             "unexpected_failure",
             "Error getting user email from external provider",
         ));
     };
-    let email_verified = claims.email_verified().unwrap_or(false);
     let mut data = serde_json::Map::new();
-    let mut put = |k: &str, v: Option<&str>| {
+    let ours =
+        [("sub", Some(subject.as_str())), ("provider_id", Some(subject.as_str())), ("email", Some(&email))];
+    for (k, v) in ours.into_iter().chain(fields.iter().copied()) {
         if let Some(v) = v.filter(|v| !v.is_empty()) {
             data.insert(k.into(), v.into());
         }
-    };
-    put("iss", Some(claims.issuer().as_str()));
-    put("sub", Some(&subject));
-    put("provider_id", Some(&subject));
-    put("email", Some(&email));
-    let name = claims.name().and_then(|n| n.get(None)).map(|n| n.as_str());
-    put("name", name);
-    put("full_name", name);
-    put("given_name", claims.given_name().and_then(|n| n.get(None)).map(|n| n.as_str()));
-    put("family_name", claims.family_name().and_then(|n| n.get(None)).map(|n| n.as_str()));
-    put("nickname", claims.nickname().and_then(|n| n.get(None)).map(|n| n.as_str()));
-    put("preferred_username", claims.preferred_username().map(|n| n.as_str()));
-    let picture = claims.picture().and_then(|p| p.get(None)).map(|p| p.as_str());
-    put("picture", picture);
-    put("avatar_url", picture);
-    put("phone", claims.phone_number().map(|p| p.as_str()));
+    }
     data.insert("email_verified".into(), email_verified.into());
-    data.insert("phone_verified".into(), claims.phone_number_verified().unwrap_or(false).into());
+    data.insert("phone_verified".into(), phone_verified.into());
     Ok(ExternalIdentity {
         provider: provider.to_owned(),
         subject,
@@ -193,4 +215,24 @@ pub(super) fn identity_of(provider: &str, claims: &CoreIdTokenClaims) -> Result<
         email_verified,
         data: Value::Object(data).to_string(),
     })
+}
+
+/// GoTrue's words when the provider's account could not be read.
+pub(super) fn profile_error() -> Answer {
+    fail(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "unexpected_failure",
+        "Error getting user profile from external provider",
+    )
+}
+
+/// GoTrue's words when the provider would not exchange its code (the code's start shown).
+pub(super) fn exchange_failed(provider: &str, code: &str, error: &dyn std::fmt::Display) -> Answer {
+    tracing::warn!(provider, %error, "exchanging a provider's code failed");
+    let shown = code.get(..4).unwrap_or("");
+    fail(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "unexpected_failure",
+        &format!("Unable to exchange external code: {shown}"),
+    )
 }

@@ -4,14 +4,14 @@
 //! authorization URL, the state and the PKCE verifier are as for OpenID Connect providers
 //! (`accounts/external.rs`).
 
-use http::StatusCode;
 use oauth2::{
     AuthUrl, AuthorizationCode, ClientId, ClientSecret, PkceCodeVerifier, RedirectUrl, TokenResponse,
     TokenUrl,
 };
 use serde_json::Value;
 
-use super::gotrue::{fail, internal, Answer};
+use super::gotrue::{internal, Answer};
+use super::identities::{exchange_failed, identity, profile_error};
 use super::store::ExternalIdentity;
 use crate::config::providers::{OAuth2, Profile, Provider};
 
@@ -58,15 +58,7 @@ pub(super) async fn signed_in(
         .set_pkce_verifier(PkceCodeVerifier::new(verifier))
         .request_async(http)
         .await
-        .map_err(|e| {
-            tracing::warn!(provider = %p.name, error = %e, "exchanging a provider's code failed");
-            let shown = code.get(..4).unwrap_or("");
-            fail(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "unexpected_failure",
-                &format!("Unable to exchange external code: {shown}"),
-            )
-        })?;
+        .map_err(|e| exchange_failed(&p.name, code, &e))?;
     let access = tokens.access_token().secret().clone();
     let user = get(http, &endpoints.userinfo_url, &access).await?;
     let identity = match endpoints.profile {
@@ -84,13 +76,6 @@ pub(super) async fn signed_in(
 
 /// A GET of the provider's API with the user's token: its JSON.
 async fn get(http: &reqwest::Client, url: &str, access: &str) -> Result<Value, Answer> {
-    let profile_error = || {
-        fail(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "unexpected_failure",
-            "Error getting user profile from external provider",
-        )
-    };
     let response = http
         .get(url)
         .bearer_auth(access)
@@ -109,49 +94,6 @@ async fn get(http: &reqwest::Client, url: &str, access: &str) -> Result<Value, A
     }
     let body = response.bytes().await.map_err(|_| profile_error())?;
     serde_json::from_slice(&body).map_err(|_| profile_error())
-}
-
-/// An identity from the user's `subject`, address, and `identity_data` fields.
-fn identity(
-    provider: &str,
-    subject: String,
-    email: Option<String>,
-    email_verified: bool,
-    fields: &[(&str, Option<&str>)],
-) -> Result<ExternalIdentity, Answer> {
-    if subject.is_empty() {
-        return Err(fail(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "unexpected_failure",
-            "Error getting user profile from external provider",
-        ));
-    }
-    let Some(email) = email.map(|e| e.to_ascii_lowercase()).filter(|e| !e.is_empty()) else {
-        return Err(fail(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "unexpected_failure",
-            "Error getting user email from external provider",
-        ));
-    };
-    let mut data = serde_json::Map::new();
-    for (k, v) in
-        [("sub", Some(subject.as_str())), ("provider_id", Some(subject.as_str())), ("email", Some(&email))]
-            .into_iter()
-            .chain(fields.iter().copied())
-    {
-        if let Some(v) = v.filter(|v| !v.is_empty()) {
-            data.insert(k.into(), v.into());
-        }
-    }
-    data.insert("email_verified".into(), email_verified.into());
-    data.insert("phone_verified".into(), false.into());
-    Ok(ExternalIdentity {
-        provider: provider.to_owned(),
-        subject,
-        email: Some(email),
-        email_verified,
-        data: Value::Object(data).to_string(),
-    })
 }
 
 /// A string or a number, as text (ids are numbers at GitHub).
@@ -173,6 +115,7 @@ fn from_claims(provider: &str, u: &Value) -> Result<ExternalIdentity, Answer> {
         text(&u["sub"]).unwrap_or_default(),
         s("email").map(str::to_owned),
         verified,
+        false,
         &[
             ("name", s("name")),
             ("full_name", s("name")),
@@ -195,6 +138,7 @@ fn from_github(provider: &str, u: &Value, emails: &Value) -> Result<ExternalIden
         text(&u["id"]).unwrap_or_default(),
         email,
         verified,
+        false,
         &[
             ("name", s("name")),
             ("full_name", s("name")),
@@ -217,6 +161,7 @@ fn from_discord(provider: &str, u: &Value) -> Result<ExternalIdentity, Answer> {
         id.clone(),
         s("email").map(str::to_owned),
         u["verified"] == true,
+        false,
         &[
             ("name", name),
             ("full_name", name),

@@ -775,3 +775,21 @@ fn what_is_not_built_answers_as_a_gotrue_without_it(base: &str) {
         );
     }
 }
+
+/// Accounts the configuration asks for but that cannot be set up stop the start, rather than
+/// leave a server whose `/auth/v1` answers 404.
+#[test]
+fn accounts_that_cannot_be_set_up_stop_the_start() {
+    let dir = tempfile::tempdir().expect("temp dir").keep();
+    let config = rowgate::config::Config::load(&rowgate::config::ServeArgs {
+        db_uri: Some(format!("sqlite:{}", dir.join("bad.db").display())),
+        jwt_secret: Some(JWT_SECRET.into()),
+        accounts_enabled: Some(true),
+        accounts_hook_custom_access_token: Some("not a hook".into()),
+        ..Default::default()
+    })
+    .expect("a configuration");
+    let refused = block_on(async { rowgate::server::start_state(std::sync::Arc::new(config)).err() });
+    let e = refused.expect("the start is refused");
+    assert!(e.contains("the accounts could not be set up: accounts-hook-custom-access-token"), "{e}");
+}
