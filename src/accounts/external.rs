@@ -356,8 +356,12 @@ impl Accounts {
             }
             _ => {
                 let now = unix_now();
-                let (user, started) =
-                    self.store.sign_in(user.id, now).await.map_err(|_| internal())?.ok_or_else(internal)?;
+                let (user, started) = self
+                    .store
+                    .sign_in(user.id, "oauth".into(), now)
+                    .await
+                    .map_err(|_| internal())?
+                    .ok_or_else(internal)?;
                 let s = self.session(&user, &started, now).await?;
                 let mut pairs = vec![
                     ("access_token", s.access.clone()),
@@ -524,8 +528,12 @@ impl Accounts {
         let identity = identity_of(&provider.name, claims)?;
         let user = self.account_for(identity, link, client).await?;
         let now = unix_now();
-        let (user, started) =
-            self.store.sign_in(user.id, now).await.map_err(|_| internal())?.ok_or_else(internal)?;
+        let (user, started) = self
+            .store
+            .sign_in(user.id, "oauth".into(), now)
+            .await
+            .map_err(|_| internal())?
+            .ok_or_else(internal)?;
         self.session(&user, &started, now).await.map(|s| Answer::ok(s.json))
     }
 }

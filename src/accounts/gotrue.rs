@@ -286,12 +286,11 @@ pub fn claims<'a>(
     }
 }
 
-/// How a session of `u` signed in at `signed_in_at` and now at `aal` was started (GoTrue's
-/// `amr`: the second factor first).
-pub fn amr(u: &User, aal: &str, signed_in_at: i64, now: i64) -> Vec<Amr<'static>> {
-    let first =
-        Amr { method: if u.is_anonymous { "anonymous" } else { "password" }, timestamp: signed_in_at };
-    match aal {
+/// How a session was started (GoTrue's `amr`): its sign-in's method, and the second factor
+/// first if the session is at `aal2`.
+pub fn amr(started: &Started, now: i64) -> Vec<Amr<'_>> {
+    let first = Amr { method: &started.method, timestamp: started.signed_in_at };
+    match started.aal.as_str() {
         "aal2" => vec![Amr { method: "totp", timestamp: now }, first],
         _ => vec![first],
     }

@@ -420,8 +420,12 @@ impl Accounts {
             return Err(fail(StatusCode::BAD_REQUEST, "email_not_confirmed", "Email not confirmed"));
         }
         let now = unix_now();
-        let (user, started) =
-            self.store.sign_in(user.id.clone(), now).await.map_err(|_| internal())?.ok_or_else(invalid)?;
+        let (user, started) = self
+            .store
+            .sign_in(user.id.clone(), "password".into(), now)
+            .await
+            .map_err(|_| internal())?
+            .ok_or_else(invalid)?;
         self.session(&user, &started, now).await.map(|s| Answer::ok(s.json))
     }
 
@@ -459,7 +463,7 @@ impl Accounts {
     /// A session: a new access token beside the refresh token just stored.
     async fn session(&self, user: &User, started: &store::Started, now: i64) -> Result<Session, Answer> {
         let exp = now + TOKEN_LIFETIME.as_secs() as i64;
-        let amr = gotrue::amr(user, &started.aal, started.signed_in_at, now);
+        let amr = gotrue::amr(started, now);
         let claims = gotrue::claims(user, &self.audience, started, &amr, now, exp);
         let access = match &self.access_token_hook {
             None => self.keys.sign(&claims),

@@ -56,6 +56,9 @@ pub struct Started {
     pub aal: String,
     /// When the session began: its sign-in (seconds since the epoch).
     pub signed_in_at: i64,
+    /// How the user proved who they are at that sign-in: GoTrue's authentication method
+    /// (`password`, `otp`, `oauth`, `anonymous`, `magiclink`, ...), the first of its `amr`.
+    pub method: String,
 }
 
 /// A TOTP factor to enroll.
@@ -240,6 +243,8 @@ pub struct TakenFlow {
     pub method: String,
     /// Seconds since the epoch; `None` if no link led back yet.
     pub issued_at: Option<i64>,
+    /// What its link authenticated by (GoTrue's name): the session's sign-in method.
+    pub authentication_method: String,
 }
 
 /// How issuing a code ended.
@@ -277,8 +282,15 @@ pub trait AccountStore: Send + Sync {
     /// An account by id.
     fn user(&self, id: String) -> BoxFuture<'_, Result<Option<User>, Error>>;
 
-    /// A new session of `user_id`, whose sign-in is recorded; `None` if there is no such user.
-    fn sign_in(&self, user_id: String, now: i64) -> BoxFuture<'_, Result<Option<(User, Started)>, Error>>;
+    /// A new session of `user_id`, signed in by `method` (GoTrue's authentication method), whose
+    /// sign-in is recorded; `None` if there is no such user. (A session [`AccountStore::create`]
+    /// starts is signed in by `password`, or `anonymous` for an anonymous user.)
+    fn sign_in(
+        &self,
+        user_id: String,
+        method: String,
+        now: i64,
+    ) -> BoxFuture<'_, Result<Option<(User, Started)>, Error>>;
 
     /// Rotation in one transaction: `token` is used up and a successor stored, whose secret is
     /// `successor` (derived from `token`, so the same every time). One used within the last

@@ -130,8 +130,12 @@ impl Accounts {
         let expired = || fail(StatusCode::FORBIDDEN, "otp_expired", "Email link is invalid or has expired");
         let user = self.redeemed(kind, token_hash, email).await?;
         let now = unix_now();
-        let (user, started) =
-            self.store.sign_in(user.id.clone(), now).await.map_err(|_| internal())?.ok_or_else(expired)?;
+        let (user, started) = self
+            .store
+            .sign_in(user.id.clone(), "otp".into(), now)
+            .await
+            .map_err(|_| internal())?
+            .ok_or_else(expired)?;
         self.session(&user, &started, now).await
     }
 }
@@ -205,7 +209,7 @@ impl Accounts {
         let now = unix_now();
         let (user, started) = self
             .store
-            .sign_in(flow.user_id, now)
+            .sign_in(flow.user_id, flow.authentication_method, now)
             .await
             .map_err(|_| internal())?
             .ok_or_else(|| fail(StatusCode::NOT_FOUND, "user_not_found", "User not found"))?;

@@ -45,7 +45,7 @@ impl Backend {
         match what {
             Install::Cache { triggers } => postgres::changes::install::install(&c, triggers).await,
             Install::CacheUninstall => postgres::changes::install::uninstall(&c).await,
-            Install::Accounts { role } => postgres::accounts::install(&c, &role)
+            Install::Accounts { role } => postgres::accounts_install::install(&c, &role)
                 .await
                 .map(|()| format!("accounts installed in schema rowgate; role {role} may use them")),
             Install::Realtime { replication_role } => {

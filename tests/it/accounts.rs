@@ -56,11 +56,11 @@ pub(crate) fn postgres() -> &'static str {
             let client = rowgate::backend::postgres::connect_without_tls(&uri.parse().expect("uri"))
                 .await
                 .expect("connect");
-            rowgate::backend::postgres::accounts::install(&client, "Authenticator")
+            rowgate::backend::postgres::accounts_install::install(&client, "Authenticator")
                 .await
                 .expect("accounts install");
             // Installing again changes nothing.
-            rowgate::backend::postgres::accounts::install(&client, "Authenticator")
+            rowgate::backend::postgres::accounts_install::install(&client, "Authenticator")
                 .await
                 .expect("accounts install again");
         });
@@ -390,7 +390,7 @@ fn install_refuses_accounts_tables_someone_else_made_first() {
             )
             .await
             .expect("set-up");
-        rowgate::backend::postgres::accounts::install(&client, "Authenticator")
+        rowgate::backend::postgres::accounts_install::install(&client, "Authenticator")
             .await
             .expect_err("a squatted table")
     });

@@ -416,6 +416,7 @@ fn an_old_session_changes_the_password_only_with_a_code_mailed_to_the_user(base:
     );
     // A session that signed in within a day needs no more proof.
     let fresh = session["access_token"].as_str().unwrap().to_owned();
+    assert_eq!(claims_of(&fresh)["amr"][0]["method"], "otp", "a code typed in signed it in");
     assert_eq!(call(base, "PUT", "/auth/v1/user", &fresh, json!({"password": "secret-vic-2"})).0, 200);
     // One that signed in two days ago (its token says so) does.
     let claims = claims_of(&fresh);

@@ -104,6 +104,7 @@ fn a_totp_factor_raises_a_session_to_aal2(base: &str) {
     let aal2 = access(&raised);
     let claims = claims_of(&aal2);
     assert_eq!((&claims["aal"], &claims["amr"][0]["method"]), (&json!("aal2"), &json!("totp")), "{claims}");
+    assert_eq!(claims["amr"][1]["method"], "password", "the first factor is kept");
     assert_eq!(claims["session_id"], claims_of(&aal1)["session_id"], "the same session, raised");
     assert_eq!(raised["user"]["factors"][0]["status"], json!("verified"));
     assert_eq!(vault(base, &aal2), json!([{"secret": "the combination"}]));

@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use rowgate::config::ServeArgs;
 use serde_json::{json, Value};
 
-use crate::accounts::{auth, on_both, RULES, SCHEMA};
+use crate::accounts::{auth, claims_of, on_both, RULES, SCHEMA};
 use crate::accounts_mail::{follow, fragment};
 use crate::support::oidc::{id_token, idp, sign_in_at};
 use crate::support::{default_args, harness, send_to, start_server};
@@ -117,13 +117,16 @@ fn a_provider_signs_a_user_up_then_in_again(base: &str) {
     assert_eq!(identities[0]["identity_data"]["iss"], idp().issuer.as_str());
     assert_eq!(identities[0]["identity_data"]["sub"], name.as_str());
 
-    // The refresh token works as any other.
+    // The session says how it signed in, and keeps saying it after a refresh.
+    let amr = |token: &Value| claims_of(token.as_str().unwrap())["amr"][0]["method"].clone();
+    assert_eq!(amr(&session["access_token"]), "oauth");
     let (status, refreshed) = auth(
         base,
         "/auth/v1/token?grant_type=refresh_token",
         json!({"refresh_token": session["refresh_token"]}),
     );
     assert_eq!(status, 200, "{refreshed}");
+    assert_eq!(amr(&refreshed["access_token"]), "oauth");
 
     // The same subject again: the same account.
     let (_, to) = through_provider(base, "redirect_to=http://app.test/welcome", &name);

@@ -398,7 +398,9 @@ fn on_postgres_accounts_kept_in_schema_rowgate_move_to_auth_users_on_install() {
             ))
             .await
             .expect("a former release's accounts");
-        rowgate::backend::postgres::accounts::install(&client, "Authenticator").await.expect("install");
+        rowgate::backend::postgres::accounts_install::install(&client, "Authenticator")
+            .await
+            .expect("install");
     });
     let uri = harness().superuser_uri.replace("/postgres", "/accounts_upgrade");
     let mut args = default_args(&uri);

@@ -184,7 +184,7 @@ fn the_key_store_and_the_accounts_pin_their_functions_search_path() {
     let unpinned: Vec<String> = crate::support::block_on(async move {
         let config: tokio_postgres::Config = uri.parse().unwrap();
         let client = rowgate::backend::postgres::connect_without_tls(&config).await.unwrap();
-        rowgate::backend::postgres::accounts::install(&client, "Authenticator").await.unwrap();
+        rowgate::backend::postgres::accounts_install::install(&client, "Authenticator").await.unwrap();
         client
             .query(
                 "SELECT proname::text FROM pg_proc WHERE pronamespace = 'rowgate'::regnamespace \

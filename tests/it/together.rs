@@ -71,7 +71,9 @@ fn database(name: &str) -> String {
     block_on(async move {
         let client = rowgate::backend::postgres::connect_without_tls(&uri.parse().unwrap()).await.unwrap();
         rowgate::backend::postgres::storage::install(&client, "Authenticator").await.expect("storage");
-        rowgate::backend::postgres::accounts::install(&client, "Authenticator").await.expect("accounts");
+        rowgate::backend::postgres::accounts_install::install(&client, "Authenticator")
+            .await
+            .expect("accounts");
     });
     sql_at(&superuser, SCHEMA);
     sql_at(&superuser, "ALTER PUBLICATION supabase_realtime ADD TABLE public.todos");

@@ -15,44 +15,6 @@ use crate::accounts::store::{
 };
 use crate::error::Error;
 
-/// The SQL `rowgate accounts install` runs.
-const INSTALL_SQL: &str = include_str!("accounts.sql");
-/// Supabase's `auth.uid()` and its kin, which the policies of its schemas use.
-const AUTH_HELPERS_SQL: &str = include_str!("auth_helpers.sql");
-
-/// The functions the serving role may call, by signature.
-const FUNCTIONS: &str = "rowgate.account_create(text, text, text, text, jsonb, jsonb, boolean, boolean, text, bigint, text, text, boolean),
-  rowgate.account_by_email(text), rowgate.account_by_id(text), rowgate.account_sign_in(text, text, text),
-  rowgate.account_rotate(text, text, bigint, bigint, bigint),
-  rowgate.account_update(text, text, text, text, jsonb, jsonb, boolean, boolean, bigint, boolean, text),
-  rowgate.account_list(bigint, bigint), rowgate.account_count(), rowgate.account_delete(text),
-  rowgate.account_logout(text, text, text), rowgate.account_issue(text, text, text, text, bigint),
-  rowgate.account_redeem(text, text, text, bigint),
-  rowgate.account_factor_enroll(text, text, text, text, boolean, bigint), rowgate.account_factor_challenge(text, text, text),
-  rowgate.account_factor_challenged(text, text, text), rowgate.account_factor_verify(text, text, text, text, text),
-  rowgate.account_factor_unenroll(text, text, boolean),
-  rowgate.account_flow_start(text, text, text, text, text, text), rowgate.account_flow_code(text, text),
-  rowgate.account_flow_take(text),
-  rowgate.account_link_identity(text, text, text, boolean, jsonb, text, jsonb, jsonb, boolean, boolean),
-  rowgate.account_attach_identity(text, text, text, text, boolean, jsonb),
-  rowgate.account_detach_identity(text, text)";
-
-/// Creates (or updates) the accounts' tables and functions and lets `role` call the functions;
-/// nothing else may (the tables hold password hashes).
-pub async fn install(client: &Client, role: &str) -> Result<(), String> {
-    let role = format!("\"{}\"", role.replace('"', "\"\""));
-    let grants = format!(
-        "GRANT USAGE ON SCHEMA rowgate TO {role};
-         GRANT EXECUTE ON FUNCTION {FUNCTIONS} TO {role};"
-    );
-    client
-        .batch_execute(&format!(
-            "BEGIN; SELECT pg_advisory_xact_lock(7317002); {AUTH_HELPERS_SQL} {INSTALL_SQL} {grants} COMMIT;"
-        ))
-        .await
-        .map_err(super::apikey::message)
-}
-
 /// A PostgreSQL connection as the authenticator, opened on first use and again after a drop.
 pub struct PgAccounts {
     target: super::PgTarget,
@@ -114,7 +76,7 @@ fn pg_error(e: tokio_postgres::Error) -> Error {
 }
 
 /// How many columns `rowgate.account` has: a function's own columns come after them.
-pub(super) const ACCOUNT_COLUMNS: usize = 24;
+pub(super) const ACCOUNT_COLUMNS: usize = 25;
 
 /// The columns of `rowgate.account`, in order.
 pub(super) fn pg_user(r: &tokio_postgres::Row) -> User {
@@ -152,6 +114,11 @@ fn pg_aal(r: &tokio_postgres::Row) -> String {
     r.get::<_, Option<String>>(20).unwrap_or_else(|| "aal1".into())
 }
 
+/// How the session signed in (column 24); `password` for a session of before it was kept.
+fn pg_method(r: &tokio_postgres::Row) -> String {
+    r.get::<_, Option<String>>(24).unwrap_or_else(|| "password".into())
+}
+
 /// The password hash (column 13) and session (14) some functions add to the account.
 fn pg_hash(r: &tokio_postgres::Row) -> Option<String> {
     r.get(13)
@@ -169,6 +136,7 @@ impl AccountStore for PgAccounts {
                 session_id: crate::uuid_v4(),
                 aal: "aal1".into(),
                 signed_in_at: now,
+                method: if user.is_anonymous { "anonymous" } else { "password" }.into(),
             });
             let token = started.as_ref().map(|s| token_hash(&s.refresh));
             let session_id = started.as_ref().map(|s| s.session_id.clone());
@@ -215,21 +183,28 @@ impl AccountStore for PgAccounts {
         })
     }
 
-    fn sign_in(&self, user_id: String, now: i64) -> BoxFuture<'_, Result<Option<(User, Started)>, Error>> {
+    fn sign_in(
+        &self,
+        user_id: String,
+        method: String,
+        now: i64,
+    ) -> BoxFuture<'_, Result<Option<(User, Started)>, Error>> {
         Box::pin(async move {
             let started = Started {
                 refresh: random_token(),
                 session_id: crate::uuid_v4(),
                 aal: "aal1".into(),
                 signed_in_at: now,
+                method,
             };
             let rows = self
                 .query(
-                    "SELECT * FROM rowgate.account_sign_in($1, $2, $3)",
+                    "SELECT * FROM rowgate.account_sign_in($1, $2, $3, $4)",
                     &[
                         (&user_id, Type::TEXT),
                         (&token_hash(&started.refresh), Type::TEXT),
                         (&started.session_id, Type::TEXT),
+                        (&started.method, Type::TEXT),
                     ],
                 )
                 .await?;
@@ -266,6 +241,7 @@ impl AccountStore for PgAccounts {
                         session_id,
                         aal: pg_aal(r),
                         signed_in_at: pg_started(r, now),
+                        method: pg_method(r),
                     },
                 )
             }))
@@ -468,7 +444,10 @@ impl AccountStore for PgAccounts {
             let now = crate::accounts::store::unix_now();
             Ok(rows.first().map(|r| {
                 let signed_in_at = pg_started(r, now);
-                (pg_user(r), Started { refresh, session_id, aal: pg_aal(r), signed_in_at })
+                (
+                    pg_user(r),
+                    Started { refresh, session_id, aal: pg_aal(r), signed_in_at, method: pg_method(r) },
+                )
             }))
         })
     }
@@ -538,6 +517,7 @@ impl AccountStore for PgAccounts {
                 challenge: r.get(1),
                 method: r.get(2),
                 issued_at: r.get(3),
+                authentication_method: r.get(4),
             }))
         })
     }

@@ -222,7 +222,7 @@ CREATE TYPE rowgate.account AS (
   app_metadata text, user_metadata text, is_anonymous boolean,
   password_hash text, session_id text,
   confirmation_sent_at text, recovery_sent_at text, email_change_sent_at text, new_email text,
-  factors text, aal text, session_started bigint, identities text, invited_at text
+  factors text, aal text, session_started bigint, identities text, invited_at text, session_method text
 );
 
 CREATE OR REPLACE FUNCTION rowgate.iso(t timestamptz) RETURNS text
@@ -252,7 +252,10 @@ CREATE OR REPLACE FUNCTION rowgate.account_of(u auth.users, p_hash boolean DEFAU
                              'last_sign_in_at', rowgate.iso(i.last_sign_in_at), 'created_at', rowgate.iso(i.created_at),
                              'updated_at', rowgate.iso(i.updated_at), 'email', i.email) ORDER BY i.created_at), '[]')::text
                     FROM auth.identities i WHERE i.user_id = u.id AND i.provider <> 'email'),
-                   rowgate.iso(u.invited_at))::rowgate.account $$;
+                   rowgate.iso(u.invited_at),
+                   (SELECT c.authentication_method FROM auth.mfa_amr_claims c
+                    WHERE c.session_id::text = p_session AND c.authentication_method <> 'totp'
+                    ORDER BY c.created_at LIMIT 1))::rowgate.account $$;
 
 -- A metadata object with `patch`'s keys set, those whose value is null removed (GoTrue's merge).
 CREATE OR REPLACE FUNCTION rowgate.merged(current jsonb, patch jsonb) RETURNS jsonb
@@ -290,6 +293,8 @@ CREATE OR REPLACE FUNCTION rowgate.account_create(
     END IF;
     IF p_token IS NOT NULL THEN
       INSERT INTO auth.sessions (id, user_id, created_at, updated_at, aal) VALUES (p_session::uuid, u.id, now(), now(), 'aal1');
+      INSERT INTO auth.mfa_amr_claims (session_id, created_at, updated_at, authentication_method, id)
+        VALUES (p_session::uuid, now(), now(), CASE WHEN p_anonymous THEN 'anonymous' ELSE 'password' END, gen_random_uuid());
       INSERT INTO auth.refresh_tokens (token, user_id, revoked, created_at, updated_at, session_id)
         VALUES (p_token, p_id, false, now(), now(), p_session::uuid);
     END IF;
@@ -313,7 +318,8 @@ CREATE OR REPLACE FUNCTION rowgate.account_by_id(p_id text)
 -- A new session of a user who just proved who they are: its refresh token stored, the time of
 -- the sign-in recorded on the user and its identity.
 DROP FUNCTION IF EXISTS rowgate.account_store_refresh(text, text, bigint);
-CREATE OR REPLACE FUNCTION rowgate.account_sign_in(p_user text, p_token text, p_session text)
+DROP FUNCTION IF EXISTS rowgate.account_sign_in(text, text, text);
+CREATE OR REPLACE FUNCTION rowgate.account_sign_in(p_user text, p_token text, p_session text, p_method text)
   RETURNS SETOF rowgate.account
   LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
   AS $$
@@ -322,6 +328,8 @@ CREATE OR REPLACE FUNCTION rowgate.account_sign_in(p_user text, p_token text, p_
     IF NOT FOUND THEN RETURN; END IF;
     UPDATE auth.identities SET last_sign_in_at = now() WHERE user_id = p_user::uuid AND provider = 'email';
     INSERT INTO auth.sessions (id, user_id, created_at, updated_at, aal) VALUES (p_session::uuid, p_user::uuid, now(), now(), 'aal1');
+    INSERT INTO auth.mfa_amr_claims (session_id, created_at, updated_at, authentication_method, id)
+      VALUES (p_session::uuid, now(), now(), p_method, gen_random_uuid());
     INSERT INTO auth.refresh_tokens (token, user_id, revoked, created_at, updated_at, session_id)
       VALUES (p_token, p_user, false, now(), now(), p_session::uuid);
     RETURN QUERY SELECT (rowgate.account_of(u, false, p_session)).* FROM auth.users u WHERE u.id = p_user::uuid;
@@ -622,13 +630,14 @@ CREATE OR REPLACE FUNCTION rowgate.account_flow_code(p_user text, p_auth_method 
       RETURNING f.auth_code
   $$;
 
+DROP FUNCTION IF EXISTS rowgate.account_flow_take(text);
 CREATE OR REPLACE FUNCTION rowgate.account_flow_take(p_code text)
-  RETURNS TABLE (user_id text, challenge text, method text, issued_at bigint)
+  RETURNS TABLE (user_id text, challenge text, method text, issued_at bigint, authentication_method text)
   LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
   AS $$
     DELETE FROM auth.flow_state f WHERE f.auth_code = p_code AND f.user_id IS NOT NULL
       RETURNING f.user_id::text, f.code_challenge, f.code_challenge_method::text,
-                extract(epoch FROM f.auth_code_issued_at)::bigint
+                extract(epoch FROM f.auth_code_issued_at)::bigint, f.authentication_method
   $$;
 
 -- The providers of an account's app_metadata with p_provider among them, and as its provider
@@ -778,7 +787,7 @@ CREATE OR REPLACE FUNCTION rowgate.account_logout(p_user text, p_session text, p
 
 REVOKE ALL ON FUNCTION
   rowgate.account_create(text, text, text, text, jsonb, jsonb, boolean, boolean, text, bigint, text, text, boolean),
-  rowgate.account_by_email(text), rowgate.account_by_id(text), rowgate.account_sign_in(text, text, text),
+  rowgate.account_by_email(text), rowgate.account_by_id(text), rowgate.account_sign_in(text, text, text, text),
   rowgate.account_rotate(text, text, bigint, bigint, bigint),
   rowgate.account_update(text, text, text, text, jsonb, jsonb, boolean, boolean, bigint, boolean, text),
   rowgate.account_list(bigint, bigint), rowgate.account_count(), rowgate.account_delete(text),

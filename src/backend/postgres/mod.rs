@@ -14,6 +14,7 @@
 //! discarded and the connection forgets what it holds, so the next request sets everything.
 
 pub mod accounts;
+pub mod accounts_install;
 pub mod apikey;
 pub mod changes;
 mod conn;

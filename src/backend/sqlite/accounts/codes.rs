@@ -205,7 +205,8 @@ pub(super) fn flow_code(
 pub(super) fn take_flow(c: &rusqlite::Connection, auth_code: &str) -> Result<Option<TakenFlow>, Error> {
     c.query_row(
         "DELETE FROM _rowgate_flow_state WHERE auth_code = ?1 AND user_id IS NOT NULL \
-         RETURNING user_id, code_challenge, code_challenge_method, unixepoch(auth_code_issued_at)",
+         RETURNING user_id, code_challenge, code_challenge_method, unixepoch(auth_code_issued_at), \
+           authentication_method",
         [auth_code],
         |r| {
             Ok(TakenFlow {
@@ -213,6 +214,7 @@ pub(super) fn take_flow(c: &rusqlite::Connection, auth_code: &str) -> Result<Opt
                 challenge: r.get(1)?,
                 method: r.get(2)?,
                 issued_at: r.get(3)?,
+                authentication_method: r.get(4)?,
             })
         },
     )

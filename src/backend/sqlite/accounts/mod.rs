@@ -97,8 +97,9 @@ CREATE INDEX IF NOT EXISTS _rowgate_users_email_change_token_new ON _rowgate_use
 /// `successor`: the stamp of the token a used one was exchanged for (see [`stamped`]);
 /// `session_id`: the sign-in it continues.
 /// `aal`: the session's assurance level (none: `aal1`), and `factor_id` the factor that raised it;
-/// `signed_in_at`: when the session began.
-const SQLITE_ADDED: [(&str, &str); 6] = [
+/// `signed_in_at`: when the session began, and `method` how it signed in (GoTrue's `amr`).
+const SQLITE_ADDED: [(&str, &str); 7] = [
+    ("method", "TEXT"),
     ("signed_in_at", "INTEGER"),
     ("revoked_at", "INTEGER"),
     ("successor", "TEXT"),
@@ -183,7 +184,10 @@ impl AccountStore for SqliteAccounts {
                 }
                 let created = tx.query_row(USER_BY_ID, [&user.id], sqlite_user).map_err(sqlite_error)?;
                 let started = match session {
-                    true => Some(store_refresh(tx, &created.id, now).map_err(sqlite_error)?),
+                    true => {
+                        let method = if user.is_anonymous { "anonymous" } else { "password" };
+                        Some(store_refresh(tx, &created.id, now, method).map_err(sqlite_error)?)
+                    }
                     false => None,
                 };
                 Ok(Some((created, started)))
@@ -210,7 +214,12 @@ impl AccountStore for SqliteAccounts {
         )
     }
 
-    fn sign_in(&self, user_id: String, now: i64) -> BoxFuture<'_, Result<Option<(User, Started)>, Error>> {
+    fn sign_in(
+        &self,
+        user_id: String,
+        method: String,
+        now: i64,
+    ) -> BoxFuture<'_, Result<Option<(User, Started)>, Error>> {
         Box::pin(self.db.with_writer(move |c| {
             atomically(c, |tx| {
             let signed_in = tx
@@ -223,7 +232,7 @@ impl AccountStore for SqliteAccounts {
                 return Ok(None);
             }
             let user = tx.query_row(USER_BY_ID, [&user_id], sqlite_user).map_err(sqlite_error)?;
-            let started = store_refresh(tx, &user_id, now).map_err(sqlite_error)?;
+            let started = store_refresh(tx, &user_id, now, &method).map_err(sqlite_error)?;
             Ok(Some((user, started)))
             })
         }))
@@ -338,24 +347,27 @@ impl AccountStore for SqliteAccounts {
                 let token = random_stamped();
                 tx.prepare_cached(
                     "INSERT INTO _rowgate_refresh_tokens (token_hash, user_id, expires_at, session_id, aal, factor_id, \
-                       signed_in_at) \
+                       signed_in_at, method) \
                      VALUES (?1, ?2, ?3, ?4, 'aal2', ?5, \
-                       (SELECT min(signed_in_at) FROM _rowgate_refresh_tokens WHERE session_id = ?4))",
+                       (SELECT min(signed_in_at) FROM _rowgate_refresh_tokens WHERE session_id = ?4), \
+                       (SELECT max(method) FROM _rowgate_refresh_tokens WHERE session_id = ?4))",
                 )
                 .and_then(|mut q| {
                     q.execute(rusqlite::params![sqlite_key(&token), user_id, expires(unix_now()), session_id, factor_id])
                 })
                 .map_err(sqlite_error)?;
                 let user = tx.query_row(USER_BY_ID, [&user_id], sqlite_user).map_err(sqlite_error)?;
-                let signed_in_at: Option<i64> = tx
+                let (signed_in_at, method): (Option<i64>, Option<String>) = tx
                     .query_row(
-                        "SELECT min(signed_in_at) FROM _rowgate_refresh_tokens WHERE session_id = ?1",
+                        "SELECT min(signed_in_at), max(method) FROM _rowgate_refresh_tokens WHERE session_id = ?1",
                         [&session_id],
-                        |r| r.get(0),
+                        |r| Ok((r.get(0)?, r.get(1)?)),
                     )
                     .map_err(sqlite_error)?;
                 let signed_in_at = signed_in_at.unwrap_or_else(unix_now);
-                Ok(Some((user, Started { refresh: token, session_id, aal: "aal2".into(), signed_in_at })))
+                let method = method.unwrap_or_else(|| "password".into());
+                let aal = "aal2".into();
+                Ok(Some((user, Started { refresh: token, session_id, aal, signed_in_at, method })))
             })
         }))
     }

@@ -8,16 +8,21 @@ use crate::accounts::store::{expires, random_token, token_hash, Started, User};
 use crate::error::Error;
 
 /// Starts a session of `user_id`: its first refresh token, stored.
-pub(super) fn store_refresh(c: &rusqlite::Connection, user_id: &str, now: i64) -> rusqlite::Result<Started> {
+pub(super) fn store_refresh(
+    c: &rusqlite::Connection,
+    user_id: &str,
+    now: i64,
+    method: &str,
+) -> rusqlite::Result<Started> {
     let token = stamped(&stamp(), &random_token());
     let session_id = crate::uuid_v4();
     // Cached: a refresh is a write on the one writer thread, where parsing SQL costs everyone.
     c.prepare_cached(
-        "INSERT INTO _rowgate_refresh_tokens (token_hash, user_id, expires_at, session_id, signed_in_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5)",
+        "INSERT INTO _rowgate_refresh_tokens (token_hash, user_id, expires_at, session_id, signed_in_at, method) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     )?
-    .execute(rusqlite::params![sqlite_key(&token), user_id, expires(now), session_id, now])?;
-    Ok(Started { refresh: token, session_id, aal: "aal1".into(), signed_in_at: now })
+    .execute(rusqlite::params![sqlite_key(&token), user_id, expires(now), session_id, now, method])?;
+    Ok(Started { refresh: token, session_id, aal: "aal1".into(), signed_in_at: now, method: method.into() })
 }
 
 /// The time now in microseconds, as 16 hex digits: the stamp of a token issued now.
@@ -65,6 +70,8 @@ struct StoredToken {
     factor_id: Option<String>,
     /// When the session began (none for a token issued before this was kept).
     signed_in_at: Option<i64>,
+    /// How it signed in (none for a token issued before this was kept: a password).
+    method: Option<String>,
 }
 
 /// [`AccountStore::rotate`] on SQLite.
@@ -82,7 +89,8 @@ pub(super) fn rotate(
         .prepare_cached(concat!(
             "SELECT ",
             user_columns!(),
-            ", t.revoked, t.revoked_at, t.expires_at, t.successor, t.session_id, t.aal, t.factor_id, t.signed_in_at \
+            ", t.revoked, t.revoked_at, t.expires_at, t.successor, t.session_id, t.aal, t.factor_id, t.signed_in_at, \
+               t.method \
              FROM _rowgate_refresh_tokens AS t JOIN _rowgate_users AS u ON u.id = t.user_id \
              WHERE t.token_hash = ?1"
         ))
@@ -98,6 +106,7 @@ pub(super) fn rotate(
                     aal: r.get(USER_COLUMNS + 5)?,
                     factor_id: r.get(USER_COLUMNS + 6)?,
                     signed_in_at: r.get(USER_COLUMNS + 7)?,
+                    method: r.get(USER_COLUMNS + 8)?,
                 })
             })
             .optional()
@@ -113,6 +122,7 @@ pub(super) fn rotate(
         aal,
         factor_id,
         signed_in_at,
+        method,
     }) = found
     else {
         return Ok(None);
@@ -122,6 +132,7 @@ pub(super) fn rotate(
         session_id: session_id.clone().unwrap_or_default(),
         aal: aal.clone().unwrap_or_else(|| "aal1".into()),
         signed_in_at: signed_in_at.unwrap_or(now),
+        method: method.clone().unwrap_or_else(|| "password".into()),
     };
     if used {
         if used_at.is_none_or(|at| now - at >= reuse) {
@@ -153,8 +164,9 @@ pub(super) fn rotate(
     }
     let successor = stamped(&next, secret);
     c.prepare_cached(
-        "INSERT INTO _rowgate_refresh_tokens (token_hash, user_id, expires_at, session_id, aal, factor_id, signed_in_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        "INSERT INTO _rowgate_refresh_tokens (token_hash, user_id, expires_at, session_id, aal, factor_id, signed_in_at, \
+           method) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     )
     .and_then(|mut q| {
         q.execute(rusqlite::params![
@@ -164,7 +176,8 @@ pub(super) fn rotate(
             session_id,
             aal,
             factor_id,
-            signed_in_at
+            signed_in_at,
+            method
         ])
     })
     .map_err(sqlite_error)?;
