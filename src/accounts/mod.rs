@@ -11,7 +11,10 @@
 //!   `accounts-refresh-reuse-interval` gives the same successor again, as GoTrue's reuse
 //!   interval; after it, revokes all of the user's);
 //! - `GET /user`, `PUT /user` (`user`), `POST /logout?scope=global|local|others`, `GET /settings`;
-//! - `/admin/users` for a token whose role is `service_role` (`admin`).
+//! - `/admin/users` for a token whose role is `service_role` (`admin`);
+//! - mail's codes and links (`by_mail`, `verify`), second factors (`mfa`);
+//! - sign-in through providers: `GET /authorize`, `/callback`, `?grant_type=id_token`
+//!   (`external`, `oauth2`), and a user's `/user/identities` (`identities`).
 //!
 //! Passwords are hashed with Argon2id (`hashing`) and never logged or returned. Wrong passwords
 //! are limited per client and address, per client and per address (`limits`: 429 until the
