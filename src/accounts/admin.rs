@@ -395,7 +395,7 @@ fn go_duration(text: &str) -> Option<u64> {
 }
 
 /// A phone number as GoTrue takes one: E.164 digits, spaces, dashes, brackets and `+` dropped.
-fn valid_phone(phone: &str) -> Result<String, Answer> {
+pub(super) fn valid_phone(phone: &str) -> Result<String, Answer> {
     let digits: String = phone.chars().filter(|c| !matches!(c, ' ' | '-' | '(' | ')' | '+')).collect();
     let ok = (2..=15).contains(&digits.len())
         && digits.bytes().all(|b| b.is_ascii_digit())

@@ -355,14 +355,7 @@ impl Accounts {
                 Ok(with_query(&state.referrer, &[("code", &code)]))
             }
             _ => {
-                let now = unix_now();
-                let (user, started) = self
-                    .store
-                    .sign_in(user.id, "oauth".into(), now)
-                    .await
-                    .map_err(|_| internal())?
-                    .ok_or_else(internal)?;
-                let s = self.session(&user, &started, now).await?;
+                let s = self.provider_session(user.id).await?;
                 let mut pairs = vec![
                     ("access_token", s.access.clone()),
                     ("expires_at", s.expires_at.to_string()),
@@ -527,14 +520,15 @@ impl Accounts {
         }
         let identity = identity_of(&provider.name, claims)?;
         let user = self.account_for(identity, link, client).await?;
+        self.provider_session(user.id).await.map(|s| Answer::ok(s.json))
+    }
+
+    /// A new session of `user_id`, who just signed in through a provider (`amr`: `oauth`).
+    async fn provider_session(&self, user_id: String) -> Result<super::Session, Answer> {
         let now = unix_now();
-        let (user, started) = self
-            .store
-            .sign_in(user.id, "oauth".into(), now)
-            .await
-            .map_err(|_| internal())?
-            .ok_or_else(internal)?;
-        self.session(&user, &started, now).await.map(|s| Answer::ok(s.json))
+        let signed_in = self.store.sign_in(user_id, "oauth".into(), now).await.map_err(|_| internal())?;
+        let (user, started) = signed_in.ok_or_else(internal)?;
+        self.session(&user, &started, now).await
     }
 }
 

@@ -83,15 +83,8 @@ impl Accounts {
         let kind = text("type").ok_or_else(|| validation("Verify requires a verification type"))?;
         if matches!(kind, "sms" | "phone_change") {
             // No code is ever sent by SMS here, so none is right; a malformed number is said so.
-            let phone = text("phone").unwrap_or("").trim_start_matches('+').replace(' ', "");
-            let e164 = phone.len() >= 2
-                && phone.len() <= 15
-                && phone.starts_with(|c: char| ('1'..='9').contains(&c))
-                && phone.chars().all(|c| c.is_ascii_digit());
-            return Err(match e164 {
-                false => validation("Invalid phone number format (E.164 required)"),
-                true => fail(StatusCode::FORBIDDEN, "otp_expired", "Token has expired or is invalid"),
-            });
+            super::admin::valid_phone(text("phone").unwrap_or(""))?;
+            return Err(fail(StatusCode::FORBIDDEN, "otp_expired", "Token has expired or is invalid"));
         }
         let redeem = redeems(kind).ok_or_else(|| validation("Unsupported verification type"))?;
         match (text("token_hash"), text("token"), text("email")) {

@@ -785,19 +785,5 @@ CREATE OR REPLACE FUNCTION rowgate.account_logout(p_user text, p_session text, p
     DELETE FROM auth.refresh_tokens WHERE user_id = p_user AND session_id IS NULL;
   END $$;
 
-REVOKE ALL ON FUNCTION
-  rowgate.account_create(text, text, text, text, jsonb, jsonb, boolean, boolean, text, bigint, text, text, boolean),
-  rowgate.account_by_email(text), rowgate.account_by_id(text), rowgate.account_sign_in(text, text, text, text),
-  rowgate.account_rotate(text, text, bigint, bigint, bigint),
-  rowgate.account_update(text, text, text, text, jsonb, jsonb, boolean, boolean, bigint, boolean, text),
-  rowgate.account_list(bigint, bigint), rowgate.account_count(), rowgate.account_delete(text),
-  rowgate.account_logout(text, text, text), rowgate.account_issue(text, text, text, text, bigint),
-  rowgate.account_redeem(text, text, text, bigint),
-  rowgate.account_factor_enroll(text, text, text, text, boolean, bigint), rowgate.account_factor_challenge(text, text, text),
-  rowgate.account_factor_challenged(text, text, text), rowgate.account_factor_verify(text, text, text, text, text),
-  rowgate.account_factor_unenroll(text, text, boolean),
-  rowgate.account_flow_start(text, text, text, text, text, text), rowgate.account_flow_code(text, text),
-  rowgate.account_flow_take(text),
-  rowgate.account_link_identity(text, text, text, boolean, jsonb, text, jsonb, jsonb, boolean, boolean),
-  rowgate.account_attach_identity(text, text, text, text, boolean, jsonb),
-  rowgate.account_detach_identity(text, text) FROM PUBLIC;
+-- Who may call the functions above is set by the install (accounts_install.rs): its list of
+-- them is revoked from PUBLIC and granted to the serving role only.

@@ -9,7 +9,7 @@ const INSTALL_SQL: &str = include_str!("accounts.sql");
 /// Supabase's `auth.uid()` and its kin, which the policies of its schemas use.
 const AUTH_HELPERS_SQL: &str = include_str!("auth_helpers.sql");
 
-/// The functions the serving role may call, by signature.
+/// The functions the serving role may call, by signature: no one else may.
 const FUNCTIONS: &str = "rowgate.account_create(text, text, text, text, jsonb, jsonb, boolean, boolean, text, bigint, text, text, boolean),
   rowgate.account_by_email(text), rowgate.account_by_id(text), rowgate.account_sign_in(text, text, text, text),
   rowgate.account_rotate(text, text, bigint, bigint, bigint),
@@ -31,7 +31,8 @@ const FUNCTIONS: &str = "rowgate.account_create(text, text, text, text, jsonb, j
 pub async fn install(client: &Client, role: &str) -> Result<(), String> {
     let role = format!("\"{}\"", role.replace('"', "\"\""));
     let grants = format!(
-        "GRANT USAGE ON SCHEMA rowgate TO {role};
+        "REVOKE ALL ON FUNCTION {FUNCTIONS} FROM PUBLIC;
+         GRANT USAGE ON SCHEMA rowgate TO {role};
          GRANT EXECUTE ON FUNCTION {FUNCTIONS} TO {role};"
     );
     client
