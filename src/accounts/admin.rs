@@ -346,6 +346,7 @@ impl Accounts {
             confirm_email,
             banned_until: ban(text("ban_duration"))?,
             role: text("role").map(str::to_owned),
+            unproved: false,
         })
     }
 }

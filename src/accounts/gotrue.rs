@@ -208,7 +208,7 @@ impl<'a> UserJson<'a> {
                 user_id: &u.id,
                 identity_data: IdentityData {
                     email,
-                    email_verified: u.email_confirmed_at.is_some(),
+                    email_verified: u.email_verified,
                     phone_verified: false,
                     sub: &u.id,
                 },

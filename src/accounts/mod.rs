@@ -342,9 +342,10 @@ impl Accounts {
             password_hash: Some(hash),
             user_metadata,
             app_metadata: r#"{"provider":"email","providers":["email"]}"#.into(),
-            // Taken at once (autoconfirm), the address is still not marked confirmed: nothing
-            // has proved it is the user's.
-            confirmed: false,
+            // Taken at once (autoconfirm), the address counts as confirmed, as GoTrue's, but not
+            // as proved: nothing has shown it is the user's.
+            confirmed: self.mail.autoconfirm,
+            unproved: self.mail.autoconfirm,
             role: "authenticated".into(),
             ..Default::default()
         };

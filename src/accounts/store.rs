@@ -45,6 +45,9 @@ pub struct User {
     pub identities: String,
     /// When an administrator invited the user, if one did.
     pub invited_at: Option<String>,
+    /// Whether the address is proved the user's (GoTrue's `email_verified`): confirmed by a
+    /// mail that came back, an administrator or a provider, not merely taken (autoconfirm).
+    pub email_verified: bool,
 }
 
 /// A session just started: its refresh token, its id, and how sure it is of its user (`aal1`,
@@ -105,6 +108,9 @@ pub struct NewUser {
     pub is_anonymous: bool,
     /// Whether its address counts as confirmed from the start.
     pub confirmed: bool,
+    /// Whether it counts as confirmed without proof (autoconfirm): a provider's verified address
+    /// joining the account still takes its password away, as for an unconfirmed one.
+    pub unproved: bool,
     pub role: String,
     /// Banned until this time (seconds since the epoch).
     pub banned_until: Option<i64>,
@@ -164,8 +170,10 @@ pub struct UserChanges {
     /// value is null is removed (GoTrue's merge).
     pub user_metadata: Option<String>,
     pub app_metadata: Option<String>,
-    /// Marks the address confirmed.
+    /// Marks the address confirmed: proved (an administrator vouches), unless `unproved`. A new
+    /// address not marked confirmed is unproved too, whatever confirmed the old one.
     pub confirm_email: bool,
+    pub unproved: bool,
     /// `Some(None)` lifts a ban; `Some(Some(t))` bans until `t` (seconds since the epoch).
     pub banned_until: Option<Option<i64>>,
     pub is_anonymous: Option<bool>,

@@ -164,21 +164,21 @@ impl Accounts {
             changes.password_hash = Some(self.hashing.hash(password.to_owned()).await.ok_or_else(internal)?);
         }
         match email {
-            // The new address is taken once a link or code mailed to it comes back.
-            Some(email) if !self.mail.autoconfirm => {
-                self.can_mail()?;
+            // The new address is taken once a link or code mailed to it comes back: even with
+            // autoconfirm (GoTrue's rule), but for an anonymous user, for whom it is a sign-up.
+            Some(email) if !(self.mail.autoconfirm && user.is_anonymous) => {
                 if self.store.by_email(email.clone()).await.map_err(|_| internal())?.is_some() {
                     return Err(email_exists());
                 }
+                self.can_mail()?;
                 let redirect = self.mail.links.redirect(redirect);
                 self.send_email_change(&user, &email, &redirect, self.mail.interval, pkce.as_ref()).await?;
             }
             Some(email) => {
-                if user.is_anonymous {
-                    changes.is_anonymous = Some(false);
-                    changes.app_metadata = Some(r#"{"provider":"email","providers":["email"]}"#.into());
-                }
+                changes.is_anonymous = Some(false);
+                changes.app_metadata = Some(r#"{"provider":"email","providers":["email"]}"#.into());
                 changes.email = Some(email);
+                (changes.confirm_email, changes.unproved) = (true, true);
             }
             None => {}
         }

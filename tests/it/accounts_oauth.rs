@@ -141,6 +141,9 @@ fn a_verified_address_joins_the_account_that_has_it(base: &str) {
     let (status, signed_up) =
         auth(base, "/auth/v1/signup", json!({"email": email, "password": "set by someone"}));
     assert_eq!(status, 200, "{signed_up}");
+    // Taken at once (autoconfirm): confirmed, as GoTrue's, yet not proved.
+    assert!(signed_up["user"]["email_confirmed_at"].is_string(), "{signed_up}");
+    assert_eq!(signed_up["user"]["identities"][0]["identity_data"]["email_verified"], false);
     let (_, to) = through_provider(base, "", &name);
     assert!(to.starts_with("http://app.test#"), "{to}");
     let user = get_user(base, fragment(&to)["access_token"].as_str().unwrap());
@@ -150,8 +153,8 @@ fn a_verified_address_joins_the_account_that_has_it(base: &str) {
         user["identities"].as_array().unwrap().iter().map(|i| i["provider"].as_str().unwrap()).collect();
     assert_eq!(providers, ["email", "test"]);
     assert!(user["email_confirmed_at"].is_string(), "{user}");
-    // The address was never confirmed, so whoever chose the password had not proved it was
-    // theirs: the password is gone.
+    // Nothing proved the address, so whoever chose the password had not shown it was theirs:
+    // the password is gone.
     let (status, refused) = auth(
         base,
         "/auth/v1/token?grant_type=password",

@@ -76,7 +76,7 @@ fn pg_error(e: tokio_postgres::Error) -> Error {
 }
 
 /// How many columns `rowgate.account` has: a function's own columns come after them.
-pub(super) const ACCOUNT_COLUMNS: usize = 25;
+pub(super) const ACCOUNT_COLUMNS: usize = 26;
 
 /// The columns of `rowgate.account`, in order.
 pub(super) fn pg_user(r: &tokio_postgres::Row) -> User {
@@ -101,6 +101,7 @@ pub(super) fn pg_user(r: &tokio_postgres::Row) -> User {
         factors: r.get(19),
         identities: r.get(22),
         invited_at: r.get(23),
+        email_verified: r.get::<_, Option<bool>>(25).unwrap_or(false),
     }
 }
 
@@ -143,7 +144,7 @@ impl AccountStore for PgAccounts {
             let rows = self
                 .query(
                     "SELECT * FROM rowgate.account_create($1, $2, $3, $4, $5::text::jsonb, $6::text::jsonb, \
-                     $7, $8, $9, $10, $11, $12, $13)",
+                     $7, $8, $9, $10, $11, $12, $13, $14)",
                     &[
                         (&user.id, Type::TEXT),
                         (&user.email, Type::TEXT),
@@ -158,6 +159,7 @@ impl AccountStore for PgAccounts {
                         (&token, Type::TEXT),
                         (&session_id, Type::TEXT),
                         (&user.invited, Type::BOOL),
+                        (&user.unproved, Type::BOOL),
                     ],
                 )
                 .await?;
@@ -255,7 +257,7 @@ impl AccountStore for PgAccounts {
             let rows = self
                 .query_or_unique(
                     "SELECT * FROM rowgate.account_update($1, $2, $3, $4, $5::text::jsonb, $6::text::jsonb, \
-                     $7, $8, $9, $10, $11)",
+                     $7, $8, $9, $10, $11, $12)",
                     &[
                         (&id, Type::TEXT),
                         (&changes.email, Type::TEXT),
@@ -268,6 +270,7 @@ impl AccountStore for PgAccounts {
                         (&until, Type::INT8),
                         (&changes.is_anonymous, Type::BOOL),
                         (&changes.role, Type::TEXT),
+                        (&changes.unproved, Type::BOOL),
                     ],
                 )
                 .await;

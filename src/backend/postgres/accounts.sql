@@ -222,12 +222,22 @@ CREATE TYPE rowgate.account AS (
   app_metadata text, user_metadata text, is_anonymous boolean,
   password_hash text, session_id text,
   confirmation_sent_at text, recovery_sent_at text, email_change_sent_at text, new_email text,
-  factors text, aal text, session_started bigint, identities text, invited_at text, session_method text
+  factors text, aal text, session_started bigint, identities text, invited_at text, session_method text,
+  email_verified boolean
 );
 
 CREATE OR REPLACE FUNCTION rowgate.iso(t timestamptz) RETURNS text
   LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp
   AS $$ SELECT to_char(t AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') $$;
+
+-- Whether an account's address is proved its user's: confirmed, and its email identity (if it
+-- has one) says verified. An address taken without proof (autoconfirm, GoTrue's way too) is
+-- confirmed with an unverified email identity.
+CREATE OR REPLACE FUNCTION rowgate.email_proved(u auth.users) RETURNS boolean
+  LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+  AS $$ SELECT u.email_confirmed_at IS NOT NULL AND NOT EXISTS (
+          SELECT 1 FROM auth.identities i WHERE i.user_id = u.id AND i.provider = 'email'
+            AND i.identity_data ->> 'email_verified' IS DISTINCT FROM 'true') $$;
 
 DROP FUNCTION IF EXISTS rowgate.account_of(auth.users, boolean, text);
 CREATE OR REPLACE FUNCTION rowgate.account_of(u auth.users, p_hash boolean DEFAULT false, p_session text DEFAULT NULL)
@@ -255,7 +265,8 @@ CREATE OR REPLACE FUNCTION rowgate.account_of(u auth.users, p_hash boolean DEFAU
                    rowgate.iso(u.invited_at),
                    (SELECT c.authentication_method FROM auth.mfa_amr_claims c
                     WHERE c.session_id::text = p_session AND c.authentication_method <> 'totp'
-                    ORDER BY c.created_at LIMIT 1))::rowgate.account $$;
+                    ORDER BY c.created_at LIMIT 1),
+                   rowgate.email_proved(u))::rowgate.account $$;
 
 -- A metadata object with `patch`'s keys set, those whose value is null removed (GoTrue's merge).
 CREATE OR REPLACE FUNCTION rowgate.merged(current jsonb, patch jsonb) RETURNS jsonb
@@ -267,10 +278,11 @@ CREATE OR REPLACE FUNCTION rowgate.merged(current jsonb, patch jsonb) RETURNS js
 -- A new account (with its email identity) and, given p_token, its first session; no row when
 -- the address or phone is taken.
 DROP FUNCTION IF EXISTS rowgate.account_create(text, text, text, text, bigint);
+DROP FUNCTION IF EXISTS rowgate.account_create(text, text, text, text, jsonb, jsonb, boolean, boolean, text, bigint, text, text, boolean);
 CREATE OR REPLACE FUNCTION rowgate.account_create(
   p_id text, p_email text, p_phone text, p_hash text, p_user_meta jsonb, p_app_meta jsonb,
   p_anonymous boolean, p_confirmed boolean, p_role text, p_banned_until bigint,
-  p_token text, p_session text, p_invited boolean)
+  p_token text, p_session text, p_invited boolean, p_unproved boolean)
   RETURNS SETOF rowgate.account
   LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
   AS $$
@@ -288,7 +300,8 @@ CREATE OR REPLACE FUNCTION rowgate.account_create(
     IF p_email IS NOT NULL THEN
       INSERT INTO auth.identities (id, provider_id, user_id, identity_data, provider, last_sign_in_at, created_at, updated_at)
         VALUES (u.id, p_id, u.id,
-                jsonb_build_object('sub', p_id, 'email', p_email, 'email_verified', p_confirmed, 'phone_verified', false),
+                jsonb_build_object('sub', p_id, 'email', p_email, 'email_verified', p_confirmed AND NOT p_unproved,
+                                   'phone_verified', false),
                 'email', u.last_sign_in_at, now(), now());
     END IF;
     IF p_token IS NOT NULL THEN
@@ -368,14 +381,21 @@ CREATE OR REPLACE FUNCTION rowgate.account_rotate(p_old text, p_new text, p_now 
   END $$;
 
 -- Changes to an account (a null parameter changes nothing; p_ban: whether p_banned_until is
--- set, null then lifting a ban). An address or phone another account has: 23505.
+-- set, null then lifting a ban). An address or phone another account has: 23505. A new address
+-- is proved only if p_confirm says so and p_unproved does not; p_confirm alone proves the
+-- address the account has.
+DROP FUNCTION IF EXISTS rowgate.account_update(text, text, text, text, jsonb, jsonb, boolean, boolean, bigint, boolean, text);
 CREATE OR REPLACE FUNCTION rowgate.account_update(
   p_id text, p_email text, p_phone text, p_hash text, p_user_meta jsonb, p_app_meta jsonb,
-  p_confirm boolean, p_ban boolean, p_banned_until bigint, p_anonymous boolean, p_role text)
+  p_confirm boolean, p_ban boolean, p_banned_until bigint, p_anonymous boolean, p_role text,
+  p_unproved boolean)
   RETURNS SETOF rowgate.account
   LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
   AS $$
+  DECLARE v_old text; v_proved boolean;
   BEGIN
+    SELECT u.email INTO v_old FROM auth.users u WHERE u.id::text = p_id AND u.deleted_at IS NULL FOR UPDATE;
+    IF NOT FOUND THEN RETURN; END IF;
     UPDATE auth.users u SET
       email = coalesce(p_email, u.email),
       phone = coalesce(p_phone, u.phone),
@@ -387,14 +407,18 @@ CREATE OR REPLACE FUNCTION rowgate.account_update(
       is_anonymous = coalesce(p_anonymous, u.is_anonymous),
       role = coalesce(p_role, u.role),
       updated_at = now()
-    WHERE u.id::text = p_id AND u.deleted_at IS NULL;
-    IF NOT FOUND THEN RETURN; END IF;
-    IF p_email IS NOT NULL THEN
+    WHERE u.id::text = p_id;
+    v_proved := coalesce(p_confirm, false) AND NOT coalesce(p_unproved, false);
+    IF p_email IS NOT NULL AND p_email IS DISTINCT FROM v_old THEN
       INSERT INTO auth.identities AS i (id, provider_id, user_id, identity_data, provider, created_at, updated_at)
         VALUES (p_id::uuid, p_id, p_id::uuid, jsonb_build_object('sub', p_id, 'email', p_email,
-                'email_verified', coalesce(p_confirm, false), 'phone_verified', false), 'email', now(), now())
+                'email_verified', v_proved, 'phone_verified', false), 'email', now(), now())
         ON CONFLICT (provider_id, provider) DO UPDATE
-        SET identity_data = i.identity_data || jsonb_build_object('email', p_email), updated_at = now();
+        SET identity_data = i.identity_data || jsonb_build_object('email', p_email, 'email_verified', v_proved),
+            updated_at = now();
+    ELSIF v_proved THEN
+      UPDATE auth.identities i SET identity_data = i.identity_data || '{"email_verified": true}', updated_at = now()
+        WHERE i.user_id::text = p_id AND i.provider = 'email';
     END IF;
     RETURN QUERY SELECT (rowgate.account_of(u)).* FROM auth.users u WHERE u.id::text = p_id;
   END $$;
@@ -710,8 +734,8 @@ CREATE OR REPLACE FUNCTION rowgate.account_detach_identity(p_user text, p_identi
 -- Whose an identity at an OpenID provider is, as GoTrue links them: the account that has it
 -- (its data refreshed), else the one with its address if the provider verified it, else with
 -- p_create a new account (without the address if another has it). An account whose address was
--- never confirmed loses its password when a provider's verified address links to it: whoever
--- set that password did not prove the address. `linked`: existing, added, created or
+-- never proved (unconfirmed, or taken by autoconfirm) loses its password when a provider's
+-- verified address links to it: whoever set that password did not prove the address. `linked`: existing, added, created or
 -- would_create (then no account).
 CREATE OR REPLACE FUNCTION rowgate.account_link_identity(
   p_provider text, p_subject text, p_email text, p_verified boolean, p_data jsonb,
@@ -726,14 +750,17 @@ CREATE OR REPLACE FUNCTION rowgate.account_link_identity(
     IF FOUND THEN
       v_linked := 'existing';
     ELSIF p_verified AND p_email IS NOT NULL THEN
-      SELECT u.id, u.email_confirmed_at IS NOT NULL INTO v_user, v_confirmed FROM auth.users u
+      SELECT u.id, rowgate.email_proved(u) INTO v_user, v_confirmed FROM auth.users u
         WHERE u.email = p_email AND NOT u.is_sso_user AND NOT u.is_anonymous AND u.deleted_at IS NULL;
       IF FOUND THEN
         v_linked := 'added';
         INSERT INTO auth.identities (id, provider_id, user_id, identity_data, provider, last_sign_in_at, created_at, updated_at)
           VALUES (gen_random_uuid(), p_subject, v_user, p_data, p_provider, now(), now(), now());
         IF NOT v_confirmed THEN
-          UPDATE auth.users SET encrypted_password = NULL, email_confirmed_at = now() WHERE id = v_user;
+          UPDATE auth.users SET encrypted_password = NULL, email_confirmed_at = coalesce(email_confirmed_at, now())
+            WHERE id = v_user;
+          UPDATE auth.identities i SET identity_data = i.identity_data || '{"email_verified": true}', updated_at = now()
+            WHERE i.user_id = v_user AND i.provider = 'email';
         END IF;
       END IF;
     END IF;

@@ -10,10 +10,10 @@ const INSTALL_SQL: &str = include_str!("accounts.sql");
 const AUTH_HELPERS_SQL: &str = include_str!("auth_helpers.sql");
 
 /// The functions the serving role may call, by signature: no one else may.
-const FUNCTIONS: &str = "rowgate.account_create(text, text, text, text, jsonb, jsonb, boolean, boolean, text, bigint, text, text, boolean),
+const FUNCTIONS: &str = "rowgate.account_create(text, text, text, text, jsonb, jsonb, boolean, boolean, text, bigint, text, text, boolean, boolean),
   rowgate.account_by_email(text), rowgate.account_by_id(text), rowgate.account_sign_in(text, text, text, text),
   rowgate.account_rotate(text, text, bigint, bigint, bigint),
-  rowgate.account_update(text, text, text, text, jsonb, jsonb, boolean, boolean, bigint, boolean, text),
+  rowgate.account_update(text, text, text, text, jsonb, jsonb, boolean, boolean, bigint, boolean, text, boolean),
   rowgate.account_list(bigint, bigint), rowgate.account_count(), rowgate.account_delete(text),
   rowgate.account_logout(text, text, text), rowgate.account_issue(text, text, text, text, bigint),
   rowgate.account_redeem(text, text, text, bigint),

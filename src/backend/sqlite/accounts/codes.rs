@@ -101,7 +101,7 @@ pub(super) fn redeem(
             OneTime::EmailChange => (
                 "(?3 IS NULL OR email_change = lower(?3) OR email = lower(?3)) AND coalesce(email_change, '') <> ''",
                 "email = email_change, email_change = NULL, email_change_token_current = NULL, email_confirmed_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), \
-                 raw_app_meta_data = CASE WHEN is_anonymous \
+                 email_unproved = 0, raw_app_meta_data = CASE WHEN is_anonymous \
                    THEN json_patch(raw_app_meta_data, '{\"provider\":\"email\",\"providers\":[\"email\"]}') \
                    ELSE raw_app_meta_data END, is_anonymous = 0",
             ),
@@ -109,7 +109,7 @@ pub(super) fn redeem(
             OneTime::Reauthentication => ("(?3 IS NULL OR email = lower(?3))", "reauthentication_token = NULL"),
             _ => (
                 "(?3 IS NULL OR email = lower(?3))",
-                "email_confirmed_at = coalesce(email_confirmed_at, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))",
+                "email_confirmed_at = coalesce(email_confirmed_at, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')), email_unproved = 0",
             ),
         };
         // An email change is made by the new address's code or, in a secure change, by whichever

@@ -48,7 +48,7 @@ pub(super) fn link(
     if let (true, Some(email)) = (identity.email_verified, &identity.email) {
         let holder: Option<(String, bool)> = tx
             .query_row(
-                "SELECT id, email_confirmed_at IS NOT NULL FROM _rowgate_users \
+                "SELECT id, email_confirmed_at IS NOT NULL AND NOT email_unproved FROM _rowgate_users \
                  WHERE email = ?1 AND NOT is_anonymous",
                 [email],
                 |r| Ok((r.get(0)?, r.get(1)?)),
@@ -59,8 +59,9 @@ pub(super) fn link(
             insert_identity(tx, &user_id, identity)?;
             if !confirmed {
                 tx.execute(
-                    "UPDATE _rowgate_users SET encrypted_password = NULL, \
-                       email_confirmed_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?1",
+                    "UPDATE _rowgate_users SET encrypted_password = NULL, email_unproved = 0, \
+                       email_confirmed_at = coalesce(email_confirmed_at, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')) \
+                     WHERE id = ?1",
                     [&user_id],
                 )
                 .map_err(sqlite_error)?;
@@ -113,7 +114,7 @@ pub(super) fn attach(
         // Taken by another account, the address stays where it is.
         tx.execute(
             "UPDATE _rowgate_users SET email = ?2, email_confirmed_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), \
-               is_anonymous = 0 \
+               email_unproved = 0, is_anonymous = 0 \
              WHERE id = ?1 AND NOT EXISTS (SELECT 1 FROM _rowgate_users WHERE email = ?2)",
             [user_id, email],
         )

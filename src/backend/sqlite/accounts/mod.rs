@@ -71,9 +71,11 @@ COMMIT;
 PRAGMA foreign_keys = ON;"
 );
 
-/// Columns added to the users' table since: when an invitation made the account, and the codes
-/// sent by mail (their hashes) and when.
-const SQLITE_USERS_ADDED: [(&str, &str); 11] = [
+/// Columns added to the users' table since: when an invitation made the account, the codes
+/// sent by mail (their hashes) and when, and whether the address was taken without proof
+/// (autoconfirm: confirmed, yet nothing proved it the user's).
+const SQLITE_USERS_ADDED: [(&str, &str); 12] = [
+    ("email_unproved", "INTEGER NOT NULL DEFAULT 0"),
     ("invited_at", "TEXT"),
     ("reauthentication_token", "TEXT"),
     ("reauthentication_sent_at", "TEXT"),
@@ -123,7 +125,7 @@ macro_rules! user_columns {
             'identity_data', json(i.identity_data), 'provider', i.provider, 'last_sign_in_at', i.last_sign_in_at, \
             'created_at', i.created_at, 'updated_at', i.updated_at, 'email', i.email)) \
           FROM (SELECT * FROM _rowgate_identities WHERE user_id = u.id ORDER BY created_at) AS i), \
-         u.invited_at"
+         u.invited_at, u.email_confirmed_at IS NOT NULL AND NOT u.email_unproved"
     };
 }
 
@@ -138,7 +140,7 @@ use tokens::{random_stamped, rotate, sqlite_key, store_refresh};
 use users::{insert_user, update};
 
 /// How many columns [`user_columns`] names.
-pub(super) const USER_COLUMNS: usize = 20;
+pub(super) const USER_COLUMNS: usize = 21;
 
 pub(super) const USER_BY_ID: &str =
     concat!("SELECT ", user_columns!(), " FROM _rowgate_users AS u WHERE u.id = ?1");
@@ -541,5 +543,6 @@ pub(super) fn sqlite_user(r: &rusqlite::Row<'_>) -> rusqlite::Result<User> {
         factors: r.get(17)?,
         identities: r.get(18)?,
         invited_at: r.get(19)?,
+        email_verified: r.get(20)?,
     })
 }

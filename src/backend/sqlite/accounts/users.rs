@@ -22,6 +22,8 @@ pub(super) fn update(tx: &rusqlite::Connection, id: &str, changes: UserChanges) 
            raw_user_meta_data = coalesce(?5, raw_user_meta_data), raw_app_meta_data = coalesce(?6, raw_app_meta_data), \
            email_confirmed_at = CASE WHEN ?7 AND email_confirmed_at IS NULL \
              THEN strftime('%Y-%m-%dT%H:%M:%fZ', 'now') ELSE email_confirmed_at END, \
+           email_unproved = CASE WHEN ?2 IS NOT NULL AND ?2 IS NOT email THEN ?12 OR NOT ?7 \
+             WHEN ?7 THEN 0 ELSE email_unproved END, \
            banned_until = CASE WHEN ?8 THEN strftime('%Y-%m-%dT%H:%M:%fZ', ?9, 'unixepoch') ELSE banned_until END, \
            is_anonymous = coalesce(?10, is_anonymous), role = coalesce(?11, role), \
            updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') \
@@ -38,6 +40,7 @@ pub(super) fn update(tx: &rusqlite::Connection, id: &str, changes: UserChanges) 
             until,
             changes.is_anonymous,
             changes.role,
+            changes.unproved,
         ],
     );
     match result {
@@ -57,12 +60,13 @@ pub(super) fn update(tx: &rusqlite::Connection, id: &str, changes: UserChanges) 
 pub(super) fn insert_user(tx: &rusqlite::Connection, user: &NewUser, signed_in: bool) -> Result<bool, Error> {
     let inserted = tx.execute(
         "INSERT INTO _rowgate_users (id, email, phone, encrypted_password, role, raw_app_meta_data, \
-         raw_user_meta_data, is_anonymous, email_confirmed_at, last_sign_in_at, banned_until, invited_at) \
+         raw_user_meta_data, is_anonymous, email_confirmed_at, last_sign_in_at, banned_until, invited_at, \
+         email_unproved) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, \
            CASE WHEN ?9 AND ?2 IS NOT NULL THEN strftime('%Y-%m-%dT%H:%M:%fZ', 'now') END, \
            CASE WHEN ?10 THEN strftime('%Y-%m-%dT%H:%M:%fZ', 'now') END, \
            strftime('%Y-%m-%dT%H:%M:%fZ', ?11, 'unixepoch'), \
-           CASE WHEN ?12 THEN strftime('%Y-%m-%dT%H:%M:%fZ', 'now') END)",
+           CASE WHEN ?12 THEN strftime('%Y-%m-%dT%H:%M:%fZ', 'now') END, ?13)",
         rusqlite::params![
             user.id,
             user.email,
@@ -76,6 +80,7 @@ pub(super) fn insert_user(tx: &rusqlite::Connection, user: &NewUser, signed_in: 
             signed_in,
             user.banned_until,
             user.invited,
+            user.unproved,
         ],
     );
     match inserted {
