@@ -291,7 +291,9 @@ pub fn claims<'a>(
 pub fn amr(started: &Started, now: i64) -> Vec<Amr<'_>> {
     let first = Amr { method: &started.method, timestamp: started.signed_in_at };
     match started.aal.as_str() {
-        "aal2" => vec![Amr { method: "totp", timestamp: now }, first],
+        "aal2" => {
+            vec![Amr { method: started.second_factor.as_deref().unwrap_or("totp"), timestamp: now }, first]
+        }
         _ => vec![first],
     }
 }

@@ -1,8 +1,10 @@
-//! Multi-factor authentication with TOTP, as GoTrue does it: `POST /factors` enrolls a factor
-//! (its secret, `otpauth://` URI and QR code), `POST /factors/{id}/challenge` opens a challenge
-//! for five minutes, `POST /factors/{id}/verify` answers it with the app's code and raises the
-//! session to `aal2` (its tokens say so: `aal`, `amr`), `DELETE /factors/{id}` removes one. A
-//! verified factor can be added or removed only from an `aal2` session.
+//! Multi-factor authentication with TOTP and WebAuthn, as GoTrue does it: `POST /factors`
+//! enrolls a factor (a TOTP factor's secret, `otpauth://` URI and QR code), `POST
+//! /factors/{id}/challenge` opens a challenge for five minutes (a WebAuthn factor's with the
+//! options of its ceremony: registration while it is unverified, authentication after), `POST
+//! /factors/{id}/verify` answers it (the app's code, or the authenticator's credential) and
+//! raises the session to `aal2` (its tokens say so: `aal`, `amr`), `DELETE /factors/{id}`
+//! removes one. A verified factor can be added or removed only from an `aal2` session.
 
 use std::net::IpAddr;
 
@@ -11,7 +13,8 @@ use serde_json::{json, Value};
 use totp_rs::{Algorithm, TOTP};
 
 use super::gotrue::{self, fail, internal, validation, Answer};
-use super::store::{Enrolled, NewFactor};
+use super::store::{Challenged, Enrolled, NewFactor, User};
+use super::webauthn::{credential_options, Refused};
 use super::{unix_now, Accounts, Caller};
 
 /// How long a challenge may be answered, and an unverified factor kept (GoTrue's defaults).
@@ -47,17 +50,7 @@ impl Accounts {
         let aal2 = caller.aal.as_deref() == Some("aal2");
         match (method, rest.split('/').collect::<Vec<_>>().as_slice()) {
             (&http::Method::POST, [""]) => self.enroll(&user, aal2, body).await,
-            (&http::Method::POST, [id, "challenge"]) => {
-                let challenge = crate::uuid_v4();
-                match self.store.challenge_factor(user.id.clone(), id.to_string(), challenge.clone()).await {
-                    Ok(true) => Ok(Answer::ok(
-                        json!({"id": challenge, "type": "totp", "expires_at": unix_now() + CHALLENGE_EXPIRY})
-                            .to_string(),
-                    )),
-                    Ok(false) => Err(not_found()),
-                    Err(_) => Err(internal()),
-                }
-            }
+            (&http::Method::POST, [id, "challenge"]) => self.challenge(&user, id).await,
             (&http::Method::POST, [id, "verify"]) => {
                 self.verify_factor(caller, &user.id, id, body, client).await
             }
@@ -81,12 +74,13 @@ impl Accounts {
         }
     }
 
-    /// `POST /factors` `{factor_type: "totp", friendly_name, issuer}`.
-    async fn enroll(&self, user: &super::User, aal2: bool, body: &[u8]) -> Result<Answer, Answer> {
+    /// `POST /factors` `{factor_type: "totp" | "webauthn", friendly_name, issuer}`.
+    async fn enroll(&self, user: &User, aal2: bool, body: &[u8]) -> Result<Answer, Answer> {
         let v: Value = serde_json::from_slice(body).map_err(|_| gotrue::bad_json())?;
         let text = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
-        match text("factor_type").as_str() {
-            "totp" => {}
+        let factor_type = match text("factor_type").as_str() {
+            "totp" => "totp",
+            "webauthn" => "webauthn",
             "phone" => {
                 return Err(fail(
                     StatusCode::UNPROCESSABLE_ENTITY,
@@ -94,18 +88,17 @@ impl Accounts {
                     "MFA enroll is disabled for Phone",
                 ))
             }
-            "webauthn" => {
-                return Err(fail(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    "mfa_web_authn_enroll_not_enabled",
-                    "MFA enroll is disabled for WebAuthn",
-                ))
-            }
             _ => return Err(validation("factor_type needs to be totp, phone, or webauthn")),
-        }
+        };
         let friendly_name = text("friendly_name");
         if friendly_name.len() > 256 {
             return Err(validation("friendly_name is too long"));
+        }
+        if factor_type == "webauthn" {
+            let factor = NewFactor { id: crate::uuid_v4(), friendly_name, factor_type, secret: None };
+            let enrolled =
+                json!({"id": factor.id, "type": "webauthn", "friendly_name": factor.friendly_name});
+            return self.enrolled(user, factor, aal2, enrolled).await;
         }
         let issuer = match text("issuer") {
             i if i.is_empty() => url::Url::parse(&self.mail.links.site_url)
@@ -121,23 +114,35 @@ impl Accounts {
         let uri = totp.get_url();
         let qr = qrcode::QrCode::new(uri.as_bytes()).map_err(|_| internal())?;
         let svg = qr.render::<qrcode::render::svg::Color>().min_dimensions(200, 200).build();
+        let secret = totp.get_secret_base32();
+        let enrolled = json!({
+            "id": crate::uuid_v4(), "type": "totp", "friendly_name": friendly_name,
+            "totp": {"qr_code": format!("data:image/svg+xml;utf-8,{svg}"), "secret": secret, "uri": uri},
+        });
         let factor = NewFactor {
-            id: crate::uuid_v4(),
-            friendly_name: friendly_name.clone(),
-            secret: totp.get_secret_base32(),
+            id: enrolled["id"].as_str().unwrap_or_default().to_owned(),
+            friendly_name,
+            factor_type,
+            secret: Some(secret),
         };
-        match self.store.enroll_factor(user.id.clone(), factor.clone(), aal2, CHALLENGE_EXPIRY).await {
-            Ok(Enrolled::Done) => Ok(Answer::ok(
-                json!({
-                    "id": factor.id, "type": "totp", "friendly_name": friendly_name,
-                    "totp": {"qr_code": format!("data:image/svg+xml;utf-8,{svg}"), "secret": factor.secret, "uri": uri},
-                })
-                .to_string(),
-            )),
+        self.enrolled(user, factor, aal2, enrolled).await
+    }
+
+    /// `factor` enrolled, answered with `enrolled`.
+    async fn enrolled(
+        &self,
+        user: &User,
+        factor: NewFactor,
+        aal2: bool,
+        enrolled: Value,
+    ) -> Result<Answer, Answer> {
+        let name = factor.friendly_name.clone();
+        match self.store.enroll_factor(user.id.clone(), factor, aal2, CHALLENGE_EXPIRY).await {
+            Ok(Enrolled::Done) => Ok(Answer::ok(enrolled.to_string())),
             Ok(Enrolled::NameTaken) => Err(fail(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "mfa_factor_name_conflict",
-                &format!("A factor with the friendly name {friendly_name:?} for this user already exists"),
+                &format!("A factor with the friendly name {name:?} for this user already exists"),
             )),
             Ok(Enrolled::TooMany) => Err(fail(
                 StatusCode::UNPROCESSABLE_ENTITY,
@@ -151,7 +156,50 @@ impl Accounts {
         }
     }
 
-    /// `POST /factors/{id}/verify` `{challenge_id, code}`: a session at `aal2`.
+    /// `POST /factors/{id}/challenge`: a challenge of the user's factor, with a WebAuthn factor's
+    /// ceremony (`credential_options`, whose `publicKey` goes to `navigator.credentials`).
+    async fn challenge(&self, user: &User, factor_id: &str) -> Result<Answer, Answer> {
+        let factor = self
+            .store
+            .challenged(user.id.clone(), factor_id.to_owned(), String::new())
+            .await
+            .map_err(|_| internal())?
+            .ok_or_else(not_found)?;
+        let (ceremony, webauthn) = if factor.factor_type == "webauthn" {
+            let (kind, started) = match (factor.verified, &factor.credential) {
+                (true, Some(credential)) => {
+                    ("request", self.relying_party.start_authentication(std::slice::from_ref(credential)))
+                }
+                _ => {
+                    let name = user.email.as_deref().or(user.phone.as_deref()).unwrap_or(&user.id);
+                    ("create", self.relying_party.start_registration(&user.id, name, &[]))
+                }
+            };
+            let (ceremony, options) = started.ok_or_else(internal)?;
+            (Some(ceremony), Some(json!({"type": kind, "credential_options": credential_options(options)})))
+        } else {
+            (None, None)
+        };
+        let challenge = crate::uuid_v4();
+        match self
+            .store
+            .challenge_factor(user.id.clone(), factor_id.to_owned(), challenge.clone(), ceremony)
+            .await
+        {
+            Ok(true) => {
+                let mut answer = json!({"id": challenge, "type": factor.factor_type, "expires_at": unix_now() + CHALLENGE_EXPIRY});
+                if let Some(webauthn) = webauthn {
+                    answer["webauthn"] = webauthn;
+                }
+                Ok(Answer::ok(answer.to_string()))
+            }
+            Ok(false) => Err(not_found()),
+            Err(_) => Err(internal()),
+        }
+    }
+
+    /// `POST /factors/{id}/verify` `{challenge_id, code}` (TOTP) or `{challenge_id, webauthn:
+    /// {type, credential_response}}`: a session at `aal2`.
     async fn verify_factor(
         &self,
         caller: &Caller,
@@ -161,11 +209,7 @@ impl Accounts {
         client: IpAddr,
     ) -> Result<Answer, Answer> {
         let v: Value = serde_json::from_slice(body).map_err(|_| gotrue::bad_json())?;
-        let text = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
-        let (challenge_id, code) = (text("challenge_id"), text("code"));
-        if code.is_empty() {
-            return Err(validation("Code needs to be non-empty"));
-        }
+        let challenge_id = v.get("challenge_id").and_then(Value::as_str).unwrap_or("").to_owned();
         let Some(session_id) = caller.session_id.clone() else {
             return Err(fail(
                 StatusCode::UNAUTHORIZED,
@@ -179,31 +223,45 @@ impl Accounts {
             .await
             .map_err(|_| internal())?
             .ok_or_else(not_found)?;
-        let unknown = || {
-            fail(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "mfa_factor_not_found",
-                "MFA factor with the provided challenge ID not found",
-            )
+        let credential = match challenged.factor_type.as_str() {
+            "webauthn" => Some(self.webauthn_answer(&v, user_id, &challenge_id, &challenged)?),
+            _ => {
+                self.totp_answer(&v, user_id, &challenge_id, &challenged, client)?;
+                None
+            }
         };
-        let challenged_at = challenged.challenged_at.ok_or_else(unknown)?;
-        if unix_now() - challenged_at > CHALLENGE_EXPIRY {
-            return Err(fail(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "mfa_challenge_expired",
-                &format!(
-                    "MFA challenge {challenge_id} has expired, verify against another challenge or create a new challenge."
-                ),
-            ));
+        let now = unix_now();
+        let (user, started) = self
+            .store
+            .elevate(user_id.to_owned(), factor_id.to_owned(), challenge_id, session_id, credential)
+            .await
+            .map_err(|_| internal())?
+            .ok_or_else(unknown_challenge)?;
+        self.session(&user, &started, now).await.map(|s| Answer::ok(s.json))
+    }
+
+    /// Checks a TOTP factor's code against the challenge.
+    fn totp_answer(
+        &self,
+        v: &Value,
+        user_id: &str,
+        challenge_id: &str,
+        challenged: &Challenged,
+        client: IpAddr,
+    ) -> Result<(), Answer> {
+        let code = v.get("code").and_then(Value::as_str).unwrap_or("");
+        if code.is_empty() {
+            return Err(validation("Code needs to be non-empty"));
         }
+        open_challenge(challenged, challenge_id)?;
         // Guesses at a six-digit code are limited as guesses at a password are.
         let Some(mut attempt) = self.limits.attempt(client, &format!("mfa:{user_id}")) else {
             return Err(super::too_many("Too many attempts: try again later"));
         };
-        let secret = totp_rs::Secret::Encoded(challenged.secret).to_bytes().map_err(|_| internal())?;
-        let valid = totp(secret, None, String::new())?.check(&code, unix_now().max(0) as u64);
+        let secret = challenged.secret.clone().ok_or_else(internal)?;
+        let secret = totp_rs::Secret::Encoded(secret).to_bytes().map_err(|_| internal())?;
+        let valid = totp(secret, None, String::new())?.check(code, unix_now().max(0) as u64);
         attempt.outcome = Some(valid);
-        drop(attempt);
         if !valid {
             return Err(fail(
                 StatusCode::UNPROCESSABLE_ENTITY,
@@ -211,13 +269,68 @@ impl Accounts {
                 "Invalid TOTP code entered",
             ));
         }
-        let now = unix_now();
-        let (user, started) = self
-            .store
-            .elevate(user_id.to_owned(), factor_id.to_owned(), challenge_id, session_id)
-            .await
-            .map_err(|_| internal())?
-            .ok_or_else(unknown)?;
-        self.session(&user, &started, now).await.map(|s| Answer::ok(s.json))
+        Ok(())
     }
+
+    /// Checks a WebAuthn factor's credential against the challenge's ceremony: the credential
+    /// (new, or with its new state) to keep.
+    fn webauthn_answer(
+        &self,
+        v: &Value,
+        user_id: &str,
+        challenge_id: &str,
+        challenged: &Challenged,
+    ) -> Result<String, Answer> {
+        let Some(params) = v.get("webauthn").filter(|w| w.is_object()) else {
+            return Err(validation("WebAuthn config required"));
+        };
+        let kind = params.get("type").and_then(Value::as_str).unwrap_or("");
+        if kind != "create" && kind != "request" {
+            return Err(validation("WebAuthn type must be create or request"));
+        }
+        let Some(response) = params.get("credential_response").filter(|r| !r.is_null()) else {
+            return Err(validation("credential_response required"));
+        };
+        open_challenge(challenged, challenge_id)?;
+        let ceremony = challenged.ceremony.as_deref().ok_or_else(unknown_challenge)?;
+        let answer = response.to_string();
+        let checked = match (kind, challenged.verified, &challenged.credential) {
+            ("create", false, _) => self.relying_party.finish_registration(ceremony, &answer),
+            ("request", true, Some(credential)) => {
+                self.relying_party.finish_authentication(ceremony, &answer, user_id, credential)
+            }
+            _ => Err(Refused::Invalid(format!("the challenge asked for no {kind} ceremony"))),
+        };
+        checked.map_err(|refused| match refused {
+            Refused::Malformed => validation("Invalid credential_response"),
+            Refused::Invalid(why) => fail(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "mfa_verification_failed",
+                &format!("WebAuthn verification failed: {why}"),
+            ),
+        })
+    }
+}
+
+fn unknown_challenge() -> Answer {
+    fail(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "mfa_factor_not_found",
+        "MFA factor with the provided challenge ID not found",
+    )
+}
+
+/// Whether `challenge_id` is an open, unexpired challenge of the factor.
+fn open_challenge(challenged: &Challenged, challenge_id: &str) -> Result<(), Answer> {
+    let challenged_at = challenged.challenged_at.ok_or_else(unknown_challenge)?;
+    if unix_now() - challenged_at > CHALLENGE_EXPIRY {
+        return Err(fail(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "mfa_challenge_expired",
+            &format!(
+                "MFA challenge {challenge_id} has expired, verify against another challenge or create a new challenge."
+            ),
+        ));
+    }
+    Ok(())
 }

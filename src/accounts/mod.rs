@@ -60,6 +60,7 @@ mod oauth2;
 pub mod store;
 mod user;
 mod verify;
+mod webauthn;
 
 use gotrue::{fail, internal, validation, Answer};
 use store::unix_now;
@@ -174,6 +175,8 @@ pub struct Accounts {
     /// (`accounts-manual-linking`).
     providers: external::Providers,
     manual_linking: bool,
+    /// Where WebAuthn second factors are bound (`accounts-webauthn-rp-*`).
+    relying_party: webauthn::RelyingParty,
 }
 
 impl Accounts {
@@ -205,6 +208,10 @@ impl Accounts {
             mail: Mail::new(&settings.mail)?,
             providers: external::Providers::new(&settings.providers, secret, &settings.mail.external_url),
             manual_linking: settings.manual_linking,
+            relying_party: webauthn::RelyingParty::new(
+                &settings.webauthn_rp_id,
+                settings.webauthn_rp_origins.clone(),
+            )?,
             keys: keys::Keys::new(secret, &settings.signing_keys),
             signups,
             reuse_interval: settings.refresh_reuse_interval as i64,

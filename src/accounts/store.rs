@@ -62,15 +62,33 @@ pub struct Started {
     /// How the user proved who they are at that sign-in: GoTrue's authentication method
     /// (`password`, `otp`, `oauth`, `anonymous`, `magiclink`, ...), the first of its `amr`.
     pub method: String,
+    /// At `aal2`, the second factor's method (`totp`, `mfa/webauthn`).
+    pub second_factor: Option<String>,
 }
 
-/// A TOTP factor to enroll.
+impl Started {
+    /// A session beginning now at `aal1`, signed in by `method`, with a new refresh token.
+    pub fn new(method: impl Into<String>, now: i64) -> Started {
+        Started {
+            refresh: random_token(),
+            session_id: crate::uuid_v4(),
+            aal: "aal1".into(),
+            signed_in_at: now,
+            method: method.into(),
+            second_factor: None,
+        }
+    }
+}
+
+/// A factor to enroll.
 #[derive(Debug, Clone)]
 pub struct NewFactor {
     pub id: String,
     pub friendly_name: String,
-    /// The TOTP secret, base32.
-    pub secret: String,
+    /// `totp` or `webauthn`.
+    pub factor_type: &'static str,
+    /// A TOTP factor's secret, base32.
+    pub secret: Option<String>,
 }
 
 /// How enrolling a factor ended.
@@ -85,14 +103,18 @@ pub enum Enrolled {
     NeedsAal2,
 }
 
-/// A factor's secret and whether it is verified, with the challenge asked: when it was made.
+/// A factor (its type, a TOTP factor's secret or a WebAuthn factor's credential, whether it is
+/// verified) with the challenge asked: when it was made, and what its WebAuthn ceremony keeps.
 #[derive(Debug, Clone)]
 pub struct Challenged {
-    pub secret: String,
+    pub factor_type: String,
+    pub secret: Option<String>,
+    pub credential: Option<String>,
     pub verified: bool,
     /// When the challenge was made (seconds since the epoch); `None` if it is no challenge of
     /// this factor or was answered already.
     pub challenged_at: Option<i64>,
+    pub ceremony: Option<String>,
 }
 
 /// An account to create.
@@ -344,7 +366,7 @@ pub trait AccountStore: Send + Sync {
         expiry: i64,
     ) -> BoxFuture<'_, Result<Option<User>, Error>>;
 
-    /// Enrolls an unverified TOTP factor for `user_id` (`aal2`: whether the session has used a
+    /// Enrolls an unverified factor for `user_id` (`aal2`: whether the session has used a
     /// second factor), first dropping unverified factors older than `expiry` seconds.
     fn enroll_factor(
         &self,
@@ -354,16 +376,18 @@ pub trait AccountStore: Send + Sync {
         expiry: i64,
     ) -> BoxFuture<'_, Result<Enrolled, Error>>;
 
-    /// A challenge `challenge_id` of the user's factor `factor_id`; whether there is such a
-    /// factor.
+    /// A challenge `challenge_id` of the user's factor `factor_id`, with what its WebAuthn
+    /// `ceremony` keeps; whether there is such a factor.
     fn challenge_factor(
         &self,
         user_id: String,
         factor_id: String,
         challenge_id: String,
+        ceremony: Option<String>,
     ) -> BoxFuture<'_, Result<bool, Error>>;
 
-    /// The user's factor `factor_id` and its challenge `challenge_id`, if it has both.
+    /// The user's factor `factor_id` and its challenge `challenge_id` (none if the challenge is
+    /// not the factor's, or was answered).
     fn challenged(
         &self,
         user_id: String,
@@ -371,15 +395,16 @@ pub trait AccountStore: Send + Sync {
         challenge_id: String,
     ) -> BoxFuture<'_, Result<Option<Challenged>, Error>>;
 
-    /// A challenge answered: the challenge is used up, the factor verified, and the session
-    /// `session_id` goes on at `aal2` with a new refresh token. `None` if the challenge was
-    /// answered meanwhile.
+    /// A challenge answered: the challenge is used up, the factor verified (a WebAuthn factor
+    /// keeping `credential`, its new state), and the session `session_id` goes on at `aal2` with
+    /// a new refresh token. `None` if the challenge was answered meanwhile.
     fn elevate(
         &self,
         user_id: String,
         factor_id: String,
         challenge_id: String,
         session_id: String,
+        credential: Option<String>,
     ) -> BoxFuture<'_, Result<Option<(User, Started)>, Error>>;
 
     /// Removes the user's factor `factor_id` (a verified one only from an `aal2` session); the

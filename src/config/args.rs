@@ -74,6 +74,18 @@ pub struct ServeArgs {
     /// (`/user/identities`, supabase-js's `linkIdentity`), GoTrue's manual linking [default: false].
     #[arg(long = "accounts-manual-linking", env = "ROWGATE_ACCOUNTS_MANUAL_LINKING", value_name = "BOOL")]
     pub accounts_manual_linking: Option<bool>,
+    /// The domain WebAuthn second factors are bound to (the relying party's id) [default: the
+    /// host of `accounts-site-url`].
+    #[arg(long = "accounts-webauthn-rp-id", env = "ROWGATE_ACCOUNTS_WEBAUTHN_RP_ID", value_name = "DOMAIN")]
+    pub accounts_webauthn_rp_id: Option<String>,
+    /// The origins whose pages may use WebAuthn second factors, comma-separated
+    /// (`https://app.example.com`) [default: the origin of `accounts-site-url`].
+    #[arg(
+        long = "accounts-webauthn-rp-origins",
+        env = "ROWGATE_ACCOUNTS_WEBAUTHN_RP_ORIGINS",
+        value_name = "URLS"
+    )]
+    pub accounts_webauthn_rp_origins: Option<String>,
     /// Supabase's custom access token hook: on PostgreSQL a function `schema.function(event jsonb)
     /// returns jsonb` (or GoTrue's `pg-functions://postgres/schema/function`) that returns the
     /// token's claims; on SQLite a SELECT of one JSON object of claims to add, with parameters

@@ -31,6 +31,9 @@ pub struct AccountsSettings {
     pub providers: Vec<super::providers::Provider>,
     /// `accounts-manual-linking`.
     pub manual_linking: bool,
+    /// `accounts-webauthn-rp-id` and `accounts-webauthn-rp-origins`, defaults applied.
+    pub webauthn_rp_id: String,
+    pub webauthn_rp_origins: Vec<String>,
 }
 
 impl AccountsSettings {
@@ -45,6 +48,21 @@ impl AccountsSettings {
                         .map_err(|e| invalid("accounts-signup-rate-limit", e))?,
                 ),
             };
+        let mail =
+            super::mail::MailSettings::from_args(a, f, a.server_port.or(f.server_port).unwrap_or(3000))?;
+        let site = url::Url::parse(&mail.site_url).ok();
+        let webauthn_rp_id = either(&a.accounts_webauthn_rp_id, &f.accounts_webauthn_rp_id)
+            .or_else(|| site.as_ref().and_then(|u| u.host_str().map(str::to_owned)))
+            .unwrap_or_else(|| "localhost".into());
+        let webauthn_rp_origins =
+            match either(&a.accounts_webauthn_rp_origins, &f.accounts_webauthn_rp_origins) {
+                Some(list) => list
+                    .split(',')
+                    .map(|o| o.trim().trim_end_matches('/').to_owned())
+                    .filter(|o| !o.is_empty())
+                    .collect(),
+                None => site.iter().map(|u| u.origin().ascii_serialization()).collect(),
+            };
         Ok(AccountsSettings {
             enabled,
             refresh_reuse_interval: a
@@ -54,11 +72,7 @@ impl AccountsSettings {
             signup_enabled: a.accounts_signup_enabled.or(f.accounts_signup_enabled).unwrap_or(true),
             anonymous_enabled: a.accounts_anonymous_enabled.or(f.accounts_anonymous_enabled).unwrap_or(false),
             signup_rate_limit,
-            mail: super::mail::MailSettings::from_args(
-                a,
-                f,
-                a.server_port.or(f.server_port).unwrap_or(3000),
-            )?,
+            mail,
             access_token_hook: super::either(
                 &a.accounts_hook_custom_access_token,
                 &f.accounts_hook_custom_access_token,
@@ -80,6 +94,8 @@ impl AccountsSettings {
                 None => Vec::new(),
             },
             manual_linking: a.accounts_manual_linking.or(f.accounts_manual_linking).unwrap_or(false),
+            webauthn_rp_id,
+            webauthn_rp_origins,
         })
     }
 }

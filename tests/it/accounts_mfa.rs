@@ -1,7 +1,8 @@
-//! TOTP second factors, on both backends: enrolled, challenged and verified with the code an
-//! authenticator app computes; a verified session's tokens say `aal2`, which row-level
+//! Second factors, on both backends: TOTP factors enrolled, challenged and verified with the
+//! code an authenticator app computes; a verified session's tokens say `aal2`, which row-level
 //! security (PostgreSQL) and the rules (SQLite) can require; adding or removing a verified
-//! factor takes such a session.
+//! factor takes such a session. WebAuthn factors' ceremonies, and what bad answers get (the
+//! whole ceremony with a software authenticator is tests/js/auth.test.mjs's).
 
 use serde_json::{json, Value};
 use totp_rs::{Algorithm, Secret, TOTP};
@@ -10,6 +11,7 @@ use crate::accounts::{auth, claims_of, on_both, postgres, sqlite};
 use crate::support::{request_to, send_to};
 
 on_both!(a_totp_factor_raises_a_session_to_aal2);
+on_both!(a_webauthn_factor_asks_for_a_registration_then_refuses_what_is_not_one);
 
 fn call(base: &str, method: &str, path: &str, bearer: &str, body: Value) -> (u16, Value) {
     let authorization = format!("Bearer {bearer}");
@@ -144,4 +146,73 @@ fn a_totp_factor_raises_a_session_to_aal2(base: &str) {
     assert_eq!((status, &claims_of(&access(&after))["aal"]), (200, &json!("aal1")), "{after}");
     let (_, user) = call(base, "GET", "/auth/v1/user", &other, Value::Null);
     assert_eq!(user.get("factors"), None, "{user}");
+}
+
+fn a_webauthn_factor_asks_for_a_registration_then_refuses_what_is_not_one(base: &str) {
+    let port = base.rsplit(':').next().unwrap_or("0");
+    let email = format!("wes-{port}@example.com");
+    let (_, session) = auth(base, "/auth/v1/signup", json!({"email": email, "password": "secret-wes"}));
+    let token = access(&session);
+    let (status, enrolled) = call(
+        base,
+        "POST",
+        "/auth/v1/factors",
+        &token,
+        json!({"factor_type": "webauthn", "friendly_name": ""}),
+    );
+    assert_eq!(status, 200, "{enrolled}");
+    let id = enrolled["id"].as_str().expect("an id").to_owned();
+    assert_eq!(enrolled, json!({"id": id, "type": "webauthn", "friendly_name": ""}));
+
+    let (status, challenge) =
+        call(base, "POST", &format!("/auth/v1/factors/{id}/challenge"), &token, json!({}));
+    assert_eq!(status, 200, "{challenge}");
+    assert_eq!((&challenge["type"], &challenge["webauthn"]["type"]), (&json!("webauthn"), &json!("create")));
+    let options = &challenge["webauthn"]["credential_options"]["publicKey"];
+    // The relying party is the site's host (accounts-site-url: http://localhost:3000 here), the
+    // user its account, by id (the UUID's bytes) and address.
+    assert_eq!(options["rp"], json!({"name": "localhost", "id": "localhost"}));
+    assert_eq!(options["user"]["name"], json!(email));
+    assert_eq!(options["attestation"], json!("none"));
+    assert!(options["challenge"].as_str().is_some_and(|c| c.len() >= 22), "{options}");
+
+    let verify = |body: Value| call(base, "POST", &format!("/auth/v1/factors/{id}/verify"), &token, body);
+    let challenge_id = challenge["id"].as_str().expect("a challenge id");
+    for (body, status, code, msg) in [
+        (json!({"challenge_id": challenge_id}), 400, "validation_failed", "WebAuthn config required"),
+        (
+            json!({"challenge_id": challenge_id, "webauthn": {"type": "sign"}}),
+            400,
+            "validation_failed",
+            "WebAuthn type must be create or request",
+        ),
+        (
+            json!({"challenge_id": challenge_id, "webauthn": {"type": "create"}}),
+            400,
+            "validation_failed",
+            "credential_response required",
+        ),
+        (
+            json!({"challenge_id": challenge_id, "webauthn": {"type": "create", "credential_response": {"id": 1}}}),
+            400,
+            "validation_failed",
+            "Invalid credential_response",
+        ),
+        (
+            json!({"challenge_id": "00000000-0000-4000-8000-000000000000", "webauthn": {"type": "create", "credential_response": {}}}),
+            422,
+            "mfa_factor_not_found",
+            "MFA factor with the provided challenge ID not found",
+        ),
+    ] {
+        let (got, e) = verify(body.clone());
+        assert_eq!((got, &e["error_code"], &e["msg"]), (status, &json!(code), &json!(msg)), "{body}");
+    }
+    // An unverified factor's challenge is a registration: an assertion does not answer it.
+    let (got, e) = verify(
+        json!({"challenge_id": challenge_id, "webauthn": {"type": "request", "credential_response": {}}}),
+    );
+    assert_eq!((got, &e["error_code"]), (422, &json!("mfa_verification_failed")), "{e}");
+    let (status, _) = call(base, "DELETE", &format!("/auth/v1/factors/{id}"), &token, json!({}));
+    assert_eq!(status, 200);
 }

@@ -10,6 +10,7 @@ import crypto from 'node:crypto'
 import WebSocket from 'ws'
 import { createClient } from '@supabase/supabase-js'
 import { jwt } from './jwt.mjs'
+import { Authenticator } from './authenticator.mjs'
 
 const url = process.env.ROWGATE_URL
 const maildir = path.join(process.env.MAILDIR, 'new')
@@ -195,6 +196,68 @@ test('a second factor from an authenticator app', async () => {
   const needed = await other.auth.mfa.getAuthenticatorAssuranceLevel()
   assert.deepEqual([needed.data.currentLevel, needed.data.nextLevel], ['aal1', 'aal2'])
   assert.equal((await supabase.auth.mfa.unenroll({ factorId })).error, null)
+})
+
+test('a second factor from a security key (WebAuthn)', async () => {
+  const supabase = client()
+  const email = address('kit')
+  await supabase.auth.signUp({ email, password: 'secret-kit' })
+  await supabase.auth.verifyOtp({ email, token: codeIn(await mailTo(email)), type: 'signup' })
+  // The page's origin is the site's (accounts-site-url), whose host is the relying party.
+  const key = new Authenticator('http://app.test')
+  const webauthn = { rpId: 'app.test', rpOrigins: ['http://app.test'] }
+
+  const enrolled = await supabase.auth.mfa.enroll({ factorType: 'webauthn', friendlyName: 'yubikey' })
+  assert.equal(enrolled.error, null)
+  assert.deepEqual([enrolled.data.type, enrolled.data.friendly_name], ['webauthn', 'yubikey'])
+  const factorId = enrolled.data.id
+  const created = await supabase.auth.mfa.challenge({ factorId, webauthn })
+  assert.equal(created.error, null)
+  assert.equal(created.data.webauthn.type, 'create')
+  const credential_response = key.create(created.data.webauthn.credential_options)
+  const registered = await supabase.auth.mfa.verify({
+    factorId,
+    challengeId: created.data.id,
+    webauthn: { type: 'create', ...webauthn, credential_response },
+  })
+  assert.equal(registered.error, null)
+  const claims = JSON.parse(Buffer.from(registered.data.access_token.split('.')[1], 'base64url'))
+  assert.deepEqual([claims.aal, claims.amr[0].method], ['aal2', 'mfa/webauthn'])
+  assert.deepEqual((await supabase.auth.mfa.listFactors()).data.all.map((f) => [f.factor_type, f.status]), [
+    ['webauthn', 'verified'],
+  ])
+
+  // Signing in again, the key is asked for; a page of another origin cannot answer for it.
+  const other = client()
+  await other.auth.signInWithPassword({ email, password: 'secret-kit' })
+  const level = await other.auth.mfa.getAuthenticatorAssuranceLevel()
+  assert.deepEqual([level.data.currentLevel, level.data.nextLevel], ['aal1', 'aal2'])
+  const requested = await other.auth.mfa.challenge({ factorId, webauthn })
+  assert.equal(requested.data.webauthn.type, 'request')
+  const phished = new Authenticator('http://app.test.evil')
+  phished.credentials = key.credentials
+  const refused = await other.auth.mfa.verify({
+    factorId,
+    challengeId: requested.data.id,
+    webauthn: { type: 'request', ...webauthn, credential_response: phished.get(requested.data.webauthn.credential_options) },
+  })
+  assert.equal(refused.error?.code, 'mfa_verification_failed')
+  const answer = key.get(requested.data.webauthn.credential_options)
+  const signedIn = await other.auth.mfa.verify({
+    factorId,
+    challengeId: requested.data.id,
+    webauthn: { type: 'request', ...webauthn, credential_response: answer },
+  })
+  assert.equal(signedIn.error, null)
+  assert.equal((await other.auth.mfa.getAuthenticatorAssuranceLevel()).data.currentLevel, 'aal2')
+  // An answer counts once.
+  const replayed = await other.auth.mfa.verify({
+    factorId,
+    challengeId: requested.data.id,
+    webauthn: { type: 'request', ...webauthn, credential_response: answer },
+  })
+  assert.equal(replayed.error?.code, 'mfa_factor_not_found')
+  assert.equal((await other.auth.mfa.unenroll({ factorId })).error, null)
 })
 
 test('sign up with PKCE, as server-rendered apps (@supabase/ssr) do', async () => {

@@ -9,9 +9,9 @@ use tokio_postgres::types::Type;
 use tokio_postgres::Client;
 
 use crate::accounts::store::{
-    lifetime, random_token, token_hash, AccountStore, Attached, Challenged, Created, Enrolled,
-    ExternalIdentity, Flow, Hook, Issued, Linked, NewFactor, NewUser, OneTime, Redeem, Scope, Started,
-    TakenFlow, Updated, User, UserChanges, WithHash,
+    lifetime, token_hash, AccountStore, Attached, Challenged, Created, Enrolled, ExternalIdentity, Flow,
+    Hook, Issued, Linked, NewFactor, NewUser, OneTime, Redeem, Scope, Started, TakenFlow, Updated, User,
+    UserChanges, WithHash,
 };
 use crate::error::Error;
 
@@ -76,7 +76,7 @@ fn pg_error(e: tokio_postgres::Error) -> Error {
 }
 
 /// How many columns `rowgate.account` has: a function's own columns come after them.
-pub(super) const ACCOUNT_COLUMNS: usize = 26;
+pub(super) const ACCOUNT_COLUMNS: usize = 27;
 
 /// The columns of `rowgate.account`, in order.
 pub(super) fn pg_user(r: &tokio_postgres::Row) -> User {
@@ -106,18 +106,23 @@ pub(super) fn pg_user(r: &tokio_postgres::Row) -> User {
 }
 
 /// When the session began (column 21), else `now`.
-fn pg_started(r: &tokio_postgres::Row, now: i64) -> i64 {
+pub(super) fn pg_started(r: &tokio_postgres::Row, now: i64) -> i64 {
     r.get::<_, Option<i64>>(21).unwrap_or(now)
 }
 
 /// The session's assurance level (column 20).
-fn pg_aal(r: &tokio_postgres::Row) -> String {
+pub(super) fn pg_aal(r: &tokio_postgres::Row) -> String {
     r.get::<_, Option<String>>(20).unwrap_or_else(|| "aal1".into())
 }
 
 /// How the session signed in (column 24); `password` for a session of before it was kept.
-fn pg_method(r: &tokio_postgres::Row) -> String {
+pub(super) fn pg_method(r: &tokio_postgres::Row) -> String {
     r.get::<_, Option<String>>(24).unwrap_or_else(|| "password".into())
+}
+
+/// At `aal2`, the second factor's method (column 26).
+pub(super) fn pg_second_factor(r: &tokio_postgres::Row) -> Option<String> {
+    r.get(26)
 }
 
 /// The password hash (column 13) and session (14) some functions add to the account.
@@ -132,13 +137,8 @@ fn pg_session(r: &tokio_postgres::Row) -> Option<String> {
 impl AccountStore for PgAccounts {
     fn create(&self, user: NewUser, session: bool, now: i64) -> BoxFuture<'_, Result<Created, Error>> {
         Box::pin(async move {
-            let started = session.then(|| Started {
-                refresh: random_token(),
-                session_id: crate::uuid_v4(),
-                aal: "aal1".into(),
-                signed_in_at: now,
-                method: if user.is_anonymous { "anonymous" } else { "password" }.into(),
-            });
+            let started =
+                session.then(|| Started::new(if user.is_anonymous { "anonymous" } else { "password" }, now));
             let token = started.as_ref().map(|s| token_hash(&s.refresh));
             let session_id = started.as_ref().map(|s| s.session_id.clone());
             let rows = self
@@ -192,13 +192,7 @@ impl AccountStore for PgAccounts {
         now: i64,
     ) -> BoxFuture<'_, Result<Option<(User, Started)>, Error>> {
         Box::pin(async move {
-            let started = Started {
-                refresh: random_token(),
-                session_id: crate::uuid_v4(),
-                aal: "aal1".into(),
-                signed_in_at: now,
-                method,
-            };
+            let started = Started::new(method, now);
             let rows = self
                 .query(
                     "SELECT * FROM rowgate.account_sign_in($1, $2, $3, $4)",
@@ -244,6 +238,7 @@ impl AccountStore for PgAccounts {
                         aal: pg_aal(r),
                         signed_in_at: pg_started(r, now),
                         method: pg_method(r),
+                        second_factor: pg_second_factor(r),
                     },
                 )
             }))
@@ -362,27 +357,7 @@ impl AccountStore for PgAccounts {
         aal2: bool,
         expiry: i64,
     ) -> BoxFuture<'_, Result<Enrolled, Error>> {
-        Box::pin(async move {
-            let rows = self
-                .query(
-                    "SELECT rowgate.account_factor_enroll($1, $2, $3, $4, $5, $6)",
-                    &[
-                        (&user_id, Type::TEXT),
-                        (&factor.id, Type::TEXT),
-                        (&factor.friendly_name, Type::TEXT),
-                        (&factor.secret, Type::TEXT),
-                        (&aal2, Type::BOOL),
-                        (&expiry, Type::INT8),
-                    ],
-                )
-                .await?;
-            Ok(match rows[0].get::<_, &str>(0) {
-                "ok" => Enrolled::Done,
-                "name_taken" => Enrolled::NameTaken,
-                "too_many" => Enrolled::TooMany,
-                _ => Enrolled::NeedsAal2,
-            })
-        })
+        Box::pin(super::mfa::enroll(self, user_id, factor, aal2, expiry))
     }
 
     fn challenge_factor(
@@ -390,16 +365,9 @@ impl AccountStore for PgAccounts {
         user_id: String,
         factor_id: String,
         challenge_id: String,
+        ceremony: Option<String>,
     ) -> BoxFuture<'_, Result<bool, Error>> {
-        Box::pin(async move {
-            let rows = self
-                .query(
-                    "SELECT rowgate.account_factor_challenge($1, $2, $3)",
-                    &[(&user_id, Type::TEXT), (&factor_id, Type::TEXT), (&challenge_id, Type::TEXT)],
-                )
-                .await?;
-            Ok(rows[0].get(0))
-        })
+        Box::pin(super::mfa::challenge(self, user_id, factor_id, challenge_id, ceremony))
     }
 
     fn challenged(
@@ -408,19 +376,7 @@ impl AccountStore for PgAccounts {
         factor_id: String,
         challenge_id: String,
     ) -> BoxFuture<'_, Result<Option<Challenged>, Error>> {
-        Box::pin(async move {
-            let rows = self
-                .query(
-                    "SELECT * FROM rowgate.account_factor_challenged($1, $2, $3)",
-                    &[(&user_id, Type::TEXT), (&factor_id, Type::TEXT), (&challenge_id, Type::TEXT)],
-                )
-                .await?;
-            Ok(rows.first().map(|r| Challenged {
-                secret: r.get(0),
-                verified: r.get(1),
-                challenged_at: r.get(2),
-            }))
-        })
+        Box::pin(super::mfa::challenged(self, user_id, factor_id, challenge_id))
     }
 
     fn elevate(
@@ -429,30 +385,9 @@ impl AccountStore for PgAccounts {
         factor_id: String,
         challenge_id: String,
         session_id: String,
+        credential: Option<String>,
     ) -> BoxFuture<'_, Result<Option<(User, Started)>, Error>> {
-        Box::pin(async move {
-            let refresh = random_token();
-            let rows = self
-                .query(
-                    "SELECT * FROM rowgate.account_factor_verify($1, $2, $3, $4, $5)",
-                    &[
-                        (&user_id, Type::TEXT),
-                        (&factor_id, Type::TEXT),
-                        (&challenge_id, Type::TEXT),
-                        (&session_id, Type::TEXT),
-                        (&token_hash(&refresh), Type::TEXT),
-                    ],
-                )
-                .await?;
-            let now = crate::accounts::store::unix_now();
-            Ok(rows.first().map(|r| {
-                let signed_in_at = pg_started(r, now);
-                (
-                    pg_user(r),
-                    Started { refresh, session_id, aal: pg_aal(r), signed_in_at, method: pg_method(r) },
-                )
-            }))
-        })
+        Box::pin(super::mfa::elevate(self, user_id, factor_id, challenge_id, session_id, credential))
     }
 
     fn unenroll_factor(
@@ -461,19 +396,7 @@ impl AccountStore for PgAccounts {
         factor_id: String,
         aal2: bool,
     ) -> BoxFuture<'_, Result<Option<bool>, Error>> {
-        Box::pin(async move {
-            let rows = self
-                .query(
-                    "SELECT rowgate.account_factor_unenroll($1, $2, $3)",
-                    &[(&user_id, Type::TEXT), (&factor_id, Type::TEXT), (&aal2, Type::BOOL)],
-                )
-                .await?;
-            Ok(match rows[0].get::<_, &str>(0) {
-                "ok" => Some(true),
-                "needs_aal2" => Some(false),
-                _ => None,
-            })
-        })
+        Box::pin(super::mfa::unenroll(self, user_id, factor_id, aal2))
     }
 
     fn start_flow(&self, flow: Flow) -> BoxFuture<'_, Result<(), Error>> {

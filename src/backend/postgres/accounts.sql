@@ -141,6 +141,8 @@ CREATE TABLE IF NOT EXISTS auth.mfa_factors (
   last_challenged_at timestamptz
 );
 CREATE INDEX IF NOT EXISTS factor_id_created_at_idx ON auth.mfa_factors (user_id, created_at);
+ALTER TABLE auth.mfa_factors ADD COLUMN IF NOT EXISTS web_authn_credential jsonb;
+ALTER TABLE auth.mfa_factors ADD COLUMN IF NOT EXISTS web_authn_aaguid uuid;
 
 CREATE TABLE IF NOT EXISTS auth.mfa_challenges (
   id uuid NOT NULL PRIMARY KEY,
@@ -150,6 +152,7 @@ CREATE TABLE IF NOT EXISTS auth.mfa_challenges (
   ip_address inet,
   otp_code text
 );
+ALTER TABLE auth.mfa_challenges ADD COLUMN IF NOT EXISTS web_authn_session_data jsonb;
 
 CREATE TABLE IF NOT EXISTS auth.mfa_amr_claims (
   session_id uuid NOT NULL REFERENCES auth.sessions (id) ON DELETE CASCADE,
@@ -223,7 +226,7 @@ CREATE TYPE rowgate.account AS (
   password_hash text, session_id text,
   confirmation_sent_at text, recovery_sent_at text, email_change_sent_at text, new_email text,
   factors text, aal text, session_started bigint, identities text, invited_at text, session_method text,
-  email_verified boolean
+  email_verified boolean, second_factor text
 );
 
 CREATE OR REPLACE FUNCTION rowgate.iso(t timestamptz) RETURNS text
@@ -264,9 +267,12 @@ CREATE OR REPLACE FUNCTION rowgate.account_of(u auth.users, p_hash boolean DEFAU
                     FROM auth.identities i WHERE i.user_id = u.id AND i.provider <> 'email'),
                    rowgate.iso(u.invited_at),
                    (SELECT c.authentication_method FROM auth.mfa_amr_claims c
-                    WHERE c.session_id::text = p_session AND c.authentication_method <> 'totp'
+                    WHERE c.session_id::text = p_session AND c.authentication_method NOT IN ('totp', 'mfa/webauthn')
                     ORDER BY c.created_at LIMIT 1),
-                   rowgate.email_proved(u))::rowgate.account $$;
+                   rowgate.email_proved(u),
+                   (SELECT c.authentication_method FROM auth.mfa_amr_claims c
+                    WHERE c.session_id::text = p_session AND c.authentication_method IN ('totp', 'mfa/webauthn')
+                    ORDER BY c.updated_at DESC LIMIT 1))::rowgate.account $$;
 
 -- A metadata object with `patch`'s keys set, those whose value is null removed (GoTrue's merge).
 CREATE OR REPLACE FUNCTION rowgate.merged(current jsonb, patch jsonb) RETURNS jsonb
@@ -552,7 +558,9 @@ CREATE OR REPLACE FUNCTION rowgate.account_redeem(p_kind text, p_hash text, p_em
 -- A TOTP factor enrolled, unverified: 'ok', 'name_taken', 'too_many' (ten is the most) or
 -- 'needs_aal2' (the user has a verified factor the session has not used). Unverified factors
 -- older than p_expiry seconds go first.
-CREATE OR REPLACE FUNCTION rowgate.account_factor_enroll(p_user text, p_id text, p_name text, p_secret text, p_aal2 boolean, p_expiry bigint)
+DROP FUNCTION IF EXISTS rowgate.account_factor_enroll(text, text, text, text, boolean, bigint);
+CREATE OR REPLACE FUNCTION rowgate.account_factor_enroll(p_user text, p_id text, p_name text, p_type text, p_secret text,
+                                                         p_aal2 boolean, p_expiry bigint)
   RETURNS text
   LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
   AS $$
@@ -568,48 +576,59 @@ CREATE OR REPLACE FUNCTION rowgate.account_factor_enroll(p_user text, p_id text,
       RETURN 'needs_aal2';
     END IF;
     INSERT INTO auth.mfa_factors (id, user_id, friendly_name, factor_type, status, created_at, updated_at, secret)
-      VALUES (p_id::uuid, p_user::uuid, p_name, 'totp', 'unverified', now(), now(), p_secret);
+      VALUES (p_id::uuid, p_user::uuid, p_name, p_type::auth.factor_type, 'unverified', now(), now(), p_secret);
     RETURN 'ok';
   END $$;
 
-CREATE OR REPLACE FUNCTION rowgate.account_factor_challenge(p_user text, p_factor text, p_challenge text)
+DROP FUNCTION IF EXISTS rowgate.account_factor_challenge(text, text, text);
+CREATE OR REPLACE FUNCTION rowgate.account_factor_challenge(p_user text, p_factor text, p_challenge text, p_ceremony text)
   RETURNS boolean
   LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
   AS $$
   BEGIN
     UPDATE auth.mfa_factors SET last_challenged_at = now() WHERE id::text = p_factor AND user_id::text = p_user;
     IF NOT FOUND THEN RETURN false; END IF;
-    INSERT INTO auth.mfa_challenges (id, factor_id, created_at) VALUES (p_challenge::uuid, p_factor::uuid, now());
+    INSERT INTO auth.mfa_challenges (id, factor_id, created_at, web_authn_session_data)
+      VALUES (p_challenge::uuid, p_factor::uuid, now(), to_jsonb(p_ceremony));
     RETURN true;
   END $$;
 
--- The factor's secret, whether it is verified, and when the challenge was made (null if it
--- is none of the factor's, or was answered).
+-- The factor (its type, secret or WebAuthn credential, whether it is verified) and when the
+-- challenge was made and what its ceremony keeps (null if it is none of the factor's, or was
+-- answered).
+DROP FUNCTION IF EXISTS rowgate.account_factor_challenged(text, text, text);
 CREATE OR REPLACE FUNCTION rowgate.account_factor_challenged(p_user text, p_factor text, p_challenge text)
-  RETURNS TABLE (secret text, verified boolean, challenged_at bigint)
+  RETURNS TABLE (factor_type text, secret text, credential text, verified boolean, challenged_at bigint, ceremony text)
   LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-  AS $$ SELECT f.secret, f.status = 'verified',
-               (SELECT extract(epoch FROM c.created_at)::bigint FROM auth.mfa_challenges c
-                WHERE c.id::text = p_challenge AND c.factor_id = f.id AND c.verified_at IS NULL)
-        FROM auth.mfa_factors f WHERE f.id::text = p_factor AND f.user_id::text = p_user $$;
+  AS $$ SELECT f.factor_type::text, f.secret, f.web_authn_credential::text, f.status = 'verified',
+               extract(epoch FROM c.created_at)::bigint, c.web_authn_session_data #>> '{}'
+        FROM auth.mfa_factors f
+        LEFT JOIN auth.mfa_challenges c ON c.id::text = p_challenge AND c.factor_id = f.id AND c.verified_at IS NULL
+        WHERE f.id::text = p_factor AND f.user_id::text = p_user $$;
 
 -- A challenge answered: used up, the factor verified, the session at aal2 with the method
 -- recorded, and a new refresh token in it.
-CREATE OR REPLACE FUNCTION rowgate.account_factor_verify(p_user text, p_factor text, p_challenge text, p_session text, p_token text)
+DROP FUNCTION IF EXISTS rowgate.account_factor_verify(text, text, text, text, text);
+CREATE OR REPLACE FUNCTION rowgate.account_factor_verify(p_user text, p_factor text, p_challenge text, p_session text,
+                                                         p_token text, p_credential text)
   RETURNS SETOF rowgate.account
   LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
   AS $$
+  DECLARE v_method text;
   BEGIN
     UPDATE auth.mfa_challenges c SET verified_at = now()
       WHERE c.id::text = p_challenge AND c.factor_id::text = p_factor AND c.verified_at IS NULL
         AND EXISTS (SELECT 1 FROM auth.mfa_factors f WHERE f.id = c.factor_id AND f.user_id::text = p_user);
     IF NOT FOUND THEN RETURN; END IF;
-    UPDATE auth.mfa_factors SET status = 'verified', updated_at = now() WHERE id::text = p_factor;
+    UPDATE auth.mfa_factors SET status = 'verified', updated_at = now(),
+        web_authn_credential = coalesce(p_credential::jsonb, web_authn_credential)
+      WHERE id::text = p_factor
+      RETURNING CASE factor_type WHEN 'webauthn' THEN 'mfa/webauthn' ELSE 'totp' END INTO v_method;
     UPDATE auth.sessions SET aal = 'aal2', factor_id = p_factor::uuid, updated_at = now()
       WHERE id::text = p_session AND user_id::text = p_user;
     IF NOT FOUND THEN RETURN; END IF;
     INSERT INTO auth.mfa_amr_claims (session_id, created_at, updated_at, authentication_method, id)
-      VALUES (p_session::uuid, now(), now(), 'totp', gen_random_uuid())
+      VALUES (p_session::uuid, now(), now(), v_method, gen_random_uuid())
       ON CONFLICT (session_id, authentication_method) DO UPDATE SET updated_at = now();
     INSERT INTO auth.refresh_tokens (token, user_id, revoked, created_at, updated_at, session_id)
       VALUES (p_token, p_user, false, now(), now(), p_session::uuid);

@@ -22,6 +22,7 @@ pub mod dependencies;
 mod hooks;
 mod identities;
 pub mod introspect;
+mod mfa;
 mod notifications;
 mod pool;
 mod pooled;

@@ -1,6 +1,6 @@
-//! Second factors on SQLite: TOTP factors and their challenges in tables of the file (Supabase's
-//! `auth.mfa_factors` and `auth.mfa_challenges`, as far as TOTP uses them); a session's
-//! assurance level rides on its refresh tokens (`aal`, `factor_id`).
+//! Second factors on SQLite: TOTP and WebAuthn factors and their challenges in tables of the file
+//! (Supabase's `auth.mfa_factors` and `auth.mfa_challenges`, as far as rowgate uses them); a
+//! session's assurance level rides on its refresh tokens (`aal`, `factor_id`, `second_factor`).
 
 use rusqlite::OptionalExtension;
 
@@ -28,6 +28,10 @@ CREATE TABLE IF NOT EXISTS _rowgate_mfa_challenges (
   created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
   verified_at TEXT
 );";
+
+/// Columns added since: a WebAuthn factor's credential, and what a challenge's ceremony keeps.
+pub(super) const SQLITE_FACTORS_ADDED: [(&str, &str); 1] = [("web_authn_credential", "TEXT")];
+pub(super) const SQLITE_CHALLENGES_ADDED: [(&str, &str); 1] = [("web_authn_session_data", "TEXT")];
 
 /// [`crate::accounts::store::AccountStore::enroll_factor`] on SQLite.
 pub(super) fn enroll(
@@ -61,8 +65,8 @@ pub(super) fn enroll(
         return Ok(Enrolled::NeedsAal2);
     }
     tx.execute(
-        "INSERT INTO _rowgate_mfa_factors (id, user_id, friendly_name, secret) VALUES (?1, ?2, ?3, ?4)",
-        [&factor.id, user_id, &factor.friendly_name, &factor.secret],
+        "INSERT INTO _rowgate_mfa_factors (id, user_id, friendly_name, factor_type, secret) VALUES (?1, ?2, ?3, ?4, ?5)",
+        rusqlite::params![factor.id, user_id, factor.friendly_name, factor.factor_type, factor.secret],
     )
     .map_err(sqlite_error)?;
     Ok(Enrolled::Done)
@@ -74,6 +78,7 @@ pub(super) fn challenge(
     user_id: &str,
     factor_id: &str,
     challenge_id: &str,
+    ceremony: Option<String>,
 ) -> Result<bool, Error> {
     let found = c
         .execute(
@@ -86,8 +91,8 @@ pub(super) fn challenge(
         return Ok(false);
     }
     c.execute(
-        "INSERT INTO _rowgate_mfa_challenges (id, factor_id) VALUES (?1, ?2)",
-        [challenge_id, factor_id],
+        "INSERT INTO _rowgate_mfa_challenges (id, factor_id, web_authn_session_data) VALUES (?1, ?2, ?3)",
+        rusqlite::params![challenge_id, factor_id, ceremony],
     )
     .map_err(sqlite_error)?;
     Ok(true)
@@ -101,27 +106,37 @@ pub(super) fn challenged(
     challenge_id: &str,
 ) -> rusqlite::Result<Option<Challenged>> {
     c.query_row(
-        "SELECT f.secret, f.status = 'verified', \
-           (SELECT unixepoch(ch.created_at) FROM _rowgate_mfa_challenges ch \
-            WHERE ch.id = ?3 AND ch.factor_id = f.id AND ch.verified_at IS NULL) \
-         FROM _rowgate_mfa_factors f WHERE f.id = ?1 AND f.user_id = ?2",
+        "SELECT f.factor_type, f.secret, f.web_authn_credential, f.status = 'verified', \
+           unixepoch(ch.created_at), ch.web_authn_session_data \
+         FROM _rowgate_mfa_factors f \
+         LEFT JOIN _rowgate_mfa_challenges ch ON ch.id = ?3 AND ch.factor_id = f.id AND ch.verified_at IS NULL \
+         WHERE f.id = ?1 AND f.user_id = ?2",
         [factor_id, user_id, challenge_id],
         |r| {
-            Ok(Challenged { secret: r.get(0)?, verified: r.get::<_, i64>(1)? != 0, challenged_at: r.get(2)? })
+            Ok(Challenged {
+                factor_type: r.get(0)?,
+                secret: r.get(1)?,
+                credential: r.get(2)?,
+                verified: r.get::<_, i64>(3)? != 0,
+                challenged_at: r.get(4)?,
+                ceremony: r.get(5)?,
+            })
         },
     )
     .optional()
 }
 
-/// The challenge used up, the factor verified, the session's tokens at `aal2`: whether the
-/// challenge was still open.
+/// The challenge used up, the factor verified (a WebAuthn factor keeping `credential`), the
+/// session's tokens at `aal2`: the factor's method (`totp`, `mfa/webauthn`) if the challenge was
+/// still open.
 pub(super) fn elevate(
     tx: &rusqlite::Connection,
     user_id: &str,
     factor_id: &str,
     challenge_id: &str,
     session_id: &str,
-) -> Result<bool, Error> {
+    credential: Option<&str>,
+) -> Result<Option<String>, Error> {
     let answered = tx
         .execute(
             "UPDATE _rowgate_mfa_challenges SET verified_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') \
@@ -131,20 +146,25 @@ pub(super) fn elevate(
         )
         .map_err(sqlite_error)?;
     if answered == 0 {
-        return Ok(false);
+        return Ok(None);
     }
+    let method: String = tx
+        .query_row(
+            "UPDATE _rowgate_mfa_factors SET status = 'verified', updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), \
+               web_authn_credential = coalesce(?2, web_authn_credential) \
+             WHERE id = ?1 \
+             RETURNING CASE factor_type WHEN 'webauthn' THEN 'mfa/webauthn' ELSE 'totp' END",
+            rusqlite::params![factor_id, credential],
+            |r| r.get(0),
+        )
+        .map_err(sqlite_error)?;
     tx.execute(
-        "UPDATE _rowgate_mfa_factors SET status = 'verified', updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') \
-         WHERE id = ?1",
-        [factor_id],
+        "UPDATE _rowgate_refresh_tokens SET aal = 'aal2', factor_id = ?3, second_factor = ?4 \
+         WHERE user_id = ?1 AND session_id = ?2",
+        [user_id, session_id, factor_id, &method],
     )
     .map_err(sqlite_error)?;
-    tx.execute(
-        "UPDATE _rowgate_refresh_tokens SET aal = 'aal2', factor_id = ?3 WHERE user_id = ?1 AND session_id = ?2",
-        [user_id, session_id, factor_id],
-    )
-    .map_err(sqlite_error)?;
-    Ok(true)
+    Ok(Some(method))
 }
 
 /// [`crate::accounts::store::AccountStore::unenroll_factor`] on SQLite.
@@ -167,7 +187,7 @@ pub(super) fn unenroll(
         Some("verified") if !aal2 => Ok(Some(false)),
         Some(_) => {
             tx.execute(
-                "UPDATE _rowgate_refresh_tokens SET aal = NULL, factor_id = NULL WHERE factor_id = ?1",
+                "UPDATE _rowgate_refresh_tokens SET aal = NULL, factor_id = NULL, second_factor = NULL WHERE factor_id = ?1",
                 [factor_id],
             )
             .map_err(sqlite_error)?;

@@ -99,8 +99,10 @@ CREATE INDEX IF NOT EXISTS _rowgate_users_email_change_token_new ON _rowgate_use
 /// `successor`: the stamp of the token a used one was exchanged for (see [`stamped`]);
 /// `session_id`: the sign-in it continues.
 /// `aal`: the session's assurance level (none: `aal1`), and `factor_id` the factor that raised it;
-/// `signed_in_at`: when the session began, and `method` how it signed in (GoTrue's `amr`).
-const SQLITE_ADDED: [(&str, &str); 7] = [
+/// `signed_in_at`: when the session began, and `method` how it signed in (GoTrue's `amr`);
+/// `second_factor`: at `aal2`, the factor's method (`totp`, `mfa/webauthn`).
+const SQLITE_ADDED: [(&str, &str); 8] = [
+    ("second_factor", "TEXT"),
     ("method", "TEXT"),
     ("signed_in_at", "INTEGER"),
     ("revoked_at", "INTEGER"),
@@ -158,9 +160,13 @@ impl SqliteAccounts {
             db.setup(SQLITE_USERS_REBUILT).map_err(|e| format!("updating the accounts tables: {e}"))?;
         }
         db.setup(SQLITE_SCHEMA).map_err(|e| format!("creating the accounts tables: {e}"))?;
-        for (table, added) in
-            [("_rowgate_users", &SQLITE_USERS_ADDED[..]), ("_rowgate_refresh_tokens", &SQLITE_ADDED[..])]
-        {
+        db.setup(mfa::SQLITE_SCHEMA).map_err(|e| format!("creating the MFA tables: {e}"))?;
+        for (table, added) in [
+            ("_rowgate_users", &SQLITE_USERS_ADDED[..]),
+            ("_rowgate_refresh_tokens", &SQLITE_ADDED[..]),
+            ("_rowgate_mfa_factors", &mfa::SQLITE_FACTORS_ADDED[..]),
+            ("_rowgate_mfa_challenges", &mfa::SQLITE_CHALLENGES_ADDED[..]),
+        ] {
             let columns = db.column_names(table).map_err(|e| e.to_string())?;
             for (column, definition) in added {
                 if !columns.iter().any(|c| c == column) {
@@ -170,7 +176,6 @@ impl SqliteAccounts {
             }
         }
         db.setup(SQLITE_TOKEN_INDEXES).map_err(|e| format!("updating the accounts tables: {e}"))?;
-        db.setup(mfa::SQLITE_SCHEMA).map_err(|e| format!("creating the MFA tables: {e}"))?;
         db.setup(codes::SQLITE_FLOWS).map_err(|e| format!("creating the PKCE flows' table: {e}"))?;
         db.setup(external::SQLITE_IDENTITIES).map_err(|e| format!("creating the identities' table: {e}"))?;
         Ok(SqliteAccounts { db })
@@ -321,8 +326,11 @@ impl AccountStore for SqliteAccounts {
         user_id: String,
         factor_id: String,
         challenge_id: String,
+        ceremony: Option<String>,
     ) -> BoxFuture<'_, Result<bool, Error>> {
-        Box::pin(self.db.with_writer(move |c| mfa::challenge(c, &user_id, &factor_id, &challenge_id)))
+        Box::pin(
+            self.db.with_writer(move |c| mfa::challenge(c, &user_id, &factor_id, &challenge_id, ceremony)),
+        )
     }
 
     fn challenged(
@@ -340,22 +348,32 @@ impl AccountStore for SqliteAccounts {
         factor_id: String,
         challenge_id: String,
         session_id: String,
+        credential: Option<String>,
     ) -> BoxFuture<'_, Result<Option<(User, Started)>, Error>> {
         Box::pin(self.db.with_writer(move |c| {
             atomically(c, |tx| {
-                if !mfa::elevate(tx, &user_id, &factor_id, &challenge_id, &session_id)? {
+                let Some(second_factor) =
+                    mfa::elevate(tx, &user_id, &factor_id, &challenge_id, &session_id, credential.as_deref())?
+                else {
                     return Ok(None);
-                }
+                };
                 let token = random_stamped();
                 tx.prepare_cached(
                     "INSERT INTO _rowgate_refresh_tokens (token_hash, user_id, expires_at, session_id, aal, factor_id, \
-                       signed_in_at, method) \
-                     VALUES (?1, ?2, ?3, ?4, 'aal2', ?5, \
+                       second_factor, signed_in_at, method) \
+                     VALUES (?1, ?2, ?3, ?4, 'aal2', ?5, ?6, \
                        (SELECT min(signed_in_at) FROM _rowgate_refresh_tokens WHERE session_id = ?4), \
                        (SELECT max(method) FROM _rowgate_refresh_tokens WHERE session_id = ?4))",
                 )
                 .and_then(|mut q| {
-                    q.execute(rusqlite::params![sqlite_key(&token), user_id, expires(unix_now()), session_id, factor_id])
+                    q.execute(rusqlite::params![
+                        sqlite_key(&token),
+                        user_id,
+                        expires(unix_now()),
+                        session_id,
+                        factor_id,
+                        second_factor
+                    ])
                 })
                 .map_err(sqlite_error)?;
                 let user = tx.query_row(USER_BY_ID, [&user_id], sqlite_user).map_err(sqlite_error)?;
@@ -368,8 +386,8 @@ impl AccountStore for SqliteAccounts {
                     .map_err(sqlite_error)?;
                 let signed_in_at = signed_in_at.unwrap_or_else(unix_now);
                 let method = method.unwrap_or_else(|| "password".into());
-                let aal = "aal2".into();
-                Ok(Some((user, Started { refresh: token, session_id, aal, signed_in_at, method })))
+                let (aal, second_factor) = ("aal2".into(), Some(second_factor));
+                Ok(Some((user, Started { refresh: token, session_id, aal, signed_in_at, method, second_factor })))
             })
         }))
     }

@@ -22,7 +22,14 @@ pub(super) fn store_refresh(
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     )?
     .execute(rusqlite::params![sqlite_key(&token), user_id, expires(now), session_id, now, method])?;
-    Ok(Started { refresh: token, session_id, aal: "aal1".into(), signed_in_at: now, method: method.into() })
+    Ok(Started {
+        refresh: token,
+        session_id,
+        aal: "aal1".into(),
+        signed_in_at: now,
+        method: method.into(),
+        second_factor: None,
+    })
 }
 
 /// The time now in microseconds, as 16 hex digits: the stamp of a token issued now.
@@ -65,9 +72,10 @@ struct StoredToken {
     successor: Option<String>,
     /// The sign-in it continues (none for a token issued before sessions were kept).
     session_id: Option<String>,
-    /// The session's assurance level (none: `aal1`) and the factor that raised it.
+    /// The session's assurance level (none: `aal1`), the factor that raised it and its method.
     aal: Option<String>,
     factor_id: Option<String>,
+    second_factor: Option<String>,
     /// When the session began (none for a token issued before this was kept).
     signed_in_at: Option<i64>,
     /// How it signed in (none for a token issued before this was kept: a password).
@@ -90,7 +98,7 @@ pub(super) fn rotate(
             "SELECT ",
             user_columns!(),
             ", t.revoked, t.revoked_at, t.expires_at, t.successor, t.session_id, t.aal, t.factor_id, t.signed_in_at, \
-               t.method \
+               t.method, t.second_factor \
              FROM _rowgate_refresh_tokens AS t JOIN _rowgate_users AS u ON u.id = t.user_id \
              WHERE t.token_hash = ?1"
         ))
@@ -107,6 +115,7 @@ pub(super) fn rotate(
                     factor_id: r.get(USER_COLUMNS + 6)?,
                     signed_in_at: r.get(USER_COLUMNS + 7)?,
                     method: r.get(USER_COLUMNS + 8)?,
+                    second_factor: r.get(USER_COLUMNS + 9)?,
                 })
             })
             .optional()
@@ -123,6 +132,7 @@ pub(super) fn rotate(
         factor_id,
         signed_in_at,
         method,
+        second_factor,
     }) = found
     else {
         return Ok(None);
@@ -133,6 +143,7 @@ pub(super) fn rotate(
         aal: aal.clone().unwrap_or_else(|| "aal1".into()),
         signed_in_at: signed_in_at.unwrap_or(now),
         method: method.clone().unwrap_or_else(|| "password".into()),
+        second_factor: second_factor.clone(),
     };
     if used {
         if used_at.is_none_or(|at| now - at >= reuse) {
@@ -165,8 +176,8 @@ pub(super) fn rotate(
     let successor = stamped(&next, secret);
     c.prepare_cached(
         "INSERT INTO _rowgate_refresh_tokens (token_hash, user_id, expires_at, session_id, aal, factor_id, signed_in_at, \
-           method) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+           method, second_factor) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
     )
     .and_then(|mut q| {
         q.execute(rusqlite::params![
@@ -177,7 +188,8 @@ pub(super) fn rotate(
             aal,
             factor_id,
             signed_in_at,
-            method
+            method,
+            second_factor
         ])
     })
     .map_err(sqlite_error)?;
