@@ -381,6 +381,13 @@ def attack_auth(name, port):
         ("an ID token of no provider", request("POST", "/auth/v1/token?grant_type=id_token", json_h, b'{"id_token": "x"}')),
         ("an unsigned ID token", request("POST", "/auth/v1/token?grant_type=id_token", json_h, b'{"provider": "nowhere", "id_token": "eyJhbGciOiJub25lIn0.e30."}')),
         ("an ID token of a provider not configured", request("POST", "/auth/v1/token?grant_type=id_token", json_h, b'{"provider": "google", "id_token": "a.b.c"}')),
+        ("a passkey sign-in begun", request("POST", "/auth/v1/passkeys/authentication/options", json_h, b"{}")),
+        ("a passkey sign-in answered with garbage", request("POST", "/auth/v1/passkeys/authentication/verify", json_h, json.dumps({"challenge_id": "00000000-0000-4000-8000-000000000000", "credential": {"id": "AAAA", "rawId": "AAAA", "type": "public-key", "response": {"clientDataJSON": "!!!", "authenticatorData": "AAAA", "signature": "AAAA", "userHandle": "AAAA"}}}).encode())),
+        ("a passkey sign-in with a credential of 60 KB", request("POST", "/auth/v1/passkeys/authentication/verify", json_h, json.dumps({"challenge_id": "00000000-0000-4000-8000-000000000000", "credential": "c" * 60_000}).encode())),
+        ("a passkey sign-in with a challenge that is no UUID", request("POST", "/auth/v1/passkeys/authentication/verify", json_h, b'{"challenge_id": "../x", "credential": {}}')),
+        ("a passkey's registration with no token", request("POST", "/auth/v1/passkeys/registration/options", json_h, b"{}")),
+        ("a passkey renamed with no token", request("PATCH", "/auth/v1/passkeys/00000000-0000-4000-8000-000000000000", json_h, b'{"friendly_name": "x"}')),
+        ("a security key's answer with no token", request("POST", "/auth/v1/factors/00000000-0000-4000-8000-000000000000/verify", json_h, b'{"challenge_id": "x", "webauthn": {"type": "request", "credential_response": {}}}')),
     ]
     for case, data in cases:
         send(port, f"{name} auth: {case}", data, may_close=case == "sign-up with a body of 1 MB")

@@ -69,6 +69,10 @@ impl Accounts {
                         None => Err(fail(StatusCode::NOT_FOUND, "mfa_factor_not_found", "Factor not found")),
                     }
                 }
+                (&Method::GET, ["passkeys"]) if self.passkeys_enabled => self.list_passkeys(&user.id).await,
+                (&Method::DELETE, ["passkeys", passkey]) if self.passkeys_enabled => {
+                    self.delete_passkey(&user.id, passkey).await
+                }
                 _ => Err(fail(StatusCode::NOT_FOUND, "not_found", "Not found")),
             };
         }

@@ -30,6 +30,8 @@ const KNOWN: Duration = Duration::from_secs(30 * 24 * 3600);
 /// Logins of one address checked at once at most: with the failures, it bounds the guesses
 /// parallel requests can make before the limit sees them.
 const MAX_IN_FLIGHT: u32 = 16;
+/// Passkey sign-ins one client may begin per window: each is kept until it expires.
+const CLIENT_CEREMONIES: u32 = 100;
 /// Windows each table keeps at most.
 pub const MAX_ENTRIES: usize = 20_000;
 
@@ -90,6 +92,8 @@ struct Tables {
     known: HashMap<(IpAddr, String), Instant>,
     /// Sign-ups per client, in windows of `accounts-signup-rate-limit`'s period.
     signups: Windows<IpAddr>,
+    /// Passkey sign-ins begun per client.
+    ceremonies: Windows<IpAddr>,
 }
 
 impl Tables {
@@ -154,6 +158,17 @@ impl LoginLimits {
             return false;
         }
         t.signups.add(&client);
+        true
+    }
+
+    /// Whether `client` may begin another passkey sign-in now; if so, it is counted.
+    pub fn ceremony(&self, client: IpAddr) -> bool {
+        let client = crate::client_key(client);
+        let mut t = self.tables.lock().unwrap_or_else(|e| e.into_inner());
+        if t.ceremonies.count(&client) >= CLIENT_CEREMONIES {
+            return false;
+        }
+        t.ceremonies.add(&client);
         true
     }
 

@@ -57,6 +57,8 @@ mod links;
 mod mail;
 mod mfa;
 mod oauth2;
+pub mod passkey_store;
+mod passkeys;
 pub mod store;
 mod user;
 mod verify;
@@ -175,8 +177,10 @@ pub struct Accounts {
     /// (`accounts-manual-linking`).
     providers: external::Providers,
     manual_linking: bool,
-    /// Where WebAuthn second factors are bound (`accounts-webauthn-rp-*`).
+    /// Where WebAuthn credentials are bound (`accounts-webauthn-rp-*`), and whether passkeys
+    /// sign users in (`accounts-passkeys-enabled`).
     relying_party: webauthn::RelyingParty,
+    passkeys_enabled: bool,
 }
 
 impl Accounts {
@@ -212,6 +216,7 @@ impl Accounts {
                 &settings.webauthn_rp_id,
                 settings.webauthn_rp_origins.clone(),
             )?,
+            passkeys_enabled: settings.passkeys_enabled,
             keys: keys::Keys::new(secret, &settings.signing_keys),
             signups,
             reuse_interval: settings.refresh_reuse_interval as i64,
@@ -301,6 +306,10 @@ impl Accounts {
             }
             (&Method::GET, "/reauthenticate") => self.reauthenticate(&user::signed_in(credentials)?).await,
             (&Method::POST, "/logout") => self.logout(&user::signed_in(credentials)?, param("scope")).await,
+            (_, route) if route == "/passkeys" || route.starts_with("/passkeys/") => {
+                let rest = route.trim_start_matches("/passkeys");
+                self.passkeys(method, rest, body, user::signed_in(credentials), client).await
+            }
             (_, route) if route == "/factors" || route.starts_with("/factors/") => {
                 let rest = route.trim_start_matches("/factors").trim_start_matches('/');
                 self.factors(&user::signed_in(credentials)?, method, rest, body, client).await

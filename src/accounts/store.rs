@@ -301,7 +301,7 @@ pub type Created = Option<(User, Option<Started>)>;
 pub type WithHash = Option<(User, Option<String>)>;
 
 /// The accounts' storage.
-pub trait AccountStore: Send + Sync {
+pub trait AccountStore: super::passkey_store::PasskeyStore + Send + Sync {
     /// A new account, and with `session` its first session; `None` if the address or phone is
     /// taken.
     fn create(&self, user: NewUser, session: bool, now: i64) -> BoxFuture<'_, Result<Created, Error>>;

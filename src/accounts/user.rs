@@ -106,8 +106,8 @@ impl Accounts {
     }
 
     /// `PUT /user` `{email, password, data}`: the user changes their own account. A new address
-    /// is taken at once, unconfirmed (no mail is sent yet), and makes an anonymous user a
-    /// permanent one.
+    /// is taken once a mail to it comes back; an anonymous user's at once with autoconfirm,
+    /// which makes the user a permanent one.
     pub(super) async fn update_user(
         &self,
         caller: &Caller,

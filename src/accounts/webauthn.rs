@@ -13,13 +13,16 @@ use webauthn_rp::request::register::{
     Nickname, PublicKeyCredentialUserEntity, RegistrationVerificationOptions, UserHandle, Username,
 };
 use webauthn_rp::request::{AsciiDomain, Credentials, PublicKeyCredentialDescriptor, RpId};
-use webauthn_rp::response::auth::ser_relaxed::NonDiscoverableAuthenticationRelaxed16;
+use webauthn_rp::response::auth::ser_relaxed::{
+    DiscoverableAuthenticationRelaxed16, NonDiscoverableAuthenticationRelaxed16,
+};
 use webauthn_rp::response::register::ser_relaxed::RegistrationRelaxed;
 use webauthn_rp::response::register::{DynamicState, StaticState};
 use webauthn_rp::response::{AuthTransports, CredentialId};
 use webauthn_rp::{
-    AuthenticatedCredential, NonDiscoverableAuthenticationServerState,
-    NonDiscoverableCredentialRequestOptions, PublicKeyCredentialCreationOptions, RegistrationServerState,
+    AuthenticatedCredential, DiscoverableAuthenticationServerState, DiscoverableCredentialRequestOptions,
+    NonDiscoverableAuthenticationServerState, NonDiscoverableCredentialRequestOptions,
+    PublicKeyCredentialCreationOptions, RegistrationServerState,
 };
 
 /// The relying party: the domain credentials are bound to, and the origins (`https://app.example`)
@@ -60,14 +63,17 @@ impl RelyingParty {
     }
 
     /// A registration ceremony for `user_id` (a UUID), named `name` on the authenticator, which
-    /// must not make one of `existing` again: (what to keep, WebAuthn's `publicKey` options).
+    /// must not make one of `existing` again: (what to keep, WebAuthn's `publicKey` options). A
+    /// `passkey` is a discoverable credential verifying its user (it signs in alone); else a
+    /// second factor.
     pub fn start_registration(
         &self,
         user_id: &str,
         name: &str,
         existing: &[String],
+        passkey: bool,
     ) -> Option<(String, Value)> {
-        let handle = UserHandle::<16>::decode(uuid_bytes(user_id)?).ok()?;
+        let handle = user_handle(user_id)?;
         let name = if Username::try_from(name).is_ok() { name } else { user_id };
         let user = PublicKeyCredentialUserEntity {
             name: Username::try_from(name).ok()?,
@@ -75,9 +81,12 @@ impl RelyingParty {
             display_name: Nickname::try_from(name).ok(),
         };
         let excluded = existing.iter().filter_map(|c| descriptor(c)).collect();
-        let (server, client) = PublicKeyCredentialCreationOptions::second_factor(&self.id, user, excluded)
-            .start_ceremony()
-            .ok()?;
+        let options = if passkey {
+            PublicKeyCredentialCreationOptions::passkey(&self.id, user, excluded)
+        } else {
+            PublicKeyCredentialCreationOptions::second_factor(&self.id, user, excluded)
+        };
+        let (server, client) = options.start_ceremony().ok()?;
         let state = server.encode().ok()?;
         Some((STANDARD.encode(state), serde_json::to_value(&client).ok()?))
     }
@@ -85,9 +94,8 @@ impl RelyingParty {
     /// The credential (JSON text, to keep) a registration's answer makes, if it answers the
     /// ceremony `state` began.
     pub fn finish_registration(&self, state: &str, answer: &str) -> Result<String, Refused> {
-        let bytes = STANDARD.decode(state).map_err(|_| Refused::Invalid("unknown ceremony".into()))?;
-        let server = RegistrationServerState::<16>::decode(bytes.as_slice())
-            .map_err(|_| Refused::Invalid("unknown ceremony".into()))?;
+        let bytes = STANDARD.decode(state).map_err(|_| unknown())?;
+        let server = RegistrationServerState::<16>::decode(bytes.as_slice()).map_err(|_| unknown())?;
         let answer: RegistrationRelaxed = serde_json::from_str(answer).map_err(|_| Refused::Malformed)?;
         let options = RegistrationVerificationOptions::<String, String> {
             allowed_origins: &self.origins,
@@ -100,9 +108,9 @@ impl RelyingParty {
             id: URL_SAFE_NO_PAD.encode(id.as_ref()),
             transports: STANDARD.encode([transports.encode().map_err(|_| Refused::Malformed)?]),
             key: STANDARD.encode(key.encode().map_err(|_| Refused::Malformed)?),
-            state: STANDARD.encode(state.encode().map_err(|_| Refused::Malformed)?),
+            state: String::new(),
         };
-        serde_json::to_string(&stored).map_err(|_| Refused::Malformed)
+        repack(stored, state)
     }
 
     /// An authentication ceremony with one of `credentials`: (what to keep, WebAuthn's
@@ -130,36 +138,118 @@ impl RelyingParty {
         user_id: &str,
         credential: &str,
     ) -> Result<String, Refused> {
-        let unknown = || Refused::Invalid("unknown ceremony".into());
         let bytes = STANDARD.decode(state).map_err(|_| unknown())?;
         let server =
             NonDiscoverableAuthenticationServerState::decode(bytes.as_slice()).map_err(|_| unknown())?;
         let answer: NonDiscoverableAuthenticationRelaxed16 =
             serde_json::from_str(answer).map_err(|_| Refused::Malformed)?;
-        let mut stored: Stored = serde_json::from_str(credential).map_err(|_| unknown())?;
-        let id = URL_SAFE_NO_PAD.decode(&stored.id).map_err(|_| unknown())?;
-        let key = STANDARD.decode(&stored.key).map_err(|_| unknown())?;
-        let dynamic: [u8; 7] =
-            STANDARD.decode(&stored.state).ok().and_then(|s| s.try_into().ok()).ok_or_else(unknown)?;
-        let handle =
-            UserHandle::<16>::decode(uuid_bytes(user_id).ok_or_else(unknown)?).map_err(|_| unknown())?;
-        let mut credential = AuthenticatedCredential::new(
-            CredentialId::decode(id.as_slice()).map_err(|_| unknown())?,
-            &handle,
-            StaticState::decode(key.as_slice()).map_err(|_| unknown())?,
-            DynamicState::decode(dynamic).map_err(|_| unknown())?,
-        )
-        .map_err(|_| unknown())?;
-        let options = AuthenticationVerificationOptions::<String, String> {
+        let (stored, parts) = unpack(credential).ok_or_else(unknown)?;
+        let handle = user_handle(user_id).ok_or_else(unknown)?;
+        let mut credential = authenticated(&parts, &handle).ok_or_else(unknown)?;
+        server
+            .verify(&self.id, &answer.0, &mut credential, &self.authentication_options())
+            .map_err(|e| Refused::Invalid(e.to_string()))?;
+        repack(stored, credential.dynamic_state())
+    }
+
+    /// A passkey sign-in's ceremony, any of the relying party's discoverable credentials
+    /// answering: (what to keep, WebAuthn's `publicKey` options).
+    pub fn start_passkey_authentication(&self) -> Option<(String, Value)> {
+        let (server, client) =
+            DiscoverableCredentialRequestOptions::passkey(&self.id).start_ceremony().ok()?;
+        let state = server.encode().ok()?;
+        Some((STANDARD.encode(state), serde_json::to_value(&client).ok()?))
+    }
+
+    /// The passkey's new state (JSON text, to keep) once a sign-in's answer, signed by
+    /// `credential` of the user `user_id`, answers the ceremony `state` began.
+    pub fn finish_passkey_authentication(
+        &self,
+        state: &str,
+        answer: &str,
+        user_id: &str,
+        credential: &str,
+    ) -> Result<String, Refused> {
+        let bytes = STANDARD.decode(state).map_err(|_| unknown())?;
+        let server =
+            DiscoverableAuthenticationServerState::decode(bytes.as_slice()).map_err(|_| unknown())?;
+        let answer: DiscoverableAuthenticationRelaxed16 =
+            serde_json::from_str(answer).map_err(|_| Refused::Malformed)?;
+        let (stored, parts) = unpack(credential).ok_or_else(unknown)?;
+        let handle = user_handle(user_id).ok_or_else(unknown)?;
+        let mut credential = authenticated(&parts, &handle).ok_or_else(unknown)?;
+        server
+            .verify(&self.id, &answer.0, &mut credential, &self.authentication_options())
+            .map_err(|e| Refused::Invalid(e.to_string()))?;
+        repack(stored, credential.dynamic_state())
+    }
+
+    fn authentication_options(&self) -> AuthenticationVerificationOptions<'_, '_, String, String> {
+        AuthenticationVerificationOptions {
             allowed_origins: &self.origins,
             ..AuthenticationVerificationOptions::default()
-        };
-        server
-            .verify(&self.id, &answer.0, &mut credential, &options)
-            .map_err(|e| Refused::Invalid(e.to_string()))?;
-        stored.state = STANDARD.encode(credential.dynamic_state().encode().map_err(|_| Refused::Malformed)?);
-        serde_json::to_string(&stored).map_err(|_| Refused::Malformed)
+        }
     }
+}
+
+/// The credential (its id, as [`credential_id`] gives it) and user (a UUID) a passkey's answer
+/// names, to find what signs it.
+pub fn passkey_answer_names(answer: &str) -> Result<(String, String), Refused> {
+    let answer: DiscoverableAuthenticationRelaxed16 =
+        serde_json::from_str(answer).map_err(|_| Refused::Malformed)?;
+    let user = answer.0.response().user_handle().encode().map_err(|_| Refused::Malformed)?;
+    Ok((URL_SAFE_NO_PAD.encode(answer.0.raw_id().as_ref()), uuid_text(&user)))
+}
+
+/// The id (base64url) of a kept credential.
+pub fn credential_id(credential: &str) -> Option<String> {
+    serde_json::from_str::<Stored>(credential).ok().map(|s| s.id)
+}
+
+fn unknown() -> Refused {
+    Refused::Invalid("unknown ceremony".into())
+}
+
+/// A kept credential's parts, decoded: its id, encoded public key and encoded state.
+struct Parts {
+    id: Vec<u8>,
+    key: Vec<u8>,
+    state: [u8; 7],
+}
+
+/// A kept credential, and its parts.
+fn unpack(credential: &str) -> Option<(Stored, Parts)> {
+    let stored: Stored = serde_json::from_str(credential).ok()?;
+    let parts = Parts {
+        id: URL_SAFE_NO_PAD.decode(&stored.id).ok()?,
+        key: STANDARD.decode(&stored.key).ok()?,
+        state: STANDARD.decode(&stored.state).ok()?.try_into().ok()?,
+    };
+    Some((stored, parts))
+}
+
+/// A kept credential, to check an assertion with.
+type Checkable<'a> = AuthenticatedCredential<
+    'a,
+    'a,
+    16,
+    webauthn_rp::response::register::CompressedPubKey<[u8; 32], [u8; 32], [u8; 48], Vec<u8>>,
+>;
+
+fn authenticated<'a>(parts: &'a Parts, handle: &'a UserHandle<16>) -> Option<Checkable<'a>> {
+    AuthenticatedCredential::new(
+        CredentialId::decode(parts.id.as_slice()).ok()?,
+        handle,
+        StaticState::decode(parts.key.as_slice()).ok()?,
+        DynamicState::decode(parts.state).ok()?,
+    )
+    .ok()
+}
+
+/// The kept credential with its new state.
+fn repack(mut stored: Stored, state: DynamicState) -> Result<String, Refused> {
+    stored.state = STANDARD.encode(state.encode().map_err(|_| Refused::Malformed)?);
+    serde_json::to_string(&stored).map_err(|_| Refused::Malformed)
 }
 
 /// The credential a stored one names, for a ceremony's allow or exclude list.
@@ -171,6 +261,17 @@ fn descriptor(stored: &str) -> Option<PublicKeyCredentialDescriptor<Vec<u8>>> {
         id: CredentialId::decode(id).ok()?,
         transports: AuthTransports::decode(transports).ok()?,
     })
+}
+
+/// A user's handle: its UUID's sixteen bytes.
+fn user_handle(uuid: &str) -> Option<UserHandle<16>> {
+    UserHandle::<16>::decode(uuid_bytes(uuid)?).ok()
+}
+
+/// A UUID's text from its sixteen bytes.
+fn uuid_text(bytes: &[u8; 16]) -> String {
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!("{}-{}-{}-{}-{}", &hex[..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..])
 }
 
 /// A UUID's sixteen bytes.
@@ -189,4 +290,46 @@ fn uuid_bytes(uuid: &str) -> Option<[u8; 16]> {
 /// GoTrue's `credential_options` around WebAuthn's options.
 pub fn credential_options(options: Value) -> Value {
     json!({ "publicKey": options })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn party() -> RelyingParty {
+        RelyingParty::new("app.test", vec!["https://app.test".into()]).expect("a relying party")
+    }
+
+    #[test]
+    fn answers_that_are_no_credentials_are_refused_not_panicked_on() {
+        let party = party();
+        let user = "8c3f7e20-5d3f-4ea0-9b4c-3d4e5f607182";
+        let (state, options) =
+            party.start_registration(user, "ann@example.com", &[], true).expect("a ceremony");
+        assert_eq!(options["rp"], json!({"name": "app.test", "id": "app.test"}));
+        assert_eq!(options["user"]["name"], "ann@example.com");
+        let b64 = |b: &[u8]| URL_SAFE_NO_PAD.encode(b);
+        let client_data =
+            b64(br#"{"type":"webauthn.create","challenge":"AAAA","origin":"https://app.test"}"#);
+        let mut seed = 7u64;
+        for len in [0usize, 1, 2, 37, 64, 300] {
+            let noise: Vec<u8> = (0..len)
+                .map(|_| {
+                    seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    (seed >> 33) as u8
+                })
+                .collect();
+            for attestation in [b64(&noise), b64(&[&[0xa3u8][..], &noise].concat())] {
+                let answer = json!({
+                    "id": "AAAA", "rawId": "AAAA", "type": "public-key",
+                    "response": {"clientDataJSON": client_data, "attestationObject": attestation},
+                    "clientExtensionResults": {},
+                });
+                assert!(party.finish_registration(&state, &answer.to_string()).is_err(), "{answer}");
+            }
+        }
+        assert!(party.finish_registration("not a state", "{}").is_err());
+        assert!(passkey_answer_names("{}").is_err());
+        assert!(party.finish_passkey_authentication(&state, "{}", user, "{}").is_err());
+    }
 }

@@ -74,11 +74,19 @@ pub struct ServeArgs {
     /// (`/user/identities`, supabase-js's `linkIdentity`), GoTrue's manual linking [default: false].
     #[arg(long = "accounts-manual-linking", env = "ROWGATE_ACCOUNTS_MANUAL_LINKING", value_name = "BOOL")]
     pub accounts_manual_linking: Option<bool>,
-    /// The domain WebAuthn second factors are bound to (the relying party's id) [default: the
-    /// host of `accounts-site-url`].
+    /// Whether users may register passkeys and sign in with them (`/passkeys`, GoTrue's
+    /// experimental passkeys) [default: false].
+    #[arg(
+        long = "accounts-passkeys-enabled",
+        env = "ROWGATE_ACCOUNTS_PASSKEYS_ENABLED",
+        value_name = "BOOL"
+    )]
+    pub accounts_passkeys_enabled: Option<bool>,
+    /// The domain WebAuthn second factors and passkeys are bound to (the relying party's id)
+    /// [default: the host of `accounts-site-url`].
     #[arg(long = "accounts-webauthn-rp-id", env = "ROWGATE_ACCOUNTS_WEBAUTHN_RP_ID", value_name = "DOMAIN")]
     pub accounts_webauthn_rp_id: Option<String>,
-    /// The origins whose pages may use WebAuthn second factors, comma-separated
+    /// The origins whose pages may use WebAuthn second factors and passkeys, comma-separated
     /// (`https://app.example.com`) [default: the origin of `accounts-site-url`].
     #[arg(
         long = "accounts-webauthn-rp-origins",

@@ -31,6 +31,8 @@ pub struct AccountsSettings {
     pub providers: Vec<super::providers::Provider>,
     /// `accounts-manual-linking`.
     pub manual_linking: bool,
+    /// `accounts-passkeys-enabled`.
+    pub passkeys_enabled: bool,
     /// `accounts-webauthn-rp-id` and `accounts-webauthn-rp-origins`, defaults applied.
     pub webauthn_rp_id: String,
     pub webauthn_rp_origins: Vec<String>,
@@ -94,6 +96,7 @@ impl AccountsSettings {
                 None => Vec::new(),
             },
             manual_linking: a.accounts_manual_linking.or(f.accounts_manual_linking).unwrap_or(false),
+            passkeys_enabled: a.accounts_passkeys_enabled.or(f.accounts_passkeys_enabled).unwrap_or(false),
             webauthn_rp_id,
             webauthn_rp_origins,
         })

@@ -28,6 +28,7 @@ pub(crate) fn sqlite() -> &'static str {
         let args = rowgate::config::ServeArgs {
             accounts_enabled: Some(true),
             accounts_anonymous_enabled: Some(true),
+            accounts_passkeys_enabled: Some(true),
             ..Default::default()
         };
         crate::sqlite::serve_sqlite(&path, SCHEMA, RULES, args)
@@ -75,6 +76,7 @@ pub(crate) fn postgres() -> &'static str {
         start_server(rowgate::config::ServeArgs {
             accounts_enabled: Some(true),
             accounts_anonymous_enabled: Some(true),
+            accounts_passkeys_enabled: Some(true),
             db_schemas: Some("accounts_test".into()),
             ..default_args(&harness().superuser_uri)
         })

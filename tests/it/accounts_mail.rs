@@ -25,6 +25,7 @@ fn mailing(args: ServeArgs) -> ServeArgs {
         smtp_sender: Some("no-reply@rowgate.test".into()),
         smtp_sender_name: Some("Rowgate Test".into()),
         accounts_site_url: Some("http://app.test".into()),
+        accounts_passkeys_enabled: Some(true),
         accounts_redirect_urls: Some("http://localhost:*/**".into()),
         accounts_anonymous_enabled: Some(true),
         accounts_secure_password_change: Some(true),

@@ -260,6 +260,57 @@ test('a second factor from a security key (WebAuthn)', async () => {
   assert.equal((await other.auth.mfa.unenroll({ factorId })).error, null)
 })
 
+test('passkeys: registered by a signed-in user, then signing in alone', async () => {
+  const owner = client()
+  const email = address('lou')
+  await owner.auth.signUp({ email, password: 'secret-lou' })
+  const { data: confirmed } = await owner.auth.verifyOtp({ email, token: codeIn(await mailTo(email)), type: 'signup' })
+  const key = new Authenticator('http://app.test')
+
+  const started = await owner.auth.passkey.startRegistration()
+  assert.equal(started.error, null)
+  assert.deepEqual([started.data.options.rp.id, started.data.options.authenticatorSelection.residentKey], ['app.test', 'required'])
+  const registered = await owner.auth.passkey.verifyRegistration({
+    challengeId: started.data.challenge_id,
+    credential: key.createJSON(started.data.options),
+  })
+  assert.equal(registered.error, null)
+  const passkeyId = registered.data.id
+  const renamed = await owner.auth.passkey.update({ passkeyId, friendlyName: 'laptop' })
+  assert.deepEqual([renamed.error, renamed.data.friendly_name], [null, 'laptop'])
+
+  // On another device: no address, no password, the key alone.
+  const visitor = client()
+  const options = await visitor.auth.passkey.startAuthentication()
+  assert.equal(options.error, null)
+  assert.deepEqual(options.data.options.allowCredentials ?? [], [])
+  const assertion = key.getJSON(options.data.options)
+  const { data, error } = await visitor.auth.passkey.verifyAuthentication({
+    challengeId: options.data.challenge_id,
+    credential: assertion,
+  })
+  assert.equal(error, null)
+  assert.equal(data.user.id, confirmed.user.id)
+  const claims = JSON.parse(Buffer.from(data.session.access_token.split('.')[1], 'base64url'))
+  assert.equal(claims.amr[0].method, 'passkey')
+  // The same answer again: the ceremony is used up.
+  const replayed = await visitor.auth.passkey.verifyAuthentication({
+    challengeId: options.data.challenge_id,
+    credential: assertion,
+  })
+  assert.equal(replayed.error?.code, 'webauthn_challenge_not_found')
+
+  const listed = await owner.auth.passkey.list()
+  assert.deepEqual(listed.data.map((p) => [p.id, p.friendly_name, typeof p.last_used_at]), [[passkeyId, 'laptop', 'string']])
+  assert.equal((await owner.auth.passkey.delete({ passkeyId })).error, null)
+  const again = await visitor.auth.passkey.startAuthentication()
+  const refused = await visitor.auth.passkey.verifyAuthentication({
+    challengeId: again.data.challenge_id,
+    credential: key.getJSON(again.data.options),
+  })
+  assert.equal(refused.error?.code, 'webauthn_verification_failed')
+})
+
 test('sign up with PKCE, as server-rendered apps (@supabase/ssr) do', async () => {
   const supabase = createClient(url, anonKey, { ...options, auth: { ...options.auth, flowType: 'pkce' } })
   const email = address('fay')

@@ -1,6 +1,8 @@
 // A WebAuthn authenticator in software, for tests: what `navigator.credentials.create()` and
 // `.get()` give a page, made with Node's crypto. ES256 keys, `none` attestation, a signature
-// counter; it answers for whatever `origin` it is told the page has.
+// counter, discoverable credentials (each keeps its user's handle); it answers for whatever
+// `origin` it is told the page has. `createJSON` and `getJSON` take and give the JSON forms
+// (base64url for bytes) that passkey APIs exchange.
 import crypto from 'node:crypto'
 
 const b64url = (bytes) => Buffer.from(bytes).toString('base64url')
@@ -27,7 +29,7 @@ function cbor(value) {
 export class Authenticator {
   constructor(origin) {
     this.origin = origin
-    this.credentials = new Map() // id (base64url) -> { privateKey, counter }
+    this.credentials = new Map() // id (base64url) -> { privateKey, counter, userHandle }
   }
 
   // navigator.credentials.create({ publicKey }) with the options auth-js deserialized.
@@ -35,7 +37,7 @@ export class Authenticator {
     const { privateKey, publicKey: key } = crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' })
     const jwk = key.export({ format: 'jwk' })
     const id = crypto.randomBytes(16)
-    this.credentials.set(b64url(id), { privateKey, counter: 0 })
+    this.credentials.set(b64url(id), { privateKey, counter: 0, userHandle: new Uint8Array(publicKey.user.id) })
     const coseKey = cbor(
       new Map([
         [1, 2], // kty: EC2
@@ -71,7 +73,8 @@ export class Authenticator {
   // navigator.credentials.get({ publicKey }): an assertion by one of the allowed credentials.
   get({ publicKey }) {
     const allowed = (publicKey.allowCredentials || []).map((c) => b64url(new Uint8Array(c.id)))
-    const id = allowed.find((a) => this.credentials.has(a))
+    // No list: a discoverable credential's sign-in, which the last one made answers.
+    const id = allowed.length ? allowed.find((a) => this.credentials.has(a)) : [...this.credentials.keys()].pop()
     if (!id) throw new Error('no credential of this authenticator is allowed')
     const credential = this.credentials.get(id)
     credential.counter += 1
@@ -89,10 +92,20 @@ export class Authenticator {
         authenticatorData: buffer(authData),
         clientDataJSON: buffer(clientDataJSON),
         signature: buffer(signature),
-        userHandle: null,
+        userHandle: buffer(credential.userHandle),
       },
       getClientExtensionResults: () => ({}),
     }
+  }
+
+  createJSON(options) {
+    const publicKey = { ...options, challenge: bytes(options.challenge), user: { ...options.user, id: bytes(options.user.id) } }
+    return json(this.create({ publicKey }))
+  }
+
+  getJSON(options) {
+    const allowCredentials = (options.allowCredentials || []).map((c) => ({ ...c, id: bytes(c.id) }))
+    return json(this.get({ publicKey: { ...options, challenge: bytes(options.challenge), allowCredentials } }))
   }
 
   clientData(type, challenge) {
@@ -100,4 +113,15 @@ export class Authenticator {
       JSON.stringify({ type, challenge: b64url(new Uint8Array(challenge)), origin: this.origin, crossOrigin: false }),
     )
   }
+}
+
+const bytes = (text) => buffer(Buffer.from(text, 'base64url'))
+
+// A credential as its JSON form (PublicKeyCredential.toJSON()).
+function json(credential) {
+  const response = Object.fromEntries(
+    Object.entries(credential.response).map(([k, v]) => [k, v instanceof ArrayBuffer ? b64url(new Uint8Array(v)) : v]),
+  )
+  const { id, type, authenticatorAttachment } = credential
+  return { id, rawId: id, type, authenticatorAttachment, response, clientExtensionResults: {} }
 }

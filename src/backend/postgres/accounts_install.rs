@@ -8,6 +8,8 @@ use tokio_postgres::Client;
 const INSTALL_SQL: &str = include_str!("accounts.sql");
 /// Supabase's `auth.uid()` and its kin, which the policies of its schemas use.
 const AUTH_HELPERS_SQL: &str = include_str!("auth_helpers.sql");
+/// The passkeys' tables and functions.
+const PASSKEYS_SQL: &str = include_str!("passkeys.sql");
 
 /// The functions the serving role may call, by signature: no one else may.
 const FUNCTIONS: &str = "rowgate.account_create(text, text, text, text, jsonb, jsonb, boolean, boolean, text, bigint, text, text, boolean, boolean),
@@ -24,7 +26,11 @@ const FUNCTIONS: &str = "rowgate.account_create(text, text, text, text, jsonb, j
   rowgate.account_flow_take(text),
   rowgate.account_link_identity(text, text, text, boolean, jsonb, text, jsonb, jsonb, boolean, boolean),
   rowgate.account_attach_identity(text, text, text, text, boolean, jsonb),
-  rowgate.account_detach_identity(text, text)";
+  rowgate.account_detach_identity(text, text),
+  rowgate.passkey_begin(text, text, text, text, bigint), rowgate.passkey_take(text, text, text),
+  rowgate.passkey_list(text), rowgate.passkey_add(text, text, text, text, text, bigint),
+  rowgate.passkey_by_credential(text), rowgate.passkey_used(text, text),
+  rowgate.passkey_rename(text, text, text), rowgate.passkey_delete(text, text)";
 
 /// Creates (or updates) the accounts' tables and functions and lets `role` call the functions;
 /// nothing else may (the tables hold password hashes).
@@ -37,7 +43,7 @@ pub async fn install(client: &Client, role: &str) -> Result<(), String> {
     );
     client
         .batch_execute(&format!(
-            "BEGIN; SELECT pg_advisory_xact_lock(7317002); {AUTH_HELPERS_SQL} {INSTALL_SQL} {grants} COMMIT;"
+            "BEGIN; SELECT pg_advisory_xact_lock(7317002); {AUTH_HELPERS_SQL} {INSTALL_SQL} {PASSKEYS_SQL} {grants} COMMIT;"
         ))
         .await
         .map_err(super::apikey::message)

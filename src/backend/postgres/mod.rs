@@ -24,6 +24,7 @@ mod identities;
 pub mod introspect;
 mod mfa;
 mod notifications;
+mod passkeys;
 mod pool;
 mod pooled;
 pub mod reload;

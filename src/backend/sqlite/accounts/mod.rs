@@ -135,6 +135,7 @@ macro_rules! user_columns {
 mod codes;
 mod external;
 mod mfa;
+mod passkeys;
 mod tokens;
 mod users;
 
@@ -178,6 +179,7 @@ impl SqliteAccounts {
         db.setup(SQLITE_TOKEN_INDEXES).map_err(|e| format!("updating the accounts tables: {e}"))?;
         db.setup(codes::SQLITE_FLOWS).map_err(|e| format!("creating the PKCE flows' table: {e}"))?;
         db.setup(external::SQLITE_IDENTITIES).map_err(|e| format!("creating the identities' table: {e}"))?;
+        db.setup(passkeys::SQLITE_PASSKEYS).map_err(|e| format!("creating the passkeys' tables: {e}"))?;
         Ok(SqliteAccounts { db })
     }
 }
