@@ -10,9 +10,10 @@ use serde_json::{json, Value};
 use webauthn_rp::bin::{Decode, Encode};
 use webauthn_rp::request::auth::{AllowedCredentials, AuthenticationVerificationOptions};
 use webauthn_rp::request::register::{
-    Nickname, PublicKeyCredentialUserEntity, RegistrationVerificationOptions, UserHandle, Username,
+    CredProtect, Nickname, PublicKeyCredentialUserEntity, RegistrationVerificationOptions, UserHandle,
+    Username,
 };
-use webauthn_rp::request::{AsciiDomain, Credentials, PublicKeyCredentialDescriptor, RpId};
+use webauthn_rp::request::{AsciiDomain, Credentials, ExtensionInfo, PublicKeyCredentialDescriptor, RpId};
 use webauthn_rp::response::auth::ser_relaxed::{
     DiscoverableAuthenticationRelaxed16, NonDiscoverableAuthenticationRelaxed16,
 };
@@ -82,7 +83,12 @@ impl RelyingParty {
         };
         let excluded = existing.iter().filter_map(|c| descriptor(c)).collect();
         let options = if passkey {
-            PublicKeyCredentialCreationOptions::passkey(&self.id, user, excluded)
+            let mut options = PublicKeyCredentialCreationOptions::passkey(&self.id, user, excluded);
+            // Asked for, not insisted on: a browser refuses a registration that insists when the
+            // authenticator has no credProtect (GoTrue asks for none).
+            options.extensions.cred_protect =
+                CredProtect::UserVerificationRequired(ExtensionInfo::AllowDontEnforceValue);
+            options
         } else {
             PublicKeyCredentialCreationOptions::second_factor(&self.id, user, excluded)
         };

@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 use rowgate::config::ServeArgs;
 use serde_json::{json, Value};
 
-use crate::accounts::{auth, claims_of, on_both, RULES, SCHEMA};
+use crate::accounts::{auth, claims_of, on_both, token_of, RULES, SCHEMA};
 use crate::support::smtp::sink;
 use crate::support::{default_args, harness, request_to, send_to, start_server, JWT_SECRET};
 
@@ -132,15 +132,6 @@ pub(crate) fn fragment(url: &str) -> Value {
 
 fn log_in(base: &str, email: &str, password: &str) -> (u16, Value) {
     post(base, "/auth/v1/token?grant_type=password", json!({"email": email, "password": password}))
-}
-
-fn token_of(role: &str) -> String {
-    jsonwebtoken::encode(
-        &jsonwebtoken::Header::default(),
-        &json!({"role": role, "exp": 4_102_444_800u64}),
-        &jsonwebtoken::EncodingKey::from_secret(JWT_SECRET.as_bytes()),
-    )
-    .expect("a token")
 }
 
 fn a_sign_up_is_confirmed_by_the_link_mailed_to_it(base: &str) {

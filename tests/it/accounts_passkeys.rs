@@ -151,3 +151,57 @@ fn passkeys_are_off_unless_turned_on() {
         (404, json!({"code": 404, "error_code": "passkey_disabled", "msg": "Passkeys are disabled"}))
     );
 }
+
+/// tests/js/webauthn_browser.mjs: a security key and a passkey in Chromium (its virtual
+/// authenticator) through supabase-js, on a page of the relying party's origin.
+#[test]
+fn a_browser_registers_a_key_and_a_passkey_and_signs_in_with_them() {
+    let js = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/js");
+    assert!(
+        js.join("node_modules/puppeteer-core").is_dir(),
+        "puppeteer-core is not installed: run `npm ci` in tests/js (scripts/test does)"
+    );
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    assert!(
+        std::path::Path::new(&chromium).exists(),
+        "chromium is not installed at {chromium}: scripts/prereqs installs Debian's"
+    );
+    // WebAuthn wants a domain, and a secure context: http://localhost is both.
+    let port =
+        std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a port").port();
+    let origin = format!("http://localhost:{port}");
+    let path = tempfile::tempdir().expect("temp dir").keep().join("browser.db");
+    crate::sqlite::serve_sqlite(
+        &path,
+        crate::accounts::SCHEMA,
+        crate::accounts::RULES,
+        rowgate::config::ServeArgs {
+            accounts_enabled: Some(true),
+            accounts_passkeys_enabled: Some(true),
+            accounts_webauthn_rp_id: Some("localhost".into()),
+            accounts_webauthn_rp_origins: Some(origin.clone()),
+            server_port: Some(port),
+            ..Default::default()
+        },
+    );
+    let out = std::process::Command::new("node")
+        .arg("webauthn_browser.mjs")
+        .current_dir(&js)
+        .env("ROWGATE_URL", &origin)
+        .env("ANON_KEY", crate::accounts::token_of("anon"))
+        .env("CHROMIUM", &chromium)
+        .output()
+        .expect("node is needed for the browser test");
+    let report = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "the browser test failed:\n{report}");
+    let seen: Value = serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim()).expect(&report);
+    assert_eq!(
+        seen,
+        json!({
+            "key": ["aal2", "mfa/webauthn"],
+            "passkey": ["aal1", "passkey", "browser@example.com"],
+            "raised": ["aal2", ["mfa/webauthn", "passkey"]],
+        }),
+        "{report}"
+    );
+}

@@ -5,7 +5,7 @@
 
 use serde_json::{json, Value};
 
-use crate::accounts::{auth, claims_of, on_both, postgres, sqlite};
+use crate::accounts::{auth, claims_of, on_both, postgres, sqlite, token_of};
 use crate::support::{block_on, default_args, harness, request_to, send_to, sql, start_server, JWT_SECRET};
 
 on_both!(a_user_reads_and_changes_their_own_account);
@@ -46,17 +46,6 @@ fn refresh(base: &str, session: &Value) -> (u16, Value) {
 
 fn access(session: &Value) -> &str {
     session["access_token"].as_str().expect("an access token")
-}
-
-/// A token of `role` signed with the servers' secret.
-fn token_of(role: &str) -> String {
-    let claims = json!({"role": role, "exp": 4_102_444_800u64});
-    jsonwebtoken::encode(
-        &jsonwebtoken::Header::default(),
-        &claims,
-        &jsonwebtoken::EncodingKey::from_secret(JWT_SECRET.as_bytes()),
-    )
-    .expect("a token")
 }
 
 /// A unique address for one run of one test on one backend.
@@ -700,6 +689,7 @@ fn on_postgres_a_before_user_created_hook_may_refuse_a_sign_up() {
           SELECT CASE WHEN event -> 'user' ->> 'email' LIKE '%@example.com' THEN '{}'::jsonb
                       ELSE jsonb_build_object('error', jsonb_build_object('http_code', 400, 'message', 'Only example.com may sign up'))
                  END $$;
+        GRANT USAGE ON SCHEMA accounts_test TO "Authenticator";
         GRANT EXECUTE ON FUNCTION accounts_test.only_example_com(jsonb) TO "Authenticator";
     "#);
     let base = start_server(rowgate::config::ServeArgs {
