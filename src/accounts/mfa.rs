@@ -297,7 +297,7 @@ impl Accounts {
         let checked = match (kind, challenged.verified, &challenged.credential) {
             ("create", false, _) => self.relying_party.finish_registration(ceremony, &answer),
             ("request", true, Some(credential)) => {
-                self.relying_party.finish_authentication(ceremony, &answer, user_id, credential)
+                self.relying_party.finish_authentication(ceremony, &answer, user_id, credential, false)
             }
             _ => Err(Refused::Invalid(format!("the challenge asked for no {kind} ceremony"))),
         };

@@ -224,7 +224,7 @@ impl Accounts {
             .ok_or_else(failed)?;
         let credential = self
             .relying_party
-            .finish_passkey_authentication(&state, &answer, &user_id, &passkey.credential)
+            .finish_authentication(&state, &answer, &user_id, &passkey.credential, true)
             .map_err(|_| failed())?;
         let user = self.store.user(user_id.clone()).await.map_err(|_| internal())?.ok_or_else(failed)?;
         if user.email.is_some() && user.email_confirmed_at.is_none() && !self.mail.autoconfirm {

@@ -136,25 +136,34 @@ impl RelyingParty {
 
     /// The credential's new state (JSON text, to keep) once an authentication's answer, signed
     /// by `credential` (as [`Self::finish_registration`] made it) for the user `user_id`,
-    /// answers the ceremony `state` began.
+    /// answers the ceremony `state` began: a second factor's, or a `passkey` sign-in's.
     pub fn finish_authentication(
         &self,
         state: &str,
         answer: &str,
         user_id: &str,
         credential: &str,
+        passkey: bool,
     ) -> Result<String, Refused> {
         let bytes = STANDARD.decode(state).map_err(|_| unknown())?;
-        let server =
-            NonDiscoverableAuthenticationServerState::decode(bytes.as_slice()).map_err(|_| unknown())?;
-        let answer: NonDiscoverableAuthenticationRelaxed16 =
-            serde_json::from_str(answer).map_err(|_| Refused::Malformed)?;
         let (stored, parts) = unpack(credential).ok_or_else(unknown)?;
         let handle = user_handle(user_id).ok_or_else(unknown)?;
         let mut credential = authenticated(&parts, &handle).ok_or_else(unknown)?;
-        server
-            .verify(&self.id, &answer.0, &mut credential, &self.authentication_options())
-            .map_err(|e| Refused::Invalid(e.to_string()))?;
+        let options = self.authentication_options();
+        let checked = if passkey {
+            let server =
+                DiscoverableAuthenticationServerState::decode(bytes.as_slice()).map_err(|_| unknown())?;
+            let answer: DiscoverableAuthenticationRelaxed16 =
+                serde_json::from_str(answer).map_err(|_| Refused::Malformed)?;
+            server.verify(&self.id, &answer.0, &mut credential, &options)
+        } else {
+            let server =
+                NonDiscoverableAuthenticationServerState::decode(bytes.as_slice()).map_err(|_| unknown())?;
+            let answer: NonDiscoverableAuthenticationRelaxed16 =
+                serde_json::from_str(answer).map_err(|_| Refused::Malformed)?;
+            server.verify(&self.id, &answer.0, &mut credential, &options)
+        };
+        checked.map_err(|e| Refused::Invalid(e.to_string()))?;
         repack(stored, credential.dynamic_state())
     }
 
@@ -165,29 +174,6 @@ impl RelyingParty {
             DiscoverableCredentialRequestOptions::passkey(&self.id).start_ceremony().ok()?;
         let state = server.encode().ok()?;
         Some((STANDARD.encode(state), serde_json::to_value(&client).ok()?))
-    }
-
-    /// The passkey's new state (JSON text, to keep) once a sign-in's answer, signed by
-    /// `credential` of the user `user_id`, answers the ceremony `state` began.
-    pub fn finish_passkey_authentication(
-        &self,
-        state: &str,
-        answer: &str,
-        user_id: &str,
-        credential: &str,
-    ) -> Result<String, Refused> {
-        let bytes = STANDARD.decode(state).map_err(|_| unknown())?;
-        let server =
-            DiscoverableAuthenticationServerState::decode(bytes.as_slice()).map_err(|_| unknown())?;
-        let answer: DiscoverableAuthenticationRelaxed16 =
-            serde_json::from_str(answer).map_err(|_| Refused::Malformed)?;
-        let (stored, parts) = unpack(credential).ok_or_else(unknown)?;
-        let handle = user_handle(user_id).ok_or_else(unknown)?;
-        let mut credential = authenticated(&parts, &handle).ok_or_else(unknown)?;
-        server
-            .verify(&self.id, &answer.0, &mut credential, &self.authentication_options())
-            .map_err(|e| Refused::Invalid(e.to_string()))?;
-        repack(stored, credential.dynamic_state())
     }
 
     fn authentication_options(&self) -> AuthenticationVerificationOptions<'_, '_, String, String> {
@@ -336,6 +322,6 @@ mod tests {
         }
         assert!(party.finish_registration("not a state", "{}").is_err());
         assert!(passkey_answer_names("{}").is_err());
-        assert!(party.finish_passkey_authentication(&state, "{}", user, "{}").is_err());
+        assert!(party.finish_authentication(&state, "{}", user, "{}", true).is_err());
     }
 }

@@ -1,15 +1,11 @@
 // The API reference page in a real browser (Debian's chromium, driven by puppeteer-core):
 // opens ROWGATE_URL/rowgate/docs/, lists the operations' tags, tries GET /<TABLE> from the
 // page and prints what it saw as one JSON line: {tags, status, body}.
-import puppeteer from 'puppeteer-core'
+import { launchChromium } from './chromium.mjs'
 
 const base = process.env.ROWGATE_URL
 const table = process.env.TABLE
-const browser = await puppeteer.launch({
-  executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
-  headless: true,
-  args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
-})
+const browser = await launchChromium()
 try {
   const page = await browser.newPage()
   await page.goto(`${base}/rowgate/docs/`, { waitUntil: 'networkidle0', timeout: 60000 })

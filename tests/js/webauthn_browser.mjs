@@ -1,21 +1,17 @@
 // WebAuthn through supabase-js in a real browser: Debian's chromium (driven by puppeteer-core)
 // with Chrome's virtual authenticator — a USB security key that keeps passkeys too, since
 // supabase-js asks for a cross-platform key for second factors — on a page of ROWGATE_URL
-// (http://localhost:PORT, the relying party's origin). A user signs up, registers a security key as a second factor and a
-// passkey, then on a second client signs in with the passkey alone and raises that session to
-// aal2 with the key — the calls docs/auth.md shows, as written there. Prints what it saw as one
-// JSON line.
-import puppeteer from 'puppeteer-core'
+// (http://localhost:PORT, the relying party's origin). A user signs up, registers a security
+// key as a second factor and a passkey, then on a second client signs in with the passkey alone
+// and raises that session to aal2 with the key — the calls docs/auth.md shows, as written
+// there. Prints what it saw as one JSON line.
+import { launchChromium } from './chromium.mjs'
 import { createRequire } from 'node:module'
 
 const require = createRequire(import.meta.url)
 const base = process.env.ROWGATE_URL
 const anonKey = process.env.ANON_KEY
-const browser = await puppeteer.launch({
-  executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
-  headless: true,
-  args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
-})
+const browser = await launchChromium()
 try {
   const page = await browser.newPage()
   const cdp = await page.createCDPSession()
