@@ -525,10 +525,7 @@ impl Accounts {
 
     /// A new session of `user_id`, who just signed in through a provider (`amr`: `oauth`).
     async fn provider_session(&self, user_id: String) -> Result<super::Session, Answer> {
-        let now = unix_now();
-        let signed_in = self.store.sign_in(user_id, "oauth".into(), now).await.map_err(|_| internal())?;
-        let (user, started) = signed_in.ok_or_else(internal)?;
-        self.session(&user, &started, now).await
+        self.signed_in(user_id, "oauth", internal).await
     }
 }
 

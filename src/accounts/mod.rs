@@ -4,8 +4,8 @@
 //! PostgreSQL the accounts are Supabase's `auth.users`.
 //!
 //! - `POST /signup` `{email, password, data}` → a session at once, as GoTrue's autoconfirm
-//!   (but the address is not marked confirmed: no mail has proved it); with neither address
-//!   nor phone, an anonymous user (`accounts-anonymous-enabled`);
+//!   (the address confirmed but not proved: no mail has shown it the user's); with neither
+//!   address nor phone, an anonymous user (`accounts-anonymous-enabled`) (`password`);
 //! - `POST /token?grant_type=password` → a session; `?grant_type=refresh_token` → a new session
 //!   (the refresh token is rotated; presenting a used one again within
 //!   `accounts-refresh-reuse-interval` gives the same successor again, as GoTrue's reuse
@@ -59,6 +59,7 @@ mod mfa;
 mod oauth2;
 pub mod passkey_store;
 mod passkeys;
+mod password;
 pub mod store;
 mod user;
 mod verify;
@@ -323,132 +324,6 @@ impl Accounts {
         }
     }
 
-    async fn signup(&self, body: &[u8], client: IpAddr, redirect: Option<&str>) -> Result<Answer, Answer> {
-        if !self.signups.enabled {
-            return Err(fail(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "signup_disabled",
-                "Signups not allowed for this instance",
-            ));
-        }
-        let v: Value = serde_json::from_slice(body).map_err(|_| gotrue::bad_json())?;
-        let text = |k: &str| v.get(k).and_then(Value::as_str).filter(|s| !s.is_empty());
-        let user_metadata = metadata(v.get("data"))?.unwrap_or_else(|| "{}".into());
-        if text("email").is_none() && text("phone").is_none() {
-            return self.sign_up_anonymously(user_metadata, client).await;
-        }
-        let Some(email) = text("email") else {
-            return Err(fail(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "phone_provider_disabled",
-                "Phone signups are disabled",
-            ));
-        };
-        let email = valid_email(email)?;
-        let password = text("password").ok_or_else(|| validation("Signup requires a valid password"))?;
-        strong_enough(password)?;
-        // Counted before the password is hashed: the hashing is what a flood would cost.
-        if !self.limits.sign_up(client) {
-            return Err(too_many("Too many sign-ups from this client: try again later"));
-        }
-        let hash = self.hashing.hash(password.to_owned()).await.ok_or_else(internal)?;
-        let new = store::NewUser {
-            id: crate::uuid_v4(),
-            email: Some(email),
-            password_hash: Some(hash),
-            user_metadata,
-            app_metadata: r#"{"provider":"email","providers":["email"]}"#.into(),
-            // Taken at once (autoconfirm), the address counts as confirmed, as GoTrue's, but not
-            // as proved: nothing has shown it is the user's.
-            confirmed: self.mail.autoconfirm,
-            unproved: self.mail.autoconfirm,
-            role: "authenticated".into(),
-            ..Default::default()
-        };
-        self.before_user_created(&new, client).await?;
-        if !self.mail.autoconfirm {
-            return self.sign_up_by_mail(new, redirect, by_mail::pkce_of(&v)?).await;
-        }
-        let now = unix_now();
-        // The account and its first session commit together.
-        let Some((user, Some(started))) = self.store.create(new, true, now).await.map_err(|_| internal())?
-        else {
-            return Err(fail(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "user_already_exists",
-                "User already registered",
-            ));
-        };
-        self.limits.signed_up(client, user.email.as_deref().unwrap_or(""));
-        self.session(&user, &started, now).await.map(|s| Answer::ok(s.json))
-    }
-
-    async fn sign_up_anonymously(&self, user_metadata: String, client: IpAddr) -> Result<Answer, Answer> {
-        if !self.signups.anonymous {
-            return Err(fail(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "anonymous_provider_disabled",
-                "Anonymous sign-ins are disabled",
-            ));
-        }
-        if !self.limits.sign_up(client) {
-            return Err(too_many("Too many sign-ups from this client: try again later"));
-        }
-        let new = store::NewUser {
-            id: crate::uuid_v4(),
-            user_metadata,
-            app_metadata: "{}".into(),
-            is_anonymous: true,
-            role: "authenticated".into(),
-            ..Default::default()
-        };
-        self.before_user_created(&new, client).await?;
-        let now = unix_now();
-        let Some((user, Some(started))) = self.store.create(new, true, now).await.map_err(|_| internal())?
-        else {
-            return Err(internal());
-        };
-        self.session(&user, &started, now).await.map(|s| Answer::ok(s.json))
-    }
-
-    async fn login(&self, body: &[u8], client: IpAddr) -> Result<Answer, Answer> {
-        let (email, password) = credentials(body)?;
-        let invalid = || fail(StatusCode::BAD_REQUEST, "invalid_credentials", "Invalid login credentials");
-        if email.len() > MAX_EMAIL {
-            return Err(invalid());
-        }
-        let who = email.to_lowercase();
-        // Counted while its password is checked: parallel guesses cannot all pass the limit
-        // before their failures are recorded.
-        let Some(mut attempt) = self.limits.attempt(client, &who) else {
-            return Err(too_many("Too many failed logins: try again later"));
-        };
-        let found = self.store.by_email(email).await.map_err(|_| internal())?;
-        let hash =
-            found.as_ref().and_then(|(_, h)| h.clone()).unwrap_or_else(|| hashing::DUMMY_HASH.to_owned());
-        let ok = self.hashing.verify(password, hash).await.unwrap_or(false);
-        let Some((user, _)) = found.filter(|(_, h)| ok && h.is_some()) else {
-            attempt.outcome = Some(false);
-            return Err(invalid());
-        };
-        attempt.outcome = Some(true);
-        drop(attempt);
-        if user.is_banned {
-            return Err(fail(StatusCode::BAD_REQUEST, "user_banned", "User is banned"));
-        }
-        if !self.mail.autoconfirm && user.email_confirmed_at.is_none() {
-            return Err(fail(StatusCode::BAD_REQUEST, "email_not_confirmed", "Email not confirmed"));
-        }
-        let now = unix_now();
-        let (user, started) = self
-            .store
-            .sign_in(user.id.clone(), "password".into(), now)
-            .await
-            .map_err(|_| internal())?
-            .ok_or_else(invalid)?;
-        self.session(&user, &started, now).await.map(|s| Answer::ok(s.json))
-    }
-
     async fn refresh(&self, body: &[u8]) -> Result<Answer, Answer> {
         let token = serde_json::from_slice::<Value>(body)
             .ok()
@@ -481,6 +356,20 @@ impl Accounts {
     }
 
     /// A session: a new access token beside the refresh token just stored.
+    /// A new session of `user_id`, signed in now by `method` (GoTrue's `amr`); `gone` if the
+    /// account went meanwhile.
+    async fn signed_in(
+        &self,
+        user_id: String,
+        method: &str,
+        gone: impl FnOnce() -> Answer,
+    ) -> Result<Session, Answer> {
+        let now = unix_now();
+        let signed_in = self.store.sign_in(user_id, method.into(), now).await.map_err(|_| internal())?;
+        let (user, started) = signed_in.ok_or_else(gone)?;
+        self.session(&user, &started, now).await
+    }
+
     async fn session(&self, user: &User, started: &store::Started, now: i64) -> Result<Session, Answer> {
         let exp = now + TOKEN_LIFETIME.as_secs() as i64;
         let amr = gotrue::amr(started, now);
@@ -508,15 +397,6 @@ struct Session {
     access: String,
     refresh: String,
     expires_at: i64,
-}
-
-fn credentials(body: &[u8]) -> Result<(String, String), Answer> {
-    let v: Value = serde_json::from_slice(body).map_err(|_| gotrue::bad_json())?;
-    let field = |name: &str| v.get(name).and_then(Value::as_str).map(str::to_owned);
-    match (field("email"), field("password")) {
-        (Some(e), Some(p)) if !e.is_empty() => Ok((e.trim().to_owned(), p)),
-        _ => Err(validation("An email address and a password are required")),
-    }
 }
 
 /// An address as GoTrue takes one: present, at most 255 bytes, of the form `local@domain`;

@@ -234,14 +234,7 @@ impl Accounts {
             return Err(fail(StatusCode::FORBIDDEN, "user_banned", "User is banned"));
         }
         self.store.passkey_used(passkey.id, credential).await.map_err(|_| internal())?;
-        let now = unix_now();
-        let (user, started) = self
-            .store
-            .sign_in(user_id, "passkey".into(), now)
-            .await
-            .map_err(|_| internal())?
-            .ok_or_else(failed)?;
-        self.session(&user, &started, now).await.map(|s| Answer::ok(s.json))
+        self.signed_in(user_id, "passkey", failed).await.map(|s| Answer::ok(s.json))
     }
 
     /// The user's passkeys, as GoTrue lists them (also the admin API's).

@@ -122,14 +122,7 @@ impl Accounts {
     ) -> Result<super::Session, Answer> {
         let expired = || fail(StatusCode::FORBIDDEN, "otp_expired", "Email link is invalid or has expired");
         let user = self.redeemed(kind, token_hash, email).await?;
-        let now = unix_now();
-        let (user, started) = self
-            .store
-            .sign_in(user.id.clone(), "otp".into(), now)
-            .await
-            .map_err(|_| internal())?
-            .ok_or_else(expired)?;
-        self.session(&user, &started, now).await
+        self.signed_in(user.id, "otp", expired).await
     }
 }
 
