@@ -90,10 +90,12 @@ impl Accounts {
                     Updated::Taken => Err(email_exists()),
                 }
             }
-            Method::DELETE => match self.store.delete(id.to_owned()).await.map_err(|_| internal())? {
-                true => Ok(Answer::ok("{}".into())),
-                false => Err(not_found()),
-            },
+            Method::DELETE => {
+                match self.store.delete(id.to_owned(), soft_delete(body)?).await.map_err(|_| internal())? {
+                    true => Ok(Answer::ok("{}".into())),
+                    false => Err(not_found()),
+                }
+            }
             _ => Err(fail(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "Method not allowed")),
         }
     }
@@ -352,6 +354,19 @@ impl Accounts {
             role: text("role").map(str::to_owned),
             unproved: false,
         })
+    }
+}
+
+/// `DELETE /admin/users/{id}`'s `{"should_soft_delete": true}` (no body: a hard delete).
+fn soft_delete(body: &[u8]) -> Result<bool, Answer> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(false);
+    }
+    let v: Value = serde_json::from_slice(body).map_err(|_| gotrue::bad_json())?;
+    match v.get("should_soft_delete") {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(soft)) => Ok(*soft),
+        Some(_) => Err(gotrue::bad_json()),
     }
 }
 

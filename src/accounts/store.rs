@@ -341,8 +341,11 @@ pub trait AccountStore: super::passkey_store::PasskeyStore + Send + Sync {
     /// The accounts, newest first, from `offset`, at most `limit`; and how many there are.
     fn list(&self, offset: u64, limit: u64) -> BoxFuture<'_, Result<(Vec<User>, u64), Error>>;
 
-    /// Deletes the account `id`, with its sessions; whether there was one.
-    fn delete(&self, id: String) -> BoxFuture<'_, Result<bool, Error>>;
+    /// Deletes the account `id`, with its sessions; whether there was one. `soft` (GoTrue's
+    /// `should_soft_delete`): the row stays for what references it, its address, phone and
+    /// identities replaced by hashes of them, its password, codes and metadata wiped, its
+    /// factors, passkeys and sessions deleted; the account is gone from the API.
+    fn delete(&self, id: String, soft: bool) -> BoxFuture<'_, Result<bool, Error>>;
 
     /// Stores the hash of a code of `kind` for `user_id` (with an email change, the address it
     /// changes to), unless one went out less than `interval` seconds ago.
@@ -477,6 +480,14 @@ pub trait AccountStore: super::passkey_store::PasskeyStore + Send + Sync {
 }
 
 /// A new refresh token's secret: 32 random bytes, base64url.
+/// What GoTrue keeps of a soft-deleted account's personal data `value`: a hash of it with the
+/// account's id (base64url, unpadded).
+pub fn obfuscated(id: &str, value: &str) -> String {
+    use base64::Engine;
+    use sha2::Digest;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(sha2::Sha256::digest(format!("{id}{value}")))
+}
+
 pub fn random_token() -> String {
     use base64::Engine;
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(crate::random_bytes::<32>())

@@ -13,6 +13,7 @@ on_both!(signing_out_ends_the_sessions_its_scope_names);
 on_both!(anonymous_users_sign_in_and_become_permanent_with_an_address);
 on_both!(the_admin_api_manages_users_for_the_service_role);
 on_both!(what_is_not_built_answers_as_a_gotrue_without_it);
+on_both!(a_soft_deleted_user_is_gone_but_its_row_stays);
 
 /// `method path` with a JSON body and a bearer token.
 fn call(base: &str, method: &str, path: &str, bearer: &str, body: Option<Value>) -> (u16, Value) {
@@ -289,6 +290,38 @@ fn the_admin_api_manages_users_for_the_service_role(base: &str) {
     assert_eq!((status, body), (200, json!({})));
     assert_eq!(log_in(base, &ivy, "other-secret-ivy").0, 400);
     assert_eq!(call(base, "DELETE", &format!("/auth/v1/admin/users/{id}"), &service, None).0, 404);
+}
+
+fn a_soft_deleted_user_is_gone_but_its_row_stays(base: &str) {
+    let sol = address("sol", base);
+    let session = sign_up(base, &sol, "secret-sol", json!({"name": "Sol"}));
+    let id = session["user"]["id"].as_str().expect("an id").to_owned();
+    let service = token_of("service_role");
+    let path = format!("/auth/v1/admin/users/{id}");
+    let (status, e) = call(base, "DELETE", &path, &service, Some(json!({"should_soft_delete": "yes"})));
+    assert_eq!((status, e["error_code"].as_str()), (400, Some("bad_json")), "{e}");
+    assert_eq!(
+        call(base, "DELETE", &path, &service, Some(json!({"should_soft_delete": true}))),
+        (200, json!({}))
+    );
+    assert_eq!(call(base, "GET", &path, &service, None).0, 404);
+    assert_eq!(log_in(base, &sol, "secret-sol").0, 400);
+    assert_eq!(refresh(base, &session).0, 400, "its sessions are gone");
+    // The address is free again; deleting the row that stays is still an administrator's to do.
+    assert_ne!(sign_up(base, &sol, "secret-sol", json!({}))["user"]["id"], json!(id));
+    assert_eq!(
+        call(base, "DELETE", &path, &service, Some(json!({"should_soft_delete": true}))),
+        (200, json!({}))
+    );
+    if base == crate::accounts::postgres() {
+        let kept = pg_value(&format!(
+            "SELECT concat_ws(' ', deleted_at IS NOT NULL, email = '{sol}', encrypted_password IS NULL, \
+             raw_user_meta_data::text) FROM auth.users WHERE id = '{id}'"
+        ));
+        assert_eq!(kept.as_deref(), Some("t f t {}"));
+    }
+    assert_eq!(call(base, "DELETE", &path, &service, None).0, 200);
+    assert_eq!(call(base, "DELETE", &path, &service, None).0, 404);
 }
 
 /// One value a superuser's query returns, as text.

@@ -290,9 +290,12 @@ impl AccountStore for PgAccounts {
         })
     }
 
-    fn delete(&self, id: String) -> BoxFuture<'_, Result<bool, Error>> {
+    fn delete(&self, id: String, soft: bool) -> BoxFuture<'_, Result<bool, Error>> {
         Box::pin(async move {
-            Ok(self.query("SELECT rowgate.account_delete($1)", &[(&id, Type::TEXT)]).await?[0].get(0))
+            let rows = self
+                .query("SELECT rowgate.account_delete($1, $2)", &[(&id, Type::TEXT), (&soft, Type::BOOL)])
+                .await?;
+            Ok(rows[0].get(0))
         })
     }
 

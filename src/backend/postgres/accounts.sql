@@ -343,7 +343,7 @@ CREATE OR REPLACE FUNCTION rowgate.account_sign_in(p_user text, p_token text, p_
   LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
   AS $$
   BEGIN
-    UPDATE auth.users SET last_sign_in_at = now() WHERE id = p_user::uuid;
+    UPDATE auth.users SET last_sign_in_at = now() WHERE id = p_user::uuid AND deleted_at IS NULL;
     IF NOT FOUND THEN RETURN; END IF;
     UPDATE auth.identities SET last_sign_in_at = now() WHERE user_id = p_user::uuid AND provider = 'email';
     INSERT INTO auth.sessions (id, user_id, created_at, updated_at, aal) VALUES (p_session::uuid, p_user::uuid, now(), now(), 'aal1');
@@ -443,14 +443,50 @@ CREATE OR REPLACE FUNCTION rowgate.account_count()
 
 -- An account gone, with its identities, sessions and tokens (and whatever references it with
 -- ON DELETE CASCADE). Whether there was one.
-CREATE OR REPLACE FUNCTION rowgate.account_delete(p_id text)
+-- What GoTrue keeps of a soft-deleted account's personal data: a hash of it with the
+-- account's id (base64url, unpadded).
+CREATE OR REPLACE FUNCTION rowgate.obfuscated(p_id uuid, p_value text) RETURNS text
+  LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp
+  AS $$ SELECT translate(encode(sha256(convert_to(p_id::text || p_value, 'UTF8')), 'base64'), '+/=', '-_') $$;
+
+-- An account deleted (with p_soft, as GoTrue's soft delete: the row stays for what references
+-- it, its personal data replaced by hashes or wiped, what signs it in deleted).
+DROP FUNCTION IF EXISTS rowgate.account_delete(text);
+CREATE OR REPLACE FUNCTION rowgate.account_delete(p_id text, p_soft boolean)
   RETURNS boolean
   LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
   AS $$
+  DECLARE v_user uuid;
   BEGIN
+    IF NOT p_soft THEN
+      DELETE FROM auth.refresh_tokens WHERE user_id = p_id;
+      DELETE FROM auth.users WHERE id::text = p_id;
+      RETURN FOUND;
+    END IF;
+    UPDATE auth.users u SET
+        email = CASE WHEN u.email IS NOT NULL THEN rowgate.obfuscated(u.id, u.email) END,
+        phone = CASE WHEN u.phone IS NOT NULL THEN left(rowgate.obfuscated(u.id, u.phone), 15) END,
+        email_change = CASE WHEN coalesce(u.email_change, '') <> '' THEN rowgate.obfuscated(u.id, u.email_change) ELSE '' END,
+        encrypted_password = NULL, confirmation_token = '', recovery_token = '',
+        email_change_token_current = '', email_change_token_new = '', reauthentication_token = '',
+        raw_user_meta_data = '{}', raw_app_meta_data = '{}',
+        deleted_at = coalesce(u.deleted_at, now()), updated_at = now()
+      WHERE u.id::text = p_id AND u.deleted_at IS NULL
+      RETURNING u.id INTO v_user;
+    IF v_user IS NULL THEN
+      RETURN EXISTS (SELECT 1 FROM auth.users WHERE id::text = p_id);
+    END IF;
+    UPDATE auth.identities i SET identity_data = '{}', updated_at = now(),
+        provider_id = rowgate.obfuscated(i.user_id, i.provider || ':' || i.provider_id)
+      WHERE i.user_id = v_user;
+    DELETE FROM auth.mfa_factors WHERE user_id = v_user;
+    IF to_regclass('auth.webauthn_credentials') IS NOT NULL THEN
+      DELETE FROM auth.webauthn_credentials WHERE user_id = v_user;
+    END IF;
+    DELETE FROM auth.flow_state WHERE user_id = v_user;
+    DELETE FROM auth.sessions WHERE user_id = v_user;
     DELETE FROM auth.refresh_tokens WHERE user_id = p_id;
-    DELETE FROM auth.users WHERE id::text = p_id;
-    RETURN FOUND;
+    RETURN true;
   END $$;
 
 -- A code sent by mail (its hash) stored for a user, unless one of its kind went out less than

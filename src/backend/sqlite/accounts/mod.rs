@@ -72,10 +72,12 @@ PRAGMA foreign_keys = ON;"
 );
 
 /// Columns added to the users' table since: when an invitation made the account, the codes
-/// sent by mail (their hashes) and when, and whether the address was taken without proof
-/// (autoconfirm: confirmed, yet nothing proved it the user's).
-const SQLITE_USERS_ADDED: [(&str, &str); 12] = [
+/// sent by mail (their hashes) and when, whether the address was taken without proof
+/// (autoconfirm: confirmed, yet nothing proved it the user's), and when a soft delete took the
+/// account away (its row staying for what references it).
+const SQLITE_USERS_ADDED: [(&str, &str); 13] = [
     ("email_unproved", "INTEGER NOT NULL DEFAULT 0"),
+    ("deleted_at", "TEXT"),
     ("invited_at", "TEXT"),
     ("reauthentication_token", "TEXT"),
     ("reauthentication_sent_at", "TEXT"),
@@ -146,7 +148,7 @@ use users::{insert_user, update};
 pub(super) const USER_COLUMNS: usize = 21;
 
 pub(super) const USER_BY_ID: &str =
-    concat!("SELECT ", user_columns!(), " FROM _rowgate_users AS u WHERE u.id = ?1");
+    concat!("SELECT ", user_columns!(), " FROM _rowgate_users AS u WHERE u.id = ?1 AND u.deleted_at IS NULL");
 
 /// The accounts in an SQLite database.
 pub struct SqliteAccounts {
@@ -209,7 +211,7 @@ impl AccountStore for SqliteAccounts {
             c.prepare_cached(concat!(
                 "SELECT ",
                 user_columns!(),
-                ", u.encrypted_password FROM _rowgate_users AS u WHERE u.email = ?1"
+                ", u.encrypted_password FROM _rowgate_users AS u WHERE u.email = ?1 AND u.deleted_at IS NULL"
             ))?
             .query_row([&email], |r| Ok((sqlite_user(r)?, r.get::<_, Option<String>>(USER_COLUMNS)?)))
             .optional()
@@ -231,18 +233,19 @@ impl AccountStore for SqliteAccounts {
     ) -> BoxFuture<'_, Result<Option<(User, Started)>, Error>> {
         Box::pin(self.db.with_writer(move |c| {
             atomically(c, |tx| {
-            let signed_in = tx
-                .prepare_cached(
-                    "UPDATE _rowgate_users SET last_sign_in_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?1",
-                )
-                .and_then(|mut q| q.execute([&user_id]))
-                .map_err(sqlite_error)?;
-            if signed_in == 0 {
-                return Ok(None);
-            }
-            let user = tx.query_row(USER_BY_ID, [&user_id], sqlite_user).map_err(sqlite_error)?;
-            let started = store_refresh(tx, &user_id, now, &method).map_err(sqlite_error)?;
-            Ok(Some((user, started)))
+                let signed_in = tx
+                    .prepare_cached(
+                        "UPDATE _rowgate_users SET last_sign_in_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') \
+                     WHERE id = ?1 AND deleted_at IS NULL",
+                    )
+                    .and_then(|mut q| q.execute([&user_id]))
+                    .map_err(sqlite_error)?;
+                if signed_in == 0 {
+                    return Ok(None);
+                }
+                let user = tx.query_row(USER_BY_ID, [&user_id], sqlite_user).map_err(sqlite_error)?;
+                let started = store_refresh(tx, &user_id, now, &method).map_err(sqlite_error)?;
+                Ok(Some((user, started)))
             })
         }))
     }
@@ -268,18 +271,28 @@ impl AccountStore for SqliteAccounts {
                 .prepare_cached(concat!(
                     "SELECT ",
                     user_columns!(),
-                    " FROM _rowgate_users AS u ORDER BY u.created_at DESC, u.id LIMIT ?2 OFFSET ?1"
+                    " FROM _rowgate_users AS u WHERE u.deleted_at IS NULL \
+                      ORDER BY u.created_at DESC, u.id LIMIT ?2 OFFSET ?1"
                 ))?
                 .query_map([offset, limit], sqlite_user)?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
-            let total: i64 = c.query_row("SELECT count(*) FROM _rowgate_users", [], |r| r.get(0))?;
+            let total: i64 =
+                c.query_row("SELECT count(*) FROM _rowgate_users WHERE deleted_at IS NULL", [], |r| {
+                    r.get(0)
+                })?;
             Ok((users, total.max(0) as u64))
         }))
     }
 
-    fn delete(&self, id: String) -> BoxFuture<'_, Result<bool, Error>> {
+    fn delete(&self, id: String, soft: bool) -> BoxFuture<'_, Result<bool, Error>> {
         Box::pin(self.db.with_writer(move |c| {
-            c.execute("DELETE FROM _rowgate_users WHERE id = ?1", [&id]).map(|n| n > 0).map_err(sqlite_error)
+            match soft {
+                true => atomically(c, |tx| users::soft_delete(tx, &id)),
+                false => c
+                    .execute("DELETE FROM _rowgate_users WHERE id = ?1", [&id])
+                    .map(|n| n > 0)
+                    .map_err(sqlite_error),
+            }
         }))
     }
 

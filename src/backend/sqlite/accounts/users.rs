@@ -94,3 +94,58 @@ pub(super) fn insert_user(tx: &rusqlite::Connection, user: &NewUser, signed_in: 
         Err(e) => Err(sqlite_error(e)),
     }
 }
+
+/// [`crate::accounts::store::AccountStore::delete`]'s soft delete on SQLite, in the transaction
+/// `tx`: whether there is such an account.
+pub(super) fn soft_delete(tx: &rusqlite::Connection, id: &str) -> Result<bool, Error> {
+    type Personal = (Option<String>, Option<String>, Option<String>, Option<String>);
+    let found: Option<Personal> = tx
+        .query_row(
+            "SELECT email, phone, email_change, deleted_at FROM _rowgate_users WHERE id = ?1",
+            [id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )
+        .optional()
+        .map_err(sqlite_error)?;
+    let Some((email, phone, email_change, deleted_at)) = found else { return Ok(false) };
+    if deleted_at.is_some() {
+        return Ok(true);
+    }
+    let hidden = |value: &str| crate::accounts::store::obfuscated(id, value);
+    tx.execute(
+        "UPDATE _rowgate_users SET email = ?2, phone = ?3, email_change = ?4, encrypted_password = NULL, \
+           confirmation_token = NULL, recovery_token = NULL, email_change_token_new = NULL, \
+           email_change_token_current = NULL, reauthentication_token = NULL, \
+           raw_user_meta_data = '{}', raw_app_meta_data = '{}', \
+           deleted_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') \
+         WHERE id = ?1",
+        rusqlite::params![
+            id,
+            email.as_deref().map(hidden),
+            phone.as_deref().map(|p| hidden(p)[..15].to_owned()),
+            email_change.as_deref().filter(|e| !e.is_empty()).map(hidden),
+        ],
+    )
+    .map_err(sqlite_error)?;
+    let identities: Vec<(String, String, String)> = tx
+        .prepare("SELECT id, provider, provider_id FROM _rowgate_identities WHERE user_id = ?1")
+        .and_then(|mut q| q.query_map([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?.collect())
+        .map_err(sqlite_error)?;
+    for (identity, provider, subject) in identities {
+        tx.execute(
+            "UPDATE _rowgate_identities SET identity_data = '{}', provider_id = ?2, \
+               updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?1",
+            [&identity, &hidden(&format!("{provider}:{subject}"))],
+        )
+        .map_err(sqlite_error)?;
+    }
+    for table in [
+        "_rowgate_mfa_factors",
+        "_rowgate_webauthn_credentials",
+        "_rowgate_refresh_tokens",
+        "_rowgate_flow_state",
+    ] {
+        tx.execute(&format!("DELETE FROM {table} WHERE user_id = ?1"), [id]).map_err(sqlite_error)?;
+    }
+    Ok(true)
+}
