@@ -82,7 +82,7 @@ impl Accounts {
                 "sms_provider": "",
                 "saml_enabled": false,
                 "saml_private_key_next_configured": false,
-                "passkeys_enabled": false,
+                "passkeys_enabled": self.passkeys_enabled,
             })
             .to_string(),
         )

@@ -150,6 +150,10 @@ fn passkeys_are_off_unless_turned_on() {
         (status, e),
         (404, json!({"code": 404, "error_code": "passkey_disabled", "msg": "Passkeys are disabled"}))
     );
+    let (_, settings) = call(&base, "GET", "/auth/v1/settings", None, json!({}));
+    assert_eq!(settings["passkeys_enabled"], false);
+    let (_, settings) = call(sqlite(), "GET", "/auth/v1/settings", None, json!({}));
+    assert_eq!(settings["passkeys_enabled"], true);
 }
 
 /// tests/js/webauthn_browser.mjs: a security key and a passkey in Chromium (its virtual
