@@ -172,7 +172,7 @@ impl Accounts {
                 }
                 _ => {
                     let name = user.email.as_deref().or(user.phone.as_deref()).unwrap_or(&user.id);
-                    ("create", self.relying_party.start_registration(&user.id, name, &[], false))
+                    ("create", self.relying_party.start_registration(&user.id, name, &factor.others, false))
                 }
             };
             let (ceremony, options) = started.ok_or_else(internal)?;

@@ -115,6 +115,14 @@ pub struct Challenged {
     /// this factor or was answered already.
     pub challenged_at: Option<i64>,
     pub ceremony: Option<String>,
+    /// The user's other WebAuthn credentials, which a registration must not make again.
+    pub others: Vec<String>,
+}
+
+/// Credentials from a JSON array of them, as the stores answer it (`None`: none).
+pub fn credentials(array: Option<String>) -> Vec<String> {
+    let list: Vec<serde_json::Value> = array.and_then(|a| serde_json::from_str(&a).ok()).unwrap_or_default();
+    list.iter().map(serde_json::Value::to_string).collect()
 }
 
 /// An account to create.

@@ -226,6 +226,12 @@ test('a second factor from a security key (WebAuthn)', async () => {
   assert.deepEqual((await supabase.auth.mfa.listFactors()).data.all.map((f) => [f.factor_type, f.status]), [
     ['webauthn', 'verified'],
   ])
+  // A second key's registration excludes the first's credential: one key is not two factors.
+  const backup = await supabase.auth.mfa.enroll({ factorType: 'webauthn', friendlyName: 'backup' })
+  const second = await supabase.auth.mfa.challenge({ factorId: backup.data.id, webauthn })
+  const excluded = second.data.webauthn.credential_options.publicKey.excludeCredentials ?? []
+  assert.deepEqual(excluded.map((c) => Buffer.from(c.id).toString('base64url')), [credential_response.id])
+  assert.equal((await supabase.auth.mfa.unenroll({ factorId: backup.data.id })).error, null)
 
   // Signing in again, the key is asked for; a page of another origin cannot answer for it.
   const other = client()

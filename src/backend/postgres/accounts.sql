@@ -631,13 +631,16 @@ CREATE OR REPLACE FUNCTION rowgate.account_factor_challenge(p_user text, p_facto
 
 -- The factor (its type, secret or WebAuthn credential, whether it is verified) and when the
 -- challenge was made and what its ceremony keeps (null if it is none of the factor's, or was
--- answered).
+-- answered); the user's other WebAuthn credentials, a JSON array (null for none).
 DROP FUNCTION IF EXISTS rowgate.account_factor_challenged(text, text, text);
 CREATE OR REPLACE FUNCTION rowgate.account_factor_challenged(p_user text, p_factor text, p_challenge text)
-  RETURNS TABLE (factor_type text, secret text, credential text, verified boolean, challenged_at bigint, ceremony text)
+  RETURNS TABLE (factor_type text, secret text, credential text, verified boolean, challenged_at bigint, ceremony text,
+                 others text)
   LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
   AS $$ SELECT f.factor_type::text, f.secret, f.web_authn_credential::text, f.status = 'verified',
-               extract(epoch FROM c.created_at)::bigint, c.web_authn_session_data #>> '{}'
+               extract(epoch FROM c.created_at)::bigint, c.web_authn_session_data #>> '{}',
+               (SELECT json_agg(o.web_authn_credential)::text FROM auth.mfa_factors o
+                WHERE o.user_id = f.user_id AND o.id <> f.id AND o.web_authn_credential IS NOT NULL)
         FROM auth.mfa_factors f
         LEFT JOIN auth.mfa_challenges c ON c.id::text = p_challenge AND c.factor_id = f.id AND c.verified_at IS NULL
         WHERE f.id::text = p_factor AND f.user_id::text = p_user $$;

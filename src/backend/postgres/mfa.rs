@@ -80,6 +80,7 @@ pub(super) async fn challenged(
         verified: r.get(3),
         challenged_at: r.get(4),
         ceremony: r.get(5),
+        others: crate::accounts::store::credentials(r.get(6)),
     }))
 }
 

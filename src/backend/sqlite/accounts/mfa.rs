@@ -107,7 +107,9 @@ pub(super) fn challenged(
 ) -> rusqlite::Result<Option<Challenged>> {
     c.query_row(
         "SELECT f.factor_type, f.secret, f.web_authn_credential, f.status = 'verified', \
-           unixepoch(ch.created_at), ch.web_authn_session_data \
+           unixepoch(ch.created_at), ch.web_authn_session_data, \
+           (SELECT json_group_array(json(o.web_authn_credential)) FROM _rowgate_mfa_factors o \
+            WHERE o.user_id = f.user_id AND o.id <> f.id AND o.web_authn_credential IS NOT NULL) \
          FROM _rowgate_mfa_factors f \
          LEFT JOIN _rowgate_mfa_challenges ch ON ch.id = ?3 AND ch.factor_id = f.id AND ch.verified_at IS NULL \
          WHERE f.id = ?1 AND f.user_id = ?2",
@@ -120,6 +122,7 @@ pub(super) fn challenged(
                 verified: r.get::<_, i64>(3)? != 0,
                 challenged_at: r.get(4)?,
                 ceremony: r.get(5)?,
+                others: crate::accounts::store::credentials(r.get(6)?),
             })
         },
     )
