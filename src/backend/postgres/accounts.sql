@@ -242,6 +242,12 @@ CREATE OR REPLACE FUNCTION rowgate.email_proved(u auth.users) RETURNS boolean
           SELECT 1 FROM auth.identities i WHERE i.user_id = u.id AND i.provider = 'email'
             AND i.identity_data ->> 'email_verified' IS DISTINCT FROM 'true') $$;
 
+-- A UUID from text, or null for what is none: so that a lookup by a session's id compares uuids
+-- and uses the table's index (comparing `id::text` reads every row).
+CREATE OR REPLACE FUNCTION rowgate.uuid_or_null(p text) RETURNS uuid
+  LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp
+  AS $$ SELECT CASE WHEN p ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' THEN p::uuid END $$;
+
 DROP FUNCTION IF EXISTS rowgate.account_of(auth.users, boolean, text);
 CREATE OR REPLACE FUNCTION rowgate.account_of(u auth.users, p_hash boolean DEFAULT false, p_session text DEFAULT NULL)
   RETURNS rowgate.account
@@ -258,8 +264,8 @@ CREATE OR REPLACE FUNCTION rowgate.account_of(u auth.users, p_hash boolean DEFAU
                              'factor_type', f.factor_type, 'status', f.status, 'created_at', rowgate.iso(f.created_at),
                              'updated_at', rowgate.iso(f.updated_at)) ORDER BY f.created_at), '[]')::text
                     FROM auth.mfa_factors f WHERE f.user_id = u.id),
-                   coalesce((SELECT s.aal::text FROM auth.sessions s WHERE s.id::text = p_session), 'aal1'),
-                   (SELECT extract(epoch FROM s.created_at)::bigint FROM auth.sessions s WHERE s.id::text = p_session),
+                   coalesce((SELECT s.aal::text FROM auth.sessions s WHERE s.id = rowgate.uuid_or_null(p_session)), 'aal1'),
+                   (SELECT extract(epoch FROM s.created_at)::bigint FROM auth.sessions s WHERE s.id = rowgate.uuid_or_null(p_session)),
                    (SELECT coalesce(json_agg(json_build_object('identity_id', i.id, 'id', i.provider_id, 'user_id', i.user_id,
                              'identity_data', i.identity_data, 'provider', i.provider,
                              'last_sign_in_at', rowgate.iso(i.last_sign_in_at), 'created_at', rowgate.iso(i.created_at),
@@ -267,11 +273,11 @@ CREATE OR REPLACE FUNCTION rowgate.account_of(u auth.users, p_hash boolean DEFAU
                     FROM auth.identities i WHERE i.user_id = u.id AND i.provider <> 'email'),
                    rowgate.iso(u.invited_at),
                    (SELECT c.authentication_method FROM auth.mfa_amr_claims c
-                    WHERE c.session_id::text = p_session AND c.authentication_method NOT IN ('totp', 'mfa/webauthn')
+                    WHERE c.session_id = rowgate.uuid_or_null(p_session) AND c.authentication_method NOT IN ('totp', 'mfa/webauthn')
                     ORDER BY c.created_at LIMIT 1),
                    rowgate.email_proved(u),
                    (SELECT c.authentication_method FROM auth.mfa_amr_claims c
-                    WHERE c.session_id::text = p_session AND c.authentication_method IN ('totp', 'mfa/webauthn')
+                    WHERE c.session_id = rowgate.uuid_or_null(p_session) AND c.authentication_method IN ('totp', 'mfa/webauthn')
                     ORDER BY c.updated_at DESC LIMIT 1))::rowgate.account $$;
 
 -- A metadata object with `patch`'s keys set, those whose value is null removed (GoTrue's merge).
