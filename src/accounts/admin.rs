@@ -427,7 +427,7 @@ pub(super) fn valid_phone(phone: &str) -> Result<String, Answer> {
 }
 
 /// Whether `text` is a UUID (`8-4-4-4-12` hex digits).
-fn is_uuid(text: &str) -> bool {
+pub(super) fn is_uuid(text: &str) -> bool {
     let groups: Vec<&str> = text.split('-').collect();
     groups.iter().map(|g| g.len()).eq([8, 4, 4, 4, 12])
         && groups.iter().all(|g| g.bytes().all(|b| b.is_ascii_hexdigit()))

@@ -10,6 +10,7 @@ use std::net::IpAddr;
 use http::{Method, StatusCode};
 use serde_json::{json, Value};
 
+use super::admin::is_uuid;
 use super::gotrue::{self, fail, internal, validation, Answer};
 use super::passkey_store::{Ceremony, NewPasskey, Passkey, PasskeyAdded};
 use super::webauthn::{self, Refused};
@@ -53,12 +54,6 @@ fn ceremony_answer(body: &[u8]) -> Result<(String, String), Answer> {
         return Err(validation("challenge_id must be a valid UUID"));
     }
     Ok((challenge.to_owned(), credential.to_string()))
-}
-
-fn is_uuid(s: &str) -> bool {
-    s.len() == 36
-        && s.char_indices()
-            .all(|(i, c)| if [8, 13, 18, 23].contains(&i) { c == '-' } else { c.is_ascii_hexdigit() })
 }
 
 impl Accounts {
@@ -188,13 +183,8 @@ impl Accounts {
             friendly_name: String::new(),
         };
         match self.store.add_passkey(user.id, passkey, MAX_PASSKEYS).await.map_err(|_| internal())? {
-            PasskeyAdded::Done(p) => {
-                let mut made = json!({"id": p.id, "created_at": p.created_at});
-                if !p.friendly_name.is_empty() {
-                    made["friendly_name"] = json!(p.friendly_name);
-                }
-                Ok(Answer::ok(made.to_string()))
-            }
+            // Never used yet, it is listed as GoTrue answers a new one.
+            PasskeyAdded::Done(p) => Ok(Answer::ok(listed(&p).to_string())),
             PasskeyAdded::TooMany => Err(fail(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "too_many_passkeys",
