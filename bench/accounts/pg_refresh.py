@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""PostgreSQL refreshes with many sessions in the database: a `rowgate cluster` (started by the first
-binary) gets 100,000 other sessions and their amr claims; then, for each further binary, its
-`accounts install`, a server, a sign-up and 300 `grant_type=refresh_token` one after another.
+"""Accounts on a PostgreSQL with many users: a `rowgate cluster` (started by the first binary) gets
+100,000 other users, each with its email identity, a session and its amr claim; then, for each
+further binary, its `accounts install`, a server, a sign-up and, one request after another,
+300 `grant_type=refresh_token`, 300 `GET /user` and 100 `PUT /user` (new metadata).
 
     bench/accounts/pg_refresh.py CLUSTER_BIN BIN [BIN ...]
 """
@@ -16,15 +17,27 @@ h = b64(b'{"alg":"HS256","typ":"JWT"}'); p = b64(b'{"role":"anon","exp":41024448
 anon = h + "." + p + "." + b64(hmac.new(secret.encode(), f"{h}.{p}".encode(), hashlib.sha256).digest())
 subprocess.run([bins[0], "accounts", "install", "--db-uri", uri, "--role", "postgres"], check=True, capture_output=True)
 filler = """INSERT INTO auth.users (id, aud, role, email, created_at, updated_at, raw_app_meta_data, raw_user_meta_data)
- VALUES ('00000000-0000-4000-8000-000000000001','authenticated','authenticated','filler@x.io',now(),now(),'{}','{}');
+ SELECT gen_random_uuid(), 'authenticated', 'authenticated', 'filler' || n || '@x.io', now(), now(),
+        '{"provider":"email","providers":["email"]}', '{}' FROM generate_series(1, 100000) n;
+INSERT INTO auth.identities (id, provider_id, user_id, identity_data, provider, created_at, updated_at)
+ SELECT gen_random_uuid(), u.id::text, u.id, jsonb_build_object('sub', u.id::text, 'email', u.email), 'email', now(), now()
+ FROM auth.users u;
 INSERT INTO auth.sessions (id, user_id, created_at, updated_at, aal)
- SELECT gen_random_uuid(), '00000000-0000-4000-8000-000000000001', now(), now(), 'aal1' FROM generate_series(1, 100000);
+ SELECT gen_random_uuid(), u.id, now(), now(), 'aal1' FROM auth.users u;
 INSERT INTO auth.mfa_amr_claims (session_id, created_at, updated_at, authentication_method, id)
  SELECT id, now(), now(), 'password', gen_random_uuid() FROM auth.sessions; ANALYZE;"""
 subprocess.run(["psql", uri, "-q", "-c", filler], check=True)
-def post(port, path, body):
-    r = urllib.request.Request(f"http://127.0.0.1:{port}/auth/v1{path}", json.dumps(body).encode(), {"content-type": "application/json", "apikey": anon})
+def call(port, method, path, body, token=None):
+    headers = {"content-type": "application/json", "apikey": anon}
+    if token: headers["authorization"] = "Bearer " + token
+    data = None if body is None else json.dumps(body).encode()
+    r = urllib.request.Request(f"http://127.0.0.1:{port}/auth/v1{path}", data, headers, method=method)
     return json.load(urllib.request.urlopen(r))
+def timed(label, n, step):
+    start = time.time()
+    for i in range(n): step(i)
+    el = time.time() - start
+    print(f"{label}: {n} sequential {el:.3f} s ({el/n*1000:.2f} ms each)", flush=True)
 for round_, b in enumerate(bins[1:]):
     subprocess.run([b, "accounts", "install", "--db-uri", uri, "--role", "postgres"], check=True, capture_output=True)
     port = 47300 + round_
@@ -34,11 +47,14 @@ for round_, b in enumerate(bins[1:]):
     for _ in range(100):
         try: urllib.request.urlopen(f"http://127.0.0.1:{port}/ready"); break
         except OSError: time.sleep(0.1)
-    s = post(port, "/signup", {"email": f"r{round_}@x.io", "password": "secret-refresh"})
-    t = s["refresh_token"]; n = 300; start = time.time()
-    for _ in range(n):
-        t = post(port, "/token?grant_type=refresh_token", {"refresh_token": t})["refresh_token"]
-    el = time.time() - start
-    print(f"{os.path.basename(os.path.dirname(b))}: {n} sequential refreshes in {el:.3f} s ({el/n*1000:.2f} ms each)", flush=True)
+    name = os.path.basename(os.path.dirname(b))
+    s = call(port, "POST", "/signup", {"email": f"r{round_}@x.io", "password": "secret-refresh"})
+    state = {"refresh": s["refresh_token"], "access": s["access_token"]}
+    def refresh(_):
+        t = call(port, "POST", "/token?grant_type=refresh_token", {"refresh_token": state["refresh"]})
+        state["refresh"], state["access"] = t["refresh_token"], t["access_token"]
+    timed(f"{name} refresh", 300, refresh)
+    timed(f"{name} GET /user", 300, lambda _: call(port, "GET", "/user", None, state["access"]))
+    timed(f"{name} PUT /user", 100, lambda i: call(port, "PUT", "/user", {"data": {"n": i}}, state["access"]))
     proc.terminate(); proc.wait()
 subprocess.run([bins[0], "cluster", "stop", "--dir", work + "/pg"], capture_output=True)

@@ -248,6 +248,8 @@ CREATE OR REPLACE FUNCTION rowgate.uuid_or_null(p text) RETURNS uuid
   LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp
   AS $$ SELECT CASE WHEN p ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' THEN p::uuid END $$;
 
+-- An account as the API answers it. Called in FROM (`FROM auth.users u, rowgate.account_of(u) a`)
+-- or as one value: `(rowgate.account_of(u)).*` would run it once for each of its columns.
 DROP FUNCTION IF EXISTS rowgate.account_of(auth.users, boolean, text);
 CREATE OR REPLACE FUNCTION rowgate.account_of(u auth.users, p_hash boolean DEFAULT false, p_session text DEFAULT NULL)
   RETURNS rowgate.account
@@ -324,21 +326,21 @@ CREATE OR REPLACE FUNCTION rowgate.account_create(
         VALUES (p_token, p_id, false, now(), now(), p_session::uuid);
     END IF;
     -- Read again: triggers on auth.users may have changed the row.
-    RETURN QUERY SELECT (rowgate.account_of(x, false, p_session)).* FROM auth.users x WHERE x.id = u.id;
+    RETURN QUERY SELECT a.* FROM auth.users x, rowgate.account_of(x, false, p_session) a WHERE x.id = u.id;
   END $$;
 
 DROP FUNCTION IF EXISTS rowgate.account_by_email(text);
 CREATE OR REPLACE FUNCTION rowgate.account_by_email(p_email text)
   RETURNS SETOF rowgate.account
   LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-  AS $$ SELECT (rowgate.account_of(u, true)).* FROM auth.users u
+  AS $$ SELECT a.* FROM auth.users u, rowgate.account_of(u, true) a
         WHERE u.email = lower(p_email) AND NOT u.is_sso_user AND u.deleted_at IS NULL $$;
 
 DROP FUNCTION IF EXISTS rowgate.account_by_id(text);
 CREATE OR REPLACE FUNCTION rowgate.account_by_id(p_id text)
   RETURNS SETOF rowgate.account
   LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-  AS $$ SELECT (rowgate.account_of(u)).* FROM auth.users u WHERE u.id::text = p_id AND u.deleted_at IS NULL $$;
+  AS $$ SELECT a.* FROM auth.users u, rowgate.account_of(u) a WHERE u.id = rowgate.uuid_or_null(p_id) AND u.deleted_at IS NULL $$;
 
 -- A new session of a user who just proved who they are: its refresh token stored, the time of
 -- the sign-in recorded on the user and its identity.
@@ -357,7 +359,7 @@ CREATE OR REPLACE FUNCTION rowgate.account_sign_in(p_user text, p_token text, p_
       VALUES (p_session::uuid, now(), now(), p_method, gen_random_uuid());
     INSERT INTO auth.refresh_tokens (token, user_id, revoked, created_at, updated_at, session_id)
       VALUES (p_token, p_user, false, now(), now(), p_session::uuid);
-    RETURN QUERY SELECT (rowgate.account_of(u, false, p_session)).* FROM auth.users u WHERE u.id = p_user::uuid;
+    RETURN QUERY SELECT a.* FROM auth.users u, rowgate.account_of(u, false, p_session) a WHERE u.id = p_user::uuid;
   END $$;
 
 -- Rotation in one step: the presented token (p_old, a hash) is used up and its successor
@@ -388,8 +390,8 @@ CREATE OR REPLACE FUNCTION rowgate.account_rotate(p_old text, p_new text, p_now 
     INSERT INTO auth.refresh_tokens (token, user_id, revoked, created_at, updated_at, parent, session_id)
       VALUES (p_new, t.user_id, false, to_timestamp(p_now), to_timestamp(p_now), t.token, t.session_id)
       ON CONFLICT (token) DO NOTHING;
-    RETURN QUERY SELECT (rowgate.account_of(u, false, t.session_id::text)).* FROM auth.users u
-      WHERE u.id::text = t.user_id AND u.deleted_at IS NULL;
+    RETURN QUERY SELECT a.* FROM auth.users u, rowgate.account_of(u, false, t.session_id::text) a
+      WHERE u.id = rowgate.uuid_or_null(t.user_id) AND u.deleted_at IS NULL;
   END $$;
 
 -- Changes to an account (a null parameter changes nothing; p_ban: whether p_banned_until is
@@ -406,7 +408,7 @@ CREATE OR REPLACE FUNCTION rowgate.account_update(
   AS $$
   DECLARE v_old text; v_proved boolean;
   BEGIN
-    SELECT u.email INTO v_old FROM auth.users u WHERE u.id::text = p_id AND u.deleted_at IS NULL FOR UPDATE;
+    SELECT u.email INTO v_old FROM auth.users u WHERE u.id = rowgate.uuid_or_null(p_id) AND u.deleted_at IS NULL FOR UPDATE;
     IF NOT FOUND THEN RETURN; END IF;
     UPDATE auth.users u SET
       email = coalesce(p_email, u.email),
@@ -419,7 +421,7 @@ CREATE OR REPLACE FUNCTION rowgate.account_update(
       is_anonymous = coalesce(p_anonymous, u.is_anonymous),
       role = coalesce(p_role, u.role),
       updated_at = now()
-    WHERE u.id::text = p_id;
+    WHERE u.id = rowgate.uuid_or_null(p_id);
     v_proved := coalesce(p_confirm, false) AND NOT coalesce(p_unproved, false);
     IF p_email IS NOT NULL AND p_email IS DISTINCT FROM v_old THEN
       INSERT INTO auth.identities AS i (id, provider_id, user_id, identity_data, provider, created_at, updated_at)
@@ -430,17 +432,19 @@ CREATE OR REPLACE FUNCTION rowgate.account_update(
             updated_at = now();
     ELSIF v_proved THEN
       UPDATE auth.identities i SET identity_data = i.identity_data || '{"email_verified": true}', updated_at = now()
-        WHERE i.user_id::text = p_id AND i.provider = 'email';
+        WHERE i.user_id = rowgate.uuid_or_null(p_id) AND i.provider = 'email';
     END IF;
-    RETURN QUERY SELECT (rowgate.account_of(u)).* FROM auth.users u WHERE u.id::text = p_id;
+    RETURN QUERY SELECT a.* FROM auth.users u, rowgate.account_of(u) a WHERE u.id = rowgate.uuid_or_null(p_id);
   END $$;
 
 -- A page of the accounts, newest first, and how many there are.
 CREATE OR REPLACE FUNCTION rowgate.account_list(p_offset bigint, p_limit bigint)
   RETURNS SETOF rowgate.account
   LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-  AS $$ SELECT (rowgate.account_of(u)).* FROM auth.users u WHERE u.deleted_at IS NULL
-        ORDER BY u.created_at DESC, u.id OFFSET p_offset LIMIT p_limit $$;
+  AS $$ SELECT (p.a).* FROM (SELECT rowgate.account_of(u) AS a, u.created_at, u.id FROM auth.users u
+                              WHERE u.deleted_at IS NULL
+                              ORDER BY u.created_at DESC, u.id OFFSET p_offset LIMIT p_limit) p
+        ORDER BY p.created_at DESC, p.id $$;
 
 CREATE OR REPLACE FUNCTION rowgate.account_count()
   RETURNS bigint
@@ -466,7 +470,7 @@ CREATE OR REPLACE FUNCTION rowgate.account_delete(p_id text, p_soft boolean)
   BEGIN
     IF NOT p_soft THEN
       DELETE FROM auth.refresh_tokens WHERE user_id = p_id;
-      DELETE FROM auth.users WHERE id::text = p_id;
+      DELETE FROM auth.users WHERE id = rowgate.uuid_or_null(p_id);
       RETURN FOUND;
     END IF;
     UPDATE auth.users u SET
@@ -477,10 +481,10 @@ CREATE OR REPLACE FUNCTION rowgate.account_delete(p_id text, p_soft boolean)
         email_change_token_current = '', email_change_token_new = '', reauthentication_token = '',
         raw_user_meta_data = '{}', raw_app_meta_data = '{}',
         deleted_at = coalesce(u.deleted_at, now()), updated_at = now()
-      WHERE u.id::text = p_id AND u.deleted_at IS NULL
+      WHERE u.id = rowgate.uuid_or_null(p_id) AND u.deleted_at IS NULL
       RETURNING u.id INTO v_user;
     IF v_user IS NULL THEN
-      RETURN EXISTS (SELECT 1 FROM auth.users WHERE id::text = p_id);
+      RETURN EXISTS (SELECT 1 FROM auth.users WHERE id = rowgate.uuid_or_null(p_id));
     END IF;
     UPDATE auth.identities i SET identity_data = '{}', updated_at = now(),
         provider_id = rowgate.obfuscated(i.user_id, i.provider || ':' || i.provider_id)
@@ -503,7 +507,7 @@ CREATE OR REPLACE FUNCTION rowgate.account_issue(p_user text, p_kind text, p_has
   AS $$
   DECLARE u auth.users; last timestamptz;
   BEGIN
-    SELECT * INTO u FROM auth.users x WHERE x.id::text = p_user AND x.deleted_at IS NULL FOR UPDATE;
+    SELECT * INTO u FROM auth.users x WHERE x.id = rowgate.uuid_or_null(p_user) AND x.deleted_at IS NULL FOR UPDATE;
     IF NOT FOUND THEN RETURN -1; END IF;
     last := CASE p_kind WHEN 'confirmation' THEN u.confirmation_sent_at WHEN 'recovery' THEN u.recovery_sent_at
                         WHEN 'email_change' THEN u.email_change_sent_at WHEN 'email_change_current' THEN u.email_change_sent_at
@@ -561,7 +565,7 @@ CREATE OR REPLACE FUNCTION rowgate.account_redeem(p_kind text, p_hash text, p_em
           AND (p_email IS NULL OR u.email_change = lower(p_email) OR u.email = lower(p_email))
         RETURNING u.id INTO v_user;
       IF v_user IS NOT NULL THEN
-        RETURN QUERY SELECT (rowgate.account_of(u)).* FROM auth.users u WHERE u.id = v_user;
+        RETURN QUERY SELECT a.* FROM auth.users u, rowgate.account_of(u) a WHERE u.id = v_user;
         RETURN;
       END IF;
       UPDATE auth.users u SET email = u.email_change, email_change = '', email_change_token_new = '',
@@ -580,7 +584,7 @@ CREATE OR REPLACE FUNCTION rowgate.account_redeem(p_kind text, p_hash text, p_em
           AND (p_email IS NULL OR u.email = lower(p_email))
         RETURNING u.id INTO v_user;
       IF v_user IS NOT NULL THEN
-        RETURN QUERY SELECT (rowgate.account_of(u)).* FROM auth.users u WHERE u.id = v_user;
+        RETURN QUERY SELECT a.* FROM auth.users u, rowgate.account_of(u) a WHERE u.id = v_user;
       END IF;
       RETURN;
     END IF;
@@ -594,7 +598,7 @@ CREATE OR REPLACE FUNCTION rowgate.account_redeem(p_kind text, p_hash text, p_em
              'phone_verified', false), 'email', now(), now()
       FROM auth.users u WHERE u.id = v_user AND u.email IS NOT NULL
       ON CONFLICT (provider_id, provider) DO NOTHING;
-    RETURN QUERY SELECT (rowgate.account_of(u)).* FROM auth.users u WHERE u.id = v_user;
+    RETURN QUERY SELECT a.* FROM auth.users u, rowgate.account_of(u) a WHERE u.id = v_user;
   END $$;
 
 -- A TOTP factor enrolled, unverified: 'ok', 'name_taken', 'too_many' (ten is the most) or
@@ -607,14 +611,14 @@ CREATE OR REPLACE FUNCTION rowgate.account_factor_enroll(p_user text, p_id text,
   LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
   AS $$
   BEGIN
-    PERFORM 1 FROM auth.users WHERE id::text = p_user FOR UPDATE;
-    DELETE FROM auth.mfa_factors WHERE user_id::text = p_user AND status = 'unverified'
+    PERFORM 1 FROM auth.users WHERE id = rowgate.uuid_or_null(p_user) FOR UPDATE;
+    DELETE FROM auth.mfa_factors WHERE user_id = rowgate.uuid_or_null(p_user) AND status = 'unverified'
       AND created_at < now() - make_interval(secs => p_expiry);
-    IF EXISTS (SELECT 1 FROM auth.mfa_factors WHERE user_id::text = p_user AND friendly_name = p_name) THEN
+    IF EXISTS (SELECT 1 FROM auth.mfa_factors WHERE user_id = rowgate.uuid_or_null(p_user) AND friendly_name = p_name) THEN
       RETURN 'name_taken';
     END IF;
-    IF (SELECT count(*) FROM auth.mfa_factors WHERE user_id::text = p_user) >= 10 THEN RETURN 'too_many'; END IF;
-    IF NOT p_aal2 AND EXISTS (SELECT 1 FROM auth.mfa_factors WHERE user_id::text = p_user AND status = 'verified') THEN
+    IF (SELECT count(*) FROM auth.mfa_factors WHERE user_id = rowgate.uuid_or_null(p_user)) >= 10 THEN RETURN 'too_many'; END IF;
+    IF NOT p_aal2 AND EXISTS (SELECT 1 FROM auth.mfa_factors WHERE user_id = rowgate.uuid_or_null(p_user) AND status = 'verified') THEN
       RETURN 'needs_aal2';
     END IF;
     INSERT INTO auth.mfa_factors (id, user_id, friendly_name, factor_type, status, created_at, updated_at, secret)
@@ -628,7 +632,7 @@ CREATE OR REPLACE FUNCTION rowgate.account_factor_challenge(p_user text, p_facto
   LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
   AS $$
   BEGIN
-    UPDATE auth.mfa_factors SET last_challenged_at = now() WHERE id::text = p_factor AND user_id::text = p_user;
+    UPDATE auth.mfa_factors SET last_challenged_at = now() WHERE id = rowgate.uuid_or_null(p_factor) AND user_id = rowgate.uuid_or_null(p_user);
     IF NOT FOUND THEN RETURN false; END IF;
     INSERT INTO auth.mfa_challenges (id, factor_id, created_at, web_authn_session_data)
       VALUES (p_challenge::uuid, p_factor::uuid, now(), to_jsonb(p_ceremony));
@@ -648,8 +652,8 @@ CREATE OR REPLACE FUNCTION rowgate.account_factor_challenged(p_user text, p_fact
                (SELECT json_agg(o.web_authn_credential)::text FROM auth.mfa_factors o
                 WHERE o.user_id = f.user_id AND o.id <> f.id AND o.web_authn_credential IS NOT NULL)
         FROM auth.mfa_factors f
-        LEFT JOIN auth.mfa_challenges c ON c.id::text = p_challenge AND c.factor_id = f.id AND c.verified_at IS NULL
-        WHERE f.id::text = p_factor AND f.user_id::text = p_user $$;
+        LEFT JOIN auth.mfa_challenges c ON c.id = rowgate.uuid_or_null(p_challenge) AND c.factor_id = f.id AND c.verified_at IS NULL
+        WHERE f.id = rowgate.uuid_or_null(p_factor) AND f.user_id = rowgate.uuid_or_null(p_user) $$;
 
 -- A challenge answered: used up, the factor verified, the session at aal2 with the method
 -- recorded, and a new refresh token in it.
@@ -662,22 +666,22 @@ CREATE OR REPLACE FUNCTION rowgate.account_factor_verify(p_user text, p_factor t
   DECLARE v_method text;
   BEGIN
     UPDATE auth.mfa_challenges c SET verified_at = now()
-      WHERE c.id::text = p_challenge AND c.factor_id::text = p_factor AND c.verified_at IS NULL
-        AND EXISTS (SELECT 1 FROM auth.mfa_factors f WHERE f.id = c.factor_id AND f.user_id::text = p_user);
+      WHERE c.id = rowgate.uuid_or_null(p_challenge) AND c.factor_id = rowgate.uuid_or_null(p_factor) AND c.verified_at IS NULL
+        AND EXISTS (SELECT 1 FROM auth.mfa_factors f WHERE f.id = c.factor_id AND f.user_id = rowgate.uuid_or_null(p_user));
     IF NOT FOUND THEN RETURN; END IF;
     UPDATE auth.mfa_factors SET status = 'verified', updated_at = now(),
         web_authn_credential = coalesce(p_credential::jsonb, web_authn_credential)
-      WHERE id::text = p_factor
+      WHERE id = rowgate.uuid_or_null(p_factor)
       RETURNING CASE factor_type WHEN 'webauthn' THEN 'mfa/webauthn' ELSE 'totp' END INTO v_method;
     UPDATE auth.sessions SET aal = 'aal2', factor_id = p_factor::uuid, updated_at = now()
-      WHERE id::text = p_session AND user_id::text = p_user;
+      WHERE id = rowgate.uuid_or_null(p_session) AND user_id = rowgate.uuid_or_null(p_user);
     IF NOT FOUND THEN RETURN; END IF;
     INSERT INTO auth.mfa_amr_claims (session_id, created_at, updated_at, authentication_method, id)
       VALUES (p_session::uuid, now(), now(), v_method, gen_random_uuid())
       ON CONFLICT (session_id, authentication_method) DO UPDATE SET updated_at = now();
     INSERT INTO auth.refresh_tokens (token, user_id, revoked, created_at, updated_at, session_id)
       VALUES (p_token, p_user, false, now(), now(), p_session::uuid);
-    RETURN QUERY SELECT (rowgate.account_of(u, false, p_session)).* FROM auth.users u WHERE u.id::text = p_user;
+    RETURN QUERY SELECT a.* FROM auth.users u, rowgate.account_of(u, false, p_session) a WHERE u.id = rowgate.uuid_or_null(p_user);
   END $$;
 
 -- A factor removed: 'ok', 'not_found', or 'needs_aal2' for a verified one from an aal1 session;
@@ -688,7 +692,7 @@ CREATE OR REPLACE FUNCTION rowgate.account_factor_unenroll(p_user text, p_factor
   AS $$
   DECLARE f auth.mfa_factors;
   BEGIN
-    SELECT * INTO f FROM auth.mfa_factors x WHERE x.id::text = p_factor AND x.user_id::text = p_user;
+    SELECT * INTO f FROM auth.mfa_factors x WHERE x.id = rowgate.uuid_or_null(p_factor) AND x.user_id = rowgate.uuid_or_null(p_user);
     IF NOT FOUND THEN RETURN 'not_found'; END IF;
     IF f.status = 'verified' AND NOT p_aal2 THEN RETURN 'needs_aal2'; END IF;
     UPDATE auth.sessions SET aal = 'aal1', factor_id = NULL, updated_at = now() WHERE factor_id = f.id;
@@ -713,7 +717,7 @@ CREATE OR REPLACE FUNCTION rowgate.account_flow_code(p_user text, p_auth_method 
   LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
   AS $$
     UPDATE auth.flow_state f SET auth_code_issued_at = now(), updated_at = now()
-      WHERE f.id = (SELECT x.id FROM auth.flow_state x WHERE x.user_id::text = p_user
+      WHERE f.id = (SELECT x.id FROM auth.flow_state x WHERE x.user_id = rowgate.uuid_or_null(p_user)
                       AND x.authentication_method = p_auth_method ORDER BY x.created_at DESC LIMIT 1)
       RETURNING f.auth_code
   $$;
@@ -754,7 +758,7 @@ CREATE OR REPLACE FUNCTION rowgate.account_attach_identity(
       RETURN QUERY SELECT NULL::rowgate.account, CASE WHEN v_owner::text = p_user THEN 'theirs' ELSE 'others' END;
       RETURN;
     END IF;
-    SELECT u.email INTO v_email FROM auth.users u WHERE u.id::text = p_user FOR UPDATE;
+    SELECT u.email INTO v_email FROM auth.users u WHERE u.id = rowgate.uuid_or_null(p_user) FOR UPDATE;
     IF NOT FOUND THEN
       RETURN QUERY SELECT NULL::rowgate.account, 'no_user'::text;
       RETURN;
@@ -763,11 +767,11 @@ CREATE OR REPLACE FUNCTION rowgate.account_attach_identity(
       VALUES (gen_random_uuid(), p_subject, p_user::uuid, p_data, p_provider, now(), now(), now());
     IF v_email IS NULL AND p_verified AND p_email IS NOT NULL
        AND NOT EXISTS (SELECT 1 FROM auth.users x WHERE x.email = p_email) THEN
-      UPDATE auth.users SET email = p_email, email_confirmed_at = now(), is_anonymous = false WHERE id::text = p_user;
+      UPDATE auth.users SET email = p_email, email_confirmed_at = now(), is_anonymous = false WHERE id = rowgate.uuid_or_null(p_user);
     END IF;
     UPDATE auth.users u SET raw_app_meta_data = rowgate.with_provider(u.raw_app_meta_data, p_provider), updated_at = now()
-      WHERE u.id::text = p_user;
-    RETURN QUERY SELECT rowgate.account_of(u), 'done'::text FROM auth.users u WHERE u.id::text = p_user;
+      WHERE u.id = rowgate.uuid_or_null(p_user);
+    RETURN QUERY SELECT rowgate.account_of(u), 'done'::text FROM auth.users u WHERE u.id = rowgate.uuid_or_null(p_user);
   END $$;
 
 -- An identity at a provider removed from an account (never the address's own), and the provider
@@ -778,21 +782,21 @@ CREATE OR REPLACE FUNCTION rowgate.account_detach_identity(p_user text, p_identi
   AS $$
   DECLARE v_provider text; v_left jsonb;
   BEGIN
-    DELETE FROM auth.identities i WHERE i.id::text = p_identity AND i.user_id::text = p_user AND i.provider <> 'email'
+    DELETE FROM auth.identities i WHERE i.id = rowgate.uuid_or_null(p_identity) AND i.user_id = rowgate.uuid_or_null(p_user) AND i.provider <> 'email'
       RETURNING i.provider INTO v_provider;
     IF NOT FOUND THEN RETURN; END IF;
-    IF NOT EXISTS (SELECT 1 FROM auth.identities i WHERE i.user_id::text = p_user AND i.provider = v_provider) THEN
+    IF NOT EXISTS (SELECT 1 FROM auth.identities i WHERE i.user_id = rowgate.uuid_or_null(p_user) AND i.provider = v_provider) THEN
       UPDATE auth.users u SET updated_at = now(),
           raw_app_meta_data = coalesce(u.raw_app_meta_data, '{}')
             || jsonb_build_object('providers', coalesce(u.raw_app_meta_data -> 'providers', '[]') - v_provider)
-        WHERE u.id::text = p_user
+        WHERE u.id = rowgate.uuid_or_null(p_user)
         RETURNING raw_app_meta_data -> 'providers' INTO v_left;
       UPDATE auth.users u SET raw_app_meta_data = CASE
           WHEN jsonb_array_length(coalesce(v_left, '[]')) = 0 THEN u.raw_app_meta_data - 'provider'
           ELSE u.raw_app_meta_data || jsonb_build_object('provider', v_left -> 0) END
-        WHERE u.id::text = p_user AND u.raw_app_meta_data ->> 'provider' = v_provider;
+        WHERE u.id = rowgate.uuid_or_null(p_user) AND u.raw_app_meta_data ->> 'provider' = v_provider;
     END IF;
-    RETURN QUERY SELECT (rowgate.account_of(u)).* FROM auth.users u WHERE u.id::text = p_user;
+    RETURN QUERY SELECT a.* FROM auth.users u, rowgate.account_of(u) a WHERE u.id = rowgate.uuid_or_null(p_user);
   END $$;
 
 -- Whose an identity at an OpenID provider is, as GoTrue links them: the account that has it
@@ -868,10 +872,10 @@ CREATE OR REPLACE FUNCTION rowgate.account_logout(p_user text, p_session text, p
   AS $$
   BEGIN
     IF p_scope = 'local' AND p_session IS NOT NULL THEN
-      DELETE FROM auth.sessions WHERE id::text = p_session AND user_id::text = p_user;
+      DELETE FROM auth.sessions WHERE id = rowgate.uuid_or_null(p_session) AND user_id = rowgate.uuid_or_null(p_user);
       RETURN;
     END IF;
-    DELETE FROM auth.sessions WHERE user_id::text = p_user
+    DELETE FROM auth.sessions WHERE user_id = rowgate.uuid_or_null(p_user)
       AND (p_scope <> 'others' OR p_session IS NULL OR id::text <> p_session);
     DELETE FROM auth.refresh_tokens WHERE user_id = p_user AND session_id IS NULL;
   END $$;

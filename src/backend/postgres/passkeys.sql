@@ -65,13 +65,13 @@ CREATE OR REPLACE FUNCTION rowgate.passkey_take(p_id text, p_kind text, p_user t
   RETURNS TABLE (state text, expires_at bigint)
   LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
   AS $$ DELETE FROM auth.webauthn_challenges c
-        WHERE c.id::text = p_id AND c.challenge_type = p_kind AND c.user_id::text IS NOT DISTINCT FROM p_user
+        WHERE c.id = rowgate.uuid_or_null(p_id) AND c.challenge_type = p_kind AND c.user_id::text IS NOT DISTINCT FROM p_user
         RETURNING c.session_data #>> '{}', extract(epoch FROM c.expires_at)::bigint $$;
 
 CREATE OR REPLACE FUNCTION rowgate.passkey_list(p_user text) RETURNS SETOF rowgate.passkey
   LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
   AS $$ SELECT (rowgate.passkey_of(c)).* FROM auth.webauthn_credentials c
-        WHERE c.user_id::text = p_user ORDER BY c.created_at, c.id $$;
+        WHERE c.user_id = rowgate.uuid_or_null(p_user) ORDER BY c.created_at, c.id $$;
 
 -- A passkey added: 'ok' and the passkey, 'too_many' (the user has p_max) or 'exists' (the
 -- credential is registered already).
@@ -82,8 +82,8 @@ CREATE OR REPLACE FUNCTION rowgate.passkey_add(p_user text, p_id text, p_credent
   AS $$
   DECLARE c auth.webauthn_credentials;
   BEGIN
-    PERFORM 1 FROM auth.users WHERE id::text = p_user FOR UPDATE;
-    IF (SELECT count(*) FROM auth.webauthn_credentials w WHERE w.user_id::text = p_user) >= p_max THEN
+    PERFORM 1 FROM auth.users WHERE id = rowgate.uuid_or_null(p_user) FOR UPDATE;
+    IF (SELECT count(*) FROM auth.webauthn_credentials w WHERE w.user_id = rowgate.uuid_or_null(p_user)) >= p_max THEN
       RETURN QUERY SELECT 'too_many'::text, NULL::rowgate.passkey;
       RETURN;
     END IF;
@@ -108,16 +108,16 @@ CREATE OR REPLACE FUNCTION rowgate.passkey_used(p_id text, p_credential text) RE
   LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
   AS $$ UPDATE auth.webauthn_credentials SET rowgate_credential = p_credential::jsonb,
           last_used_at = now(), updated_at = now()
-        WHERE id::text = p_id $$;
+        WHERE id = rowgate.uuid_or_null(p_id) $$;
 
 CREATE OR REPLACE FUNCTION rowgate.passkey_rename(p_user text, p_id text, p_name text) RETURNS SETOF rowgate.passkey
   LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
   AS $$ UPDATE auth.webauthn_credentials c SET friendly_name = p_name, updated_at = now()
-        WHERE c.id::text = p_id AND c.user_id::text = p_user
+        WHERE c.id = rowgate.uuid_or_null(p_id) AND c.user_id = rowgate.uuid_or_null(p_user)
         RETURNING (rowgate.passkey_of(c)).* $$;
 
 CREATE OR REPLACE FUNCTION rowgate.passkey_delete(p_user text, p_id text) RETURNS boolean
   LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-  AS $$ WITH gone AS (DELETE FROM auth.webauthn_credentials c WHERE c.id::text = p_id AND c.user_id::text = p_user
+  AS $$ WITH gone AS (DELETE FROM auth.webauthn_credentials c WHERE c.id = rowgate.uuid_or_null(p_id) AND c.user_id = rowgate.uuid_or_null(p_user)
                       RETURNING 1)
         SELECT count(*) > 0 FROM gone $$;
