@@ -29,6 +29,62 @@ pub(super) fn admin(credentials: Credentials) -> Result<Caller, Answer> {
     }
 }
 
+/// A page of a list the admin API answers (`?page=&per_page=`, GoTrue's pagination).
+pub(super) struct Page {
+    page: u64,
+    per_page: u64,
+}
+
+impl Page {
+    /// The page `query` asks for: the first of 50 unless it says otherwise.
+    pub(super) fn of(query: &str) -> Result<Page, Answer> {
+        let number = |name: &str| -> Result<Option<u64>, Answer> {
+            match form_urlencoded::parse(query.as_bytes()).find(|(k, _)| k == name) {
+                None => Ok(None),
+                Some((_, v)) if v.is_empty() => Ok(None),
+                Some((_, v)) => v.parse::<u64>().map(Some).map_err(|e| {
+                    validation(&format!("Bad Pagination Parameters: strconv.ParseUint: parsing {v:?}: {e}"))
+                }),
+            }
+        };
+        let page = number("page")?.unwrap_or(1).max(1);
+        let per_page = number("per_page")?.unwrap_or(PER_PAGE);
+        if per_page == 0 || per_page > MAX_PER_PAGE {
+            return Err(validation(&format!(
+                "Bad Pagination Parameters: per_page must be 1 to {MAX_PER_PAGE}"
+            )));
+        }
+        Ok(Page { page, per_page })
+    }
+
+    /// How many items a page holds.
+    pub(super) fn per_page(&self) -> u64 {
+        self.per_page
+    }
+
+    /// How many items come before the page.
+    pub(super) fn offset(&self) -> u64 {
+        (self.page - 1).saturating_mul(self.per_page)
+    }
+
+    /// The page's `body`, of `total` items in all, with GoTrue's `X-Total-Count` and `Link`
+    /// (`next`, `last`) headers (supabase-js reads them); `path` is the list's.
+    pub(super) fn answer(&self, body: String, path: &str, total: u64) -> Answer {
+        let (page, per_page) = (self.page, self.per_page);
+        let pages = total.div_ceil(per_page);
+        let link = |page: u64| format!("<{path}?page={page}&per_page={per_page}>");
+        let mut links = String::new();
+        if pages > page {
+            links.push_str(&format!("{}; rel=\"next\", ", link(page + 1)));
+        }
+        links.push_str(&format!("{}; rel=\"last\"", link(pages)));
+        let mut answer = Answer::ok(body);
+        answer.headers.push((header::LINK, links));
+        answer.headers.push((header::HeaderName::from_static("x-total-count"), total.to_string()));
+        answer
+    }
+}
+
 impl Accounts {
     /// `/admin/users[/id]`; `path` is the request's path (for the pagination links).
     pub(super) async fn admin(
@@ -103,39 +159,13 @@ impl Accounts {
     /// `GET /admin/users?page=&per_page=`: newest first, with GoTrue's `X-Total-Count` and
     /// `Link` (`next`, `last`) headers, which supabase-js reads.
     async fn list_users(&self, path: &str, query: &str) -> Result<Answer, Answer> {
-        let number = |name: &str| -> Result<Option<u64>, Answer> {
-            match form_urlencoded::parse(query.as_bytes()).find(|(k, _)| k == name) {
-                None => Ok(None),
-                Some((_, v)) if v.is_empty() => Ok(None),
-                Some((_, v)) => v.parse::<u64>().map(Some).map_err(|e| {
-                    validation(&format!("Bad Pagination Parameters: strconv.ParseUint: parsing {v:?}: {e}"))
-                }),
-            }
-        };
-        let page = number("page")?.unwrap_or(1).max(1);
-        let per_page = number("per_page")?.unwrap_or(PER_PAGE);
-        if per_page == 0 || per_page > MAX_PER_PAGE {
-            return Err(validation(&format!(
-                "Bad Pagination Parameters: per_page must be 1 to {MAX_PER_PAGE}"
-            )));
-        }
-        let offset = (page - 1).saturating_mul(per_page);
-        let (users, total) = self.store.list(offset, per_page).await.map_err(|_| internal())?;
+        let page = Page::of(query)?;
+        let (users, total) = self.store.list(page.offset(), page.per_page()).await.map_err(|_| internal())?;
         let body = serde_json::json!({
             "users": users.iter().map(|u| serde_json::to_value(gotrue::UserJson::of(u)).unwrap_or_default()).collect::<Vec<_>>(),
             "aud": "authenticated",
         });
-        let pages = total.div_ceil(per_page);
-        let link = |page: u64| format!("<{path}?page={page}&per_page={per_page}>");
-        let mut links = String::new();
-        if pages > page {
-            links.push_str(&format!("{}; rel=\"next\", ", link(page + 1)));
-        }
-        links.push_str(&format!("{}; rel=\"last\"", link(pages)));
-        let mut answer = Answer::ok(body.to_string());
-        answer.headers.push((header::LINK, links));
-        answer.headers.push((header::HeaderName::from_static("x-total-count"), total.to_string()));
-        Ok(answer)
+        Ok(page.answer(body.to_string(), path, total))
     }
 
     /// `POST /admin/users`: an account made by an administrator, with an address or a phone;

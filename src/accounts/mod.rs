@@ -57,6 +57,8 @@ mod links;
 mod mail;
 mod mfa;
 mod oauth2;
+mod oauth_clients;
+pub mod oauth_server_store;
 pub mod passkey_store;
 mod passkeys;
 mod password;
@@ -182,6 +184,8 @@ pub struct Accounts {
     /// sign users in (`accounts-passkeys-enabled`).
     relying_party: webauthn::RelyingParty,
     passkeys_enabled: bool,
+    /// `accounts-oauth-server-*`.
+    oauth_server: crate::config::OAuthServerSettings,
 }
 
 impl Accounts {
@@ -218,6 +222,7 @@ impl Accounts {
                 settings.webauthn_rp_origins.clone(),
             )?,
             passkeys_enabled: settings.passkeys_enabled,
+            oauth_server: settings.oauth_server,
             keys: keys::Keys::new(secret, &settings.signing_keys),
             signups,
             reuse_interval: settings.refresh_reuse_interval as i64,
@@ -315,6 +320,12 @@ impl Accounts {
                 let rest = route.trim_start_matches("/factors").trim_start_matches('/');
                 self.factors(&user::signed_in(credentials)?, method, rest, body, client).await
             }
+            (_, route) if route == "/admin/oauth/clients" || route.starts_with("/admin/oauth/clients/") => {
+                let rest = route.trim_start_matches("/admin/oauth/clients");
+                admin::admin(credentials)?;
+                self.admin_oauth_clients(method, path, rest, query, body).await
+            }
+            (&Method::POST, "/oauth/clients/register") => self.register_dynamically(body).await,
             (_, route) if route == "/admin/users" || route.starts_with("/admin/users/") => {
                 let id = route.trim_start_matches("/admin/users").trim_start_matches('/');
                 admin::admin(credentials)?;

@@ -309,7 +309,9 @@ pub type Created = Option<(User, Option<Started>)>;
 pub type WithHash = Option<(User, Option<String>)>;
 
 /// The accounts' storage.
-pub trait AccountStore: super::passkey_store::PasskeyStore + Send + Sync {
+pub trait AccountStore:
+    super::passkey_store::PasskeyStore + super::oauth_server_store::OAuthServerStore + Send + Sync
+{
     /// A new account, and with `session` its first session; `None` if the address or phone is
     /// taken.
     fn create(&self, user: NewUser, session: bool, now: i64) -> BoxFuture<'_, Result<Created, Error>>;
@@ -487,7 +489,6 @@ pub trait AccountStore: super::passkey_store::PasskeyStore + Send + Sync {
     ) -> BoxFuture<'_, Result<(), Error>>;
 }
 
-/// A new refresh token's secret: 32 random bytes, base64url.
 /// What GoTrue keeps of a soft-deleted account's personal data `value`: a hash of it with the
 /// account's id (base64url, unpadded).
 pub fn obfuscated(id: &str, value: &str) -> String {
@@ -496,6 +497,7 @@ pub fn obfuscated(id: &str, value: &str) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(sha2::Sha256::digest(format!("{id}{value}")))
 }
 
+/// A new refresh token's secret: 32 random bytes, base64url.
 pub fn random_token() -> String {
     use base64::Engine;
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(crate::random_bytes::<32>())

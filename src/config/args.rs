@@ -82,6 +82,22 @@ pub struct ServeArgs {
         value_name = "BOOL"
     )]
     pub accounts_passkeys_enabled: Option<bool>,
+    /// Whether rowgate is an OAuth 2.1 server to other applications, as Supabase Auth's OAuth
+    /// server: clients registered at `/admin/oauth/clients` [default: false].
+    #[arg(
+        long = "accounts-oauth-server-enabled",
+        env = "ROWGATE_ACCOUNTS_OAUTH_SERVER_ENABLED",
+        value_name = "BOOL"
+    )]
+    pub accounts_oauth_server_enabled: Option<bool>,
+    /// Whether anyone may register an OAuth client (RFC 7591, `/oauth/clients/register`)
+    /// [default: false].
+    #[arg(
+        long = "accounts-oauth-server-dynamic-registration",
+        env = "ROWGATE_ACCOUNTS_OAUTH_SERVER_DYNAMIC_REGISTRATION",
+        value_name = "BOOL"
+    )]
+    pub accounts_oauth_server_dynamic_registration: Option<bool>,
     /// The domain WebAuthn second factors and passkeys are bound to (the relying party's id)
     /// [default: the host of `accounts-site-url`].
     #[arg(long = "accounts-webauthn-rp-id", env = "ROWGATE_ACCOUNTS_WEBAUTHN_RP_ID", value_name = "DOMAIN")]

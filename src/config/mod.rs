@@ -40,7 +40,7 @@ pub use rate_limit::{Rate, RateLimits};
 pub use realtime::RealtimeSettings;
 pub use role_path::RolePath;
 pub use server::ServerSettings;
-pub use services::{AccountsSettings, S3Settings, StorageSettings};
+pub use services::{AccountsSettings, OAuthServerSettings, S3Settings, StorageSettings};
 
 use std::path::PathBuf;
 

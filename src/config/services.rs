@@ -36,6 +36,17 @@ pub struct AccountsSettings {
     /// `accounts-webauthn-rp-id` and `accounts-webauthn-rp-origins`, defaults applied.
     pub webauthn_rp_id: String,
     pub webauthn_rp_origins: Vec<String>,
+    /// `accounts-oauth-server-*`.
+    pub oauth_server: OAuthServerSettings,
+}
+
+/// How rowgate serves as an OAuth 2.1 server (`accounts-oauth-server-*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct OAuthServerSettings {
+    /// `accounts-oauth-server-enabled`.
+    pub enabled: bool,
+    /// `accounts-oauth-server-dynamic-registration`.
+    pub dynamic_registration: bool,
 }
 
 impl AccountsSettings {
@@ -99,6 +110,13 @@ impl AccountsSettings {
             passkeys_enabled: a.accounts_passkeys_enabled.or(f.accounts_passkeys_enabled).unwrap_or(false),
             webauthn_rp_id,
             webauthn_rp_origins,
+            oauth_server: OAuthServerSettings {
+                enabled: a.accounts_oauth_server_enabled.or(f.accounts_oauth_server_enabled).unwrap_or(false),
+                dynamic_registration: a
+                    .accounts_oauth_server_dynamic_registration
+                    .or(f.accounts_oauth_server_dynamic_registration)
+                    .unwrap_or(false),
+            },
         })
     }
 }

@@ -29,6 +29,8 @@ pub(crate) fn sqlite() -> &'static str {
             accounts_enabled: Some(true),
             accounts_anonymous_enabled: Some(true),
             accounts_passkeys_enabled: Some(true),
+            accounts_oauth_server_enabled: Some(true),
+            accounts_oauth_server_dynamic_registration: Some(true),
             ..Default::default()
         };
         crate::sqlite::serve_sqlite(&path, SCHEMA, RULES, args)
@@ -77,6 +79,8 @@ pub(crate) fn postgres() -> &'static str {
             accounts_enabled: Some(true),
             accounts_anonymous_enabled: Some(true),
             accounts_passkeys_enabled: Some(true),
+            accounts_oauth_server_enabled: Some(true),
+            accounts_oauth_server_dynamic_registration: Some(true),
             db_schemas: Some("accounts_test".into()),
             ..default_args(&harness().superuser_uri)
         })

@@ -10,6 +10,8 @@ const INSTALL_SQL: &str = include_str!("accounts.sql");
 const AUTH_HELPERS_SQL: &str = include_str!("auth_helpers.sql");
 /// The passkeys' tables and functions.
 const PASSKEYS_SQL: &str = include_str!("passkeys.sql");
+/// The OAuth server's tables and functions.
+const OAUTH_SERVER_SQL: &str = include_str!("oauth_server.sql");
 
 /// The functions the serving role may call, by signature: no one else may.
 const FUNCTIONS: &str = "rowgate.account_create(text, text, text, text, jsonb, jsonb, boolean, boolean, text, bigint, text, text, boolean, boolean),
@@ -30,7 +32,10 @@ const FUNCTIONS: &str = "rowgate.account_create(text, text, text, text, jsonb, j
   rowgate.passkey_begin(text, text, text, text, bigint), rowgate.passkey_take(text, text, text),
   rowgate.passkey_list(text), rowgate.passkey_add(text, text, text, text, text, bigint),
   rowgate.passkey_by_credential(text), rowgate.passkey_used(text, text),
-  rowgate.passkey_rename(text, text, text), rowgate.passkey_delete(text, text)";
+  rowgate.passkey_rename(text, text, text), rowgate.passkey_delete(text, text),
+  rowgate.oauth_client_add(text, text, text, text, text, text, text, text, text, text),
+  rowgate.oauth_client_get(text), rowgate.oauth_client_list(bigint, bigint),
+  rowgate.oauth_client_save(text, text, text, text, text, text, text, text), rowgate.oauth_client_delete(text)";
 
 /// Creates (or updates) the accounts' tables and functions and lets `role` call the functions;
 /// nothing else may (the tables hold password hashes).
@@ -43,7 +48,7 @@ pub async fn install(client: &Client, role: &str) -> Result<(), String> {
     );
     client
         .batch_execute(&format!(
-            "BEGIN; SELECT pg_advisory_xact_lock(7317002); {AUTH_HELPERS_SQL} {INSTALL_SQL} {PASSKEYS_SQL} {grants} COMMIT;"
+            "BEGIN; SELECT pg_advisory_xact_lock(7317002); {AUTH_HELPERS_SQL} {INSTALL_SQL} {PASSKEYS_SQL} {OAUTH_SERVER_SQL} {grants} COMMIT;"
         ))
         .await
         .map_err(super::apikey::message)

@@ -24,6 +24,7 @@ mod identities;
 pub mod introspect;
 mod mfa;
 mod notifications;
+mod oauth_clients;
 mod passkeys;
 mod pool;
 mod pooled;

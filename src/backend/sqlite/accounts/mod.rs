@@ -137,6 +137,7 @@ macro_rules! user_columns {
 mod codes;
 mod external;
 mod mfa;
+mod oauth_clients;
 mod passkeys;
 mod tokens;
 mod users;
@@ -182,6 +183,8 @@ impl SqliteAccounts {
         db.setup(codes::SQLITE_FLOWS).map_err(|e| format!("creating the PKCE flows' table: {e}"))?;
         db.setup(external::SQLITE_IDENTITIES).map_err(|e| format!("creating the identities' table: {e}"))?;
         db.setup(passkeys::SQLITE_PASSKEYS).map_err(|e| format!("creating the passkeys' tables: {e}"))?;
+        db.setup(oauth_clients::SQLITE_OAUTH_CLIENTS)
+            .map_err(|e| format!("creating the OAuth clients' table: {e}"))?;
         Ok(SqliteAccounts { db })
     }
 }
