@@ -82,6 +82,12 @@ pub struct Claims<'a> {
     pub amr: &'a [Amr<'a>],
     pub session_id: &'a str,
     pub is_anonymous: bool,
+    /// For a session rowgate as an OAuth server issued to an application: the application, and
+    /// the scopes its user granted it (space-separated).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scope: Option<&'a str>,
 }
 
 /// One entry of `amr`.
@@ -283,6 +289,8 @@ pub fn claims<'a>(
         amr,
         session_id: &started.session_id,
         is_anonymous: u.is_anonymous,
+        client_id: started.client.as_ref().map(|c| c.client_id.as_str()),
+        scope: started.client.as_ref().map(|c| c.scopes.as_str()),
     }
 }
 

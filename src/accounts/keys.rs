@@ -47,6 +47,17 @@ impl Keys {
         }
     }
 
+    /// Whether tokens are signed with a key pair (ES256 or RS256), whose public key others can
+    /// check them with: an OpenID Connect ID token needs one.
+    pub fn asymmetric(&self) -> bool {
+        self.header.alg != jsonwebtoken::Algorithm::HS256
+    }
+
+    /// The algorithm tokens are signed with (`HS256`, `ES256`, `RS256`).
+    pub fn algorithm(&self) -> String {
+        format!("{:?}", self.header.alg)
+    }
+
     /// A token of `claims`.
     pub fn sign(&self, claims: &impl Serialize) -> jsonwebtoken::errors::Result<String> {
         jsonwebtoken::encode(&self.header, claims, &self.key)

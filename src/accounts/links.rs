@@ -29,7 +29,8 @@ impl Links {
         }
     }
 
-    fn allows(&self, requested: &str) -> bool {
+    /// Whether the browser may be sent to `requested` (and a page there may act for a user).
+    pub fn allows(&self, requested: &str) -> bool {
         let Ok(url) = Url::parse(requested) else { return false };
         if !matches!(url.scheme(), "http" | "https") && self.allowed.is_empty() {
             return false;
@@ -38,6 +39,11 @@ impl Links {
         let same_host = matches!(url.scheme(), "http" | "https")
             && site.as_ref().and_then(Url::host_str).is_some_and(|h| Some(h) == url.host_str());
         same_host || self.allowed.iter().any(|pattern| glob(pattern, requested))
+    }
+
+    /// `accounts-external-url`: where clients reach rowgate.
+    pub fn external_url(&self) -> &str {
+        &self.external_url
     }
 
     /// The link a mail carries: `/auth/v1/verify` with the code's hash, its type and where to go.

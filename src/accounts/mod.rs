@@ -58,7 +58,9 @@ mod mail;
 mod mfa;
 mod oauth2;
 mod oauth_clients;
+mod oauth_server;
 pub mod oauth_server_store;
+mod oauth_token;
 pub mod passkey_store;
 mod passkeys;
 mod password;
@@ -84,6 +86,10 @@ pub struct Caller {
     pub aal: Option<String>,
     /// When the session signed in (the earliest of `amr`'s timestamps).
     pub authenticated_at: Option<i64>,
+    /// For a token rowgate as an OAuth server issued to an application: the application and the
+    /// scopes granted it (`client_id`, `scope`).
+    pub client_id: Option<String>,
+    pub scope: Option<String>,
 }
 
 impl Caller {
@@ -101,6 +107,8 @@ impl Caller {
             session_id: text("session_id"),
             aal: text("aal"),
             authenticated_at,
+            client_id: text("client_id"),
+            scope: text("scope"),
         }
     }
 }
@@ -222,7 +230,7 @@ impl Accounts {
                 settings.webauthn_rp_origins.clone(),
             )?,
             passkeys_enabled: settings.passkeys_enabled,
-            oauth_server: settings.oauth_server,
+            oauth_server: settings.oauth_server.clone(),
             keys: keys::Keys::new(secret, &settings.signing_keys),
             signups,
             reuse_interval: settings.refresh_reuse_interval as i64,
@@ -325,7 +333,30 @@ impl Accounts {
                 admin::admin(credentials)?;
                 self.admin_oauth_clients(method, path, rest, query, body).await
             }
-            (&Method::POST, "/oauth/clients/register") => self.register_dynamically(body).await,
+            (&Method::POST, "/oauth/clients/register") => self.register_dynamically(body, client).await,
+            (&Method::GET, "/oauth/authorize") => self.oauth_authorize(query, client).await,
+            (&Method::POST, "/oauth/token") => self.oauth_token(request, body).await,
+            (&Method::GET, "/oauth/userinfo") => self.oauth_userinfo(&user::signed_in(credentials)?).await,
+            (_, route) if route.starts_with("/oauth/authorizations/") => {
+                let rest = route.trim_start_matches("/oauth/authorizations/");
+                let caller = user::signed_in(credentials)?;
+                match (method, rest.split_once('/')) {
+                    (&Method::GET, None) => self.oauth_authorization(request, &caller, rest).await,
+                    (&Method::POST, Some((id, "consent"))) => {
+                        self.oauth_consent(request, &caller, id, body).await
+                    }
+                    _ => Err(fail(StatusCode::NOT_FOUND, "not_found", "Not found")),
+                }
+            }
+            (&Method::GET, "/user/oauth/grants") => self.oauth_grants(&user::signed_in(credentials)?).await,
+            (&Method::DELETE, "/user/oauth/grants") => {
+                self.oauth_revoke_grant(&user::signed_in(credentials)?, param("client_id")).await
+            }
+            (&Method::GET, "/.well-known/openid-configuration") => Ok(self.oauth_metadata()),
+            (&Method::GET, "/.well-known/oauth-authorization-server") => {
+                self.oauth_server_enabled()?;
+                Ok(self.oauth_metadata())
+            }
             (_, route) if route == "/admin/users" || route.starts_with("/admin/users/") => {
                 let id = route.trim_start_matches("/admin/users").trim_start_matches('/');
                 admin::admin(credentials)?;
@@ -342,8 +373,11 @@ impl Accounts {
             .ok_or_else(|| validation("refresh_token is required"))?;
         let now = unix_now();
         let successor = self.successor(&token);
-        let rotated =
-            self.store.rotate(token, successor, now, self.reuse_interval).await.map_err(|_| internal())?;
+        let rotated = self
+            .store
+            .rotate(token, successor, now, self.reuse_interval, None)
+            .await
+            .map_err(|_| internal())?;
         let Some((user, started)) = rotated else {
             return Err(fail(StatusCode::BAD_REQUEST, "refresh_token_not_found", "Invalid Refresh Token"));
         };

@@ -5,6 +5,8 @@
 //! (`accounts-oauth-server-dynamic-registration`). A confidential client's secret is shown once,
 //! when it is made; only its SHA-256 is kept.
 
+use std::net::IpAddr;
+
 use http::{Method, StatusCode};
 use serde::Deserialize;
 use serde_json::Value;
@@ -83,8 +85,9 @@ impl Accounts {
     }
 
     /// `POST /oauth/clients/register`: RFC 7591's dynamic registration, open to anyone when
-    /// `accounts-oauth-server-dynamic-registration` allows it.
-    pub(super) async fn register_dynamically(&self, body: &[u8]) -> Result<Answer, Answer> {
+    /// `accounts-oauth-server-dynamic-registration` allows it; an application's registration
+    /// counts as a sign-up from its client (`accounts-signup-rate-limit`).
+    pub(super) async fn register_dynamically(&self, body: &[u8], from: IpAddr) -> Result<Answer, Answer> {
         self.oauth_server_enabled()?;
         if !self.oauth_server.dynamic_registration {
             return Err(fail(
@@ -92,6 +95,9 @@ impl Accounts {
                 "oauth_dynamic_client_registration_disabled",
                 "Dynamic client registration is not enabled",
             ));
+        }
+        if !self.limits.sign_up(from) {
+            return Err(super::too_many("Too many client registrations from this client"));
         }
         self.register_client(body, "dynamic").await
     }
@@ -313,6 +319,9 @@ fn redirect_uris(uris: &[String]) -> Result<(), Answer> {
 fn redirect_uri(uri: &str) -> Result<(), &'static str> {
     if uri.is_empty() {
         return Err("redirect URI cannot be empty");
+    }
+    if uri.chars().count() > 2048 {
+        return Err("redirect URI cannot exceed 2048 characters");
     }
     let url = url::Url::parse(uri).map_err(|_| "invalid URL format")?;
     if url.host_str().is_none_or(str::is_empty) {

@@ -64,6 +64,16 @@ pub struct Started {
     pub method: String,
     /// At `aal2`, the second factor's method (`totp`, `mfa/webauthn`).
     pub second_factor: Option<String>,
+    /// The application that holds the session, when rowgate as an OAuth server issued it.
+    pub client: Option<SessionClient>,
+}
+
+/// The application a session was issued to, and the scopes its user granted it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionClient {
+    pub client_id: String,
+    /// Space-separated.
+    pub scopes: String,
 }
 
 impl Started {
@@ -76,6 +86,7 @@ impl Started {
             signed_in_at: now,
             method: method.into(),
             second_factor: None,
+            client: None,
         }
     }
 }
@@ -336,6 +347,8 @@ pub trait AccountStore:
     /// `successor` (derived from `token`, so the same every time). One used within the last
     /// `reuse` seconds (a retry whose answer was lost, another tab) gets the same successor
     /// again; one used before that revokes all of its user's (it may have been stolen).
+    /// A token is refreshed only by the holder of its session: the application `client` (rowgate
+    /// as an OAuth server issued it to), or, if `None`, a session of no application.
     /// `None`: refused. Else the user, the successor and its session's id.
     fn rotate(
         &self,
@@ -343,6 +356,7 @@ pub trait AccountStore:
         successor: String,
         now: i64,
         reuse: i64,
+        client: Option<String>,
     ) -> BoxFuture<'_, Result<Option<(User, Started)>, Error>>;
 
     /// Applies `changes` to the account `id`.

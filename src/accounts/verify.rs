@@ -174,18 +174,7 @@ impl Accounts {
                 "invalid flow state, flow state has expired",
             ));
         }
-        let answer = match flow.method.as_str() {
-            "s256" => {
-                use base64::Engine;
-                base64::engine::general_purpose::URL_SAFE_NO_PAD
-                    .encode(sha2::Sha256::digest(verifier.as_bytes()))
-            }
-            _ => verifier,
-        };
-        // Compared in constant time: the challenge is no secret, but the habit costs nothing.
-        let matches = answer.len() == flow.challenge.len()
-            && answer.bytes().zip(flow.challenge.bytes()).fold(0u8, |d, (a, b)| d | (a ^ b)) == 0;
-        if !matches {
+        if !pkce_matches(&flow.method, &flow.challenge, &verifier) {
             return Err(fail(
                 StatusCode::BAD_REQUEST,
                 "bad_code_verifier",
@@ -204,6 +193,20 @@ impl Accounts {
         }
         self.session(&user, &started, now).await.map(|s| Answer::ok(s.json))
     }
+}
+
+/// Whether `verifier` answers the PKCE `challenge` made with `method` (`s256` or `plain`).
+pub(super) fn pkce_matches(method: &str, challenge: &str, verifier: &str) -> bool {
+    let answer = match method {
+        "s256" => {
+            use base64::Engine;
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(sha2::Sha256::digest(verifier.as_bytes()))
+        }
+        _ => verifier.to_owned(),
+    };
+    // Compared in constant time: the challenge is no secret, but the habit costs nothing.
+    answer.len() == challenge.len()
+        && answer.bytes().zip(challenge.bytes()).fold(0u8, |d, (a, b)| d | (a ^ b)) == 0
 }
 
 /// GoTrue's words when one address of a secure email change has confirmed and the other has

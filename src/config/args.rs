@@ -90,6 +90,15 @@ pub struct ServeArgs {
         value_name = "BOOL"
     )]
     pub accounts_oauth_server_enabled: Option<bool>,
+    /// The page of the site (a path on `accounts-site-url`) where users consent to an
+    /// application's request: `/oauth/authorize` sends the browser there with
+    /// `?authorization_id=` [default: none; an authorization then fails with `server_error`].
+    #[arg(
+        long = "accounts-oauth-server-authorization-path",
+        env = "ROWGATE_ACCOUNTS_OAUTH_SERVER_AUTHORIZATION_PATH",
+        value_name = "PATH"
+    )]
+    pub accounts_oauth_server_authorization_path: Option<String>,
     /// Whether anyone may register an OAuth client (RFC 7591, `/oauth/clients/register`)
     /// [default: false].
     #[arg(

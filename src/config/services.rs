@@ -41,12 +41,14 @@ pub struct AccountsSettings {
 }
 
 /// How rowgate serves as an OAuth 2.1 server (`accounts-oauth-server-*`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct OAuthServerSettings {
     /// `accounts-oauth-server-enabled`.
     pub enabled: bool,
     /// `accounts-oauth-server-dynamic-registration`.
     pub dynamic_registration: bool,
+    /// `accounts-oauth-server-authorization-path`.
+    pub authorization_path: Option<String>,
 }
 
 impl AccountsSettings {
@@ -116,6 +118,11 @@ impl AccountsSettings {
                     .accounts_oauth_server_dynamic_registration
                     .or(f.accounts_oauth_server_dynamic_registration)
                     .unwrap_or(false),
+                authorization_path: either(
+                    &a.accounts_oauth_server_authorization_path,
+                    &f.accounts_oauth_server_authorization_path,
+                )
+                .filter(|p| !p.trim().is_empty()),
             },
         })
     }

@@ -31,6 +31,7 @@ pub(crate) fn sqlite() -> &'static str {
             accounts_passkeys_enabled: Some(true),
             accounts_oauth_server_enabled: Some(true),
             accounts_oauth_server_dynamic_registration: Some(true),
+            accounts_oauth_server_authorization_path: Some("/oauth/consent".into()),
             ..Default::default()
         };
         crate::sqlite::serve_sqlite(&path, SCHEMA, RULES, args)
@@ -81,6 +82,7 @@ pub(crate) fn postgres() -> &'static str {
             accounts_passkeys_enabled: Some(true),
             accounts_oauth_server_enabled: Some(true),
             accounts_oauth_server_dynamic_registration: Some(true),
+            accounts_oauth_server_authorization_path: Some("/oauth/consent".into()),
             db_schemas: Some("accounts_test".into()),
             ..default_args(&harness().superuser_uri)
         })

@@ -1,6 +1,7 @@
 //! rowgate as an OAuth 2.1 server to other applications, as Supabase Auth is one
 //! (`accounts-oauth-server-enabled`), on both backends: the clients an administrator registers
-//! at `/admin/oauth/clients`, and those registered dynamically.
+//! at `/admin/oauth/clients`, and those registered dynamically (the flow itself:
+//! accounts_oauth_flow.rs).
 
 use serde_json::{json, Value};
 
@@ -12,7 +13,13 @@ on_both!(clients_register_themselves_when_dynamic_registration_is_on);
 
 /// `method path` with a JSON body and, if any, a bearer token: the status, the body and the
 /// `X-Total-Count` header.
-fn call(base: &str, method: &str, path: &str, bearer: Option<&str>, body: Option<Value>) -> (u16, Value) {
+pub(crate) fn call(
+    base: &str,
+    method: &str,
+    path: &str,
+    bearer: Option<&str>,
+    body: Option<Value>,
+) -> (u16, Value) {
     let authorization = bearer.map(|b| format!("Bearer {b}"));
     let mut headers = vec![("content-type", "application/json")];
     if let Some(a) = &authorization {

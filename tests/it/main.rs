@@ -5,6 +5,7 @@ mod accounts;
 mod accounts_mail;
 mod accounts_mfa;
 mod accounts_oauth;
+mod accounts_oauth_flow;
 mod accounts_oauth_server;
 mod accounts_passkeys;
 mod accounts_users;

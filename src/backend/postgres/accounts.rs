@@ -10,8 +10,8 @@ use tokio_postgres::Client;
 
 use crate::accounts::store::{
     lifetime, token_hash, AccountStore, Attached, Challenged, Created, Enrolled, ExternalIdentity, Flow,
-    Hook, Issued, Linked, NewFactor, NewUser, OneTime, Redeem, Scope, Started, TakenFlow, Updated, User,
-    UserChanges, WithHash,
+    Hook, Issued, Linked, NewFactor, NewUser, OneTime, Redeem, Scope, SessionClient, Started, TakenFlow,
+    Updated, User, UserChanges, WithHash,
 };
 use crate::error::Error;
 
@@ -76,7 +76,7 @@ fn pg_error(e: tokio_postgres::Error) -> Error {
 }
 
 /// How many columns `rowgate.account` has: a function's own columns come after them.
-pub(super) const ACCOUNT_COLUMNS: usize = 27;
+pub(super) const ACCOUNT_COLUMNS: usize = 29;
 
 /// The columns of `rowgate.account`, in order.
 pub(super) fn pg_user(r: &tokio_postgres::Row) -> User {
@@ -123,6 +123,16 @@ pub(super) fn pg_method(r: &tokio_postgres::Row) -> String {
 /// At `aal2`, the second factor's method (column 26).
 pub(super) fn pg_second_factor(r: &tokio_postgres::Row) -> Option<String> {
     r.get(26)
+}
+
+/// The application holding the session (columns 27 and 28), if rowgate as an OAuth server
+/// issued it to one.
+pub(super) fn pg_session_client(r: &tokio_postgres::Row) -> Option<SessionClient> {
+    let client_id: Option<String> = r.get(27);
+    client_id.map(|client_id| SessionClient {
+        client_id,
+        scopes: r.get::<_, Option<String>>(28).unwrap_or_default(),
+    })
 }
 
 /// The password hash (column 13) and session (14) some functions add to the account.
@@ -214,17 +224,19 @@ impl AccountStore for PgAccounts {
         successor: String,
         now: i64,
         reuse: i64,
+        client: Option<String>,
     ) -> BoxFuture<'_, Result<Option<(User, Started)>, Error>> {
         Box::pin(async move {
             let rows = self
                 .query(
-                    "SELECT * FROM rowgate.account_rotate($1, $2, $3, $4, $5)",
+                    "SELECT * FROM rowgate.account_rotate($1, $2, $3, $4, $5, $6)",
                     &[
                         (&token_hash(&token), Type::TEXT),
                         (&token_hash(&successor), Type::TEXT),
                         (&now, Type::INT8),
                         (&lifetime(), Type::INT8),
                         (&reuse, Type::INT8),
+                        (&client, Type::TEXT),
                     ],
                 )
                 .await?;
@@ -239,6 +251,7 @@ impl AccountStore for PgAccounts {
                         signed_in_at: pg_started(r, now),
                         method: pg_method(r),
                         second_factor: pg_second_factor(r),
+                        client: pg_session_client(r),
                     },
                 )
             }))

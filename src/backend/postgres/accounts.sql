@@ -106,6 +106,10 @@ CREATE TABLE IF NOT EXISTS auth.sessions (
   tag text
 );
 CREATE INDEX IF NOT EXISTS sessions_user_id_idx ON auth.sessions (user_id);
+-- The application holding a session that rowgate as an OAuth server issued, and the scopes its
+-- user granted (GoTrue's columns; the foreign key is oauth_server.sql's).
+ALTER TABLE auth.sessions ADD COLUMN IF NOT EXISTS oauth_client_id uuid;
+ALTER TABLE auth.sessions ADD COLUMN IF NOT EXISTS scopes text;
 
 CREATE TABLE IF NOT EXISTS auth.refresh_tokens (
   instance_id uuid,
@@ -226,7 +230,7 @@ CREATE TYPE rowgate.account AS (
   password_hash text, session_id text,
   confirmation_sent_at text, recovery_sent_at text, email_change_sent_at text, new_email text,
   factors text, aal text, session_started bigint, identities text, invited_at text, session_method text,
-  email_verified boolean, second_factor text
+  email_verified boolean, second_factor text, session_client text, session_scopes text
 );
 
 CREATE OR REPLACE FUNCTION rowgate.iso(t timestamptz) RETURNS text
@@ -280,7 +284,9 @@ CREATE OR REPLACE FUNCTION rowgate.account_of(u auth.users, p_hash boolean DEFAU
                    rowgate.email_proved(u),
                    (SELECT c.authentication_method FROM auth.mfa_amr_claims c
                     WHERE c.session_id = rowgate.uuid_or_null(p_session) AND c.authentication_method IN ('totp', 'mfa/webauthn')
-                    ORDER BY c.updated_at DESC LIMIT 1))::rowgate.account $$;
+                    ORDER BY c.updated_at DESC LIMIT 1),
+                   (SELECT s.oauth_client_id::text FROM auth.sessions s WHERE s.id = rowgate.uuid_or_null(p_session)),
+                   (SELECT s.scopes FROM auth.sessions s WHERE s.id = rowgate.uuid_or_null(p_session)))::rowgate.account $$;
 
 -- A metadata object with `patch`'s keys set, those whose value is null removed (GoTrue's merge).
 CREATE OR REPLACE FUNCTION rowgate.merged(current jsonb, patch jsonb) RETURNS jsonb
@@ -346,7 +352,10 @@ CREATE OR REPLACE FUNCTION rowgate.account_by_id(p_id text)
 -- the sign-in recorded on the user and its identity.
 DROP FUNCTION IF EXISTS rowgate.account_store_refresh(text, text, bigint);
 DROP FUNCTION IF EXISTS rowgate.account_sign_in(text, text, text);
-CREATE OR REPLACE FUNCTION rowgate.account_sign_in(p_user text, p_token text, p_session text, p_method text)
+-- A new session (held by the OAuth client p_client, with the scopes p_scopes, if given).
+DROP FUNCTION IF EXISTS rowgate.account_sign_in(text, text, text, text);
+CREATE OR REPLACE FUNCTION rowgate.account_sign_in(p_user text, p_token text, p_session text, p_method text,
+    p_client text DEFAULT NULL, p_scopes text DEFAULT NULL)
   RETURNS SETOF rowgate.account
   LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
   AS $$
@@ -354,7 +363,8 @@ CREATE OR REPLACE FUNCTION rowgate.account_sign_in(p_user text, p_token text, p_
     UPDATE auth.users SET last_sign_in_at = now() WHERE id = p_user::uuid AND deleted_at IS NULL;
     IF NOT FOUND THEN RETURN; END IF;
     UPDATE auth.identities SET last_sign_in_at = now() WHERE user_id = p_user::uuid AND provider = 'email';
-    INSERT INTO auth.sessions (id, user_id, created_at, updated_at, aal) VALUES (p_session::uuid, p_user::uuid, now(), now(), 'aal1');
+    INSERT INTO auth.sessions (id, user_id, created_at, updated_at, aal, oauth_client_id, scopes)
+      VALUES (p_session::uuid, p_user::uuid, now(), now(), 'aal1', p_client::uuid, p_scopes);
     INSERT INTO auth.mfa_amr_claims (session_id, created_at, updated_at, authentication_method, id)
       VALUES (p_session::uuid, now(), now(), p_method, gen_random_uuid());
     INSERT INTO auth.refresh_tokens (token, user_id, revoked, created_at, updated_at, session_id)
@@ -365,9 +375,12 @@ CREATE OR REPLACE FUNCTION rowgate.account_sign_in(p_user text, p_token text, p_
 -- Rotation in one step: the presented token (p_old, a hash) is used up and its successor
 -- (p_new) stored. One used within the last p_reuse seconds (a retry, another tab) whose
 -- successor is still live gets that successor again; one used otherwise revokes all of its
--- user's (it may have been stolen). A token lives p_lifetime seconds. No row: refused.
+-- user's (it may have been stolen). A token lives p_lifetime seconds. Only the holder of its
+-- session refreshes it: the OAuth client p_client, or (null) a client of no session's. No row:
+-- refused.
 DROP FUNCTION IF EXISTS rowgate.account_rotate(text, text, bigint, bigint, bigint);
-CREATE OR REPLACE FUNCTION rowgate.account_rotate(p_old text, p_new text, p_now bigint, p_lifetime bigint, p_reuse bigint)
+CREATE OR REPLACE FUNCTION rowgate.account_rotate(p_old text, p_new text, p_now bigint, p_lifetime bigint,
+    p_reuse bigint, p_client text)
   RETURNS SETOF rowgate.account
   LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
   AS $$
@@ -375,6 +388,9 @@ CREATE OR REPLACE FUNCTION rowgate.account_rotate(p_old text, p_new text, p_now 
   BEGIN
     SELECT * INTO t FROM auth.refresh_tokens r WHERE r.token = p_old FOR UPDATE;
     IF NOT FOUND THEN RETURN; END IF;
+    IF (SELECT s.oauth_client_id::text FROM auth.sessions s WHERE s.id = t.session_id) IS DISTINCT FROM p_client THEN
+      RETURN;
+    END IF;
     IF t.revoked THEN
       IF NOT (p_now - extract(epoch FROM t.updated_at) < p_reuse
               AND EXISTS (SELECT 1 FROM auth.refresh_tokens c WHERE c.token = p_new AND NOT c.revoked)) THEN

@@ -15,8 +15,8 @@ const OAUTH_SERVER_SQL: &str = include_str!("oauth_server.sql");
 
 /// The functions the serving role may call, by signature: no one else may.
 const FUNCTIONS: &str = "rowgate.account_create(text, text, text, text, jsonb, jsonb, boolean, boolean, text, bigint, text, text, boolean, boolean),
-  rowgate.account_by_email(text), rowgate.account_by_id(text), rowgate.account_sign_in(text, text, text, text),
-  rowgate.account_rotate(text, text, bigint, bigint, bigint),
+  rowgate.account_by_email(text), rowgate.account_by_id(text), rowgate.account_sign_in(text, text, text, text, text, text),
+  rowgate.account_rotate(text, text, bigint, bigint, bigint, text),
   rowgate.account_update(text, text, text, text, jsonb, jsonb, boolean, boolean, bigint, boolean, text, boolean),
   rowgate.account_list(bigint, bigint), rowgate.account_count(), rowgate.account_delete(text, boolean),
   rowgate.account_logout(text, text, text), rowgate.account_issue(text, text, text, text, bigint),
@@ -35,7 +35,11 @@ const FUNCTIONS: &str = "rowgate.account_create(text, text, text, text, jsonb, j
   rowgate.passkey_rename(text, text, text), rowgate.passkey_delete(text, text),
   rowgate.oauth_client_add(text, text, text, text, text, text, text, text, text, text),
   rowgate.oauth_client_get(text), rowgate.oauth_client_list(bigint, bigint),
-  rowgate.oauth_client_save(text, text, text, text, text, text, text, text), rowgate.oauth_client_delete(text)";
+  rowgate.oauth_client_save(text, text, text, text, text, text, text, text), rowgate.oauth_client_delete(text),
+  rowgate.oauth_authorization_begin(text, text, text, text, text, text, text, text, text, bigint),
+  rowgate.oauth_authorization_get(text), rowgate.oauth_authorization_claim(text, text),
+  rowgate.oauth_authorization_decide(text, text, text), rowgate.oauth_code_take(text),
+  rowgate.oauth_consent_get(text, text), rowgate.oauth_grants(text), rowgate.oauth_grant_revoke(text, text)";
 
 /// Creates (or updates) the accounts' tables and functions and lets `role` call the functions;
 /// nothing else may (the tables hold password hashes).

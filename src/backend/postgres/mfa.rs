@@ -4,7 +4,9 @@
 
 use tokio_postgres::types::Type;
 
-use super::accounts::{pg_aal, pg_method, pg_second_factor, pg_started, pg_user, PgAccounts};
+use super::accounts::{
+    pg_aal, pg_method, pg_second_factor, pg_session_client, pg_started, pg_user, PgAccounts,
+};
 use crate::accounts::store::{random_token, token_hash, Challenged, Enrolled, NewFactor, Started, User};
 use crate::error::Error;
 
@@ -116,6 +118,7 @@ pub(super) async fn elevate(
             signed_in_at: pg_started(r, now),
             method: pg_method(r),
             second_factor: pg_second_factor(r),
+            client: pg_session_client(r),
         };
         (pg_user(r), started)
     }))

@@ -24,7 +24,7 @@ mod identities;
 pub mod introspect;
 mod mfa;
 mod notifications;
-mod oauth_clients;
+mod oauth_server;
 mod passkeys;
 mod pool;
 mod pooled;

@@ -84,3 +84,153 @@ CREATE OR REPLACE FUNCTION rowgate.oauth_client_delete(p_id text) RETURNS boolea
   AS $$ WITH gone AS (UPDATE auth.oauth_clients SET deleted_at = now(), updated_at = now()
                       WHERE id = rowgate.uuid_or_null(p_id) AND deleted_at IS NULL RETURNING 1)
         SELECT count(*) > 0 FROM gone $$;
+
+-- What applications asked users for at /oauth/authorize, and how far each got (GoTrue's table;
+-- a code is kept as its SHA-256, hex, where GoTrue keeps it plain).
+DO $$ BEGIN
+  CREATE TYPE auth.oauth_authorization_status AS ENUM ('pending', 'approved', 'denied', 'expired');
+EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+DO $$ BEGIN
+  CREATE TYPE auth.oauth_response_type AS ENUM ('code');
+EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+CREATE TABLE IF NOT EXISTS auth.oauth_authorizations (
+  id uuid NOT NULL PRIMARY KEY,
+  authorization_id text NOT NULL UNIQUE,
+  client_id uuid NOT NULL REFERENCES auth.oauth_clients (id) ON DELETE CASCADE,
+  user_id uuid REFERENCES auth.users (id) ON DELETE CASCADE,
+  redirect_uri text NOT NULL CHECK (char_length(redirect_uri) <= 2048),
+  scope text NOT NULL CHECK (char_length(scope) <= 4096),
+  state text CHECK (char_length(state) <= 4096),
+  resource text CHECK (char_length(resource) <= 2048),
+  code_challenge text CHECK (char_length(code_challenge) <= 128),
+  code_challenge_method auth.code_challenge_method,
+  response_type auth.oauth_response_type NOT NULL DEFAULT 'code',
+  status auth.oauth_authorization_status NOT NULL DEFAULT 'pending',
+  authorization_code text UNIQUE CHECK (char_length(authorization_code) <= 255),
+  created_at timestamptz NOT NULL DEFAULT now(),
+  expires_at timestamptz NOT NULL DEFAULT (now() + interval '3 minutes'),
+  approved_at timestamptz,
+  CONSTRAINT oauth_authorizations_expires_at_future CHECK (expires_at > created_at)
+);
+ALTER TABLE auth.oauth_authorizations ADD COLUMN IF NOT EXISTS nonce text CHECK (char_length(nonce) <= 255);
+CREATE INDEX IF NOT EXISTS oauth_auth_pending_exp_idx ON auth.oauth_authorizations (expires_at) WHERE status = 'pending';
+CREATE INDEX IF NOT EXISTS oauth_authorizations_expires_at_idx ON auth.oauth_authorizations (expires_at);
+
+-- What users consented to, per application.
+CREATE TABLE IF NOT EXISTS auth.oauth_consents (
+  id uuid NOT NULL PRIMARY KEY,
+  user_id uuid NOT NULL REFERENCES auth.users (id) ON DELETE CASCADE,
+  client_id uuid NOT NULL REFERENCES auth.oauth_clients (id) ON DELETE CASCADE,
+  scopes text NOT NULL CHECK (char_length(scopes) <= 2048 AND char_length(trim(scopes)) > 0),
+  granted_at timestamptz NOT NULL DEFAULT now(),
+  revoked_at timestamptz,
+  CONSTRAINT oauth_consents_user_client_unique UNIQUE (user_id, client_id)
+);
+CREATE INDEX IF NOT EXISTS oauth_consents_user_order_idx ON auth.oauth_consents (user_id, granted_at DESC);
+
+DO $$ BEGIN
+  ALTER TABLE auth.sessions ADD CONSTRAINT sessions_oauth_client_id_fkey
+    FOREIGN KEY (oauth_client_id) REFERENCES auth.oauth_clients (id) ON DELETE CASCADE;
+EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+CREATE INDEX IF NOT EXISTS sessions_oauth_client_id_idx ON auth.sessions (oauth_client_id);
+
+DROP TYPE IF EXISTS rowgate.oauth_authorization CASCADE;
+CREATE TYPE rowgate.oauth_authorization AS (
+  id text, client_id text, user_id text, redirect_uri text, scope text, state text, resource text,
+  code_challenge text, code_challenge_method text, nonce text, status text, expires_at bigint
+);
+
+CREATE OR REPLACE FUNCTION rowgate.oauth_authorization_of(a auth.oauth_authorizations)
+  RETURNS rowgate.oauth_authorization
+  LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+  AS $$ SELECT ROW(a.authorization_id, a.client_id::text, a.user_id::text, a.redirect_uri, a.scope, a.state,
+                   a.resource, a.code_challenge, a.code_challenge_method::text, a.nonce, a.status::text,
+                   extract(epoch FROM a.expires_at)::bigint)::rowgate.oauth_authorization $$;
+
+CREATE OR REPLACE FUNCTION rowgate.oauth_authorization_begin(p_id text, p_client text, p_redirect text, p_scope text,
+    p_state text, p_resource text, p_challenge text, p_method text, p_nonce text, p_expires bigint)
+  RETURNS void
+  LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+  AS $$
+  BEGIN
+    DELETE FROM auth.oauth_authorizations WHERE expires_at < now();
+    INSERT INTO auth.oauth_authorizations (id, authorization_id, client_id, redirect_uri, scope, state, resource,
+        code_challenge, code_challenge_method, nonce, expires_at)
+      VALUES (gen_random_uuid(), p_id, p_client::uuid, p_redirect, p_scope, p_state, p_resource, p_challenge,
+        p_method::auth.code_challenge_method, p_nonce, to_timestamp(p_expires));
+  END $$;
+
+CREATE OR REPLACE FUNCTION rowgate.oauth_authorization_get(p_id text) RETURNS SETOF rowgate.oauth_authorization
+  LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+  AS $$ SELECT o.* FROM auth.oauth_authorizations a, rowgate.oauth_authorization_of(a) o
+        WHERE a.authorization_id = p_id $$;
+
+-- The pending authorization p_id, given to p_user unless another user has it.
+CREATE OR REPLACE FUNCTION rowgate.oauth_authorization_claim(p_id text, p_user text)
+  RETURNS SETOF rowgate.oauth_authorization
+  LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+  AS $$ UPDATE auth.oauth_authorizations a SET user_id = rowgate.uuid_or_null(p_user)
+        WHERE a.authorization_id = p_id AND a.status = 'pending' AND a.expires_at > now()
+          AND (a.user_id IS NULL OR a.user_id = rowgate.uuid_or_null(p_user))
+        RETURNING (rowgate.oauth_authorization_of(a)).* $$;
+
+-- p_user's decision on the pending authorization p_id: approved with the code p_code (a hash),
+-- the consent to its scopes kept (added to what the user had consented to), or denied (null).
+CREATE OR REPLACE FUNCTION rowgate.oauth_authorization_decide(p_id text, p_user text, p_code text)
+  RETURNS SETOF rowgate.oauth_authorization
+  LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+  AS $$
+  DECLARE a auth.oauth_authorizations;
+  BEGIN
+    UPDATE auth.oauth_authorizations x
+      SET status = CASE WHEN p_code IS NULL THEN 'denied' ELSE 'approved' END::auth.oauth_authorization_status,
+          authorization_code = p_code, approved_at = CASE WHEN p_code IS NOT NULL THEN now() END
+      WHERE x.authorization_id = p_id AND x.user_id = rowgate.uuid_or_null(p_user) AND x.status = 'pending'
+        AND x.expires_at > now()
+      RETURNING x.* INTO a;
+    IF NOT FOUND THEN RETURN; END IF;
+    IF p_code IS NOT NULL THEN
+      INSERT INTO auth.oauth_consents AS c (id, user_id, client_id, scopes, granted_at)
+        VALUES (gen_random_uuid(), a.user_id, a.client_id, a.scope, now())
+        ON CONFLICT (user_id, client_id) DO UPDATE SET
+          scopes = CASE WHEN c.revoked_at IS NOT NULL THEN excluded.scopes ELSE
+            (SELECT string_agg(s, ' ' ORDER BY o) FROM (
+               SELECT s, min(o) AS o FROM unnest(string_to_array(c.scopes || ' ' || excluded.scopes, ' ')) WITH ORDINALITY AS x (s, o)
+               WHERE s <> '' GROUP BY s) y) END,
+          granted_at = now(), revoked_at = NULL;
+    END IF;
+    RETURN QUERY SELECT (rowgate.oauth_authorization_of(a)).*;
+  END $$;
+
+-- The approved authorization whose code is p_code (a hash), used up.
+CREATE OR REPLACE FUNCTION rowgate.oauth_code_take(p_code text) RETURNS SETOF rowgate.oauth_authorization
+  LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+  AS $$ DELETE FROM auth.oauth_authorizations a WHERE a.authorization_code = p_code AND a.status = 'approved'
+        RETURNING (rowgate.oauth_authorization_of(a)).* $$;
+
+CREATE OR REPLACE FUNCTION rowgate.oauth_consent_get(p_user text, p_client text) RETURNS text
+  LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+  AS $$ SELECT c.scopes FROM auth.oauth_consents c
+        WHERE c.user_id = rowgate.uuid_or_null(p_user) AND c.client_id = rowgate.uuid_or_null(p_client)
+          AND c.revoked_at IS NULL $$;
+
+CREATE OR REPLACE FUNCTION rowgate.oauth_grants(p_user text)
+  RETURNS TABLE (client rowgate.oauth_client, scopes text, granted_at text)
+  LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+  AS $$ SELECT rowgate.oauth_client_of(o), c.scopes, rowgate.iso(c.granted_at)
+        FROM auth.oauth_consents c JOIN auth.oauth_clients o ON o.id = c.client_id AND o.deleted_at IS NULL
+        WHERE c.user_id = rowgate.uuid_or_null(p_user) AND c.revoked_at IS NULL
+        ORDER BY c.granted_at DESC $$;
+
+-- p_user's consent to p_client revoked, and the sessions that client holds for them ended.
+CREATE OR REPLACE FUNCTION rowgate.oauth_grant_revoke(p_user text, p_client text) RETURNS boolean
+  LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+  AS $$
+  BEGIN
+    UPDATE auth.oauth_consents SET revoked_at = now()
+      WHERE user_id = rowgate.uuid_or_null(p_user) AND client_id = rowgate.uuid_or_null(p_client) AND revoked_at IS NULL;
+    IF NOT FOUND THEN RETURN false; END IF;
+    DELETE FROM auth.sessions
+      WHERE user_id = rowgate.uuid_or_null(p_user) AND oauth_client_id = rowgate.uuid_or_null(p_client);
+    RETURN true;
+  END $$;

@@ -10,8 +10,8 @@ use rusqlite::OptionalExtension;
 use super::db::SqliteDb;
 use crate::accounts::store::{
     expires, merged, unix_now, AccountStore, Attached, Challenged, Created, Enrolled, ExternalIdentity, Flow,
-    Hook, Issued, Linked, NewFactor, NewUser, OneTime, Redeem, Scope, Started, TakenFlow, Updated, User,
-    UserChanges, WithHash,
+    Hook, Issued, Linked, NewFactor, NewUser, OneTime, Redeem, Scope, SessionClient, Started, TakenFlow,
+    Updated, User, UserChanges, WithHash,
 };
 use crate::error::Error;
 
@@ -103,7 +103,9 @@ CREATE INDEX IF NOT EXISTS _rowgate_users_email_change_token_new ON _rowgate_use
 /// `aal`: the session's assurance level (none: `aal1`), and `factor_id` the factor that raised it;
 /// `signed_in_at`: when the session began, and `method` how it signed in (GoTrue's `amr`);
 /// `second_factor`: at `aal2`, the factor's method (`totp`, `mfa/webauthn`).
-const SQLITE_ADDED: [(&str, &str); 8] = [
+const SQLITE_ADDED: [(&str, &str); 10] = [
+    ("client_id", "TEXT"),
+    ("scopes", "TEXT"),
     ("second_factor", "TEXT"),
     ("method", "TEXT"),
     ("signed_in_at", "INTEGER"),
@@ -137,7 +139,7 @@ macro_rules! user_columns {
 mod codes;
 mod external;
 mod mfa;
-mod oauth_clients;
+mod oauth_server;
 mod passkeys;
 mod tokens;
 mod users;
@@ -183,7 +185,7 @@ impl SqliteAccounts {
         db.setup(codes::SQLITE_FLOWS).map_err(|e| format!("creating the PKCE flows' table: {e}"))?;
         db.setup(external::SQLITE_IDENTITIES).map_err(|e| format!("creating the identities' table: {e}"))?;
         db.setup(passkeys::SQLITE_PASSKEYS).map_err(|e| format!("creating the passkeys' tables: {e}"))?;
-        db.setup(oauth_clients::SQLITE_OAUTH_CLIENTS)
+        db.setup(oauth_server::SQLITE_OAUTH_SERVER)
             .map_err(|e| format!("creating the OAuth clients' table: {e}"))?;
         Ok(SqliteAccounts { db })
     }
@@ -200,7 +202,7 @@ impl AccountStore for SqliteAccounts {
                 let started = match session {
                     true => {
                         let method = if user.is_anonymous { "anonymous" } else { "password" };
-                        Some(store_refresh(tx, &created.id, now, method).map_err(sqlite_error)?)
+                        Some(store_refresh(tx, &created.id, now, method, None).map_err(sqlite_error)?)
                     }
                     false => None,
                 };
@@ -234,23 +236,9 @@ impl AccountStore for SqliteAccounts {
         method: String,
         now: i64,
     ) -> BoxFuture<'_, Result<Option<(User, Started)>, Error>> {
-        Box::pin(self.db.with_writer(move |c| {
-            atomically(c, |tx| {
-                let signed_in = tx
-                    .prepare_cached(
-                        "UPDATE _rowgate_users SET last_sign_in_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') \
-                     WHERE id = ?1 AND deleted_at IS NULL",
-                    )
-                    .and_then(|mut q| q.execute([&user_id]))
-                    .map_err(sqlite_error)?;
-                if signed_in == 0 {
-                    return Ok(None);
-                }
-                let user = tx.query_row(USER_BY_ID, [&user_id], sqlite_user).map_err(sqlite_error)?;
-                let started = store_refresh(tx, &user_id, now, &method).map_err(sqlite_error)?;
-                Ok(Some((user, started)))
-            })
-        }))
+        Box::pin(
+            self.db.with_writer(move |c| atomically(c, |tx| start_session(tx, &user_id, &method, now, None))),
+        )
     }
 
     fn rotate(
@@ -259,8 +247,9 @@ impl AccountStore for SqliteAccounts {
         successor: String,
         now: i64,
         reuse: i64,
+        client: Option<String>,
     ) -> BoxFuture<'_, Result<Option<(User, Started)>, Error>> {
-        Box::pin(self.db.with_writer(move |c| rotate(c, &token, &successor, now, reuse)))
+        Box::pin(self.db.with_writer(move |c| rotate(c, &token, &successor, now, reuse, client.as_deref())))
     }
 
     fn update(&self, id: String, changes: UserChanges) -> BoxFuture<'_, Result<Updated, Error>> {
@@ -378,10 +367,9 @@ impl AccountStore for SqliteAccounts {
                 let token = random_stamped();
                 tx.prepare_cached(
                     "INSERT INTO _rowgate_refresh_tokens (token_hash, user_id, expires_at, session_id, aal, factor_id, \
-                       second_factor, signed_in_at, method) \
-                     VALUES (?1, ?2, ?3, ?4, 'aal2', ?5, ?6, \
-                       (SELECT min(signed_in_at) FROM _rowgate_refresh_tokens WHERE session_id = ?4), \
-                       (SELECT max(method) FROM _rowgate_refresh_tokens WHERE session_id = ?4))",
+                       second_factor, signed_in_at, method, client_id, scopes) \
+                     SELECT ?1, ?2, ?3, ?4, 'aal2', ?5, ?6, min(signed_in_at), max(method), max(client_id), max(scopes) \
+                     FROM _rowgate_refresh_tokens WHERE session_id = ?4",
                 )
                 .and_then(|mut q| {
                     q.execute(rusqlite::params![
@@ -395,17 +383,19 @@ impl AccountStore for SqliteAccounts {
                 })
                 .map_err(sqlite_error)?;
                 let user = tx.query_row(USER_BY_ID, [&user_id], sqlite_user).map_err(sqlite_error)?;
-                let (signed_in_at, method): (Option<i64>, Option<String>) = tx
+                let (signed_in_at, method, client_id, scopes): (Option<i64>, Option<String>, Option<String>, Option<String>) = tx
                     .query_row(
-                        "SELECT min(signed_in_at), max(method) FROM _rowgate_refresh_tokens WHERE session_id = ?1",
+                        "SELECT min(signed_in_at), max(method), max(client_id), max(scopes) FROM _rowgate_refresh_tokens \
+                         WHERE session_id = ?1",
                         [&session_id],
-                        |r| Ok((r.get(0)?, r.get(1)?)),
+                        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
                     )
                     .map_err(sqlite_error)?;
                 let signed_in_at = signed_in_at.unwrap_or_else(unix_now);
                 let method = method.unwrap_or_else(|| "password".into());
                 let (aal, second_factor) = ("aal2".into(), Some(second_factor));
-                Ok(Some((user, Started { refresh: token, session_id, aal, signed_in_at, method, second_factor })))
+                let client = client_id.map(|client_id| SessionClient { client_id, scopes: scopes.unwrap_or_default() });
+                Ok(Some((user, Started { refresh: token, session_id, aal, signed_in_at, method, second_factor, client })))
             })
         }))
     }
@@ -538,6 +528,30 @@ impl AccountStore for SqliteAccounts {
 
 /// Runs `f` in a savepoint of the writer's transaction: all of it is written, or none (the
 /// batch's other writes are kept either way).
+/// A new session of `user_id` (held by the application `client`, if any), signed in now by
+/// `method`; `None` if the account is gone.
+pub(super) fn start_session(
+    tx: &rusqlite::Connection,
+    user_id: &str,
+    method: &str,
+    now: i64,
+    client: Option<SessionClient>,
+) -> Result<Option<(User, Started)>, Error> {
+    let signed_in = tx
+        .prepare_cached(
+            "UPDATE _rowgate_users SET last_sign_in_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') \
+             WHERE id = ?1 AND deleted_at IS NULL",
+        )
+        .and_then(|mut q| q.execute([user_id]))
+        .map_err(sqlite_error)?;
+    if signed_in == 0 {
+        return Ok(None);
+    }
+    let user = tx.query_row(USER_BY_ID, [user_id], sqlite_user).map_err(sqlite_error)?;
+    let started = store_refresh(tx, user_id, now, method, client).map_err(sqlite_error)?;
+    Ok(Some((user, started)))
+}
+
 fn atomically<T>(
     c: &rusqlite::Connection,
     f: impl FnOnce(&rusqlite::Connection) -> Result<T, Error>,

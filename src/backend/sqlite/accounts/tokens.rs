@@ -4,24 +4,28 @@
 use rusqlite::OptionalExtension;
 
 use super::{sqlite_error, sqlite_user, USER_COLUMNS};
-use crate::accounts::store::{expires, random_token, token_hash, Started, User};
+use crate::accounts::store::{expires, random_token, token_hash, SessionClient, Started, User};
 use crate::error::Error;
 
-/// Starts a session of `user_id`: its first refresh token, stored.
+/// Starts a session of `user_id` (held by the application `client`, if any): its first refresh
+/// token, stored.
 pub(super) fn store_refresh(
     c: &rusqlite::Connection,
     user_id: &str,
     now: i64,
     method: &str,
+    client: Option<SessionClient>,
 ) -> rusqlite::Result<Started> {
     let token = stamped(&stamp(), &random_token());
     let session_id = crate::uuid_v4();
+    let (client_id, scopes) = (client.as_ref().map(|c| &c.client_id), client.as_ref().map(|c| &c.scopes));
     // Cached: a refresh is a write on the one writer thread, where parsing SQL costs everyone.
     c.prepare_cached(
-        "INSERT INTO _rowgate_refresh_tokens (token_hash, user_id, expires_at, session_id, signed_in_at, method) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        "INSERT INTO _rowgate_refresh_tokens (token_hash, user_id, expires_at, session_id, signed_in_at, method, \
+           client_id, scopes) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     )?
-    .execute(rusqlite::params![sqlite_key(&token), user_id, expires(now), session_id, now, method])?;
+    .execute(rusqlite::params![sqlite_key(&token), user_id, expires(now), session_id, now, method, client_id, scopes])?;
     Ok(Started {
         refresh: token,
         session_id,
@@ -29,6 +33,7 @@ pub(super) fn store_refresh(
         signed_in_at: now,
         method: method.into(),
         second_factor: None,
+        client,
     })
 }
 
@@ -80,6 +85,9 @@ struct StoredToken {
     signed_in_at: Option<i64>,
     /// How it signed in (none for a token issued before this was kept: a password).
     method: Option<String>,
+    /// The application holding the session, and the scopes granted it.
+    client_id: Option<String>,
+    scopes: Option<String>,
 }
 
 /// [`AccountStore::rotate`] on SQLite.
@@ -89,6 +97,7 @@ pub(super) fn rotate(
     secret: &str,
     now: i64,
     reuse: i64,
+    client: Option<&str>,
 ) -> Result<Option<(User, Started)>, Error> {
     let key = sqlite_key(token);
     // The token and its user in one statement: the writer thread runs every write in turn, so
@@ -98,7 +107,7 @@ pub(super) fn rotate(
             "SELECT ",
             user_columns!(),
             ", t.revoked, t.revoked_at, t.expires_at, t.successor, t.session_id, t.aal, t.factor_id, t.signed_in_at, \
-               t.method, t.second_factor \
+               t.method, t.second_factor, t.client_id, t.scopes \
              FROM _rowgate_refresh_tokens AS t JOIN _rowgate_users AS u ON u.id = t.user_id \
              WHERE t.token_hash = ?1"
         ))
@@ -116,6 +125,8 @@ pub(super) fn rotate(
                     signed_in_at: r.get(USER_COLUMNS + 7)?,
                     method: r.get(USER_COLUMNS + 8)?,
                     second_factor: r.get(USER_COLUMNS + 9)?,
+                    client_id: r.get(USER_COLUMNS + 10)?,
+                    scopes: r.get(USER_COLUMNS + 11)?,
                 })
             })
             .optional()
@@ -133,10 +144,16 @@ pub(super) fn rotate(
         signed_in_at,
         method,
         second_factor,
+        client_id,
+        scopes,
     }) = found
     else {
         return Ok(None);
     };
+    // Only the session's holder refreshes it; another's attempt changes nothing.
+    if client_id.as_deref() != client {
+        return Ok(None);
+    }
     let started = |refresh: String| Started {
         refresh,
         session_id: session_id.clone().unwrap_or_default(),
@@ -144,6 +161,9 @@ pub(super) fn rotate(
         signed_in_at: signed_in_at.unwrap_or(now),
         method: method.clone().unwrap_or_else(|| "password".into()),
         second_factor: second_factor.clone(),
+        client: client_id
+            .clone()
+            .map(|client_id| SessionClient { client_id, scopes: scopes.clone().unwrap_or_default() }),
     };
     if used {
         if used_at.is_none_or(|at| now - at >= reuse) {
@@ -176,8 +196,8 @@ pub(super) fn rotate(
     let successor = stamped(&next, secret);
     c.prepare_cached(
         "INSERT INTO _rowgate_refresh_tokens (token_hash, user_id, expires_at, session_id, aal, factor_id, signed_in_at, \
-           method, second_factor) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+           method, second_factor, client_id, scopes) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
     )
     .and_then(|mut q| {
         q.execute(rusqlite::params![
@@ -189,7 +209,9 @@ pub(super) fn rotate(
             factor_id,
             signed_in_at,
             method,
-            second_factor
+            second_factor,
+            client_id,
+            scopes
         ])
     })
     .map_err(sqlite_error)?;
