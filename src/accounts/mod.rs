@@ -309,24 +309,31 @@ impl Accounts {
             }
             (&Method::GET, "/user") => self.get_user(&user::signed_in(credentials)?).await,
             (&Method::PUT, "/user") => {
-                self.update_user(&user::signed_in(credentials)?, body, redirect, client).await
+                self.update_user(&user::own(credentials)?, body, redirect, client).await
             }
             (&Method::GET, "/user/identities/authorize") => {
-                self.link_identity(&user::signed_in(credentials)?, query).await
+                self.link_identity(&user::own(credentials)?, query).await
             }
             (&Method::DELETE, route) if route.starts_with("/user/identities/") => {
                 let id = route.trim_start_matches("/user/identities/");
-                self.unlink_identity(&user::signed_in(credentials)?, id).await
+                self.unlink_identity(&user::own(credentials)?, id).await
             }
-            (&Method::GET, "/reauthenticate") => self.reauthenticate(&user::signed_in(credentials)?).await,
-            (&Method::POST, "/logout") => self.logout(&user::signed_in(credentials)?, param("scope")).await,
+            (&Method::GET, "/reauthenticate") => self.reauthenticate(&user::own(credentials)?).await,
+            (&Method::POST, "/logout") => {
+                let caller = user::signed_in(credentials)?;
+                // An application's token ends its own session only.
+                if caller.client_id.is_some() && param("scope").as_deref() != Some("local") {
+                    return Err(user::application_refused());
+                }
+                self.logout(&caller, param("scope")).await
+            }
             (_, route) if route == "/passkeys" || route.starts_with("/passkeys/") => {
                 let rest = route.trim_start_matches("/passkeys");
-                self.passkeys(method, rest, body, user::signed_in(credentials), client).await
+                self.passkeys(method, rest, body, user::own(credentials), client).await
             }
             (_, route) if route == "/factors" || route.starts_with("/factors/") => {
                 let rest = route.trim_start_matches("/factors").trim_start_matches('/');
-                self.factors(&user::signed_in(credentials)?, method, rest, body, client).await
+                self.factors(&user::own(credentials)?, method, rest, body, client).await
             }
             (_, route) if route == "/admin/oauth/clients" || route.starts_with("/admin/oauth/clients/") => {
                 let rest = route.trim_start_matches("/admin/oauth/clients");

@@ -253,13 +253,16 @@ impl Accounts {
         Ok(Answer::ok(client_json(&saved, None).to_string()))
     }
 
-    async fn regenerate_secret(&self, mut client: OAuthClient) -> Result<Answer, Answer> {
+    async fn regenerate_secret(&self, client: OAuthClient) -> Result<Answer, Answer> {
         if client.client_type != "confidential" {
             return Err(validation("Cannot regenerate secret for public client"));
         }
         let secret = super::store::random_token();
-        client.secret_hash = Some(secret_hash(&secret));
-        let saved = self.store.save_oauth_client(client).await.map_err(|_| internal())?;
+        let saved = self
+            .store
+            .set_oauth_client_secret(client.id, secret_hash(&secret))
+            .await
+            .map_err(|_| internal())?;
         let saved = saved
             .ok_or_else(|| fail(StatusCode::NOT_FOUND, "oauth_client_not_found", "OAuth client not found"))?;
         Ok(Answer::ok(client_json(&saved, Some(&secret)).to_string()))
@@ -323,6 +326,9 @@ fn redirect_uri(uri: &str) -> Result<(), &'static str> {
     if uri.chars().count() > 2048 {
         return Err("redirect URI cannot exceed 2048 characters");
     }
+    if uri.contains('\0') {
+        return Err("redirect URI must not contain NUL characters");
+    }
     let url = url::Url::parse(uri).map_err(|_| "invalid URL format")?;
     if url.host_str().is_none_or(str::is_empty) {
         return Err("must have scheme and host");
@@ -330,8 +336,7 @@ fn redirect_uri(uri: &str) -> Result<(), &'static str> {
     if ["javascript", "data", "file", "vbscript", "about", "blob"].contains(&url.scheme()) {
         return Err("scheme is not allowed for security reasons");
     }
-    if url.scheme() == "http" && !["localhost", "127.0.0.1", "[::1]"].contains(&url.host_str().unwrap_or(""))
-    {
+    if url.scheme() == "http" && !is_this_machine(url.host_str().unwrap_or("")) {
         return Err("HTTP scheme only allowed for localhost");
     }
     if url.fragment().is_some() {
@@ -342,6 +347,11 @@ fn redirect_uri(uri: &str) -> Result<(), &'static str> {
         return Err("a comma is not allowed in a redirect URI");
     }
     Ok(())
+}
+
+/// Whether a host is the user's own machine, where plain `http` is allowed.
+fn is_this_machine(host: &str) -> bool {
+    ["localhost", "127.0.0.1", "[::1]"].contains(&host)
 }
 
 fn grant_types(grants: &[String]) -> Result<(), Answer> {
@@ -361,8 +371,12 @@ fn auth_method(method: &str) -> Result<(), Answer> {
     }
 }
 
-/// A client's name (at most 1,024 characters) and its page and logo (URLs of at most 2,048).
+/// A client's name (at most 1,024 characters) and its page and logo (`https` URLs of at most
+/// 2,048).
 fn client_details(name: &str, uri: &str, logo: &str) -> Result<(), Answer> {
+    if [name, uri, logo].iter().any(|v| v.contains('\0')) {
+        return Err(validation("client metadata must not contain NUL characters"));
+    }
     if name.chars().count() > 1024 {
         return Err(validation("client_name cannot exceed 1024 characters"));
     }
@@ -373,7 +387,11 @@ fn client_details(name: &str, uri: &str, logo: &str) -> Result<(), Answer> {
         if value.chars().count() > 2048 {
             return Err(validation(&format!("{field} cannot exceed 2048 characters")));
         }
-        if url::Url::parse(value).is_err() {
+        // Shown as links on the consent page: a `javascript:` one would run there.
+        let web = url::Url::parse(value).is_ok_and(|u| {
+            u.scheme() == "https" || (u.scheme() == "http" && is_this_machine(u.host_str().unwrap_or("")))
+        });
+        if !web {
             return Err(validation(&format!("{field} must be a valid URL")));
         }
     }

@@ -109,10 +109,17 @@ impl Accounts {
         if param("response_type").is_some_and(|t| t != "code") {
             return refuse("only response_type=code is supported");
         }
-        if let Some(unknown) = scope.split_whitespace().find(|s| !SCOPES.contains(s)) {
+        // Each scope once, in the order asked.
+        let mut scopes: Vec<&str> = Vec::new();
+        for s in scope.split_whitespace() {
+            if !scopes.contains(&s) {
+                scopes.push(s);
+            }
+        }
+        if let Some(unknown) = scopes.iter().find(|s| !SCOPES.contains(s)) {
             return refuse(&format!("unsupported scope: {unknown}"));
         }
-        if scope.split_whitespace().next().is_none() {
+        if scopes.is_empty() {
             return refuse("scope parameter cannot be empty");
         }
         if let Some(why) = resource.as_deref().and_then(resource_fault) {
@@ -128,12 +135,19 @@ impl Accounts {
         if !(43..=128).contains(&challenge.len()) {
             return refuse("code_challenge must be between 43 and 128 characters");
         }
+        // RFC 7636's alphabet (what a verifier or its S256 hash is made of).
+        if !challenge.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._~".contains(&b)) {
+            return refuse("code_challenge has characters PKCE does not use");
+        }
         // The columns' limits (GoTrue's table): longer is a client's fault, not a server error.
         for (name, value, max) in
             [("scope", Some(&scope), 4096), ("state", state.as_ref(), 4096), ("nonce", nonce.as_ref(), 255)]
         {
             if value.is_some_and(|v| v.chars().count() > max) {
                 return refuse(&format!("{name} is too long"));
+            }
+            if value.is_some_and(|v| v.contains('\0')) {
+                return refuse(&format!("{name} must not contain NUL characters"));
             }
         }
         let Some(path) = &self.oauth_server.authorization_path else {
@@ -146,7 +160,7 @@ impl Accounts {
             client_id: client.id,
             user_id: None,
             redirect_uri,
-            scope: scope.split_whitespace().collect::<Vec<_>>().join(" "),
+            scope: scopes.join(" "),
             state,
             resource,
             code_challenge: challenge,
@@ -270,11 +284,7 @@ impl Accounts {
             }
         }
         if caller.client_id.is_some() {
-            return Err(fail(
-                StatusCode::FORBIDDEN,
-                "bad_jwt",
-                "An application's token cannot answer authorization requests",
-            ));
+            return Err(super::user::application_refused());
         }
         self.signed_in_user(caller).await
     }
@@ -317,11 +327,7 @@ impl Accounts {
     /// A user acting on their own account: an application's token manages no grants.
     async fn own_user(&self, caller: &Caller) -> Result<super::User, Answer> {
         if caller.client_id.is_some() {
-            return Err(fail(
-                StatusCode::FORBIDDEN,
-                "bad_jwt",
-                "An application's token cannot manage grants",
-            ));
+            return Err(super::user::application_refused());
         }
         self.signed_in_user(caller).await
     }

@@ -74,9 +74,17 @@ pub trait OAuthServerStore: Send + Sync {
     fn oauth_clients(&self, offset: u64, limit: u64)
         -> BoxFuture<'_, Result<(Vec<OAuthClient>, u64), Error>>;
 
-    /// Keeps what `client` says of the client with its id (all but its id, registration and
-    /// creation); the client as kept, or `None` if there is none or it was deleted.
+    /// Keeps what `client` says of the client with its id (all but its id, registration,
+    /// creation and secret); the client as kept, or `None` if there is none or it was deleted.
     fn save_oauth_client(&self, client: OAuthClient) -> BoxFuture<'_, Result<Option<OAuthClient>, Error>>;
+
+    /// Gives the client `id` a new secret, kept as `secret_hash`; `None` if there is no such
+    /// client.
+    fn set_oauth_client_secret(
+        &self,
+        id: String,
+        secret_hash: String,
+    ) -> BoxFuture<'_, Result<Option<OAuthClient>, Error>>;
 
     /// Deletes the client `id` as GoTrue does (the row stays, marked deleted); whether there was
     /// one.
@@ -106,10 +114,12 @@ pub trait OAuthServerStore: Send + Sync {
         code_hash: Option<String>,
     ) -> BoxFuture<'_, Result<Option<Authorization>, Error>>;
 
-    /// Takes (uses up) the approved authorization whose code has the hash `code_hash`.
+    /// Takes (uses up) the approved authorization of `client_id` whose code has the hash
+    /// `code_hash` (another client's attempt uses nothing up).
     fn take_authorization_code(
         &self,
         code_hash: String,
+        client_id: String,
     ) -> BoxFuture<'_, Result<Option<Authorization>, Error>>;
 
     /// The scopes `user_id` has consented to for `client_id`, unless revoked.

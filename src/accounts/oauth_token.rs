@@ -111,7 +111,7 @@ impl Accounts {
             && self.keys.asymmetric()
         {
             let id_token = id_token_claims(&user, &client.id, scopes, nonce.as_deref(), &self.issuer(), now);
-            answer["id_token"] = Value::from(self.keys.sign(&id_token).map_err(|_| internal())?);
+            answer["id_token"] = Value::from(self.keys.sign_id_token(&id_token).map_err(|_| internal())?);
         }
         Ok(Answer::ok(answer.to_string()))
     }
@@ -130,7 +130,8 @@ impl Accounts {
             .headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Basic "));
+            .and_then(|v| v.split_once(' ').filter(|(scheme, _)| scheme.eq_ignore_ascii_case("basic")))
+            .map(|(_, credentials)| credentials);
         let (id, secret, method) = match basic {
             Some(encoded) => {
                 use base64::Engine;
@@ -184,13 +185,14 @@ impl Accounts {
         if code.is_empty() {
             return Err(oauth_error("invalid_request", "code is required for authorization_code grant"));
         }
-        let taken = self.store.take_authorization_code(token_hash(code)).await.map_err(|_| internal())?;
+        let taken = self
+            .store
+            .take_authorization_code(token_hash(code), client.id.clone())
+            .await
+            .map_err(|_| internal())?;
         let a = taken.ok_or_else(|| oauth_error("invalid_grant", "Invalid authorization code"))?;
         if a.expires_at <= unix_now() {
             return Err(oauth_error("invalid_grant", "Authorization code has expired"));
-        }
-        if a.client_id != client.id {
-            return Err(oauth_error("invalid_grant", "Authorization code was not issued for this client"));
         }
         let resource = request.get("resource");
         if !resource.is_empty() && Some(resource) != a.resource.as_deref() {
@@ -310,7 +312,7 @@ fn id_token_claims(
         let meta: Value = serde_json::from_str(&user.user_metadata).unwrap_or(Value::Null);
         let text =
             |key: &str| meta.get(key).and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_owned);
-        if let Some(name) = text("name").or_else(|| text("full_name")) {
+        if let Some(name) = text("name").or_else(|| user.email.clone().filter(|e| !e.is_empty())) {
             claims["name"] = Value::from(name);
         }
         if let Some(picture) = text("picture").or_else(|| text("avatar_url")) {

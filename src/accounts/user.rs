@@ -36,6 +36,23 @@ pub(super) fn signed_in(credentials: Credentials) -> Result<Caller, Answer> {
     }
 }
 
+/// The signed-in user acting on their own account. A token rowgate as an OAuth server issued to
+/// an application is refused: whatever its scopes, it could otherwise change its user's
+/// password or address, factors or identities, and take the account.
+pub(super) fn own(credentials: Credentials) -> Result<Caller, Answer> {
+    let caller = signed_in(credentials)?;
+    match caller.client_id {
+        None => Ok(caller),
+        Some(_) => Err(application_refused()),
+    }
+}
+
+/// The refusal of an application's token where only its user's own session may act (RFC 6750's
+/// `insufficient_scope`).
+pub(super) fn application_refused() -> Answer {
+    fail(StatusCode::FORBIDDEN, "insufficient_scope", "An application's token cannot do this for its user")
+}
+
 impl Accounts {
     /// `GET /settings`: what this server offers, as GoTrue lists it.
     pub(super) fn settings(&self) -> Answer {

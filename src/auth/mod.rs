@@ -190,6 +190,11 @@ impl Authenticator {
             true => Error::Jwt("Wrong or unsupported encoding algorithm".into()),
             false => refusal(&e),
         })?;
+        // An ID token says who a user is to the application it was issued to; whoever holds one
+        // is not that user.
+        if header.typ.as_deref().is_some_and(|t| t.eq_ignore_ascii_case(ID_TOKEN_TYPE)) {
+            return Err(Error::Jwt("An ID token is not an access token".into()));
+        }
         let remote = self.remote.load();
         let all = || self.keys.iter().chain(remote.iter());
         if let Some(kid) = &header.kid {
@@ -277,6 +282,10 @@ fn anonymous_disabled() -> Error {
 }
 
 /// The token of `Bearer <token>`, the scheme case-insensitive; `None` for other schemes.
+/// The `typ` of an OpenID Connect ID token (RFC 8725's explicit typing), which rowgate gives the
+/// ID tokens it issues and refuses as credentials.
+pub const ID_TOKEN_TYPE: &str = "id_token+jwt";
+
 pub fn bearer_token(header: &str) -> Option<&str> {
     let (scheme, rest) = header.trim().split_once(' ').unwrap_or((header.trim(), ""));
     scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())

@@ -12,7 +12,8 @@ use crate::support::smtp::sink;
 use crate::support::{default_args, harness, request_to, send_to, start_server, JWT_SECRET};
 
 /// `args` sending mail through the test's SMTP server; links lead to `http://app.test` or,
-/// allowed, `http://localhost:*`; tokens are signed with an ES256 key.
+/// allowed, `http://localhost:*`; tokens are signed with an ES256 key; rowgate is an OAuth server
+/// whose consent page is `http://app.test/oauth/consent`.
 fn mailing(args: ServeArgs) -> ServeArgs {
     let key = tempfile::tempdir().expect("temp dir").keep().join("signing.pem");
     std::fs::write(&key, crate::accounts_users::NEW_KEY).expect("a key file");
@@ -29,6 +30,8 @@ fn mailing(args: ServeArgs) -> ServeArgs {
         accounts_redirect_urls: Some("http://localhost:*/**".into()),
         accounts_anonymous_enabled: Some(true),
         accounts_secure_password_change: Some(true),
+        accounts_oauth_server_enabled: Some(true),
+        accounts_oauth_server_authorization_path: Some("/oauth/consent".into()),
         ..args
     }
 }

@@ -174,6 +174,30 @@ fn an_application_signs_a_user_in_with_the_authorization_code_flow(base: &str) {
         (status, e),
         (400, json!({"error": "invalid_grant", "error_description": "Invalid authorization code"}))
     );
+    // Whoever else holds a code cannot use it, nor use it up.
+    let (_, stranger) = call(
+        base,
+        "POST",
+        "/auth/v1/oauth/clients/register",
+        None,
+        Some(json!({"redirect_uris": ["http://localhost:9/cb"], "token_endpoint_auth_method": "none"})),
+    );
+    let (_, consent_page) = ask("openid email profile", "s-1b");
+    let authorization_id = query_of(&consent_page)["authorization_id"].as_str().unwrap().to_owned();
+    let (_, answer) =
+        call(base, "GET", &format!("/auth/v1/oauth/authorizations/{authorization_id}"), Some(&bearer), None);
+    let code = query_of(answer["redirect_url"].as_str().unwrap())["code"].as_str().unwrap().to_owned();
+    let mut stolen = exchange;
+    stolen[1] = ("code", code.as_str());
+    let mut as_stranger = stolen.to_vec();
+    as_stranger.push(("client_id", stranger["client_id"].as_str().unwrap()));
+    let (status, e) = token(base, &as_stranger, None);
+    assert_eq!(
+        (status, e),
+        (400, json!({"error": "invalid_grant", "error_description": "Invalid authorization code"}))
+    );
+    let (status, _) = token(base, &stolen, Some((client_id, secret)));
+    assert_eq!(status, 200);
 
     // Again, right the first time.
     let (_, consent_page) = ask("openid email profile", "s-2");
@@ -237,12 +261,18 @@ fn an_application_signs_a_user_in_with_the_authorization_code_flow(base: &str) {
     assert_eq!(status, 200, "{refreshed}");
     assert_eq!(claims(refreshed["access_token"].as_str().unwrap())["client_id"], json!(client_id));
 
-    // An application's token decides nothing for its user.
-    let (_, consent_page) = ask("email", "s-3");
+    // An application's token decides nothing for its user, nor changes the account.
+    let (_, consent_page) = ask("email email", "s-3");
     let authorization_id = query_of(&consent_page)["authorization_id"].as_str().unwrap().to_owned();
     let path = format!("/auth/v1/oauth/authorizations/{authorization_id}");
-    let (status, _) = call(base, "GET", &path, Some(&access), None);
-    assert_eq!(status, 403);
+    let refused = json!({"code": 403, "error_code": "insufficient_scope",
+                         "msg": "An application's token cannot do this for its user"});
+    assert_eq!(call(base, "GET", &path, Some(&access), None), (403, refused.clone()));
+    let taking_over = json!({"password": "the app's now", "email": "app@evil.example"});
+    assert_eq!(call(base, "PUT", "/auth/v1/user", Some(&access), Some(taking_over)), (403, refused.clone()));
+    let factor = json!({"factor_type": "totp"});
+    assert_eq!(call(base, "POST", "/auth/v1/factors", Some(&access), Some(factor)), (403, refused.clone()));
+    assert_eq!(call(base, "POST", "/auth/v1/logout", Some(&access), None), (403, refused));
     // Nor does a page the site does not allow.
     let r = send_to(
         base,
@@ -343,6 +373,21 @@ fn a_bad_authorization_request_goes_back_to_the_application_only_when_it_can(bas
     bad.push(("scope", "email admin"));
     let (_, location) = authorize(base, &bad);
     assert_eq!(query_of(&location)["error_description"], "unsupported scope: admin");
+    let mut bad = good.to_vec();
+    bad[2] = ("state", "st\0");
+    let (_, location) = authorize(base, &bad);
+    assert_eq!(query_of(&location)["error_description"], "state must not contain NUL characters");
+    // What the consent page shows as links is a web page's address, never a script.
+    let (status, e) = call(
+        base,
+        "POST",
+        "/auth/v1/oauth/clients/register",
+        None,
+        Some(
+            json!({"redirect_uris": ["https://x.example/cb"], "client_uri": "javascript:alert(document.cookie)"}),
+        ),
+    );
+    assert_eq!((status, &e["msg"]), (400, &json!("client_uri must be a valid URL")));
 
     // A public client proves itself with its id and the verifier alone.
     let (verifier, challenge) = pkce("spa");
@@ -411,6 +456,7 @@ fn an_openid_scope_gets_an_id_token_signed_with_the_published_key() {
         accounts_signing_keys: Some(format!("@{}", dir.join("key.pem").display())),
         accounts_oauth_server_enabled: Some(true),
         accounts_oauth_server_authorization_path: Some("consent".into()),
+        accounts_refresh_reuse_interval: Some(0),
         ..Default::default()
     };
     let base = crate::sqlite::serve_sqlite(
@@ -482,4 +528,35 @@ fn an_openid_scope_gets_an_id_token_signed_with_the_published_key() {
         (&user["user"]["id"], &json!("n-0S6"), &json!("ida@example.com"), &json!(true))
     );
     assert!(checked["iss"].as_str().unwrap().ends_with("/auth/v1"), "{checked}");
+    // It says who the user is; it is no credential of theirs.
+    let (status, e) = call(&base, "GET", "/auth/v1/user", Some(id_token), None);
+    assert_eq!((status, &e["error_code"]), (403, &json!("bad_jwt")), "{e}");
+    let r = send_to(&base, "GET", "/notes", &[("authorization", &format!("Bearer {id_token}"))], None);
+    assert_eq!(r.status, 401, "{}", r.body);
+
+    // A refresh token the application uses twice ends its own session, not its user's others
+    // (the reuse interval is 0 here).
+    let refresh = |refresh_token: &str| {
+        token(
+            &base,
+            &[
+                ("grant_type", "refresh_token"),
+                ("refresh_token", refresh_token),
+                ("client_id", client_id),
+                ("client_secret", secret),
+            ],
+            None,
+        )
+    };
+    let first = tokens["refresh_token"].as_str().unwrap();
+    let (status, second) = refresh(first);
+    assert_eq!(status, 200, "{second}");
+    assert_eq!(refresh(first).0, 400);
+    assert_eq!(refresh(second["refresh_token"].as_str().unwrap()).0, 400, "the replayed session is over");
+    let (status, own) = crate::accounts::auth(
+        &base,
+        "/auth/v1/token?grant_type=refresh_token",
+        json!({"refresh_token": user["refresh_token"]}),
+    );
+    assert_eq!(status, 200, "the user's own session lives on: {own}");
 }

@@ -349,3 +349,68 @@ test('claims verified against the published keys (getClaims)', async () => {
   const jwks = await (await fetch(`${url}/auth/v1/.well-known/jwks.json`)).json()
   assert.equal(jwks.keys[0].kid, data.header.kid)
 })
+
+test('rowgate as an OAuth server: an application signs its user in, the user sees and revokes the grant', async () => {
+  // The administrator registers the application (a public client: PKCE alone proves it).
+  const { data: app, error: made } = await admin().auth.admin.oauth.createClient({
+    client_name: `Notes CLI ${run}`,
+    redirect_uris: ['http://localhost:8765/callback'],
+    client_type: 'public',
+  })
+  assert.equal(made, null)
+  const email = address('oak')
+  await admin().auth.admin.createUser({ email, password: 'secret-oak', email_confirm: true })
+  const supabase = client()
+  await supabase.auth.signInWithPassword({ email, password: 'secret-oak' })
+
+  // The application sends the browser to rowgate, which sends it on to the site's consent page.
+  const verifier = crypto.randomBytes(32).toString('base64url')
+  const challenge = crypto.createHash('sha256').update(verifier).digest('base64url')
+  const authorize = new URL(`${url}/auth/v1/oauth/authorize`)
+  for (const [k, v] of Object.entries({
+    client_id: app.client_id, redirect_uri: 'http://localhost:8765/callback', response_type: 'code',
+    scope: 'openid email profile', state: 'st-1', code_challenge: challenge, code_challenge_method: 'S256',
+  })) authorize.searchParams.set(k, v)
+  const toConsent = await fetch(authorize, { redirect: 'manual' })
+  assert.equal(toConsent.status, 302)
+  const consentPage = new URL(toConsent.headers.get('location'))
+  assert.equal(consentPage.origin + consentPage.pathname, 'http://app.test/oauth/consent')
+  const authorizationId = consentPage.searchParams.get('authorization_id')
+
+  // The consent page, as Supabase's documentation writes it.
+  const { data: details, error: unread } = await supabase.auth.oauth.getAuthorizationDetails(authorizationId)
+  assert.equal(unread, null)
+  assert.equal(details.client.name, `Notes CLI ${run}`)
+  assert.equal(details.scope, 'openid email profile')
+  const { data: approved, error: refused } = await supabase.auth.oauth.approveAuthorization(authorizationId)
+  assert.equal(refused, null)
+  const back = new URL(approved.redirect_url)
+  assert.equal(back.searchParams.get('state'), 'st-1')
+
+  // The application exchanges the code for its own tokens; with a key pair and `openid`, an ID token.
+  const exchanged = await fetch(`${url}/auth/v1/oauth/token`, {
+    method: 'POST',
+    body: new URLSearchParams({
+      grant_type: 'authorization_code', code: back.searchParams.get('code'), code_verifier: verifier,
+      redirect_uri: 'http://localhost:8765/callback', client_id: app.client_id,
+    }),
+  })
+  const tokens = await exchanged.json()
+  assert.equal(exchanged.status, 200, JSON.stringify(tokens))
+  const claims = JSON.parse(Buffer.from(tokens.access_token.split('.')[1], 'base64url'))
+  assert.deepEqual([claims.client_id, claims.scope, claims.email], [app.client_id, 'openid email profile', email])
+  const idClaims = JSON.parse(Buffer.from(tokens.id_token.split('.')[1], 'base64url'))
+  assert.deepEqual([idClaims.aud, idClaims.email, idClaims.email_verified], [app.client_id, email, true])
+
+  // The user sees the grant, and revokes it: the application's refresh token stops working.
+  const { data: grants } = await supabase.auth.oauth.listGrants()
+  assert.deepEqual(grants.map((g) => [g.client.id, g.scopes]), [[app.client_id, ['openid', 'email', 'profile']]])
+  const { error: notRevoked } = await supabase.auth.oauth.revokeGrant({ clientId: app.client_id })
+  assert.equal(notRevoked, null)
+  const refreshed = await fetch(`${url}/auth/v1/oauth/token`, {
+    method: 'POST',
+    body: new URLSearchParams({ grant_type: 'refresh_token', refresh_token: tokens.refresh_token, client_id: app.client_id }),
+  })
+  assert.deepEqual([refreshed.status, (await refreshed.json()).error], [400, 'invalid_grant'])
+  assert.deepEqual((await supabase.auth.oauth.listGrants()).data, [])
+})

@@ -394,8 +394,10 @@ CREATE OR REPLACE FUNCTION rowgate.account_rotate(p_old text, p_new text, p_now 
     IF t.revoked THEN
       IF NOT (p_now - extract(epoch FROM t.updated_at) < p_reuse
               AND EXISTS (SELECT 1 FROM auth.refresh_tokens c WHERE c.token = p_new AND NOT c.revoked)) THEN
+        -- An application's replay ends its own session only: a third party's fault is not the
+        -- user's other sessions' end.
         UPDATE auth.refresh_tokens r SET revoked = true, updated_at = to_timestamp(p_now)
-          WHERE r.user_id = t.user_id AND NOT r.revoked;
+          WHERE r.user_id = t.user_id AND NOT r.revoked AND (p_client IS NULL OR r.session_id = t.session_id);
         RETURN;
       END IF;
     ELSE

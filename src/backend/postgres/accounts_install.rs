@@ -35,10 +35,11 @@ const FUNCTIONS: &str = "rowgate.account_create(text, text, text, text, jsonb, j
   rowgate.passkey_rename(text, text, text), rowgate.passkey_delete(text, text),
   rowgate.oauth_client_add(text, text, text, text, text, text, text, text, text, text),
   rowgate.oauth_client_get(text), rowgate.oauth_client_list(bigint, bigint),
-  rowgate.oauth_client_save(text, text, text, text, text, text, text, text), rowgate.oauth_client_delete(text),
+  rowgate.oauth_client_save(text, text, text, text, text, text, text), rowgate.oauth_client_secret(text, text),
+  rowgate.oauth_client_delete(text),
   rowgate.oauth_authorization_begin(text, text, text, text, text, text, text, text, text, bigint),
   rowgate.oauth_authorization_get(text), rowgate.oauth_authorization_claim(text, text),
-  rowgate.oauth_authorization_decide(text, text, text), rowgate.oauth_code_take(text),
+  rowgate.oauth_authorization_decide(text, text, text), rowgate.oauth_code_take(text, text),
   rowgate.oauth_consent_get(text, text), rowgate.oauth_grants(text), rowgate.oauth_grant_revoke(text, text)";
 
 /// Creates (or updates) the accounts' tables and functions and lets `role` call the functions;

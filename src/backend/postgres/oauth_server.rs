@@ -93,17 +93,32 @@ impl OAuthServerStore for PgAccounts {
             let (uris, grants) = (c.redirect_uris.join(","), c.grant_types.join(","));
             let rows = self
                 .query(
-                    "SELECT * FROM rowgate.oauth_client_save($1, $2, $3, $4, $5, $6, $7, $8)",
+                    "SELECT * FROM rowgate.oauth_client_save($1, $2, $3, $4, $5, $6, $7)",
                     &[
                         (&c.id, Type::TEXT),
                         (&c.token_endpoint_auth_method, Type::TEXT),
-                        (&c.secret_hash, Type::TEXT),
                         (&uris, Type::TEXT),
                         (&grants, Type::TEXT),
                         (&c.client_name, Type::TEXT),
                         (&c.client_uri, Type::TEXT),
                         (&c.logo_uri, Type::TEXT),
                     ],
+                )
+                .await?;
+            Ok(rows.first().map(pg_oauth_client))
+        })
+    }
+
+    fn set_oauth_client_secret(
+        &self,
+        id: String,
+        secret_hash: String,
+    ) -> BoxFuture<'_, Result<Option<OAuthClient>, Error>> {
+        Box::pin(async move {
+            let rows = self
+                .query(
+                    "SELECT * FROM rowgate.oauth_client_secret($1, $2)",
+                    &[(&id, Type::TEXT), (&secret_hash, Type::TEXT)],
                 )
                 .await?;
             Ok(rows.first().map(pg_oauth_client))
@@ -183,10 +198,15 @@ impl OAuthServerStore for PgAccounts {
     fn take_authorization_code(
         &self,
         code_hash: String,
+        client_id: String,
     ) -> BoxFuture<'_, Result<Option<Authorization>, Error>> {
         Box::pin(async move {
-            let rows =
-                self.query("SELECT * FROM rowgate.oauth_code_take($1)", &[(&code_hash, Type::TEXT)]).await?;
+            let rows = self
+                .query(
+                    "SELECT * FROM rowgate.oauth_code_take($1, $2)",
+                    &[(&code_hash, Type::TEXT), (&client_id, Type::TEXT)],
+                )
+                .await?;
             Ok(rows.first().map(pg_authorization))
         })
     }

@@ -69,13 +69,21 @@ CREATE OR REPLACE FUNCTION rowgate.oauth_client_list(p_offset bigint, p_limit bi
               WHERE c.deleted_at IS NULL ORDER BY c.created_at DESC, c.id OFFSET p_offset LIMIT p_limit) p
         ORDER BY p.created_at DESC, p.id $$;
 
-CREATE OR REPLACE FUNCTION rowgate.oauth_client_save(p_id text, p_method text, p_secret_hash text,
+DROP FUNCTION IF EXISTS rowgate.oauth_client_save(text, text, text, text, text, text, text, text);
+CREATE OR REPLACE FUNCTION rowgate.oauth_client_save(p_id text, p_method text,
     p_redirect_uris text, p_grant_types text, p_name text, p_uri text, p_logo text)
   RETURNS SETOF rowgate.oauth_client
   LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-  AS $$ UPDATE auth.oauth_clients c SET token_endpoint_auth_method = p_method, client_secret_hash = p_secret_hash,
+  AS $$ UPDATE auth.oauth_clients c SET token_endpoint_auth_method = p_method,
           redirect_uris = p_redirect_uris, grant_types = p_grant_types, client_name = p_name, client_uri = p_uri,
           logo_uri = p_logo, updated_at = now()
+        WHERE c.id = rowgate.uuid_or_null(p_id) AND c.deleted_at IS NULL
+        RETURNING (rowgate.oauth_client_of(c)).* $$;
+
+CREATE OR REPLACE FUNCTION rowgate.oauth_client_secret(p_id text, p_secret_hash text)
+  RETURNS SETOF rowgate.oauth_client
+  LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+  AS $$ UPDATE auth.oauth_clients c SET client_secret_hash = p_secret_hash, updated_at = now()
         WHERE c.id = rowgate.uuid_or_null(p_id) AND c.deleted_at IS NULL
         RETURNING (rowgate.oauth_client_of(c)).* $$;
 
@@ -202,10 +210,12 @@ CREATE OR REPLACE FUNCTION rowgate.oauth_authorization_decide(p_id text, p_user 
     RETURN QUERY SELECT (rowgate.oauth_authorization_of(a)).*;
   END $$;
 
--- The approved authorization whose code is p_code (a hash), used up.
-CREATE OR REPLACE FUNCTION rowgate.oauth_code_take(p_code text) RETURNS SETOF rowgate.oauth_authorization
+-- The approved authorization of p_client whose code is p_code (a hash), used up.
+DROP FUNCTION IF EXISTS rowgate.oauth_code_take(text);
+CREATE OR REPLACE FUNCTION rowgate.oauth_code_take(p_code text, p_client text) RETURNS SETOF rowgate.oauth_authorization
   LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-  AS $$ DELETE FROM auth.oauth_authorizations a WHERE a.authorization_code = p_code AND a.status = 'approved'
+  AS $$ DELETE FROM auth.oauth_authorizations a
+        WHERE a.authorization_code = p_code AND a.status = 'approved' AND a.client_id = rowgate.uuid_or_null(p_client)
         RETURNING (rowgate.oauth_authorization_of(a)).* $$;
 
 CREATE OR REPLACE FUNCTION rowgate.oauth_consent_get(p_user text, p_client text) RETURNS text

@@ -168,14 +168,13 @@ impl OAuthServerStore for SqliteAccounts {
     fn save_oauth_client(&self, client: OAuthClient) -> BoxFuture<'_, Result<Option<OAuthClient>, Error>> {
         Box::pin(self.db.with_writer(move |c| {
             c.execute(
-                "UPDATE _rowgate_oauth_clients SET token_endpoint_auth_method = ?2, client_secret_hash = ?3, \
-                   redirect_uris = ?4, grant_types = ?5, client_name = ?6, client_uri = ?7, logo_uri = ?8, \
+                "UPDATE _rowgate_oauth_clients SET token_endpoint_auth_method = ?2, \
+                   redirect_uris = ?3, grant_types = ?4, client_name = ?5, client_uri = ?6, logo_uri = ?7, \
                    updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') \
                  WHERE id = ?1 AND deleted_at IS NULL",
                 rusqlite::params![
                     client.id,
                     client.token_endpoint_auth_method,
-                    client.secret_hash,
                     client.redirect_uris.join(","),
                     client.grant_types.join(","),
                     client.client_name,
@@ -185,6 +184,22 @@ impl OAuthServerStore for SqliteAccounts {
             )
             .map_err(sqlite_error)?;
             live(c, &client.id).map_err(sqlite_error)
+        }))
+    }
+
+    fn set_oauth_client_secret(
+        &self,
+        id: String,
+        secret_hash: String,
+    ) -> BoxFuture<'_, Result<Option<OAuthClient>, Error>> {
+        Box::pin(self.db.with_writer(move |c| {
+            c.execute(
+                "UPDATE _rowgate_oauth_clients SET client_secret_hash = ?2, \
+                   updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?1 AND deleted_at IS NULL",
+                [&id, &secret_hash],
+            )
+            .map_err(sqlite_error)?;
+            live(c, &id).map_err(sqlite_error)
         }))
     }
 
@@ -318,14 +333,16 @@ impl OAuthServerStore for SqliteAccounts {
     fn take_authorization_code(
         &self,
         code_hash: String,
+        client_id: String,
     ) -> BoxFuture<'_, Result<Option<Authorization>, Error>> {
         Box::pin(self.db.with_writer(move |c| {
             c.query_row(
                 &format!(
-                    "DELETE FROM _rowgate_oauth_authorizations WHERE authorization_code = ?1 AND status = 'approved' \
+                    "DELETE FROM _rowgate_oauth_authorizations \
+                     WHERE authorization_code = ?1 AND status = 'approved' AND client_id = ?2 \
                      RETURNING {AUTHORIZATION_COLUMNS}"
                 ),
-                [&code_hash],
+                [&code_hash, &client_id],
                 sqlite_authorization,
             )
             .optional()

@@ -167,9 +167,12 @@ pub(super) fn rotate(
     };
     if used {
         if used_at.is_none_or(|at| now - at >= reuse) {
+            // An application's replay ends its own session only: a third party's fault is not the
+            // user's other sessions' end.
             c.execute(
-                "UPDATE _rowgate_refresh_tokens SET revoked = 1, revoked_at = NULL WHERE user_id = ?1",
-                [&user.id],
+                "UPDATE _rowgate_refresh_tokens SET revoked = 1, revoked_at = NULL \
+                 WHERE user_id = ?1 AND (?2 IS NULL OR session_id = ?3)",
+                rusqlite::params![user.id, client, session_id],
             )
             .map_err(sqlite_error)?;
             return Ok(None);
