@@ -168,8 +168,9 @@ impl Accounts {
         Ok(page.answer(body.to_string(), path, total))
     }
 
-    /// `POST /admin/users`: an account made by an administrator, with an address or a phone;
-    /// without a password it gets a random one (the user signs in by other means).
+    /// `POST /admin/users`: an account made by an administrator, with an address or a phone
+    /// (`email_confirm`, `phone_confirm` confirm them); without a password it gets a random one
+    /// (the user signs in by other means).
     async fn create_user(&self, body: &[u8]) -> Result<Answer, Answer> {
         let v: Value = serde_json::from_slice(body).map_err(|_| gotrue::bad_json())?;
         let text = |k: &str| v.get(k).and_then(Value::as_str).filter(|s| !s.is_empty());
@@ -214,6 +215,7 @@ impl Accounts {
             user_metadata: metadata(v.get("user_metadata"))?.unwrap_or_else(|| "{}".into()),
             app_metadata,
             confirmed: v.get("email_confirm").and_then(Value::as_bool).unwrap_or(false),
+            phone_confirmed: v.get("phone_confirm").and_then(Value::as_bool).unwrap_or(false),
             role: text("role").unwrap_or("authenticated").to_owned(),
             banned_until: ban(text("ban_duration"))?.flatten(),
             ..Default::default()

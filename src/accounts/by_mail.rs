@@ -298,8 +298,11 @@ impl Accounts {
 
     /// `POST /resend` `{type: signup|email_change, email}`.
     pub(super) async fn resend(&self, body: &[u8], redirect: Option<&str>) -> Result<Answer, Answer> {
-        self.can_mail()?;
         let v: Value = serde_json::from_slice(body).map_err(|_| gotrue::bad_json())?;
+        if let Some(phone) = v.get("phone").and_then(Value::as_str).filter(|p| !p.is_empty()) {
+            return self.resend_sms(&v, phone).await;
+        }
+        self.can_mail()?;
         let pkce = pkce_of(&v)?;
         let email = valid_email(v.get("email").and_then(Value::as_str).unwrap_or(""))?;
         let redirect = self.mail.links.redirect(redirect.or(redirect_of(&v)));
@@ -382,16 +385,12 @@ impl Accounts {
         otp: bool,
         redirect: Option<&str>,
     ) -> Result<Answer, Answer> {
-        self.can_mail()?;
         let v: Value = serde_json::from_slice(body).map_err(|_| gotrue::bad_json())?;
-        let pkce = pkce_of(&v)?;
-        if v.get("phone").and_then(Value::as_str).is_some_and(|p| !p.is_empty()) {
-            return Err(fail(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "phone_provider_disabled",
-                "Phone logins are disabled",
-            ));
+        if let Some(phone) = v.get("phone").and_then(Value::as_str).filter(|p| !p.is_empty()) {
+            return self.sms_otp(&v, phone, client).await;
         }
+        self.can_mail()?;
+        let pkce = pkce_of(&v)?;
         let email = valid_email(v.get("email").and_then(Value::as_str).unwrap_or(""))?;
         let redirect = self.mail.links.redirect(redirect.or(redirect_of(&v)));
         if let Some((user, _)) = self.store.by_email(email.clone()).await.map_err(|_| internal())? {

@@ -119,6 +119,8 @@ pub struct UserJson<'a> {
     email_confirmed_at: Option<&'a str>,
     phone: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
+    phone_confirmed_at: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     confirmation_sent_at: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     confirmed_at: Option<&'a str>,
@@ -128,6 +130,8 @@ pub struct UserJson<'a> {
     new_email: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     email_change_sent_at: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    new_phone: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     last_sign_in_at: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -144,10 +148,11 @@ pub struct UserJson<'a> {
     is_anonymous: bool,
 }
 
-/// The account's identities: its address's own (`email`, made from the account itself), then
-/// those at OpenID providers (as the store gives them, JSON).
+/// The account's identities: its address's and its phone number's own (`email`, `phone`, made
+/// from the account itself), then those at OpenID providers (as the store gives them, JSON).
 struct Identities<'a> {
     email: Option<Identity<'a>>,
+    phone: Option<Identity<'a>>,
     external: &'a str,
 }
 
@@ -155,9 +160,10 @@ impl Serialize for Identities<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeSeq;
         let external: Vec<&RawValue> = serde_json::from_str(self.external).unwrap_or_default();
-        let mut seq = s.serialize_seq(Some(external.len() + usize::from(self.email.is_some())))?;
-        if let Some(email) = &self.email {
-            seq.serialize_element(email)?;
+        let own = usize::from(self.email.is_some()) + usize::from(self.phone.is_some());
+        let mut seq = s.serialize_seq(Some(external.len() + own))?;
+        for identity in [&self.email, &self.phone].into_iter().flatten() {
+            seq.serialize_element(identity)?;
         }
         for identity in external {
             seq.serialize_element(identity)?;
@@ -166,7 +172,8 @@ impl Serialize for Identities<'_> {
     }
 }
 
-/// The identity an address gives (`email`), kept with the account itself.
+/// The identity an address or a phone number gives (`email`, `phone`), kept with the account
+/// itself.
 #[derive(Serialize)]
 struct Identity<'a> {
     identity_id: &'a str,
@@ -178,12 +185,16 @@ struct Identity<'a> {
     last_sign_in_at: Option<&'a str>,
     created_at: &'a str,
     updated_at: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
     email: &'a str,
 }
 
 #[derive(Serialize)]
 struct IdentityData<'a> {
-    email: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    email: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    phone: Option<&'a str>,
     email_verified: bool,
     phone_verified: bool,
     sub: &'a str,
@@ -213,7 +224,8 @@ impl<'a> UserJson<'a> {
                 id: &u.id,
                 user_id: &u.id,
                 identity_data: IdentityData {
-                    email,
+                    email: Some(email),
+                    phone: None,
                     email_verified: u.email_verified,
                     phone_verified: false,
                     sub: &u.id,
@@ -225,7 +237,34 @@ impl<'a> UserJson<'a> {
                 email,
             }),
         };
-        let identities = Identities { email: email_identity, external: &u.identities };
+        // A phone number the user signed up or in with is an identity of its own (GoTrue's
+        // `phone` provider); one an administrator merely set is not.
+        let by_phone = serde_json::from_str::<Value>(&u.app_metadata).ok().is_some_and(|app| {
+            app.get("providers")
+                .and_then(Value::as_array)
+                .is_some_and(|list| list.iter().any(|p| p == "phone"))
+        });
+        let phone_identity = match u.phone.as_deref() {
+            Some(phone) if by_phone && !phone.is_empty() => Some(Identity {
+                identity_id: &u.id,
+                id: &u.id,
+                user_id: &u.id,
+                identity_data: IdentityData {
+                    email: None,
+                    phone: Some(phone),
+                    email_verified: false,
+                    phone_verified: u.phone_confirmed_at.is_some(),
+                    sub: &u.id,
+                },
+                provider: "phone",
+                last_sign_in_at: u.last_sign_in_at.as_deref(),
+                created_at: &u.created_at,
+                updated_at: &u.updated_at,
+                email: "",
+            }),
+            _ => None,
+        };
+        let identities = Identities { email: email_identity, phone: phone_identity, external: &u.identities };
         UserJson {
             id: &u.id,
             aud: "authenticated",
@@ -233,11 +272,17 @@ impl<'a> UserJson<'a> {
             email,
             email_confirmed_at: u.email_confirmed_at.as_deref(),
             phone: u.phone.as_deref().unwrap_or(""),
+            phone_confirmed_at: u.phone_confirmed_at.as_deref(),
             confirmation_sent_at: u.confirmation_sent_at.as_deref(),
-            confirmed_at: u.email_confirmed_at.as_deref(),
+            // The earlier of the two (GoTrue's generated column); RFC 3339 text sorts as time.
+            confirmed_at: [u.email_confirmed_at.as_deref(), u.phone_confirmed_at.as_deref()]
+                .into_iter()
+                .flatten()
+                .min(),
             recovery_sent_at: u.recovery_sent_at.as_deref(),
             new_email: u.new_email.as_deref(),
             email_change_sent_at: u.email_change_sent_at.as_deref(),
+            new_phone: u.new_phone.as_deref(),
             last_sign_in_at: u.last_sign_in_at.as_deref(),
             invited_at: u.invited_at.as_deref(),
             app_metadata: object(&u.app_metadata),

@@ -114,13 +114,33 @@ pub struct Mailer {
     from: Mailbox,
     /// Subject and body of each template.
     templates: HashMap<Template, (String, String)>,
-    limit: Option<Limit>,
+    limit: Option<SendLimit>,
 }
 
-/// A fixed window of `rate.count` mails per `rate.period`.
-struct Limit {
+/// How many messages (mails, texts) a server sends: a fixed window of `rate.count` per
+/// `rate.period`.
+pub(super) struct SendLimit {
     rate: Rate,
     window: Mutex<(Instant, u32)>,
+}
+
+impl SendLimit {
+    pub(super) fn new(rate: Rate) -> SendLimit {
+        SendLimit { rate, window: Mutex::new((Instant::now(), 0)) }
+    }
+
+    /// Whether another message may go now; if so, it is counted.
+    pub(super) fn take(&self) -> bool {
+        let mut window = self.window.lock().unwrap_or_else(|e| e.into_inner());
+        if window.0.elapsed() >= self.rate.period {
+            *window = (Instant::now(), 0);
+        }
+        if window.1 >= self.rate.count {
+            return false;
+        }
+        window.1 += 1;
+        true
+    }
 }
 
 impl Mailer {
@@ -160,25 +180,13 @@ impl Mailer {
             };
             loaded.insert(t, (subject, body));
         }
-        Ok(Mailer {
-            transport: builder.build(),
-            from,
-            templates: loaded,
-            limit: rate.map(|rate| Limit { rate, window: Mutex::new((Instant::now(), 0)) }),
-        })
+        Ok(Mailer { transport: builder.build(), from, templates: loaded, limit: rate.map(SendLimit::new) })
     }
 
     /// Sends `template` to `to`, its variables `vars`.
     pub async fn send(&self, template: Template, to: &str, vars: &Vars<'_>) -> Result<(), MailError> {
-        if let Some(limit) = &self.limit {
-            let mut window = limit.window.lock().unwrap_or_else(|e| e.into_inner());
-            if window.0.elapsed() >= limit.rate.period {
-                *window = (Instant::now(), 0);
-            }
-            if window.1 >= limit.rate.count {
-                return Err(MailError::OverLimit);
-            }
-            window.1 += 1;
+        if self.limit.as_ref().is_some_and(|limit| !limit.take()) {
+            return Err(MailError::OverLimit);
         }
         let (subject, body) = &self.templates[&template];
         let to: Mailbox = to.parse().map_err(|e| MailError::Failed(format!("the address {to:?}: {e}")))?;

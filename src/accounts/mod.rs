@@ -46,6 +46,7 @@ const MAX_METADATA: usize = 8 * 1024;
 
 mod admin;
 mod by_mail;
+mod by_phone;
 mod external;
 mod gotrue;
 mod hashing;
@@ -64,6 +65,7 @@ mod oauth_token;
 pub mod passkey_store;
 mod passkeys;
 mod password;
+mod sms;
 pub mod store;
 mod user;
 mod verify;
@@ -194,6 +196,9 @@ pub struct Accounts {
     passkeys_enabled: bool,
     /// `accounts-oauth-server-*`.
     oauth_server: crate::config::OAuthServerSettings,
+    /// How codes reach phones, and `accounts-sms-*`'s autoconfirm, interval and expiry.
+    texter: sms::Texter,
+    sms: crate::config::SmsSettings,
 }
 
 impl Accounts {
@@ -231,6 +236,8 @@ impl Accounts {
             )?,
             passkeys_enabled: settings.passkeys_enabled,
             oauth_server: settings.oauth_server.clone(),
+            texter: sms::Texter::new(&settings.sms)?,
+            sms: settings.sms.clone(),
             keys: keys::Keys::new(secret, &settings.signing_keys),
             signups,
             reuse_interval: settings.refresh_reuse_interval as i64,

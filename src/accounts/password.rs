@@ -32,11 +32,7 @@ impl Accounts {
             return self.sign_up_anonymously(user_metadata, client).await;
         }
         let Some(email) = text("email") else {
-            return Err(fail(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "phone_provider_disabled",
-                "Phone signups are disabled",
-            ));
+            return self.sign_up_by_phone(&v, text("phone").unwrap_or(""), user_metadata, client).await;
         };
         let email = valid_email(email)?;
         let password = text("password").ok_or_else(|| validation("Signup requires a valid password"))?;
@@ -106,18 +102,24 @@ impl Accounts {
     }
 
     pub(super) async fn login(&self, body: &[u8], client: IpAddr) -> Result<Answer, Answer> {
-        let (email, password) = credentials(body)?;
+        let (login, password) = credentials(body)?;
         let invalid = || fail(StatusCode::BAD_REQUEST, "invalid_credentials", "Invalid login credentials");
-        if email.len() > MAX_EMAIL {
-            return Err(invalid());
-        }
-        let who = email.to_lowercase();
+        let (email, phone) = match login {
+            Login::Email(email) if email.len() > MAX_EMAIL => return Err(invalid()),
+            Login::Email(email) => (Some(email), None),
+            Login::Phone(phone) => (None, Some(super::admin::valid_phone(&phone).map_err(|_| invalid())?)),
+        };
+        let who = email.as_deref().or(phone.as_deref()).unwrap_or("").to_lowercase();
         // Counted while its password is checked: parallel guesses cannot all pass the limit
         // before their failures are recorded.
         let Some(mut attempt) = self.limits.attempt(client, &who) else {
             return Err(too_many("Too many failed logins: try again later"));
         };
-        let found = self.store.by_email(email).await.map_err(|_| internal())?;
+        let found = match (email, phone) {
+            (Some(email), _) => self.store.by_email(email).await,
+            (_, phone) => self.store.by_phone(phone.unwrap_or_default()).await,
+        }
+        .map_err(|_| internal())?;
         let hash =
             found.as_ref().and_then(|(_, h)| h.clone()).unwrap_or_else(|| hashing::DUMMY_HASH.to_owned());
         let ok = self.hashing.verify(password, hash).await.unwrap_or(false);
@@ -130,18 +132,28 @@ impl Accounts {
         if user.is_banned {
             return Err(fail(StatusCode::BAD_REQUEST, "user_banned", "User is banned"));
         }
-        if !self.mail.autoconfirm && user.email_confirmed_at.is_none() {
+        if who.contains('@') && !self.mail.autoconfirm && user.email_confirmed_at.is_none() {
             return Err(fail(StatusCode::BAD_REQUEST, "email_not_confirmed", "Email not confirmed"));
+        }
+        if !who.contains('@') && !self.sms.autoconfirm && user.phone_confirmed_at.is_none() {
+            return Err(fail(StatusCode::BAD_REQUEST, "phone_not_confirmed", "Phone not confirmed"));
         }
         self.signed_in(user.id, "password", invalid).await.map(|s| Answer::ok(s.json))
     }
 }
 
-fn credentials(body: &[u8]) -> Result<(String, String), Answer> {
+/// Who a password login names: an address, or a phone number.
+enum Login {
+    Email(String),
+    Phone(String),
+}
+
+fn credentials(body: &[u8]) -> Result<(Login, String), Answer> {
     let v: Value = serde_json::from_slice(body).map_err(|_| gotrue::bad_json())?;
-    let field = |name: &str| v.get(name).and_then(Value::as_str).map(str::to_owned);
-    match (field("email"), field("password")) {
-        (Some(e), Some(p)) if !e.is_empty() => Ok((e.trim().to_owned(), p)),
+    let field = |name: &str| v.get(name).and_then(Value::as_str).map(str::to_owned).filter(|s| !s.is_empty());
+    match (field("email"), field("phone"), field("password")) {
+        (Some(e), _, Some(p)) => Ok((Login::Email(e.trim().to_owned()), p)),
+        (None, Some(phone), Some(p)) => Ok((Login::Phone(phone), p)),
         _ => Err(validation("An email address and a password are required")),
     }
 }

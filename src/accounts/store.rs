@@ -48,6 +48,10 @@ pub struct User {
     /// Whether the address is proved the user's (GoTrue's `email_verified`): confirmed by a
     /// mail that came back, an administrator or a provider, not merely taken (autoconfirm).
     pub email_verified: bool,
+    /// When the phone number was confirmed (a code sent to it came back), and the number a
+    /// phone change waits to take.
+    pub phone_confirmed_at: Option<String>,
+    pub new_phone: Option<String>,
 }
 
 /// A session just started: its refresh token, its id, and how sure it is of its user (`aal1`,
@@ -152,6 +156,8 @@ pub struct NewUser {
     /// Whether it counts as confirmed without proof (autoconfirm): a provider's verified address
     /// joining the account still takes its password away, as for an unconfirmed one.
     pub unproved: bool,
+    /// Whether its phone number counts as confirmed from the start.
+    pub phone_confirmed: bool,
     pub role: String,
     /// Banned until this time (seconds since the epoch).
     pub banned_until: Option<i64>,
@@ -250,6 +256,10 @@ pub enum OneTime {
     EmailChangeCurrent,
     /// A code proving the user still has the address, for a password change.
     Reauthentication,
+    /// A code sent by SMS that confirms the phone number and signs its user in (GoTrue's `sms`).
+    PhoneConfirmation,
+    /// A code sent by SMS to the number a phone change takes.
+    PhoneChange,
 }
 
 impl OneTime {
@@ -261,6 +271,8 @@ impl OneTime {
             OneTime::EmailChange => "email_change",
             OneTime::EmailChangeCurrent => "email_change_current",
             OneTime::Reauthentication => "reauthentication",
+            OneTime::PhoneConfirmation => "phone_confirmation",
+            OneTime::PhoneChange => "phone_change",
         }
     }
 }
@@ -330,6 +342,9 @@ pub trait AccountStore:
     /// The account of an address (any case) and its password hash.
     fn by_email(&self, email: String) -> BoxFuture<'_, Result<WithHash, Error>>;
 
+    /// The account of a phone number (E.164 digits, no `+`) and its password hash.
+    fn by_phone(&self, phone: String) -> BoxFuture<'_, Result<WithHash, Error>>;
+
     /// An account by id.
     fn user(&self, id: String) -> BoxFuture<'_, Result<Option<User>, Error>>;
 
@@ -371,8 +386,9 @@ pub trait AccountStore:
     /// factors, passkeys and sessions deleted; the account is gone from the API.
     fn delete(&self, id: String, soft: bool) -> BoxFuture<'_, Result<bool, Error>>;
 
-    /// Stores the hash of a code of `kind` for `user_id` (with an email change, the address it
-    /// changes to), unless one went out less than `interval` seconds ago.
+    /// Stores the hash of a code of `kind` for `user_id` (with an email or phone change, the
+    /// address or number it changes to, in `new_email`), unless one went out less than
+    /// `interval` seconds ago.
     fn issue(
         &self,
         user_id: String,
@@ -382,9 +398,10 @@ pub trait AccountStore:
         interval: i64,
     ) -> BoxFuture<'_, Result<Issued, Error>>;
 
-    /// Redeems the code whose hash is `token_hash` (for the address `email`, if given) if it went
-    /// out less than `expiry` seconds ago: it is used up and does what it was sent for (confirms
-    /// the address; an email change takes the new one). The user, or `None`.
+    /// Redeems the code whose hash is `token_hash` (for the address `email`, if given; for a
+    /// phone code, the number) if it went out less than `expiry` seconds ago: it is used up and
+    /// does what it was sent for (confirms the address or number; a change takes the new one).
+    /// The user, or `None`.
     fn redeem(
         &self,
         kind: Redeem,

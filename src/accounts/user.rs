@@ -90,13 +90,14 @@ impl Accounts {
         }
         external.insert("anonymous_users".into(), Value::Bool(self.signups.anonymous));
         external.insert("email".into(), Value::Bool(true));
+        external.insert("phone".into(), Value::Bool(self.texter.enabled()));
         Answer::ok(
             json!({
                 "external": external,
                 "disable_signup": !self.signups.enabled,
                 "mailer_autoconfirm": self.mail.autoconfirm,
-                "phone_autoconfirm": false,
-                "sms_provider": "",
+                "phone_autoconfirm": self.sms.autoconfirm,
+                "sms_provider": if self.texter.enabled() { "hook" } else { "" },
                 "saml_enabled": false,
                 "saml_private_key_next_configured": false,
                 "passkeys_enabled": self.passkeys_enabled,
@@ -143,14 +144,12 @@ impl Accounts {
                 "Updating app_metadata requires admin privileges",
             ));
         }
-        if text("phone").is_some() {
-            return Err(fail(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "phone_provider_disabled",
-                "Phone logins are disabled",
-            ));
-        }
-        let mut changes = UserChanges { user_metadata: metadata(v.get("data"))?, ..Default::default() };
+        let phone = match text("phone") {
+            Some(phone) => self.change_phone(&user, phone).await?.and_then(|c| c.phone),
+            None => None,
+        };
+        let mut changes =
+            UserChanges { user_metadata: metadata(v.get("data"))?, phone, ..Default::default() };
         let email = text("email").map(valid_email).transpose()?.filter(|e| Some(e) != user.email.as_ref());
         if let Some(password) = text("password") {
             if user.is_anonymous && email.is_none() {

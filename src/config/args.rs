@@ -188,6 +188,34 @@ pub struct ServeArgs {
     /// Seconds a link or code sent by mail stays valid (GoTrue's MAILER_OTP_EXP) [default: 86400].
     #[arg(long = "accounts-otp-expiry", env = "ROWGATE_ACCOUNTS_OTP_EXPIRY", value_name = "SECONDS")]
     pub accounts_otp_expiry: Option<u64>,
+    /// The URL of the Send SMS hook that texts codes to phones (Supabase's HOOK_SEND_SMS_URI):
+    /// signed as Standard Webhooks sign, with `accounts-sms-hook-secret` [default: none].
+    #[arg(long = "accounts-sms-hook", env = "ROWGATE_ACCOUNTS_SMS_HOOK", value_name = "URL")]
+    pub accounts_sms_hook: Option<String>,
+    /// The hook's secrets, `v1,whsec_<base64>`, `|`-separated (HOOK_SEND_SMS_SECRETS).
+    #[arg(
+        long = "accounts-sms-hook-secret",
+        env = "ROWGATE_ACCOUNTS_SMS_HOOK_SECRET",
+        value_name = "SECRET"
+    )]
+    pub accounts_sms_hook_secret: Option<String>,
+    /// Test numbers and their fixed codes, never texted: `PHONE=CODE,...` (SMS_TEST_OTP)
+    /// [default: none].
+    #[arg(long = "accounts-sms-test-otp", env = "ROWGATE_ACCOUNTS_SMS_TEST_OTP", value_name = "LIST")]
+    pub accounts_sms_test_otp: Option<String>,
+    /// Whether phone numbers are taken without a code (SMS_AUTOCONFIRM) [default: false].
+    #[arg(long = "accounts-sms-autoconfirm", env = "ROWGATE_ACCOUNTS_SMS_AUTOCONFIRM", value_name = "BOOL")]
+    pub accounts_sms_autoconfirm: Option<bool>,
+    /// Seconds before another code goes to the same number (SMS_MAX_FREQUENCY) [default: 60].
+    #[arg(long = "accounts-sms-interval", env = "ROWGATE_ACCOUNTS_SMS_INTERVAL", value_name = "SECONDS")]
+    pub accounts_sms_interval: Option<u64>,
+    /// How many texts the server sends, `COUNT/PERIOD`, or `off` (RATE_LIMIT_SMS_SENT)
+    /// [default: 30/h].
+    #[arg(long = "accounts-sms-rate-limit", env = "ROWGATE_ACCOUNTS_SMS_RATE_LIMIT", value_name = "RATE")]
+    pub accounts_sms_rate_limit: Option<String>,
+    /// Seconds a code texted stays valid (SMS_OTP_EXP) [default: 60].
+    #[arg(long = "accounts-sms-otp-expiry", env = "ROWGATE_ACCOUNTS_SMS_OTP_EXPIRY", value_name = "SECONDS")]
+    pub accounts_sms_otp_expiry: Option<u64>,
     /// The SMTP server mail is sent through; unset, no mail is sent [default: none].
     #[arg(long = "smtp-host", env = "ROWGATE_SMTP_HOST", value_name = "HOST")]
     pub smtp_host: Option<String>,

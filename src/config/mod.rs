@@ -25,6 +25,7 @@ mod role_path;
 mod server;
 mod services;
 pub mod signing_keys;
+mod sms;
 
 pub use api_keys::ApiKeySettings;
 pub use args::ServeArgs;
@@ -41,6 +42,7 @@ pub use realtime::RealtimeSettings;
 pub use role_path::RolePath;
 pub use server::ServerSettings;
 pub use services::{AccountsSettings, OAuthServerSettings, S3Settings, StorageSettings};
+pub use sms::SmsSettings;
 
 use std::path::PathBuf;
 

@@ -38,6 +38,8 @@ pub struct AccountsSettings {
     pub webauthn_rp_origins: Vec<String>,
     /// `accounts-oauth-server-*`.
     pub oauth_server: OAuthServerSettings,
+    /// `accounts-sms-*`.
+    pub sms: super::sms::SmsSettings,
 }
 
 /// How rowgate serves as an OAuth 2.1 server (`accounts-oauth-server-*`).
@@ -112,6 +114,7 @@ impl AccountsSettings {
             passkeys_enabled: a.accounts_passkeys_enabled.or(f.accounts_passkeys_enabled).unwrap_or(false),
             webauthn_rp_id,
             webauthn_rp_origins,
+            sms: super::sms::SmsSettings::from_args(a, f)?,
             oauth_server: OAuthServerSettings {
                 enabled: a.accounts_oauth_server_enabled.or(f.accounts_oauth_server_enabled).unwrap_or(false),
                 dynamic_registration: a

@@ -13,7 +13,7 @@ use crate::support::{default_args, harness, request_to, send_to, start_server, J
 
 /// `args` sending mail through the test's SMTP server; links lead to `http://app.test` or,
 /// allowed, `http://localhost:*`; tokens are signed with an ES256 key; rowgate is an OAuth server
-/// whose consent page is `http://app.test/oauth/consent`.
+/// whose consent page is `http://app.test/oauth/consent`; two test phone numbers have fixed codes.
 fn mailing(args: ServeArgs) -> ServeArgs {
     let key = tempfile::tempdir().expect("temp dir").keep().join("signing.pem");
     std::fs::write(&key, crate::accounts_users::NEW_KEY).expect("a key file");
@@ -32,6 +32,7 @@ fn mailing(args: ServeArgs) -> ServeArgs {
         accounts_secure_password_change: Some(true),
         accounts_oauth_server_enabled: Some(true),
         accounts_oauth_server_authorization_path: Some("/oauth/consent".into()),
+        accounts_sms_test_otp: Some("15550001111=123456,15550002222=654321".into()),
         ..args
     }
 }

@@ -8,6 +8,7 @@ mod accounts_oauth;
 mod accounts_oauth_flow;
 mod accounts_oauth_server;
 mod accounts_passkeys;
+mod accounts_phone;
 mod accounts_users;
 mod admission;
 mod apikeys;

@@ -414,3 +414,29 @@ test('rowgate as an OAuth server: an application signs its user in, the user see
   assert.deepEqual([refreshed.status, (await refreshed.json()).error], [400, 'invalid_grant'])
   assert.deepEqual((await supabase.auth.oauth.listGrants()).data, [])
 })
+
+test('a phone number: sign up with a password, confirm with the code texted, sign in by code', async () => {
+  // The server's test numbers: 15550001111 (code 123456) and 15550002222 (654321).
+  const supabase = client()
+  const signed = await supabase.auth.signUp({ phone: '+1 555 000 1111', password: `secret-${run}` })
+  assert.equal(signed.error, null)
+  assert.equal(signed.data.session, null)
+  assert.equal(signed.data.user.phone, '15550001111')
+  const { data: confirmed, error: unconfirmed } = await supabase.auth.verifyOtp({
+    phone: '+15550001111', token: '123456', type: 'sms',
+  })
+  assert.equal(unconfirmed, null)
+  assert.ok(confirmed.user.phone_confirmed_at)
+  const { data: again, error: refused } = await client().auth.signInWithPassword({
+    phone: '+15550001111', password: `secret-${run}`,
+  })
+  assert.equal(refused, null)
+  assert.equal(again.user.id, confirmed.user.id)
+
+  const other = client()
+  const { error: notSent } = await other.auth.signInWithOtp({ phone: '+15550002222' })
+  assert.equal(notSent, null)
+  const { data: byCode, error: wrong } = await other.auth.verifyOtp({ phone: '+15550002222', token: '654321', type: 'sms' })
+  assert.equal(wrong, null)
+  assert.equal(byCode.session.user.phone, '15550002222')
+})

@@ -76,7 +76,7 @@ fn pg_error(e: tokio_postgres::Error) -> Error {
 }
 
 /// How many columns `rowgate.account` has: a function's own columns come after them.
-pub(super) const ACCOUNT_COLUMNS: usize = 29;
+pub(super) const ACCOUNT_COLUMNS: usize = 31;
 
 /// The columns of `rowgate.account`, in order.
 pub(super) fn pg_user(r: &tokio_postgres::Row) -> User {
@@ -102,6 +102,8 @@ pub(super) fn pg_user(r: &tokio_postgres::Row) -> User {
         identities: r.get(22),
         invited_at: r.get(23),
         email_verified: r.get::<_, Option<bool>>(25).unwrap_or(false),
+        phone_confirmed_at: r.get(29),
+        new_phone: r.get(30),
     }
 }
 
@@ -154,7 +156,7 @@ impl AccountStore for PgAccounts {
             let rows = self
                 .query(
                     "SELECT * FROM rowgate.account_create($1, $2, $3, $4, $5::text::jsonb, $6::text::jsonb, \
-                     $7, $8, $9, $10, $11, $12, $13, $14)",
+                     $7, $8, $9, $10, $11, $12, $13, $14, $15)",
                     &[
                         (&user.id, Type::TEXT),
                         (&user.email, Type::TEXT),
@@ -170,6 +172,7 @@ impl AccountStore for PgAccounts {
                         (&session_id, Type::TEXT),
                         (&user.invited, Type::BOOL),
                         (&user.unproved, Type::BOOL),
+                        (&user.phone_confirmed, Type::BOOL),
                     ],
                 )
                 .await?;
@@ -181,6 +184,14 @@ impl AccountStore for PgAccounts {
         Box::pin(async move {
             let rows =
                 self.query("SELECT * FROM rowgate.account_by_email($1)", &[(&email, Type::TEXT)]).await?;
+            Ok(rows.first().map(|r| (pg_user(r), pg_hash(r))))
+        })
+    }
+
+    fn by_phone(&self, phone: String) -> BoxFuture<'_, Result<WithHash, Error>> {
+        Box::pin(async move {
+            let rows =
+                self.query("SELECT * FROM rowgate.account_by_phone($1)", &[(&phone, Type::TEXT)]).await?;
             Ok(rows.first().map(|r| (pg_user(r), pg_hash(r))))
         })
     }

@@ -230,7 +230,8 @@ CREATE TYPE rowgate.account AS (
   password_hash text, session_id text,
   confirmation_sent_at text, recovery_sent_at text, email_change_sent_at text, new_email text,
   factors text, aal text, session_started bigint, identities text, invited_at text, session_method text,
-  email_verified boolean, second_factor text, session_client text, session_scopes text
+  email_verified boolean, second_factor text, session_client text, session_scopes text,
+  phone_confirmed_at text, new_phone text
 );
 
 CREATE OR REPLACE FUNCTION rowgate.iso(t timestamptz) RETURNS text
@@ -286,7 +287,8 @@ CREATE OR REPLACE FUNCTION rowgate.account_of(u auth.users, p_hash boolean DEFAU
                     WHERE c.session_id = rowgate.uuid_or_null(p_session) AND c.authentication_method IN ('totp', 'mfa/webauthn')
                     ORDER BY c.updated_at DESC LIMIT 1),
                    (SELECT s.oauth_client_id::text FROM auth.sessions s WHERE s.id = rowgate.uuid_or_null(p_session)),
-                   (SELECT s.scopes FROM auth.sessions s WHERE s.id = rowgate.uuid_or_null(p_session)))::rowgate.account $$;
+                   (SELECT s.scopes FROM auth.sessions s WHERE s.id = rowgate.uuid_or_null(p_session)),
+                   rowgate.iso(u.phone_confirmed_at), nullif(u.phone_change, ''))::rowgate.account $$;
 
 -- A metadata object with `patch`'s keys set, those whose value is null removed (GoTrue's merge).
 CREATE OR REPLACE FUNCTION rowgate.merged(current jsonb, patch jsonb) RETURNS jsonb
@@ -299,10 +301,11 @@ CREATE OR REPLACE FUNCTION rowgate.merged(current jsonb, patch jsonb) RETURNS js
 -- the address or phone is taken.
 DROP FUNCTION IF EXISTS rowgate.account_create(text, text, text, text, bigint);
 DROP FUNCTION IF EXISTS rowgate.account_create(text, text, text, text, jsonb, jsonb, boolean, boolean, text, bigint, text, text, boolean);
+DROP FUNCTION IF EXISTS rowgate.account_create(text, text, text, text, jsonb, jsonb, boolean, boolean, text, bigint, text, text, boolean, boolean);
 CREATE OR REPLACE FUNCTION rowgate.account_create(
   p_id text, p_email text, p_phone text, p_hash text, p_user_meta jsonb, p_app_meta jsonb,
   p_anonymous boolean, p_confirmed boolean, p_role text, p_banned_until bigint,
-  p_token text, p_session text, p_invited boolean, p_unproved boolean)
+  p_token text, p_session text, p_invited boolean, p_unproved boolean, p_phone_confirmed boolean)
   RETURNS SETOF rowgate.account
   LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
   AS $$
@@ -310,11 +313,12 @@ CREATE OR REPLACE FUNCTION rowgate.account_create(
   BEGIN
     INSERT INTO auth.users AS x (id, aud, role, email, phone, encrypted_password, email_confirmed_at,
                                  raw_app_meta_data, raw_user_meta_data, is_anonymous, banned_until,
-                                 created_at, updated_at, last_sign_in_at, invited_at)
+                                 created_at, updated_at, last_sign_in_at, invited_at, phone_confirmed_at)
       VALUES (p_id::uuid, 'authenticated', p_role, p_email, p_phone, p_hash,
               CASE WHEN p_confirmed AND p_email IS NOT NULL THEN now() END,
               p_app_meta, p_user_meta, p_anonymous, to_timestamp(p_banned_until), now(), now(),
-              CASE WHEN p_token IS NOT NULL THEN now() END, CASE WHEN p_invited THEN now() END)
+              CASE WHEN p_token IS NOT NULL THEN now() END, CASE WHEN p_invited THEN now() END,
+              CASE WHEN p_phone_confirmed AND p_phone IS NOT NULL THEN now() END)
       ON CONFLICT DO NOTHING RETURNING * INTO u;
     IF NOT FOUND THEN RETURN; END IF;
     IF p_email IS NOT NULL THEN
@@ -334,6 +338,11 @@ CREATE OR REPLACE FUNCTION rowgate.account_create(
     -- Read again: triggers on auth.users may have changed the row.
     RETURN QUERY SELECT a.* FROM auth.users x, rowgate.account_of(x, false, p_session) a WHERE x.id = u.id;
   END $$;
+
+CREATE OR REPLACE FUNCTION rowgate.account_by_phone(p_phone text)
+  RETURNS SETOF rowgate.account
+  LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+  AS $$ SELECT a.* FROM auth.users u, rowgate.account_of(u, true) a WHERE u.phone = p_phone AND u.deleted_at IS NULL $$;
 
 DROP FUNCTION IF EXISTS rowgate.account_by_email(text);
 CREATE OR REPLACE FUNCTION rowgate.account_by_email(p_email text)
@@ -529,7 +538,8 @@ CREATE OR REPLACE FUNCTION rowgate.account_issue(p_user text, p_kind text, p_has
     IF NOT FOUND THEN RETURN -1; END IF;
     last := CASE p_kind WHEN 'confirmation' THEN u.confirmation_sent_at WHEN 'recovery' THEN u.recovery_sent_at
                         WHEN 'email_change' THEN u.email_change_sent_at WHEN 'email_change_current' THEN u.email_change_sent_at
-                        WHEN 'reauthentication' THEN u.reauthentication_sent_at END;
+                        WHEN 'reauthentication' THEN u.reauthentication_sent_at
+                        WHEN 'phone_confirmation' THEN u.confirmation_sent_at WHEN 'phone_change' THEN u.phone_change_sent_at END;
     IF last > now() - make_interval(secs => p_interval) THEN
       RETURN greatest(1, ceil(extract(epoch FROM last + make_interval(secs => p_interval) - now())))::bigint;
     END IF;
@@ -544,6 +554,12 @@ CREATE OR REPLACE FUNCTION rowgate.account_issue(p_user text, p_kind text, p_has
       UPDATE auth.users SET email_change_token_current = p_hash WHERE id = u.id;
     ELSIF p_kind = 'reauthentication' THEN
       UPDATE auth.users SET reauthentication_token = p_hash, reauthentication_sent_at = now() WHERE id = u.id;
+    ELSIF p_kind = 'phone_confirmation' THEN
+      -- Marked, so that no address's confirmation redeems it (the column is shared, as GoTrue's).
+      UPDATE auth.users SET confirmation_token = 'sms_' || p_hash, confirmation_sent_at = now() WHERE id = u.id;
+    ELSIF p_kind = 'phone_change' THEN
+      UPDATE auth.users SET phone_change_token = p_hash, phone_change = p_new_email, phone_change_sent_at = now()
+        WHERE id = u.id;
     ELSE
       RAISE EXCEPTION 'unknown code kind %', p_kind;
     END IF;
@@ -561,9 +577,26 @@ CREATE OR REPLACE FUNCTION rowgate.account_redeem(p_kind text, p_hash text, p_em
   DECLARE v_user uuid; fresh timestamptz := now() - make_interval(secs => p_expiry);
   BEGIN
     IF p_hash IS NULL OR p_hash = '' THEN RETURN; END IF;
+    IF p_kind IN ('phone_confirmation', 'phone_change') THEN
+      -- A code by SMS: the number confirmed (a change: the new number taken).
+      UPDATE auth.users u SET
+          phone = CASE WHEN p_kind = 'phone_change' THEN u.phone_change ELSE u.phone END,
+          phone_change = CASE WHEN p_kind = 'phone_change' THEN '' ELSE u.phone_change END,
+          phone_change_token = CASE WHEN p_kind = 'phone_change' THEN '' ELSE u.phone_change_token END,
+          confirmation_token = CASE WHEN p_kind = 'phone_confirmation' THEN '' ELSE u.confirmation_token END,
+          phone_confirmed_at = CASE WHEN p_kind = 'phone_change' THEN now() ELSE coalesce(u.phone_confirmed_at, now()) END,
+          is_anonymous = false, updated_at = now()
+        WHERE CASE WHEN p_kind = 'phone_change'
+                THEN u.phone_change_token = p_hash AND u.phone_change_sent_at > fresh AND u.phone_change = p_email
+                ELSE u.confirmation_token = 'sms_' || p_hash AND u.confirmation_sent_at > fresh AND u.phone = p_email END
+        RETURNING u.id INTO v_user;
+      RETURN QUERY SELECT a.* FROM auth.users u, rowgate.account_of(u) a WHERE u.id = v_user;
+      RETURN;
+    END IF;
     IF coalesce(p_kind, 'confirmation') = 'confirmation' THEN
       UPDATE auth.users u SET confirmation_token = '', email_confirmed_at = coalesce(u.email_confirmed_at, now()), updated_at = now()
-        WHERE u.confirmation_token IN (p_hash, 'pkce_' || p_hash) AND u.confirmation_sent_at > fresh AND (p_email IS NULL OR u.email = lower(p_email))
+        WHERE u.confirmation_token IN (p_hash, 'pkce_' || p_hash) AND u.confirmation_token NOT LIKE 'sms\_%'
+          AND u.confirmation_sent_at > fresh AND (p_email IS NULL OR u.email = lower(p_email))
         RETURNING u.id INTO v_user;
     END IF;
     IF v_user IS NULL AND coalesce(p_kind, 'recovery') = 'recovery' THEN

@@ -14,8 +14,8 @@ const PASSKEYS_SQL: &str = include_str!("passkeys.sql");
 const OAUTH_SERVER_SQL: &str = include_str!("oauth_server.sql");
 
 /// The functions the serving role may call, by signature: no one else may.
-const FUNCTIONS: &str = "rowgate.account_create(text, text, text, text, jsonb, jsonb, boolean, boolean, text, bigint, text, text, boolean, boolean),
-  rowgate.account_by_email(text), rowgate.account_by_id(text), rowgate.account_sign_in(text, text, text, text, text, text),
+const FUNCTIONS: &str = "rowgate.account_create(text, text, text, text, jsonb, jsonb, boolean, boolean, text, bigint, text, text, boolean, boolean, boolean),
+  rowgate.account_by_email(text), rowgate.account_by_phone(text), rowgate.account_by_id(text), rowgate.account_sign_in(text, text, text, text, text, text),
   rowgate.account_rotate(text, text, bigint, bigint, bigint, text),
   rowgate.account_update(text, text, text, text, jsonb, jsonb, boolean, boolean, bigint, boolean, text, boolean),
   rowgate.account_list(bigint, bigint), rowgate.account_count(), rowgate.account_delete(text, boolean),

@@ -15,6 +15,9 @@ fn token_columns(kind: OneTime) -> (&'static str, &'static str) {
         OneTime::EmailChange => ("email_change_token_new", "email_change_sent_at"),
         OneTime::EmailChangeCurrent => ("email_change_token_current", "email_change_sent_at"),
         OneTime::Reauthentication => ("reauthentication_token", "reauthentication_sent_at"),
+        // Shared with the address's confirmation, as GoTrue shares it, but marked (`sms_`).
+        OneTime::PhoneConfirmation => ("confirmation_token", "confirmation_sent_at"),
+        OneTime::PhoneChange => ("phone_change_token", "phone_change_sent_at"),
     }
 }
 
@@ -51,6 +54,14 @@ pub(super) fn issue(
             &format!("{stamp}, email_change = ?3, email_change_token_current = NULL WHERE id = ?1"),
             rusqlite::params![user_id, token_hash, new_email],
         ),
+        OneTime::PhoneChange => c.execute(
+            &format!("{stamp}, phone_change = ?3 WHERE id = ?1"),
+            rusqlite::params![user_id, token_hash, new_email],
+        ),
+        // Marked, so that no address's confirmation redeems it.
+        OneTime::PhoneConfirmation => {
+            c.execute(&format!("{stamp} WHERE id = ?1"), [user_id, &format!("sms_{token_hash}")])
+        }
         _ => c.execute(&format!("{stamp} WHERE id = ?1"), [user_id, token_hash]),
     }
     .map_err(sqlite_error)?;
@@ -107,6 +118,15 @@ pub(super) fn redeem(
             ),
             // Proves the address is still the user's, and changes nothing.
             OneTime::Reauthentication => ("(?3 IS NULL OR email = lower(?3))", "reauthentication_token = NULL"),
+            OneTime::PhoneConfirmation => (
+                "phone = ?3",
+                "phone_confirmed_at = coalesce(phone_confirmed_at, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')), is_anonymous = 0",
+            ),
+            OneTime::PhoneChange => (
+                "phone_change = ?3 AND coalesce(phone_change, '') <> ''",
+                "phone = phone_change, phone_change = NULL, \
+                 phone_confirmed_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), is_anonymous = 0",
+            ),
             _ => (
                 "(?3 IS NULL OR email = lower(?3))",
                 "email_confirmed_at = coalesce(email_confirmed_at, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')), email_unproved = 0",
@@ -118,7 +138,9 @@ pub(super) fn redeem(
             OneTime::EmailChange => format!(
                 "({token} IN (?1, 'pkce_' || ?1) OR email_change_token_current IN (?1, 'pkce_' || ?1))"
             ),
-            _ => format!("{token} IN (?1, 'pkce_' || ?1)"),
+            OneTime::PhoneConfirmation => format!("{token} = 'sms_' || ?1"),
+            OneTime::PhoneChange => format!("{token} = ?1"),
+            _ => format!("{token} IN (?1, 'pkce_' || ?1) AND {token} NOT LIKE 'sms\\_%' ESCAPE '\\'"),
         };
         let id: Option<String> = tx
             .query_row(

@@ -4,8 +4,11 @@
 
 use rusqlite::OptionalExtension;
 
-use super::sqlite_error;
-use crate::accounts::store::{Challenged, Enrolled, NewFactor};
+use super::tokens::{random_stamped, sqlite_key};
+use super::{sqlite_error, sqlite_user, USER_BY_ID};
+use crate::accounts::store::{
+    expires, unix_now, Challenged, Enrolled, NewFactor, SessionClient, Started, User,
+};
 use crate::error::Error;
 
 /// The factors and their challenges.
@@ -127,6 +130,55 @@ pub(super) fn challenged(
         },
     )
     .optional()
+}
+
+/// [`AccountStore::elevate`] on SQLite: the challenge answered, the session raised to `aal2` with a
+/// new refresh token that keeps what the session was (its sign-in, its application).
+pub(super) fn elevated_session(
+    tx: &rusqlite::Connection,
+    user_id: &str,
+    factor_id: &str,
+    challenge_id: &str,
+    session_id: &str,
+    credential: Option<&str>,
+) -> Result<Option<(User, Started)>, Error> {
+    let Some(second_factor) = elevate(tx, user_id, factor_id, challenge_id, session_id, credential)? else {
+        return Ok(None);
+    };
+    let token = random_stamped();
+    tx.prepare_cached(
+            "INSERT INTO _rowgate_refresh_tokens (token_hash, user_id, expires_at, session_id, aal, factor_id, \
+               second_factor, signed_in_at, method, client_id, scopes) \
+             SELECT ?1, ?2, ?3, ?4, 'aal2', ?5, ?6, min(signed_in_at), max(method), max(client_id), max(scopes) \
+             FROM _rowgate_refresh_tokens WHERE session_id = ?4",
+        )
+        .and_then(|mut q| {
+            q.execute(rusqlite::params![
+                sqlite_key(&token),
+                user_id,
+                expires(unix_now()),
+                session_id,
+                factor_id,
+                second_factor
+            ])
+        })
+        .map_err(sqlite_error)?;
+    let user = tx.query_row(USER_BY_ID, [user_id], sqlite_user).map_err(sqlite_error)?;
+    type SessionRow = (Option<i64>, Option<String>, Option<String>, Option<String>);
+    let (signed_in_at, method, client_id, scopes): SessionRow = tx
+            .query_row(
+                "SELECT min(signed_in_at), max(method), max(client_id), max(scopes) FROM _rowgate_refresh_tokens \
+                 WHERE session_id = ?1",
+                [session_id],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            )
+            .map_err(sqlite_error)?;
+    let signed_in_at = signed_in_at.unwrap_or_else(unix_now);
+    let method = method.unwrap_or_else(|| "password".into());
+    let (aal, second_factor) = ("aal2".into(), Some(second_factor));
+    let client = client_id.map(|client_id| SessionClient { client_id, scopes: scopes.unwrap_or_default() });
+    let session_id = session_id.to_owned();
+    Ok(Some((user, Started { refresh: token, session_id, aal, signed_in_at, method, second_factor, client })))
 }
 
 /// The challenge used up, the factor verified (a WebAuthn factor keeping `credential`), the

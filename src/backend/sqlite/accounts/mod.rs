@@ -9,9 +9,9 @@ use rusqlite::OptionalExtension;
 
 use super::db::SqliteDb;
 use crate::accounts::store::{
-    expires, merged, unix_now, AccountStore, Attached, Challenged, Created, Enrolled, ExternalIdentity, Flow,
-    Hook, Issued, Linked, NewFactor, NewUser, OneTime, Redeem, Scope, SessionClient, Started, TakenFlow,
-    Updated, User, UserChanges, WithHash,
+    merged, AccountStore, Attached, Challenged, Created, Enrolled, ExternalIdentity, Flow, Hook, Issued,
+    Linked, NewFactor, NewUser, OneTime, Redeem, Scope, SessionClient, Started, TakenFlow, Updated, User,
+    UserChanges, WithHash,
 };
 use crate::error::Error;
 
@@ -75,7 +75,11 @@ PRAGMA foreign_keys = ON;"
 /// sent by mail (their hashes) and when, whether the address was taken without proof
 /// (autoconfirm: confirmed, yet nothing proved it the user's), and when a soft delete took the
 /// account away (its row staying for what references it).
-const SQLITE_USERS_ADDED: [(&str, &str); 13] = [
+const SQLITE_USERS_ADDED: [(&str, &str); 17] = [
+    ("phone_confirmed_at", "TEXT"),
+    ("phone_change", "TEXT"),
+    ("phone_change_token", "TEXT"),
+    ("phone_change_sent_at", "TEXT"),
     ("email_unproved", "INTEGER NOT NULL DEFAULT 0"),
     ("deleted_at", "TEXT"),
     ("invited_at", "TEXT"),
@@ -131,7 +135,8 @@ macro_rules! user_columns {
             'identity_data', json(i.identity_data), 'provider', i.provider, 'last_sign_in_at', i.last_sign_in_at, \
             'created_at', i.created_at, 'updated_at', i.updated_at, 'email', i.email)) \
           FROM (SELECT * FROM _rowgate_identities WHERE user_id = u.id ORDER BY created_at) AS i), \
-         u.invited_at, u.email_confirmed_at IS NOT NULL AND NOT u.email_unproved"
+         u.invited_at, u.email_confirmed_at IS NOT NULL AND NOT u.email_unproved, \
+         u.phone_confirmed_at, nullif(u.phone_change, '')"
     };
 }
 
@@ -144,11 +149,11 @@ mod passkeys;
 mod tokens;
 mod users;
 
-use tokens::{random_stamped, rotate, sqlite_key, store_refresh};
+use tokens::{rotate, store_refresh};
 use users::{insert_user, update};
 
 /// How many columns [`user_columns`] names.
-pub(super) const USER_COLUMNS: usize = 21;
+pub(super) const USER_COLUMNS: usize = 23;
 
 pub(super) const USER_BY_ID: &str =
     concat!("SELECT ", user_columns!(), " FROM _rowgate_users AS u WHERE u.id = ?1 AND u.deleted_at IS NULL");
@@ -219,6 +224,18 @@ impl AccountStore for SqliteAccounts {
                 ", u.encrypted_password FROM _rowgate_users AS u WHERE u.email = ?1 AND u.deleted_at IS NULL"
             ))?
             .query_row([&email], |r| Ok((sqlite_user(r)?, r.get::<_, Option<String>>(USER_COLUMNS)?)))
+            .optional()
+        }))
+    }
+
+    fn by_phone(&self, phone: String) -> BoxFuture<'_, Result<WithHash, Error>> {
+        Box::pin(self.db.with_reader(move |c| {
+            c.prepare_cached(concat!(
+                "SELECT ",
+                user_columns!(),
+                ", u.encrypted_password FROM _rowgate_users AS u WHERE u.phone = ?1 AND u.deleted_at IS NULL"
+            ))?
+            .query_row([&phone], |r| Ok((sqlite_user(r)?, r.get::<_, Option<String>>(USER_COLUMNS)?)))
             .optional()
         }))
     }
@@ -359,43 +376,14 @@ impl AccountStore for SqliteAccounts {
     ) -> BoxFuture<'_, Result<Option<(User, Started)>, Error>> {
         Box::pin(self.db.with_writer(move |c| {
             atomically(c, |tx| {
-                let Some(second_factor) =
-                    mfa::elevate(tx, &user_id, &factor_id, &challenge_id, &session_id, credential.as_deref())?
-                else {
-                    return Ok(None);
-                };
-                let token = random_stamped();
-                tx.prepare_cached(
-                    "INSERT INTO _rowgate_refresh_tokens (token_hash, user_id, expires_at, session_id, aal, factor_id, \
-                       second_factor, signed_in_at, method, client_id, scopes) \
-                     SELECT ?1, ?2, ?3, ?4, 'aal2', ?5, ?6, min(signed_in_at), max(method), max(client_id), max(scopes) \
-                     FROM _rowgate_refresh_tokens WHERE session_id = ?4",
+                mfa::elevated_session(
+                    tx,
+                    &user_id,
+                    &factor_id,
+                    &challenge_id,
+                    &session_id,
+                    credential.as_deref(),
                 )
-                .and_then(|mut q| {
-                    q.execute(rusqlite::params![
-                        sqlite_key(&token),
-                        user_id,
-                        expires(unix_now()),
-                        session_id,
-                        factor_id,
-                        second_factor
-                    ])
-                })
-                .map_err(sqlite_error)?;
-                let user = tx.query_row(USER_BY_ID, [&user_id], sqlite_user).map_err(sqlite_error)?;
-                let (signed_in_at, method, client_id, scopes): (Option<i64>, Option<String>, Option<String>, Option<String>) = tx
-                    .query_row(
-                        "SELECT min(signed_in_at), max(method), max(client_id), max(scopes) FROM _rowgate_refresh_tokens \
-                         WHERE session_id = ?1",
-                        [&session_id],
-                        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-                    )
-                    .map_err(sqlite_error)?;
-                let signed_in_at = signed_in_at.unwrap_or_else(unix_now);
-                let method = method.unwrap_or_else(|| "password".into());
-                let (aal, second_factor) = ("aal2".into(), Some(second_factor));
-                let client = client_id.map(|client_id| SessionClient { client_id, scopes: scopes.unwrap_or_default() });
-                Ok(Some((user, Started { refresh: token, session_id, aal, signed_in_at, method, second_factor, client })))
             })
         }))
     }
@@ -594,5 +582,7 @@ pub(super) fn sqlite_user(r: &rusqlite::Row<'_>) -> rusqlite::Result<User> {
         identities: r.get(18)?,
         invited_at: r.get(19)?,
         email_verified: r.get(20)?,
+        phone_confirmed_at: r.get(21)?,
+        new_phone: r.get(22)?,
     })
 }

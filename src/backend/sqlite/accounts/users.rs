@@ -61,12 +61,13 @@ pub(super) fn insert_user(tx: &rusqlite::Connection, user: &NewUser, signed_in: 
     let inserted = tx.execute(
         "INSERT INTO _rowgate_users (id, email, phone, encrypted_password, role, raw_app_meta_data, \
          raw_user_meta_data, is_anonymous, email_confirmed_at, last_sign_in_at, banned_until, invited_at, \
-         email_unproved) \
+         email_unproved, phone_confirmed_at) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, \
            CASE WHEN ?9 AND ?2 IS NOT NULL THEN strftime('%Y-%m-%dT%H:%M:%fZ', 'now') END, \
            CASE WHEN ?10 THEN strftime('%Y-%m-%dT%H:%M:%fZ', 'now') END, \
            strftime('%Y-%m-%dT%H:%M:%fZ', ?11, 'unixepoch'), \
-           CASE WHEN ?12 THEN strftime('%Y-%m-%dT%H:%M:%fZ', 'now') END, ?13)",
+           CASE WHEN ?12 THEN strftime('%Y-%m-%dT%H:%M:%fZ', 'now') END, ?13, \
+           CASE WHEN ?14 AND ?3 IS NOT NULL THEN strftime('%Y-%m-%dT%H:%M:%fZ', 'now') END)",
         rusqlite::params![
             user.id,
             user.email,
@@ -81,6 +82,7 @@ pub(super) fn insert_user(tx: &rusqlite::Connection, user: &NewUser, signed_in: 
             user.banned_until,
             user.invited,
             user.unproved,
+            user.phone_confirmed,
         ],
     );
     match inserted {
