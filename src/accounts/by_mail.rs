@@ -297,10 +297,15 @@ impl Accounts {
     }
 
     /// `POST /resend` `{type: signup|email_change, email}`.
-    pub(super) async fn resend(&self, body: &[u8], redirect: Option<&str>) -> Result<Answer, Answer> {
+    pub(super) async fn resend(
+        &self,
+        body: &[u8],
+        redirect: Option<&str>,
+        client: IpAddr,
+    ) -> Result<Answer, Answer> {
         let v: Value = serde_json::from_slice(body).map_err(|_| gotrue::bad_json())?;
         if let Some(phone) = v.get("phone").and_then(Value::as_str).filter(|p| !p.is_empty()) {
-            return self.resend_sms(&v, phone).await;
+            return self.resend_sms(&v, phone, client).await;
         }
         self.can_mail()?;
         let pkce = pkce_of(&v)?;

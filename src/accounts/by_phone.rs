@@ -11,7 +11,6 @@ use serde_json::Value;
 
 use super::admin::valid_phone;
 use super::gotrue::{self, fail, internal, validation, Answer};
-use super::sms::TextError;
 use super::store::{Issued, NewUser, OneTime, User, UserChanges};
 use super::{metadata, strong_enough, too_many, unix_now, Accounts};
 
@@ -27,9 +26,15 @@ impl Accounts {
         }
     }
 
-    /// Stores a code of `kind` for `user` and texts it to `phone`; unless one went out less than
-    /// `accounts-sms-interval` ago.
-    async fn text_code(&self, user: &User, kind: OneTime, phone: &str) -> Result<(), Answer> {
+    /// Stores a code of `kind` for `user` and texts it to `phone` at `client`'s request;
+    /// unless one went out less than `accounts-sms-interval` ago, or the client or the server
+    /// has had as many texts sent as it may (checked first: a refused text replaces no code).
+    async fn text_code(&self, user: &User, kind: OneTime, phone: &str, client: IpAddr) -> Result<(), Answer> {
+        let over =
+            || fail(StatusCode::TOO_MANY_REQUESTS, "over_sms_send_rate_limit", "SMS rate limit exceeded");
+        if !self.texter.reserve(phone) || !self.limits.text(client) {
+            return Err(over());
+        }
         let code = self.texter.code_for(phone);
         let new_phone = (kind == OneTime::PhoneChange).then(|| phone.to_owned());
         let interval = self.sms.interval.min(i64::MAX as u64) as i64;
@@ -48,18 +53,14 @@ impl Accounts {
             OneTime::PhoneChange => "phone_change",
             _ => "confirmation",
         };
-        self.texter.send(user, phone, &code.otp, sms_type).await.map_err(|e| match e {
-            TextError::OverLimit => {
-                fail(StatusCode::TOO_MANY_REQUESTS, "over_sms_send_rate_limit", "SMS rate limit exceeded")
-            }
-            TextError::Failed(why) => {
-                tracing::warn!(%why, "an SMS code could not be sent");
-                fail(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    "sms_send_failed",
-                    &format!("Error sending {sms_type} OTP to provider: {why}"),
-                )
-            }
+        // Why is the operator's to read (the hook's address, its answer), not the client's.
+        self.texter.send(user, phone, &code.otp, sms_type).await.map_err(|why| {
+            tracing::warn!(%why, "an SMS code could not be sent");
+            fail(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "sms_send_failed",
+                &format!("Error sending {sms_type} OTP to provider"),
+            )
         })
     }
 
@@ -76,6 +77,7 @@ impl Accounts {
     ) -> Result<Answer, Answer> {
         self.phone_enabled("Phone signups are disabled")?;
         let phone = valid_phone(phone)?;
+        let asked: Value = serde_json::from_str(&user_metadata).unwrap_or_default();
         let password = v
             .get("password")
             .and_then(Value::as_str)
@@ -86,7 +88,7 @@ impl Accounts {
             return Err(too_many("Too many sign-ups from this client: try again later"));
         }
         if let Some((user, _)) = self.store.by_phone(phone.clone()).await.map_err(|_| internal())? {
-            return self.signed_up_again(&user, &phone).await;
+            return self.signed_up_again(&user, &phone, asked.clone(), client).await;
         }
         let hash = self.hashing.hash(password.to_owned()).await.ok_or_else(internal)?;
         let autoconfirm = self.sms.autoconfirm;
@@ -107,12 +109,12 @@ impl Accounts {
             // Raced by another sign-up of the number.
             let taken = self.store.by_phone(phone.clone()).await.map_err(|_| internal())?;
             let (user, _) = taken.ok_or_else(internal)?;
-            return self.signed_up_again(&user, &phone).await;
+            return self.signed_up_again(&user, &phone, asked.clone(), client).await;
         };
         match started {
             Some(started) => self.session(&user, &started, now).await.map(|s| Answer::ok(s.json)),
             None => {
-                self.text_code(&user, OneTime::PhoneConfirmation, &phone).await?;
+                self.text_code(&user, OneTime::PhoneConfirmation, &phone, client).await?;
                 let user = self.store.user(user.id).await.map_err(|_| internal())?.ok_or_else(internal)?;
                 Ok(Answer::ok(gotrue::to_json(&gotrue::UserJson::of(&user))))
             }
@@ -121,9 +123,15 @@ impl Accounts {
 
     /// A sign-up with a number an account has: GoTrue's answers, which tell no one whether the
     /// number has signed up unless numbers are taken without a code.
-    async fn signed_up_again(&self, user: &User, phone: &str) -> Result<Answer, Answer> {
+    async fn signed_up_again(
+        &self,
+        user: &User,
+        phone: &str,
+        user_metadata: Value,
+        client: IpAddr,
+    ) -> Result<Answer, Answer> {
         if user.phone_confirmed_at.is_none() {
-            self.text_code(user, OneTime::PhoneConfirmation, phone).await?;
+            self.text_code(user, OneTime::PhoneConfirmation, phone, client).await?;
             return Ok(Answer::ok(gotrue::to_json(&gotrue::UserJson::of(user))));
         }
         if self.sms.autoconfirm || self.mail.autoconfirm {
@@ -133,8 +141,11 @@ impl Accounts {
                 "User already registered",
             ));
         }
+        // What a new number's sign-up answers, of an account that is not there.
         let mut stranger = gotrue::UserJson::stranger("");
         stranger["phone"] = Value::from(phone);
+        stranger["app_metadata"] = serde_json::json!({"provider": "phone", "providers": ["phone"]});
+        stranger["user_metadata"] = user_metadata;
         Ok(Answer::ok(stranger.to_string()))
     }
 
@@ -184,7 +195,7 @@ impl Accounts {
         if user.is_banned {
             return Err(fail(StatusCode::FORBIDDEN, "user_banned", "User is banned"));
         }
-        self.text_code(&user, OneTime::PhoneConfirmation, &phone).await?;
+        self.text_code(&user, OneTime::PhoneConfirmation, &phone, client).await?;
         Ok(Answer::ok(r#"{"message_id":""}"#.into()))
     }
 
@@ -218,14 +229,14 @@ impl Accounts {
 
     /// `POST /resend {phone, type: sms | phone_change}`: the code again, to a number waiting for
     /// one; nothing (and no word of it) for any other.
-    pub(super) async fn resend_sms(&self, v: &Value, phone: &str) -> Result<Answer, Answer> {
+    pub(super) async fn resend_sms(&self, v: &Value, phone: &str, client: IpAddr) -> Result<Answer, Answer> {
         self.phone_enabled("Unsupported phone provider")?;
         let phone = valid_phone(phone)?;
         match v.get("type").and_then(Value::as_str).unwrap_or("") {
             "sms" => {
                 let found = self.store.by_phone(phone.clone()).await.map_err(|_| internal())?;
                 if let Some((user, _)) = found.filter(|(u, _)| u.phone_confirmed_at.is_none()) {
-                    self.text_code(&user, OneTime::PhoneConfirmation, &phone).await?;
+                    self.text_code(&user, OneTime::PhoneConfirmation, &phone, client).await?;
                 }
             }
             // A change is the signed-in user's (`PUT /user`); its new number gets its code again
@@ -240,7 +251,12 @@ impl Accounts {
 
     /// `PUT /user {phone}`: the signed-in user's new number, taken once the code texted to it
     /// comes back (`/verify {type: phone_change}`), or at once with `accounts-sms-autoconfirm`.
-    pub(super) async fn change_phone(&self, user: &User, phone: &str) -> Result<Option<UserChanges>, Answer> {
+    pub(super) async fn change_phone(
+        &self,
+        user: &User,
+        phone: &str,
+        client: IpAddr,
+    ) -> Result<Option<UserChanges>, Answer> {
         self.phone_enabled("Phone logins are disabled")?;
         let phone = valid_phone(phone)?;
         if user.phone.as_deref() == Some(phone.as_str()) && user.phone_confirmed_at.is_some() {
@@ -262,7 +278,7 @@ impl Accounts {
         if self.sms.autoconfirm {
             return Ok(Some(UserChanges { phone: Some(phone), ..Default::default() }));
         }
-        self.text_code(user, OneTime::PhoneChange, &phone).await?;
+        self.text_code(user, OneTime::PhoneChange, &phone, client).await?;
         Ok(None)
     }
 }

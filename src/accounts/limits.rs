@@ -32,6 +32,8 @@ const KNOWN: Duration = Duration::from_secs(30 * 24 * 3600);
 const MAX_IN_FLIGHT: u32 = 16;
 /// Passkey sign-ins one client may begin per window: each is kept until it expires.
 const CLIENT_CEREMONIES: u32 = 100;
+/// Texts one client may have sent per window: each costs its operator money.
+const CLIENT_TEXTS: u32 = 10;
 /// Windows each table keeps at most.
 pub const MAX_ENTRIES: usize = 20_000;
 
@@ -94,6 +96,8 @@ struct Tables {
     signups: Windows<IpAddr>,
     /// Passkey sign-ins begun per client.
     ceremonies: Windows<IpAddr>,
+    /// Texts sent at each client's request.
+    texts: Windows<IpAddr>,
 }
 
 impl Tables {
@@ -158,6 +162,17 @@ impl LoginLimits {
             return false;
         }
         t.signups.add(&client);
+        true
+    }
+
+    /// Whether `client` may have another text sent now; if so, it is counted.
+    pub fn text(&self, client: IpAddr) -> bool {
+        let client = crate::client_key(client);
+        let mut t = self.tables.lock().unwrap_or_else(|e| e.into_inner());
+        if t.texts.count(&client) >= CLIENT_TEXTS {
+            return false;
+        }
+        t.texts.add(&client);
         true
     }
 

@@ -300,7 +300,7 @@ impl Accounts {
             (&Method::GET, "/callback") => Ok(self.callback(query, body, false, client).await),
             (&Method::POST, "/callback") => Ok(self.callback(query, body, true, client).await),
             (&Method::GET, "/.well-known/jwks.json") => Ok(Answer::ok(self.keys.jwks.clone())),
-            (&Method::POST, "/resend") => self.resend(body, redirect).await,
+            (&Method::POST, "/resend") => self.resend(body, redirect, client).await,
             (&Method::POST, "/recover") => self.recover(body, redirect).await,
             (&Method::POST, "/magiclink") => self.magic_link(body, client, false, redirect).await,
             (&Method::POST, "/otp") => self.magic_link(body, client, true, redirect).await,

@@ -46,7 +46,12 @@ impl Texter {
                         let encoded = secret.trim().trim_start_matches("v1,").trim_start_matches("whsec_");
                         base64::engine::general_purpose::STANDARD
                             .decode(encoded)
-                            .map_err(|_| "accounts-sms-hook-secret: a `v1,whsec_<base64>` secret".to_owned())
+                            .ok()
+                            .filter(|key| key.len() >= 16)
+                            .ok_or_else(|| {
+                                "accounts-sms-hook-secret: a `v1,whsec_<base64>` secret of 16 bytes or more"
+                                    .to_owned()
+                            })
                     })
                     .collect::<Result<Vec<_>, _>>()?;
                 Some(Hook { url: url.clone(), keys })
@@ -70,16 +75,19 @@ impl Texter {
         }
     }
 
+    /// Whether a text to `phone` may go now (`accounts-sms-rate-limit`); if so, it is counted.
+    /// A test number's code is never sent, and never counted.
+    pub fn reserve(&self, phone: &str) -> bool {
+        self.test_codes.contains_key(phone) || self.limit.as_ref().is_none_or(|limit| limit.take())
+    }
+
     /// Sends `otp` to `phone` (of `user`) for `sms_type` (`confirmation`, `phone_change`),
-    /// unless the number is a test number.
-    pub async fn send(&self, user: &User, phone: &str, otp: &str, sms_type: &str) -> Result<(), TextError> {
+    /// unless the number is a test number; a reason for the log, if it fails.
+    pub async fn send(&self, user: &User, phone: &str, otp: &str, sms_type: &str) -> Result<(), String> {
         if self.test_codes.contains_key(phone) {
             return Ok(());
         }
-        if self.limit.as_ref().is_some_and(|limit| !limit.take()) {
-            return Err(TextError::OverLimit);
-        }
-        self.post(user, phone, otp, sms_type).await.map_err(TextError::Failed)
+        self.post(user, phone, otp, sms_type).await
     }
 
     /// The hook's request; the failure's reason, if it fails.
@@ -109,18 +117,18 @@ impl Texter {
             .send()
             .await
             .map_err(|e| format!("the SMS hook did not answer: {e}"))?;
-        match answer.status().is_success() {
-            true => Ok(()),
-            false => Err(format!("the SMS hook answered {}", answer.status().as_u16())),
+        let status = answer.status();
+        // A hook refuses with an error status, or with `{"error": ...}` (Supabase's hooks' form).
+        let body: serde_json::Value =
+            answer.text().await.ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default();
+        match (status.is_success(), body.get("error")) {
+            (true, None | Some(serde_json::Value::Null)) => Ok(()),
+            (_, Some(e)) if !e.is_null() => {
+                Err(format!("the SMS hook answered {} with an error: {e}", status.as_u16()))
+            }
+            _ => Err(format!("the SMS hook answered {}", status.as_u16())),
         }
     }
-}
-
-/// Why a text did not go.
-pub enum TextError {
-    /// Past `accounts-sms-rate-limit`.
-    OverLimit,
-    Failed(String),
 }
 
 /// Standard Webhooks' signature of a message: `v1,` and base64 of HMAC-SHA256 over

@@ -145,14 +145,14 @@ impl Accounts {
             ));
         }
         let phone = match text("phone") {
-            Some(phone) => self.change_phone(&user, phone).await?.and_then(|c| c.phone),
+            Some(phone) => self.change_phone(&user, phone, client).await?.and_then(|c| c.phone),
             None => None,
         };
         let mut changes =
             UserChanges { user_metadata: metadata(v.get("data"))?, phone, ..Default::default() };
         let email = text("email").map(valid_email).transpose()?.filter(|e| Some(e) != user.email.as_ref());
         if let Some(password) = text("password") {
-            if user.is_anonymous && email.is_none() {
+            if user.is_anonymous && email.is_none() && text("phone").is_none() {
                 return Err(fail(
                     StatusCode::UNPROCESSABLE_ENTITY,
                     "validation_failed",

@@ -34,6 +34,14 @@ pub enum Install {
         /// The role rowgate connects as.
         role: String,
     },
+    /// `rowgate install`: all a Supabase app needs — the roles and their grants, then the
+    /// accounts, storage and realtime installs.
+    Supabase {
+        /// The login role rowgate connects as (created if missing).
+        role: String,
+        /// The login role of `db-uri-replication`.
+        replication_role: Option<String>,
+    },
 }
 
 impl Backend {
@@ -52,6 +60,11 @@ impl Backend {
                 postgres::changes::install::install_realtime(&c, replication_role.as_deref())
                     .await
                     .map(|summary| format!("realtime installed: {summary}"))
+            }
+            Install::Supabase { role, replication_role } => {
+                postgres::supabase_install::install(&c, &role, replication_role.as_deref())
+                    .await
+                    .map(|done| format!("installed\n  {}", done.join("\n  ")))
             }
             Install::Storage { role } => postgres::storage::install(&c, &role).await.map(|()| {
                 format!(

@@ -20,6 +20,7 @@ mod embed;
 mod errors;
 mod geo;
 mod hooks;
+mod install;
 mod limits;
 mod media_handlers;
 mod observability;

@@ -586,7 +586,7 @@ CREATE OR REPLACE FUNCTION rowgate.account_redeem(p_kind text, p_hash text, p_em
           confirmation_token = CASE WHEN p_kind = 'phone_confirmation' THEN '' ELSE u.confirmation_token END,
           phone_confirmed_at = CASE WHEN p_kind = 'phone_change' THEN now() ELSE coalesce(u.phone_confirmed_at, now()) END,
           is_anonymous = false, updated_at = now()
-        WHERE CASE WHEN p_kind = 'phone_change'
+        WHERE u.deleted_at IS NULL AND CASE WHEN p_kind = 'phone_change'
                 THEN u.phone_change_token = p_hash AND u.phone_change_sent_at > fresh AND u.phone_change = p_email
                 ELSE u.confirmation_token = 'sms_' || p_hash AND u.confirmation_sent_at > fresh AND u.phone = p_email END
         RETURNING u.id INTO v_user;

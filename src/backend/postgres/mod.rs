@@ -35,6 +35,7 @@ mod rights;
 mod settings;
 pub mod sql;
 pub mod storage;
+pub mod supabase_install;
 mod tls;
 mod value;
 

@@ -119,11 +119,11 @@ pub(super) fn redeem(
             // Proves the address is still the user's, and changes nothing.
             OneTime::Reauthentication => ("(?3 IS NULL OR email = lower(?3))", "reauthentication_token = NULL"),
             OneTime::PhoneConfirmation => (
-                "phone = ?3",
+                "phone = ?3 AND deleted_at IS NULL",
                 "phone_confirmed_at = coalesce(phone_confirmed_at, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')), is_anonymous = 0",
             ),
             OneTime::PhoneChange => (
-                "phone_change = ?3 AND coalesce(phone_change, '') <> ''",
+                "phone_change = ?3 AND coalesce(phone_change, '') <> '' AND deleted_at IS NULL",
                 "phone = phone_change, phone_change = NULL, \
                  phone_confirmed_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), is_anonymous = 0",
             ),

@@ -1,0 +1,92 @@
+//! `rowgate install`: what a Supabase app needs of a PostgreSQL database, in one command run as
+//! a superuser — Supabase's roles (`anon`, `authenticated`, `service_role`, and the login role
+//! rowgate connects as, which may become them), their grants on schema `public` as Supabase
+//! makes them (row-level security is what guards a table), then the accounts, storage and
+//! realtime installs. Safe to run again: what exists is kept and said so.
+
+use tokio_postgres::Client;
+
+use super::apikey::message;
+
+/// Supabase's roles a request runs as, and their attributes: `service_role` bypasses
+/// row-level security, as the service key's requests do on Supabase.
+const API_ROLES: [(&str, &str); 3] = [
+    ("anon", "NOLOGIN NOINHERIT"),
+    ("authenticated", "NOLOGIN NOINHERIT"),
+    ("service_role", "NOLOGIN NOINHERIT BYPASSRLS"),
+];
+
+fn quoted(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// Installs everything for the login role `role` (created, without a password, if missing), and
+/// gives `replication_role` REPLICATION for realtime's feed; the lines saying what was done.
+pub async fn install(c: &Client, role: &str, replication_role: Option<&str>) -> Result<Vec<String>, String> {
+    let superuser: bool = c
+        .query_one("SELECT rolsuper FROM pg_roles WHERE rolname = current_user", &[])
+        .await
+        .map_err(message)?
+        .get(0);
+    if !superuser {
+        return Err("rowgate install needs a superuser (it creates roles, one with BYPASSRLS)".into());
+    }
+    let mut done = Vec::new();
+    let exists = |name: &str| {
+        let name = name.to_owned();
+        async move {
+            c.query_one("SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)", &[&name])
+                .await
+                .map(|r| r.get::<_, bool>(0))
+                .map_err(message)
+        }
+    };
+    for (name, attributes) in API_ROLES {
+        if exists(name).await? {
+            done.push(format!("role {name}: exists, kept"));
+        } else {
+            c.batch_execute(&format!("CREATE ROLE {} {attributes}", quoted(name))).await.map_err(message)?;
+            done.push(format!("role {name}: created ({attributes})"));
+        }
+    }
+    if exists(role).await? {
+        done.push(format!("role {role}: exists, kept"));
+    } else {
+        c.batch_execute(&format!("CREATE ROLE {} LOGIN NOINHERIT", quoted(role))).await.map_err(message)?;
+        done.push(format!(
+            "role {role}: created (LOGIN NOINHERIT, no password yet: ALTER ROLE {} PASSWORD '...')",
+            quoted(role)
+        ));
+    }
+    c.batch_execute(&format!("GRANT anon, authenticated, service_role TO {}", quoted(role)))
+        .await
+        .map_err(message)?;
+    done.push(format!("role {role} may become anon, authenticated and service_role"));
+    // Supabase's grants: every API role may use what is in `public` (now and later); a table's
+    // row-level security decides what each caller sees of it.
+    c.batch_execute(
+        "GRANT USAGE ON SCHEMA public TO anon, authenticated, service_role;
+         GRANT ALL ON ALL TABLES IN SCHEMA public TO anon, authenticated, service_role;
+         GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO anon, authenticated, service_role;
+         GRANT ALL ON ALL ROUTINES IN SCHEMA public TO anon, authenticated, service_role;
+         ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT ALL ON TABLES TO anon, authenticated, service_role;
+         ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT ALL ON SEQUENCES TO anon, authenticated, service_role;
+         ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT ALL ON ROUTINES TO anon, authenticated, service_role;",
+    )
+    .await
+    .map_err(message)?;
+    done.push(
+        "schema public: anon, authenticated and service_role may use its tables, now and later (as on \
+         Supabase): enable row-level security on each table and write its policies"
+            .into(),
+    );
+    super::accounts_install::install(c, role).await?;
+    done.push(format!(
+        "accounts: auth.users and its kin, auth.uid(), auth.role(), auth.jwt(); role {role} may use them"
+    ));
+    super::storage::install(c, role).await?;
+    done.push("storage: storage.buckets and storage.objects, row-level security on (no policies yet)".into());
+    let realtime = super::changes::install::install_realtime(c, replication_role).await?;
+    done.push(format!("realtime: {realtime}"));
+    Ok(done)
+}
