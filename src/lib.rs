@@ -10,6 +10,7 @@ pub mod accounts;
 pub mod apikey;
 pub mod auth;
 pub mod backend;
+mod banner;
 pub mod cache;
 pub mod cluster;
 pub mod config;

@@ -138,10 +138,8 @@ fn storage(config: &Config, backend: &Backend) -> Result<Option<Arc<crate::stora
 /// Serves on `listener` (and the admin server, if configured) until SIGTERM or SIGINT, then
 /// drains in-flight requests. Fails only if the admin port cannot be bound.
 pub async fn run(config: Arc<Config>, listener: TcpListener) -> Result<(), String> {
-    if config.db.uri == crate::config::DEFAULT_DB_URI {
-        // Whatever the log level: where the data goes must never be a surprise.
-        eprintln!("rowgate: no db-uri given: serving the SQLite file ./rowgate.db (created if missing)");
-    } else if let Some(target) = &config.db.sqlite {
+    // Where the data goes is said by the banner, whatever the log level.
+    if let Some(target) = &config.db.sqlite {
         tracing::info!(database = ?target, "serving an SQLite database");
     }
     if !config.ignored_postgrest_options.is_empty() {
@@ -153,6 +151,8 @@ pub async fn run(config: Arc<Config>, listener: TcpListener) -> Result<(), Strin
     let state = start_state(config)?;
     if let Ok(addr) = listener.local_addr() {
         tracing::info!(%addr, "rowgate listening");
+        // Whatever the log level: a first run should say where it serves and what is missing.
+        eprintln!("{}", crate::banner::lines(&state.config, addr).join("\n"));
     }
     if let Some(port) = state.config.server.admin_port {
         match TcpListener::bind((state.config.server.admin_host, port)).await {
