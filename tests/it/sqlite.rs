@@ -972,3 +972,32 @@ fn the_cache_on_sqlite_flushes_on_writes_no_hook_reports() {
     assert_eq!(r.status, 201, "{}", r.body);
     assert_eq!(cached_get(&base, "/log?order=line", &[]), ("miss".into(), json!([])));
 }
+
+/// `everyone` in a rule covers visitors and signed-in callers alike; a rule for `anon` alone
+/// leaves a signed-in caller out, and its 403 says why.
+#[test]
+fn everyone_covers_visitors_and_users_and_a_refused_user_is_told_why() {
+    let path = tempfile::tempdir().expect("temp dir").keep().join("everyone.db");
+    let base = serve_sqlite(
+        &path,
+        "CREATE TABLE posts (id INTEGER PRIMARY KEY, title TEXT); INSERT INTO posts VALUES (1, 'hello');
+         CREATE TABLE drafts (id INTEGER PRIMARY KEY, title TEXT); INSERT INTO drafts VALUES (1, 'soon');",
+        "[posts]\nselect = { everyone = \"true\" }\n[drafts]\nselect = { anon = \"true\" }\n",
+        rowgate::config::ServeArgs::default(),
+    );
+    let user = format!("Bearer {}", crate::accounts::token_of("authenticated"));
+    for headers in [vec![], vec![("authorization", user.as_str())]] {
+        let r = crate::support::send_to(&base, "GET", "/posts", &headers, None);
+        assert_eq!((r.status, r.json()), (200, serde_json::json!([{"id": 1, "title": "hello"}])));
+    }
+    let r = crate::support::send_to(&base, "GET", "/drafts", &[("authorization", &user)], None);
+    assert_eq!(
+        (r.status, r.json()),
+        (
+            403,
+            serde_json::json!({"code": "42501", "details": null,
+                "hint": "The rule for anon covers visitors only; `everyone = ...` in [drafts] covers signed-in callers too",
+                "message": "permission denied for table drafts"})
+        )
+    );
+}

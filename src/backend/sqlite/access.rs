@@ -45,7 +45,7 @@ impl Access<'_> {
     /// denied when no entry applies.
     pub fn rule(&self, table: &str, op: Operation) -> Result<Option<Condition>, Error> {
         match self.rules.access(self.principal, table, op) {
-            Allowed::Denied => Err(rules::denied(self.principal, table)),
+            Allowed::Denied => Err(self.rules.refusal(self.principal, table, op)),
             Allowed::All => Ok(None),
             Allowed::Rows(filters) => {
                 let relation = self

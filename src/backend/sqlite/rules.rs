@@ -7,7 +7,9 @@
 //! ```
 //!
 //! A caller is `anon` (no credentials: the `db-anon-role`), `authenticated` (any verified
-//! token) or the role its token names. A rule's value is the condition on the rows: `"true"`
+//! token), the role its token names, or `everyone` (all of them: a visitor and a signed-in user
+//! alike, as PocketBase's empty rule; `anon` alone is the visitor only, as on Supabase). A
+//! rule's value is the condition on the rows: `"true"`
 //! for every row, or PostgREST filters as in a query string (`author=eq.@jwt.sub`,
 //! `public=is.true&lang=eq.en`, `or=(public.is.true,author.eq.@jwt.sub)`), where `@jwt.<claim>`
 //! is the caller's claim (a missing claim matches no row). Where several entries apply to a
@@ -138,6 +140,7 @@ impl Rules {
         let mut rows = Vec::new();
         for (caller, filter) in callers {
             let applies = match caller.as_str() {
+                "everyone" => true,
                 "anon" => principal.anonymous,
                 "authenticated" => !principal.anonymous,
                 role => !principal.anonymous && *principal.role == *role,
@@ -180,6 +183,27 @@ impl Rules {
     /// Whether `principal` may do `operation` on some rows of `table`.
     pub fn allows(&self, principal: &Principal, table: &str, operation: Operation) -> bool {
         !matches!(self.access(principal, table, operation), Access::Denied)
+    }
+}
+
+impl Rules {
+    /// The refusal of `principal`'s `operation` on `table`: [`denied`], with a hint where the
+    /// table has a rule for visitors (`anon`) that a signed-in caller may have expected to cover
+    /// them too.
+    pub fn refusal(&self, principal: &Principal, table: &str, operation: Operation) -> Error {
+        let for_visitors = self
+            .allowed
+            .get(&(table.to_owned(), operation))
+            .is_some_and(|callers| callers.iter().any(|(caller, _)| caller == "anon"));
+        match denied(principal, table) {
+            Error::Database(mut db) if for_visitors && !principal.anonymous => {
+                db.hint = Some(format!(
+                    "The rule for anon covers visitors only; `everyone = ...` in [{table}] covers signed-in callers too"
+                ));
+                Error::Database(db)
+            }
+            e => e,
+        }
     }
 }
 
@@ -337,6 +361,24 @@ mod tests {
         assert!(rules.allows(&admin, "notes", Operation::Select));
         assert!(!rules.allows(&anon, "notes", Operation::Select));
         assert!(!rules.allows(&admin, "other", Operation::Select));
+    }
+
+    #[test]
+    fn everyone_covers_visitors_and_signed_in_callers_and_anon_alone_says_so_when_refused() {
+        let rules =
+            Rules::parse("[posts]\nselect = { everyone = \"true\" }\n[drafts]\nselect = { anon = \"true\" }")
+                .unwrap();
+        let (visitor, user) = (caller("anon", true), caller("authenticated", false));
+        assert!(rules.allows(&visitor, "posts", Operation::Select));
+        assert!(rules.allows(&user, "posts", Operation::Select));
+        assert!(!rules.allows(&user, "drafts", Operation::Select));
+        let Error::Database(refused) = rules.refusal(&user, "drafts", Operation::Select) else { panic!() };
+        assert_eq!(
+            refused.hint.as_deref(),
+            Some("The rule for anon covers visitors only; `everyone = ...` in [drafts] covers signed-in callers too")
+        );
+        let Error::Database(refused) = rules.refusal(&user, "posts", Operation::Insert) else { panic!() };
+        assert_eq!(refused.hint, None);
     }
 
     #[test]
