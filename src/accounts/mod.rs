@@ -14,7 +14,10 @@
 //! - `/admin/users` for a token whose role is `service_role` (`admin`);
 //! - mail's codes and links (`by_mail`, `verify`), second factors (`mfa`);
 //! - sign-in through providers: `GET /authorize`, `/callback`, `?grant_type=id_token`
-//!   (`external`, `oauth2`), and a user's `/user/identities` (`identities`).
+//!   (`external`, `oauth2`), and a user's `/user/identities` (`identities`);
+//! - phone numbers, their codes texted through the Send SMS hook (`by_phone`, `sms`);
+//! - rowgate as an OAuth 2.1 server to other applications: `/admin/oauth/clients`, `/oauth/*`,
+//!   `/user/oauth/grants` (`oauth_clients`, `oauth_server`, `oauth_token`).
 //!
 //! Passwords are hashed with Argon2id (`hashing`) and never logged or returned. Wrong passwords
 //! are limited per client and address, per client and per address (`limits`: 429 until the

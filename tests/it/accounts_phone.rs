@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use serde_json::{json, Value};
 
 use crate::accounts::{auth, claims_of, on_both};
-use crate::support::{default_args, harness, send_to, start_server};
+use crate::accounts_oauth_server::call;
+use crate::support::{default_args, harness, start_server};
 
 /// The hook's secret, as Supabase writes one.
 const SECRET: &str = "v1,whsec_c2VjcmV0LW9mLXRoZS1zbXMtaG9vay10ZXN0";
@@ -165,18 +166,6 @@ fn number(base: &str, n: u8) -> String {
     format!("1555{n:01}{port:06}")
 }
 
-fn call(base: &str, method: &str, path: &str, bearer: &str, body: Value) -> (u16, Value) {
-    let authorization = format!("Bearer {bearer}");
-    let r = send_to(
-        base,
-        method,
-        path,
-        &[("content-type", "application/json"), ("authorization", &authorization)],
-        Some(&body.to_string()),
-    );
-    (r.status, if r.body.is_empty() { Value::Null } else { r.json() })
-}
-
 fn a_number_signs_up_is_confirmed_by_the_code_texted_and_signs_in_with_its_password(base: &str) {
     let texts = texts_of(base);
     let phone = number(base, 1);
@@ -260,9 +249,9 @@ fn a_code_texted_signs_in_and_a_user_changes_their_number(base: &str) {
     // A new number is taken once its code comes back.
     let bearer = session["access_token"].as_str().unwrap().to_owned();
     let new = number(base, 4);
-    let (status, _) = call(base, "PUT", "/auth/v1/user", &bearer, json!({"phone": new}));
+    let (status, _) = call(base, "PUT", "/auth/v1/user", Some(&bearer), Some(json!({"phone": new})));
     assert_eq!(status, 200);
-    let (_, user) = call(base, "GET", "/auth/v1/user", &bearer, Value::Null);
+    let (_, user) = call(base, "GET", "/auth/v1/user", Some(&bearer), None);
     assert_eq!((&user["phone"], &user["new_phone"]), (&json!(phone), &json!(new)));
     assert_eq!(texts.to(&new)["sms"]["sms_type"], "phone_change");
     let (status, changed) = auth(
