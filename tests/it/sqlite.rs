@@ -1001,3 +1001,37 @@ fn everyone_covers_visitors_and_users_and_a_refused_user_is_told_why() {
         )
     );
 }
+
+/// The access rules file is read again when it changes, without a restart; the response cache
+/// serves nothing the old rules allowed; a file that does not parse is refused and the rules in
+/// force stay.
+#[test]
+fn rules_changed_on_disk_take_effect_at_once_and_a_broken_file_changes_nothing() {
+    let path = tempfile::tempdir().expect("temp dir").keep().join("reload.db");
+    let base = serve_sqlite(
+        &path,
+        "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT); INSERT INTO notes VALUES (1, 'hi');",
+        "[notes]\nselect = { anon = \"true\" }\n",
+        rowgate::config::ServeArgs { cache_enabled: Some(true), ..Default::default() },
+    );
+    let rules = path.with_extension("rules.toml");
+    let read = || crate::support::send_to(&base, "GET", "/notes", &[], None).status;
+    assert_eq!(read(), 200);
+    assert_eq!(read(), 200, "cached");
+    let until = |status: u16| {
+        for _ in 0..60 {
+            if read() == status {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        panic!("still not {status}");
+    };
+    std::fs::write(&rules, "[notes]\nselect = { editor = \"true\" }\n").unwrap();
+    until(401);
+    std::fs::write(&rules, "[notes]\nselect = { anon = \"this is not a filter\" }\n").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert_eq!(read(), 401, "a broken file changes nothing");
+    std::fs::write(&rules, "[notes]\nselect = { everyone = \"id=eq.1\" }\n").unwrap();
+    until(200);
+}

@@ -15,8 +15,8 @@ use crate::schema::SchemaCache;
 
 /// The rules as they apply to one caller in one schema.
 pub struct Access<'a> {
-    /// The rules file.
-    pub rules: &'a Rules,
+    /// The rules in force when the request began.
+    pub rules: std::sync::Arc<Rules>,
     /// The schema cache snapshot of the request.
     pub schema: &'a SchemaCache,
     /// The exposed schema the request runs in.

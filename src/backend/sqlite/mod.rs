@@ -37,8 +37,8 @@ const SCHEMA_WATCH: Duration = Duration::from_millis(500);
 pub struct SqliteBackend {
     /// The database.
     pub db: Arc<SqliteDb>,
-    /// `db-rules`.
-    rules: Arc<Rules>,
+    /// `db-rules`, as last read: a change to the file takes effect without a restart.
+    rules: Arc<arc_swap::ArcSwap<Rules>>,
     config: Arc<Config>,
 }
 
@@ -88,13 +88,17 @@ impl SqliteBackend {
                     Some(s) => tables_changed(&cache, &s, &exposed, tables),
                     None => cache.flush(),
                 },
-                Changed::Schema => cache.flush(),
+                Changed::Schema | Changed::Rules => cache.flush(),
             }));
+        }
+        let rules = Arc::new(arc_swap::ArcSwap::from_pointee(rules));
+        if let Some(path) = &config.db.rules {
+            watch_rules(db.clone(), rules.clone(), config.clone(), path.clone());
         }
         if let Some(rt) = realtime {
             realtime::start(&db, &rt, &config);
         }
-        Ok(SqliteBackend { db, rules: Arc::new(rules), config })
+        Ok(SqliteBackend { db, rules, config })
     }
 
     /// What `who` may read of `table` (realtime's question): every column, and rows by the
@@ -106,7 +110,7 @@ impl SqliteBackend {
         columns: Vec<String>,
     ) -> crate::realtime::TableAccess {
         use rules::Access;
-        match self.rules.access(who, table, rules::Operation::Select) {
+        match self.rules.load().access(who, table, rules::Operation::Select) {
             Access::Denied => {
                 crate::realtime::TableAccess { columns: Vec::new(), by_claims: false, by_row: false }
             }
@@ -127,8 +131,9 @@ impl SqliteBackend {
     ) -> crate::openapi::Usable {
         use rules::Operation::*;
         let mut usable = crate::openapi::Usable::default();
+        let rules = self.rules.load();
         for name in cache.relations.keys().filter(|q| q.schema == schema) {
-            let may = |op| self.rules.allows(who, &name.name, op);
+            let may = |op| rules.allows(who, &name.name, op);
             let grants = crate::openapi::Grants {
                 read: may(Select),
                 insert: may(Insert),
@@ -153,7 +158,7 @@ impl SqliteBackend {
 
     fn access<'a>(&'a self, schema_name: &'a str, caller: &'a Caller<'a>) -> Access<'a> {
         Access {
-            rules: &self.rules,
+            rules: self.rules.load_full(),
             schema: caller.schema,
             schema_name,
             principal: caller.principal,
@@ -299,6 +304,52 @@ fn watch_keys(db: Arc<SqliteDb>, keys_changed: Arc<dyn Fn() + Send + Sync>) {
                 keys_changed();
             }
             seen = Some(now);
+        }
+    });
+}
+
+/// Reloads the access rules whenever their file changes (its modification time or size), looking
+/// every [`SCHEMA_WATCH`]. A file that does not parse, or whose rules read claims the cache key
+/// leaves out, is refused in the log and the rules in force are kept. The response cache is told
+/// on the writer thread, between two batches, so that no answer of the old rules outlives them.
+fn watch_rules(
+    db: Arc<SqliteDb>,
+    rules: Arc<arc_swap::ArcSwap<Rules>>,
+    config: Arc<Config>,
+    path: std::path::PathBuf,
+) {
+    let stamp = |path: &std::path::Path| std::fs::metadata(path).ok().map(|m| (m.modified().ok(), m.len()));
+    let mut seen = stamp(&path);
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(SCHEMA_WATCH);
+        loop {
+            tick.tick().await;
+            let now = stamp(&path);
+            if now == seen {
+                continue;
+            }
+            seen = now;
+            let loaded = Rules::load(&path).map_err(|e| e.to_string()).and_then(|new| {
+                match unkeyed_claims(&config, &new) {
+                    Some(missing) => {
+                        Err(format!("its rules read claims cache-key-claims leaves out: {missing}"))
+                    }
+                    None => Ok(new),
+                }
+            });
+            let new = match loaded {
+                Ok(new) => new,
+                Err(e) => {
+                    tracing::error!(error = %e, "the access rules changed but were not taken; the rules in force are kept");
+                    continue;
+                }
+            };
+            let rules = rules.clone();
+            let taken = db.announce(move || rules.store(Arc::new(new)), Changed::Rules).await;
+            match taken {
+                Ok(()) => tracing::warn!(file = %path.display(), "the access rules changed: reloaded"),
+                Err(e) => tracing::error!(error = %e, "reloading the access rules failed"),
+            }
         }
     });
 }

@@ -122,6 +122,8 @@ pub enum Changed<'a> {
     Tables(&'a HashSet<String>),
     /// The schema was reloaded.
     Schema,
+    /// The access rules were reloaded.
+    Rules,
 }
 
 /// A callback told of every [`Changed`].
@@ -224,6 +226,24 @@ impl SqliteDb {
     /// ignored.
     pub fn listen(&self, listener: Listener) {
         let _ = self.listener.set(listener);
+    }
+
+    /// Runs `change` on the writer thread, between two batches, then tells the listener of
+    /// `changed`: no commit's answer is stored under the state before it and announced after.
+    pub async fn announce(
+        self: &Arc<Self>,
+        change: impl FnOnce() + Send + 'static,
+        changed: Changed<'static>,
+    ) -> Result<(), Error> {
+        let listener = self.listener.clone();
+        self.with_writer(move |_| {
+            change();
+            if let Some(listener) = listener.get() {
+                listener(changed);
+            }
+            Ok(())
+        })
+        .await
     }
 
     /// Sets the one capture told of every row the writer changes; later calls are ignored.

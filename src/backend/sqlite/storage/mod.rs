@@ -33,7 +33,7 @@ use crate::storage::store::{
 /// Storage's rows in an SQLite file, under the access rules.
 pub struct SqliteStorage {
     db: Arc<SqliteDb>,
-    rules: Arc<Rules>,
+    rules: Arc<arc_swap::ArcSwap<Rules>>,
     config: Arc<Config>,
     /// The two tables as the rules see them: schema `storage`, `buckets` and `objects`.
     schema: SchemaCache,
@@ -44,7 +44,11 @@ pub struct SqliteStorage {
 /// A rule as SQL: `(condition)` with its parameters, or `1` (every row).
 impl SqliteStorage {
     /// The store in `db`, its tables created first.
-    pub fn open(db: Arc<SqliteDb>, rules: Arc<Rules>, config: Arc<Config>) -> Result<SqliteStorage, String> {
+    pub fn open(
+        db: Arc<SqliteDb>,
+        rules: Arc<arc_swap::ArcSwap<Rules>>,
+        config: Arc<Config>,
+    ) -> Result<SqliteStorage, String> {
         db.setup(SCHEMA).map_err(|e| format!("creating the storage tables: {e}"))?;
         Ok(SqliteStorage {
             db,
@@ -60,7 +64,7 @@ impl SqliteStorage {
         let principal =
             Principal { role: who.role.clone(), claims: who.claims.clone(), anonymous: who.anonymous };
         let key = format!("storage.{table}");
-        let filters = match self.rules.access(&principal, &key, op) {
+        let filters = match self.rules.load().access(&principal, &key, op) {
             Access::Denied => {
                 return Err(StorageError::access_denied(format!("permission denied for table {table}")))
             }
