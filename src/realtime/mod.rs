@@ -146,6 +146,13 @@ impl Realtime {
         let _ = self.access.set(access);
     }
 
+    /// What roles may read changed (the SQLite access rules were reloaded): asked again from the
+    /// next change on, not after [`ACCESS_TTL`].
+    pub fn rights_changed(&self) {
+        let mut cache = self.access_cache.lock().unwrap_or_else(|e| e.into_inner());
+        *cache = (Weak::new(), Instant::now(), HashMap::new());
+    }
+
     /// The tables whose changes may be sent (the backend keeps this current).
     pub fn set_published(&self, published: Published) {
         self.published.store(Arc::new(published));

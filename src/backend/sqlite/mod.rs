@@ -93,7 +93,7 @@ impl SqliteBackend {
         }
         let rules = Arc::new(arc_swap::ArcSwap::from_pointee(rules));
         if let Some(path) = &config.db.rules {
-            watch_rules(db.clone(), rules.clone(), config.clone(), path.clone());
+            watch_rules(db.clone(), rules.clone(), config.clone(), path.clone(), realtime.clone());
         }
         if let Some(rt) = realtime {
             realtime::start(&db, &rt, &config);
@@ -317,6 +317,7 @@ fn watch_rules(
     rules: Arc<arc_swap::ArcSwap<Rules>>,
     config: Arc<Config>,
     path: std::path::PathBuf,
+    realtime: Option<Arc<crate::realtime::Realtime>>,
 ) {
     let stamp = |path: &std::path::Path| std::fs::metadata(path).ok().map(|m| (m.modified().ok(), m.len()));
     let mut seen = stamp(&path);
@@ -347,7 +348,12 @@ fn watch_rules(
             let rules = rules.clone();
             let taken = db.announce(move || rules.store(Arc::new(new)), Changed::Rules).await;
             match taken {
-                Ok(()) => tracing::warn!(file = %path.display(), "the access rules changed: reloaded"),
+                Ok(()) => {
+                    if let Some(rt) = &realtime {
+                        rt.rights_changed();
+                    }
+                    tracing::warn!(file = %path.display(), "the access rules changed: reloaded")
+                }
                 Err(e) => tracing::error!(error = %e, "reloading the access rules failed"),
             }
         }
