@@ -271,8 +271,7 @@ CREATE OR REPLACE FUNCTION rowgate.account_of(u auth.users, p_hash boolean DEFAU
                              'factor_type', f.factor_type, 'status', f.status, 'created_at', rowgate.iso(f.created_at),
                              'updated_at', rowgate.iso(f.updated_at)) ORDER BY f.created_at), '[]')::text
                     FROM auth.mfa_factors f WHERE f.user_id = u.id),
-                   coalesce((SELECT s.aal::text FROM auth.sessions s WHERE s.id = rowgate.uuid_or_null(p_session)), 'aal1'),
-                   (SELECT extract(epoch FROM s.created_at)::bigint FROM auth.sessions s WHERE s.id = rowgate.uuid_or_null(p_session)),
+                   coalesce(s.aal::text, 'aal1'), extract(epoch FROM s.created_at)::bigint,
                    (SELECT coalesce(json_agg(json_build_object('identity_id', i.id, 'id', i.provider_id, 'user_id', i.user_id,
                              'identity_data', i.identity_data, 'provider', i.provider,
                              'last_sign_in_at', rowgate.iso(i.last_sign_in_at), 'created_at', rowgate.iso(i.created_at),
@@ -286,9 +285,10 @@ CREATE OR REPLACE FUNCTION rowgate.account_of(u auth.users, p_hash boolean DEFAU
                    (SELECT c.authentication_method FROM auth.mfa_amr_claims c
                     WHERE c.session_id = rowgate.uuid_or_null(p_session) AND c.authentication_method IN ('totp', 'mfa/webauthn')
                     ORDER BY c.updated_at DESC LIMIT 1),
-                   (SELECT s.oauth_client_id::text FROM auth.sessions s WHERE s.id = rowgate.uuid_or_null(p_session)),
-                   (SELECT s.scopes FROM auth.sessions s WHERE s.id = rowgate.uuid_or_null(p_session)),
-                   rowgate.iso(u.phone_confirmed_at), nullif(u.phone_change, ''))::rowgate.account $$;
+                   s.oauth_client_id::text, s.scopes,
+                   rowgate.iso(u.phone_confirmed_at), nullif(u.phone_change, ''))::rowgate.account
+        -- The session read once, by its key (none: a null row).
+        FROM (SELECT 1) AS one LEFT JOIN auth.sessions s ON s.id = rowgate.uuid_or_null(p_session) $$;
 
 -- A metadata object with `patch`'s keys set, those whose value is null removed (GoTrue's merge).
 CREATE OR REPLACE FUNCTION rowgate.merged(current jsonb, patch jsonb) RETURNS jsonb
