@@ -325,7 +325,7 @@ fn a_soft_deleted_user_is_gone_but_its_row_stays(base: &str) {
 }
 
 /// One value a superuser's query returns, as text.
-fn pg_value(query: &str) -> Option<String> {
+pub(crate) fn pg_value(query: &str) -> Option<String> {
     let uri = harness().superuser_uri.clone();
     let query = query.to_owned();
     block_on(async move {

@@ -95,3 +95,19 @@ fn one_install_readies_a_fresh_database_for_a_supabase_app() {
     let r = send_to(&base, "GET", "/storage/v1/bucket", &[("authorization", &bearer)], None);
     assert_eq!((r.status, r.body.as_str()), (200, "[]"));
 }
+
+/// Instances of the previous release keep serving while a rolling upgrade installs this one:
+/// the functions they call keep their signatures.
+#[test]
+fn the_previous_release_signatures_outlive_an_upgrade() {
+    crate::accounts::postgres(); // the accounts installed, by this release
+    let value = crate::accounts_users::pg_value(
+        "SELECT count(*)::text FROM rowgate.account_rotate('not-a-token', 'next', 0, 0, 0)",
+    );
+    assert_eq!(value.as_deref(), Some("0"));
+    let created = crate::accounts_users::pg_value(
+        "SELECT email FROM rowgate.account_create(gen_random_uuid()::text, 'rolling@example.com', NULL, NULL,
+           '{}', '{}', false, true, 'authenticated', NULL, NULL, NULL, false, false)",
+    );
+    assert_eq!(created.as_deref(), Some("rolling@example.com"));
+}

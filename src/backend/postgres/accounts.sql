@@ -301,7 +301,6 @@ CREATE OR REPLACE FUNCTION rowgate.merged(current jsonb, patch jsonb) RETURNS js
 -- the address or phone is taken.
 DROP FUNCTION IF EXISTS rowgate.account_create(text, text, text, text, bigint);
 DROP FUNCTION IF EXISTS rowgate.account_create(text, text, text, text, jsonb, jsonb, boolean, boolean, text, bigint, text, text, boolean);
-DROP FUNCTION IF EXISTS rowgate.account_create(text, text, text, text, jsonb, jsonb, boolean, boolean, text, bigint, text, text, boolean, boolean);
 CREATE OR REPLACE FUNCTION rowgate.account_create(
   p_id text, p_email text, p_phone text, p_hash text, p_user_meta jsonb, p_app_meta jsonb,
   p_anonymous boolean, p_confirmed boolean, p_role text, p_banned_until bigint,
@@ -387,7 +386,6 @@ CREATE OR REPLACE FUNCTION rowgate.account_sign_in(p_user text, p_token text, p_
 -- user's (it may have been stolen). A token lives p_lifetime seconds. Only the holder of its
 -- session refreshes it: the OAuth client p_client, or (null) a client of no session's. No row:
 -- refused.
-DROP FUNCTION IF EXISTS rowgate.account_rotate(text, text, bigint, bigint, bigint);
 CREATE OR REPLACE FUNCTION rowgate.account_rotate(p_old text, p_new text, p_now bigint, p_lifetime bigint,
     p_reuse bigint, p_client text)
   RETURNS SETOF rowgate.account
@@ -420,6 +418,22 @@ CREATE OR REPLACE FUNCTION rowgate.account_rotate(p_old text, p_new text, p_now 
     RETURN QUERY SELECT a.* FROM auth.users u, rowgate.account_of(u, false, t.session_id::text) a
       WHERE u.id = rowgate.uuid_or_null(t.user_id) AND u.deleted_at IS NULL;
   END $$;
+
+-- The previous release's signatures, kept for its instances still serving during a rolling
+-- upgrade (they know no OAuth client, no confirmed phone).
+CREATE OR REPLACE FUNCTION rowgate.account_rotate(p_old text, p_new text, p_now bigint, p_lifetime bigint,
+    p_reuse bigint)
+  RETURNS SETOF rowgate.account
+  LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+  AS $$ SELECT * FROM rowgate.account_rotate(p_old, p_new, p_now, p_lifetime, p_reuse, NULL::text) $$;
+CREATE OR REPLACE FUNCTION rowgate.account_create(
+  p_id text, p_email text, p_phone text, p_hash text, p_user_meta jsonb, p_app_meta jsonb,
+  p_anonymous boolean, p_confirmed boolean, p_role text, p_banned_until bigint,
+  p_token text, p_session text, p_invited boolean, p_unproved boolean)
+  RETURNS SETOF rowgate.account
+  LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+  AS $$ SELECT * FROM rowgate.account_create(p_id, p_email, p_phone, p_hash, p_user_meta, p_app_meta, p_anonymous,
+          p_confirmed, p_role, p_banned_until, p_token, p_session, p_invited, p_unproved, false) $$;
 
 -- Changes to an account (a null parameter changes nothing; p_ban: whether p_banned_until is
 -- set, null then lifting a ban). An address or phone another account has: 23505. A new address

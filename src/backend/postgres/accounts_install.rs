@@ -17,6 +17,8 @@ const OAUTH_SERVER_SQL: &str = include_str!("oauth_server.sql");
 const FUNCTIONS: &str = "rowgate.account_create(text, text, text, text, jsonb, jsonb, boolean, boolean, text, bigint, text, text, boolean, boolean, boolean),
   rowgate.account_by_email(text), rowgate.account_by_phone(text), rowgate.account_by_id(text), rowgate.account_sign_in(text, text, text, text, text, text),
   rowgate.account_rotate(text, text, bigint, bigint, bigint, text),
+  rowgate.account_rotate(text, text, bigint, bigint, bigint),
+  rowgate.account_create(text, text, text, text, jsonb, jsonb, boolean, boolean, text, bigint, text, text, boolean, boolean),
   rowgate.account_update(text, text, text, text, jsonb, jsonb, boolean, boolean, bigint, boolean, text, boolean),
   rowgate.account_list(bigint, bigint), rowgate.account_count(), rowgate.account_delete(text, boolean),
   rowgate.account_logout(text, text, text), rowgate.account_issue(text, text, text, text, bigint),
