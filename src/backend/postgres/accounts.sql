@@ -77,6 +77,10 @@ CREATE INDEX IF NOT EXISTS users_created_at_idx ON auth.users (created_at DESC, 
 CREATE UNIQUE INDEX IF NOT EXISTS confirmation_token_idx ON auth.users (confirmation_token) WHERE confirmation_token !~ '^[0-9 ]*$';
 CREATE UNIQUE INDEX IF NOT EXISTS recovery_token_idx ON auth.users (recovery_token) WHERE recovery_token !~ '^[0-9 ]*$';
 CREATE UNIQUE INDEX IF NOT EXISTS email_change_token_new_idx ON auth.users (email_change_token_new) WHERE email_change_token_new !~ '^[0-9 ]*$';
+CREATE UNIQUE INDEX IF NOT EXISTS email_change_token_current_idx ON auth.users (email_change_token_current) WHERE email_change_token_current !~ '^[0-9 ]*$';
+CREATE UNIQUE INDEX IF NOT EXISTS reauthentication_token_idx ON auth.users (reauthentication_token) WHERE reauthentication_token !~ '^[0-9 ]*$';
+-- rowgate's: GoTrue finds a phone change by its number.
+CREATE INDEX IF NOT EXISTS rowgate_phone_change_token_idx ON auth.users (phone_change_token) WHERE phone_change_token !~ '^[0-9 ]*$';
 
 CREATE TABLE IF NOT EXISTS auth.identities (
   provider_id text NOT NULL,
@@ -591,31 +595,37 @@ CREATE OR REPLACE FUNCTION rowgate.account_redeem(p_kind text, p_hash text, p_em
   DECLARE v_user uuid; fresh timestamptz := now() - make_interval(secs => p_expiry);
   BEGIN
     IF p_hash IS NULL OR p_hash = '' THEN RETURN; END IF;
-    IF p_kind IN ('phone_confirmation', 'phone_change') THEN
-      -- A code by SMS: the number confirmed (a change: the new number taken).
-      UPDATE auth.users u SET
-          phone = CASE WHEN p_kind = 'phone_change' THEN u.phone_change ELSE u.phone END,
-          phone_change = CASE WHEN p_kind = 'phone_change' THEN '' ELSE u.phone_change END,
-          phone_change_token = CASE WHEN p_kind = 'phone_change' THEN '' ELSE u.phone_change_token END,
-          confirmation_token = CASE WHEN p_kind = 'phone_confirmation' THEN '' ELSE u.confirmation_token END,
-          phone_confirmed_at = CASE WHEN p_kind = 'phone_change' THEN now() ELSE coalesce(u.phone_confirmed_at, now()) END,
-          is_anonymous = false, updated_at = now()
-        WHERE u.deleted_at IS NULL AND CASE WHEN p_kind = 'phone_change'
-                THEN u.phone_change_token = p_hash AND u.phone_change_sent_at > fresh AND u.phone_change = p_email
-                ELSE u.confirmation_token = 'sms_' || p_hash AND u.confirmation_sent_at > fresh AND u.phone = p_email END
+    -- Each token's comparison carries its index's predicate (GoTrue's partial indexes), which a
+    -- hash always meets: without it the planner cannot use the index and reads every user.
+    IF p_kind = 'phone_change' THEN
+      -- A code by SMS to a new number: the number taken.
+      UPDATE auth.users u SET phone = u.phone_change, phone_change = '', phone_change_token = '',
+          phone_confirmed_at = now(), is_anonymous = false, updated_at = now()
+        WHERE u.phone_change_token = p_hash AND u.phone_change_token !~ '^[0-9 ]*$'
+          AND u.deleted_at IS NULL AND u.phone_change_sent_at > fresh AND u.phone_change = p_email
         RETURNING u.id INTO v_user;
+    ELSIF p_kind = 'phone_confirmation' THEN
+      -- A code by SMS: the number confirmed.
+      UPDATE auth.users u SET confirmation_token = '', phone_confirmed_at = coalesce(u.phone_confirmed_at, now()),
+          is_anonymous = false, updated_at = now()
+        WHERE u.confirmation_token = 'sms_' || p_hash AND u.confirmation_token !~ '^[0-9 ]*$'
+          AND u.deleted_at IS NULL AND u.confirmation_sent_at > fresh AND u.phone = p_email
+        RETURNING u.id INTO v_user;
+    END IF;
+    IF p_kind IN ('phone_confirmation', 'phone_change') THEN
       RETURN QUERY SELECT a.* FROM auth.users u, rowgate.account_of(u) a WHERE u.id = v_user;
       RETURN;
     END IF;
     IF coalesce(p_kind, 'confirmation') = 'confirmation' THEN
       UPDATE auth.users u SET confirmation_token = '', email_confirmed_at = coalesce(u.email_confirmed_at, now()), updated_at = now()
-        WHERE u.confirmation_token IN (p_hash, 'pkce_' || p_hash) AND u.confirmation_token NOT LIKE 'sms\_%'
+        WHERE u.confirmation_token IN (p_hash, 'pkce_' || p_hash) AND u.confirmation_token !~ '^[0-9 ]*$'
+          AND u.confirmation_token NOT LIKE 'sms\_%'
           AND u.confirmation_sent_at > fresh AND (p_email IS NULL OR u.email = lower(p_email))
         RETURNING u.id INTO v_user;
     END IF;
     IF v_user IS NULL AND coalesce(p_kind, 'recovery') = 'recovery' THEN
       UPDATE auth.users u SET recovery_token = '', email_confirmed_at = coalesce(u.email_confirmed_at, now()), updated_at = now()
-        WHERE u.recovery_token IN (p_hash, 'pkce_' || p_hash) AND u.recovery_sent_at > fresh AND (p_email IS NULL OR u.email = lower(p_email))
+        WHERE u.recovery_token IN (p_hash, 'pkce_' || p_hash) AND u.recovery_token !~ '^[0-9 ]*$' AND u.recovery_sent_at > fresh AND (p_email IS NULL OR u.email = lower(p_email))
         RETURNING u.id INTO v_user;
     END IF;
     IF v_user IS NULL AND p_kind = 'email_change' THEN
@@ -624,8 +634,10 @@ CREATE OR REPLACE FUNCTION rowgate.account_redeem(p_kind text, p_hash text, p_em
           email_change_token_new = CASE WHEN u.email_change_token_new IN (p_hash, 'pkce_' || p_hash) THEN '' ELSE u.email_change_token_new END,
           email_change_token_current = CASE WHEN u.email_change_token_current IN (p_hash, 'pkce_' || p_hash) THEN '' ELSE u.email_change_token_current END,
           email_change_confirm_status = 1, updated_at = now()
-        WHERE ((u.email_change_token_new IN (p_hash, 'pkce_' || p_hash) AND coalesce(u.email_change_token_current, '') <> '')
-            OR (u.email_change_token_current IN (p_hash, 'pkce_' || p_hash) AND coalesce(u.email_change_token_new, '') <> ''))
+        WHERE ((u.email_change_token_new IN (p_hash, 'pkce_' || p_hash) AND u.email_change_token_new !~ '^[0-9 ]*$'
+                AND coalesce(u.email_change_token_current, '') <> '')
+            OR (u.email_change_token_current IN (p_hash, 'pkce_' || p_hash) AND u.email_change_token_current !~ '^[0-9 ]*$'
+                AND coalesce(u.email_change_token_new, '') <> ''))
           AND u.email_change_sent_at > fresh AND coalesce(u.email_change, '') <> ''
           AND (p_email IS NULL OR u.email_change = lower(p_email) OR u.email = lower(p_email))
         RETURNING u.id INTO v_user;
@@ -638,14 +650,15 @@ CREATE OR REPLACE FUNCTION rowgate.account_redeem(p_kind text, p_hash text, p_em
         email_confirmed_at = now(), email_change_confirm_status = 0, updated_at = now(), is_anonymous = false,
         raw_app_meta_data = CASE WHEN u.is_anonymous
           THEN coalesce(u.raw_app_meta_data, '{}') || '{"provider": "email", "providers": ["email"]}' ELSE u.raw_app_meta_data END
-        WHERE (u.email_change_token_new IN (p_hash, 'pkce_' || p_hash) OR u.email_change_token_current IN (p_hash, 'pkce_' || p_hash))
+        WHERE ((u.email_change_token_new IN (p_hash, 'pkce_' || p_hash) AND u.email_change_token_new !~ '^[0-9 ]*$')
+            OR (u.email_change_token_current IN (p_hash, 'pkce_' || p_hash) AND u.email_change_token_current !~ '^[0-9 ]*$'))
           AND u.email_change_sent_at > fresh AND coalesce(u.email_change, '') <> ''
           AND (p_email IS NULL OR u.email_change = lower(p_email) OR u.email = lower(p_email))
         RETURNING u.id INTO v_user;
     END IF;
     IF v_user IS NULL AND p_kind = 'reauthentication' THEN
       UPDATE auth.users u SET reauthentication_token = '', updated_at = now()
-        WHERE u.reauthentication_token = p_hash AND u.reauthentication_sent_at > fresh
+        WHERE u.reauthentication_token = p_hash AND u.reauthentication_token !~ '^[0-9 ]*$' AND u.reauthentication_sent_at > fresh
           AND (p_email IS NULL OR u.email = lower(p_email))
         RETURNING u.id INTO v_user;
       IF v_user IS NOT NULL THEN

@@ -99,7 +99,10 @@ const SQLITE_USERS_ADDED: [(&str, &str); 17] = [
 const SQLITE_TOKEN_INDEXES: &str = "
 CREATE INDEX IF NOT EXISTS _rowgate_users_confirmation_token ON _rowgate_users (confirmation_token);
 CREATE INDEX IF NOT EXISTS _rowgate_users_recovery_token ON _rowgate_users (recovery_token);
-CREATE INDEX IF NOT EXISTS _rowgate_users_email_change_token_new ON _rowgate_users (email_change_token_new);";
+CREATE INDEX IF NOT EXISTS _rowgate_users_email_change_token_new ON _rowgate_users (email_change_token_new);
+CREATE INDEX IF NOT EXISTS _rowgate_users_email_change_token_current ON _rowgate_users (email_change_token_current);
+CREATE INDEX IF NOT EXISTS _rowgate_users_reauthentication_token ON _rowgate_users (reauthentication_token);
+CREATE INDEX IF NOT EXISTS _rowgate_users_phone_change_token ON _rowgate_users (phone_change_token);";
 
 /// Columns added since the first release of the refresh tokens' table: (column, definition).
 /// `successor`: the stamp of the token a used one was exchanged for (see [`stamped`]);
