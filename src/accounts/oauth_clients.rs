@@ -15,6 +15,7 @@ use super::admin::Page;
 use super::gotrue::{bad_json, fail, internal, validation, Answer};
 use super::oauth_server_store::OAuthClient;
 use super::Accounts;
+use crate::config::providers::on_this_machine;
 
 /// How a client proves itself at the token endpoint (RFC 7591's `token_endpoint_auth_method`).
 const AUTH_METHODS: [&str; 3] = ["none", "client_secret_basic", "client_secret_post"];
@@ -119,7 +120,7 @@ impl Accounts {
         if !r.grant_types.is_empty() {
             grant_types(&r.grant_types)?;
         }
-        client_details(&r.client_name, &r.client_uri, &r.logo_uri)?;
+        checked_details(&r.client_name, &r.client_uri, &r.logo_uri)?;
         if !["", "public", "confidential"].contains(&r.client_type.as_str()) {
             return Err(validation("client_type must be 'public' or 'confidential'"));
         }
@@ -219,7 +220,7 @@ impl Accounts {
             client.grant_types = grants;
         }
         let empty = String::new();
-        client_details(
+        checked_details(
             c.client_name.as_ref().unwrap_or(&empty),
             c.client_uri.as_ref().unwrap_or(&empty),
             c.logo_uri.as_ref().unwrap_or(&empty),
@@ -336,7 +337,7 @@ fn redirect_uri(uri: &str) -> Result<(), &'static str> {
     if ["javascript", "data", "file", "vbscript", "about", "blob"].contains(&url.scheme()) {
         return Err("scheme is not allowed for security reasons");
     }
-    if url.scheme() == "http" && !is_this_machine(url.host_str().unwrap_or("")) {
+    if url.scheme() == "http" && !on_this_machine(&url) {
         return Err("HTTP scheme only allowed for localhost");
     }
     if url.fragment().is_some() {
@@ -347,11 +348,6 @@ fn redirect_uri(uri: &str) -> Result<(), &'static str> {
         return Err("a comma is not allowed in a redirect URI");
     }
     Ok(())
-}
-
-/// Whether a host is the user's own machine, where plain `http` is allowed.
-fn is_this_machine(host: &str) -> bool {
-    ["localhost", "127.0.0.1", "[::1]"].contains(&host)
 }
 
 fn grant_types(grants: &[String]) -> Result<(), Answer> {
@@ -371,9 +367,9 @@ fn auth_method(method: &str) -> Result<(), Answer> {
     }
 }
 
-/// A client's name (at most 1,024 characters) and its page and logo (`https` URLs of at most
+/// Checks a client's name (at most 1,024 characters) and its page and logo (`https` URLs of at most
 /// 2,048).
-fn client_details(name: &str, uri: &str, logo: &str) -> Result<(), Answer> {
+fn checked_details(name: &str, uri: &str, logo: &str) -> Result<(), Answer> {
     if [name, uri, logo].iter().any(|v| v.contains('\0')) {
         return Err(validation("client metadata must not contain NUL characters"));
     }
@@ -388,9 +384,8 @@ fn client_details(name: &str, uri: &str, logo: &str) -> Result<(), Answer> {
             return Err(validation(&format!("{field} cannot exceed 2048 characters")));
         }
         // Shown as links on the consent page: a `javascript:` one would run there.
-        let web = url::Url::parse(value).is_ok_and(|u| {
-            u.scheme() == "https" || (u.scheme() == "http" && is_this_machine(u.host_str().unwrap_or("")))
-        });
+        let web = url::Url::parse(value)
+            .is_ok_and(|u| u.scheme() == "https" || (u.scheme() == "http" && on_this_machine(&u)));
         if !web {
             return Err(validation(&format!("{field} must be a valid URL")));
         }

@@ -22,6 +22,7 @@ use http::request::Parts;
 use http::{header, StatusCode};
 use serde_json::{json, Value};
 
+use super::external::found;
 use super::gotrue::{bad_json, fail, internal, validation, Answer};
 use super::oauth_server_store::{Authorization, OAuthClient};
 use super::store::{token_hash, unix_now};
@@ -44,12 +45,6 @@ pub(super) fn oauth_error(error: &str, description: &str) -> Answer {
 
 fn not_found() -> Answer {
     fail(StatusCode::NOT_FOUND, "oauth_authorization_not_found", "authorization not found")
-}
-
-fn found(target: String) -> Answer {
-    let mut answer = Answer::empty(StatusCode::FOUND);
-    answer.headers.push((header::LOCATION, target));
-    answer
 }
 
 /// Where an authorization's refusal goes: the application's redirect URI with the OAuth error.

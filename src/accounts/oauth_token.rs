@@ -236,9 +236,6 @@ impl Accounts {
         let scopes = caller.scope.as_deref().unwrap_or("");
         let mut info = json!({ "sub": user.id });
         let has = |scope: &str| scopes.split_whitespace().any(|s| s == scope);
-        let meta: Value = serde_json::from_str(&user.user_metadata).unwrap_or(Value::Null);
-        let text =
-            |key: &str| meta.get(key).and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_owned);
         if has("email") {
             if let Some(email) = user.email.as_deref().filter(|e| !e.is_empty()) {
                 info["email"] = Value::from(email);
@@ -248,19 +245,8 @@ impl Accounts {
             }
         }
         if has("profile") {
-            if let Some(name) = text("name").or_else(|| user.email.clone().filter(|e| !e.is_empty())) {
-                info["name"] = Value::from(name);
-            }
-            if let Some(picture) = text("picture").or_else(|| text("avatar_url")) {
-                info["picture"] = Value::from(picture);
-            }
-            if let Some(username) = text("preferred_username").or_else(|| text("username")) {
-                info["preferred_username"] = Value::from(username);
-            }
-            if let Some(at) = unix_seconds(&user.updated_at) {
-                info["updated_at"] = Value::from(at);
-            }
-            info["user_metadata"] = meta.clone();
+            add_profile(&mut info, &user);
+            info["user_metadata"] = serde_json::from_str(&user.user_metadata).unwrap_or(Value::Null);
         }
         if has("phone") {
             if let Some(phone) = user.phone.as_deref().filter(|p| !p.is_empty()) {
@@ -309,21 +295,27 @@ fn id_token_claims(
         }
     }
     if has("profile") {
-        let meta: Value = serde_json::from_str(&user.user_metadata).unwrap_or(Value::Null);
-        let text =
-            |key: &str| meta.get(key).and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_owned);
-        if let Some(name) = text("name").or_else(|| user.email.clone().filter(|e| !e.is_empty())) {
-            claims["name"] = Value::from(name);
-        }
-        if let Some(picture) = text("picture").or_else(|| text("avatar_url")) {
-            claims["picture"] = Value::from(picture);
-        }
-        if let Some(username) = text("preferred_username").or_else(|| text("username")) {
-            claims["preferred_username"] = Value::from(username);
-        }
-        if let Some(at) = unix_seconds(&user.updated_at) {
-            claims["updated_at"] = Value::from(at);
-        }
+        add_profile(&mut claims, user);
     }
     claims
+}
+
+/// The `profile` scope's standard claims of `user`, into `claims` (UserInfo and ID token alike):
+/// `name` (its metadata's, else its address), `picture` (`picture` or `avatar_url`),
+/// `preferred_username` (`preferred_username` or `username`), `updated_at` (seconds).
+fn add_profile(claims: &mut Value, user: &User) {
+    let meta: Value = serde_json::from_str(&user.user_metadata).unwrap_or(Value::Null);
+    let text = |key: &str| meta.get(key).and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_owned);
+    if let Some(name) = text("name").or_else(|| user.email.clone().filter(|e| !e.is_empty())) {
+        claims["name"] = Value::from(name);
+    }
+    if let Some(picture) = text("picture").or_else(|| text("avatar_url")) {
+        claims["picture"] = Value::from(picture);
+    }
+    if let Some(username) = text("preferred_username").or_else(|| text("username")) {
+        claims["preferred_username"] = Value::from(username);
+    }
+    if let Some(at) = unix_seconds(&user.updated_at) {
+        claims["updated_at"] = Value::from(at);
+    }
 }

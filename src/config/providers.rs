@@ -196,14 +196,19 @@ fn one(entry: &str) -> Result<Provider, String> {
     })
 }
 
+/// Whether `url` names this machine (`localhost`, `127.0.0.1`, `[::1]`), the one place a URL
+/// may be plain `http` where a stranger's could not.
+pub fn on_this_machine(url: &url::Url) -> bool {
+    matches!(url.host_str(), Some("localhost" | "127.0.0.1" | "[::1]"))
+}
+
 /// A provider's URL (`key`): what it answers decides who signs in, so it is reached over TLS
 /// unless it is on this machine.
 fn provider_url(name: &str, key: &str, value: &str) -> Result<String, String> {
     let url = url::Url::parse(value).map_err(|e| format!("{name}: {key} {value:?}: {e}"))?;
-    let local = matches!(url.host_str(), Some("localhost" | "127.0.0.1" | "[::1]"));
     match url.scheme() {
         "https" => {}
-        "http" if local => {}
+        "http" if on_this_machine(&url) => {}
         _ => return Err(format!("{name}: {key} {value:?}: https, or http on this machine only")),
     }
     Ok(value.trim_end_matches('/').to_owned())

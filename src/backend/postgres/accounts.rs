@@ -63,6 +63,35 @@ impl PgAccounts {
     }
 }
 
+impl PgAccounts {
+    /// A new session of `user_id` (held by the application `client`, if any), signed in now by
+    /// `method`; `None` if the account is gone.
+    pub(super) async fn start_session(
+        &self,
+        user_id: String,
+        method: String,
+        client: Option<SessionClient>,
+        now: i64,
+    ) -> Result<Option<(User, Started)>, Error> {
+        let started = Started::new(method, now);
+        let (client_id, scopes) = (client.as_ref().map(|c| &c.client_id), client.as_ref().map(|c| &c.scopes));
+        let rows = self
+            .query(
+                "SELECT * FROM rowgate.account_sign_in($1, $2, $3, $4, $5, $6)",
+                &[
+                    (&user_id, Type::TEXT),
+                    (&token_hash(&started.refresh), Type::TEXT),
+                    (&started.session_id, Type::TEXT),
+                    (&started.method, Type::TEXT),
+                    (&client_id, Type::TEXT),
+                    (&scopes, Type::TEXT),
+                ],
+            )
+            .await?;
+        Ok(rows.first().map(|r| (pg_user(r), Started { client: pg_session_client(r), ..started })))
+    }
+}
+
 /// A write refused by a unique index.
 struct UniqueViolation;
 
@@ -212,21 +241,7 @@ impl AccountStore for PgAccounts {
         method: String,
         now: i64,
     ) -> BoxFuture<'_, Result<Option<(User, Started)>, Error>> {
-        Box::pin(async move {
-            let started = Started::new(method, now);
-            let rows = self
-                .query(
-                    "SELECT * FROM rowgate.account_sign_in($1, $2, $3, $4)",
-                    &[
-                        (&user_id, Type::TEXT),
-                        (&token_hash(&started.refresh), Type::TEXT),
-                        (&started.session_id, Type::TEXT),
-                        (&started.method, Type::TEXT),
-                    ],
-                )
-                .await?;
-            Ok(rows.first().map(|r| (pg_user(r), started)))
-        })
+        Box::pin(self.start_session(user_id, method, None, now))
     }
 
     fn rotate(

@@ -5,9 +5,9 @@
 use futures_util::future::BoxFuture;
 use tokio_postgres::types::Type;
 
-use super::accounts::{pg_session_client, pg_user, PgAccounts};
+use super::accounts::PgAccounts;
 use crate::accounts::oauth_server_store::{Authorization, Grant, OAuthClient, OAuthServerStore};
-use crate::accounts::store::{token_hash, Started, User};
+use crate::accounts::store::{SessionClient, Started, User};
 use crate::error::Error;
 
 /// A client from the columns of `rowgate.oauth_client`; its lists are kept comma-joined, as
@@ -267,23 +267,7 @@ impl OAuthServerStore for PgAccounts {
         scopes: String,
         now: i64,
     ) -> BoxFuture<'_, Result<Option<(User, Started)>, Error>> {
-        Box::pin(async move {
-            let started = Started::new(method, now);
-            let rows = self
-                .query(
-                    "SELECT * FROM rowgate.account_sign_in($1, $2, $3, $4, $5, $6)",
-                    &[
-                        (&user_id, Type::TEXT),
-                        (&token_hash(&started.refresh), Type::TEXT),
-                        (&started.session_id, Type::TEXT),
-                        (&started.method, Type::TEXT),
-                        (&client_id, Type::TEXT),
-                        (&scopes, Type::TEXT),
-                    ],
-                )
-                .await?;
-            Ok(rows.first().map(|r| (pg_user(r), Started { client: pg_session_client(r), ..started })))
-        })
+        Box::pin(self.start_session(user_id, method, Some(SessionClient { client_id, scopes }), now))
     }
 }
 
