@@ -14,6 +14,7 @@ mod banner;
 pub mod cache;
 pub mod cluster;
 pub mod config;
+pub mod dashboard;
 pub mod error;
 pub mod format;
 pub mod http;

@@ -72,6 +72,15 @@ enum Command {
         #[command(subcommand)]
         action: RealtimeAction,
     },
+    /// Manage the dashboard's administrators (not the application's users).
+    Admin {
+        /// The database: an SQLite file (`sqlite:rowgate.db`, the default) or PostgreSQL (after
+        /// `rowgate install`).
+        #[arg(long = "db-uri", env = "ROWGATE_DB_URI", global = true, value_name = "URI")]
+        db_uri: Option<String>,
+        #[command(subcommand)]
+        action: AdminAction,
+    },
     /// Manage API keys (stored hashed in the `rowgate` schema of the database).
     Apikey {
         /// Connection URI of a role that may create the `rowgate` schema or owns it.
@@ -233,6 +242,19 @@ enum RealtimeAction {
 }
 
 #[derive(Subcommand)]
+enum AdminAction {
+    /// Add an administrator of the dashboard at /_/.
+    Create {
+        /// Their e-mail address (what they sign in with).
+        #[arg(long)]
+        email: String,
+        /// Their password, at least 10 characters.
+        #[arg(long, env = "ROWGATE_ADMIN_PASSWORD", hide_env_values = true)]
+        password: String,
+    },
+}
+
+#[derive(Subcommand)]
 enum ApikeyAction {
     /// Create the key store (also done by the other commands).
     Install,
@@ -311,6 +333,9 @@ fn main() -> ExitCode {
         }
         Command::Storage { db_uri, action: StorageAction::Install { role } } => {
             runtime.block_on(install(db_uri, Install::Storage { role }))
+        }
+        Command::Admin { db_uri, action: AdminAction::Create { email, password } } => {
+            runtime.block_on(admin_create(db_uri, email, password))
         }
         Command::Apikey { db_uri, action } => runtime.block_on(apikey(db_uri, action)),
         Command::Cache { db_uri, action } => runtime.block_on(install(
@@ -468,6 +493,33 @@ async fn install(db_uri: Option<String>, what: Install) -> ExitCode {
         Ok(summary) => {
             println!("rowgate: {summary}");
             ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("rowgate: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `rowgate admin create`: a dashboard administrator in the database `db_uri` names.
+async fn admin_create(db_uri: Option<String>, email: String, password: String) -> ExitCode {
+    let uri = db_uri.unwrap_or_else(|| rowgate::config::DEFAULT_DB_URI.to_owned());
+    let hashing = std::sync::Arc::new(rowgate::accounts::Hashing::new());
+    let admin = match rowgate::dashboard::new_admin(&hashing, &email, &password).await {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("rowgate: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match rowgate::backend::Backend::add_admin(&uri, admin).await {
+        Ok(true) => {
+            println!("administrator {} added: sign in at /_/", email.trim().to_lowercase());
+            ExitCode::SUCCESS
+        }
+        Ok(false) => {
+            eprintln!("rowgate: an administrator with that address exists");
+            ExitCode::FAILURE
         }
         Err(e) => {
             eprintln!("rowgate: {e}");

@@ -63,7 +63,19 @@ pub fn start_state(config: Arc<Config>) -> Result<Arc<AppState>, String> {
         .extend(storage.map(|s| Box::new(crate::http::StorageService(s)) as Box<dyn crate::http::Service>));
     services
         .extend(realtime.map(|r| Box::new(crate::http::RealtimeService(r)) as Box<dyn crate::http::Service>));
+    let dashboard = match config.dashboard.enabled {
+        true => {
+            let db = crate::backend::dashboard::DashboardDb::open(backend.clone(), schema.clone(), &config)
+                .map_err(|e| format!("the dashboard could not be set up: {e}"))?;
+            Some(Arc::new(crate::dashboard::Dashboard::new(Arc::new(db), config.clone(), schema.clone())))
+        }
+        false => None,
+    };
+    if let Some(d) = &dashboard {
+        services.push(Box::new(crate::http::DashboardService(d.clone())));
+    }
     Ok(Arc::new(AppState {
+        dashboard,
         services,
         static_files,
         keys,
@@ -152,7 +164,11 @@ pub async fn run(config: Arc<Config>, listener: TcpListener) -> Result<(), Strin
     if let Ok(addr) = listener.local_addr() {
         tracing::info!(%addr, "rowgate listening");
         // Whatever the log level: a first run should say where it serves and what is missing.
-        eprintln!("{}", crate::banner::lines(&state.config, addr).join("\n"));
+        let setup = match &state.dashboard {
+            Some(d) => Some(d.setup().await),
+            None => None,
+        };
+        eprintln!("{}", crate::banner::lines(&state.config, addr, setup.as_ref()).join("\n"));
     }
     if let Some(port) = state.config.server.admin_port {
         match TcpListener::bind((state.config.server.admin_host, port)).await {

@@ -20,6 +20,12 @@ pub struct Hashing {
     memories: Mutex<Vec<Vec<argon2::Block>>>,
 }
 
+impl Default for Hashing {
+    fn default() -> Hashing {
+        Hashing::new()
+    }
+}
+
 impl Hashing {
     /// One check per core at a time.
     pub fn new() -> Hashing {

@@ -75,6 +75,7 @@ mod verify;
 mod webauthn;
 
 use gotrue::{fail, internal, validation, Answer};
+pub use hashing::{Hashing, DUMMY_HASH};
 use store::unix_now;
 pub use store::{AccountStore, User};
 

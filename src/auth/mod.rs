@@ -27,6 +27,10 @@ const SKEW: u64 = 30;
 /// Tokens longer than this are refused before any parsing.
 const MAX_TOKEN_LEN: usize = 16 * 1024;
 
+/// Supabase's service role: its key bypasses row-level security (and SQLite's access rules);
+/// the dashboard's administrators run as it.
+pub const SERVICE_ROLE: &str = "service_role";
+
 /// The caller as the database sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {

@@ -1,6 +1,6 @@
 //! The `rowgate` commands that administer a database directly, on a connection of their own
 //! rather than the server's pool: the installs (`cache`, `accounts`, `realtime`, `storage`),
-//! the API-key store, the schema read once for `rowgate gen types`, and the demo's SQLite file. The command line
+//! the API-key store, the dashboard's administrators, the schema read once for `rowgate gen types`, and the demo's SQLite file. The command line
 //! (`main.rs`) reaches the databases only through these.
 
 use super::{postgres, sqlite, Backend};
@@ -106,6 +106,18 @@ impl Backend {
             List => postgres::apikey::list(&c).await,
             Revoke { which } => postgres::apikey::revoke(&c, &which).await.map(|n| vec![n.to_string()]),
         }
+    }
+
+    /// `rowgate admin create`: adds a dashboard administrator to the database `uri` names, on a
+    /// direct connection; `false` if one has that address.
+    pub async fn add_admin(uri: &str, admin: crate::dashboard::store::Admin) -> Result<bool, String> {
+        use crate::dashboard::store::AdminStore;
+        if let Some(target) = crate::config::SqliteTarget::from_uri(uri) {
+            let c = sqlite::db::connect_admin(&target).map_err(|e| format!("cannot open {uri}: {e}"))?;
+            return sqlite::dashboard::add_directly(&c, &admin).map_err(|e| e.to_string());
+        }
+        let store = postgres::accounts::PgAccounts::new(postgres::PgTarget::parse(uri)?);
+        store.add(admin, false).await.map_err(|e| format!("{e} (has `rowgate install` been run?)"))
     }
 
     /// The schema cache of the database `config` names, read once on a connection of its own

@@ -5,6 +5,7 @@
 //! method here and one implementation in each folder.
 
 mod admin;
+pub mod dashboard;
 pub mod postgres;
 mod rights;
 pub mod sqlite;

@@ -285,6 +285,18 @@ pub struct ServeArgs {
         value_name = "BYTES"
     )]
     pub storage_transform_cache_size: Option<u64>,
+    /// The dashboard at /_/ (its administrators are not the application's users; the first
+    /// is made by the setup link printed at start, or `rowgate admin create`) [default: true].
+    #[arg(long = "dashboard-enabled", env = "ROWGATE_DASHBOARD_ENABLED", value_name = "BOOL")]
+    pub dashboard_enabled: Option<bool>,
+    /// PostgreSQL: the connection URI the dashboard's SQL console and table editor use (a role
+    /// that may create tables) [default: db-uri].
+    #[arg(long = "dashboard-db-uri", env = "ROWGATE_DASHBOARD_DB_URI", value_name = "URI")]
+    pub dashboard_db_uri: Option<String>,
+    /// Comma-separated addresses or networks the dashboard answers; others get 403
+    /// [default: every address].
+    #[arg(long = "dashboard-allowed-ips", env = "ROWGATE_DASHBOARD_ALLOWED_IPS", value_name = "LIST")]
+    pub dashboard_allowed_ips: Option<String>,
     /// Supabase Realtime's API at /realtime/v1: database changes, broadcast and presence over
     /// WebSockets (on PostgreSQL, `rowgate realtime install` first) [default: false].
     #[arg(long = "realtime-enabled", env = "ROWGATE_REALTIME_ENABLED", value_name = "BOOL")]
@@ -327,7 +339,9 @@ pub struct ServeArgs {
     /// Comma-separated schemas to expose; the first is the default [default: public].
     #[arg(long = "db-schemas", env = "ROWGATE_DB_SCHEMAS", value_name = "LIST")]
     pub db_schemas: Option<String>,
-    /// Role for requests without credentials; unset means such requests get 401.
+    /// Role for requests without credentials; unset means such requests get 401 [default: none
+    /// on PostgreSQL; `anon` on SQLite, where the access rules decide (an empty value refuses
+    /// visitors there too)].
     #[arg(long = "db-anon-role", env = "ROWGATE_DB_ANON_ROLE", value_name = "ROLE")]
     pub db_anon_role: Option<String>,
     /// Maximum number of pooled connections [default: 10].

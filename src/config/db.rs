@@ -140,7 +140,14 @@ impl DbSettings {
         if db_channel.is_empty() {
             return Err(invalid("db-channel", "must not be empty".into()));
         }
-        let anon = either(&a.db_anon_role, &f.db_anon_role).filter(|r| !r.is_empty());
+        let anon = match either(&a.db_anon_role, &f.db_anon_role) {
+            Some(role) if role.is_empty() => None,
+            Some(role) => Some(role),
+            // On SQLite visitors are let in and the rules decide what they may do (nothing,
+            // until a rule says so), as PocketBase's: a first run is usable without a flag.
+            None if sqlite.is_some() => Some("anon".to_owned()),
+            None => None,
+        };
         if anon.as_deref().is_some_and(|r| r.eq_ignore_ascii_case("none")) {
             // PostgreSQL takes the role `none` as RESET ROLE: requests would run as the
             // authenticator.

@@ -9,6 +9,7 @@ mod api_keys;
 mod args;
 mod cache;
 mod choices;
+mod dashboard;
 mod db;
 mod db_uri;
 mod file;
@@ -31,6 +32,7 @@ pub use api_keys::ApiKeySettings;
 pub use args::ServeArgs;
 pub use cache::CacheSettings;
 pub use choices::{ErrorVerbosity, LogLevel, OpenApiMode, OpenApiVersion, TxEnd};
+pub use dashboard::DashboardSettings;
 pub use db::DbSettings;
 pub use db_uri::{PgUri, RootCerts, SslMode, TlsOptions};
 pub use jwt::JwtSettings;
@@ -97,6 +99,16 @@ impl SqliteTarget {
         let path = rest.strip_prefix("//").unwrap_or(rest);
         Some(SqliteTarget::File(PathBuf::from(path)))
     }
+
+    /// Where a file's access rules are kept when `db-rules` names none: beside it, named after
+    /// it (`rowgate.db` → `rowgate.rules.toml`); missing, it means no rules (the dashboard writes
+    /// it). An in-memory database has none.
+    pub fn default_rules_path(&self) -> Option<PathBuf> {
+        match self {
+            SqliteTarget::File(path) => Some(path.with_extension("rules.toml")),
+            SqliteTarget::Memory(_) => None,
+        }
+    }
 }
 
 /// The `db-uri` when none is given: an SQLite file in the working directory, created if missing.
@@ -129,6 +141,8 @@ pub struct Config {
     pub storage: StorageSettings,
     /// `realtime-*`.
     pub realtime: RealtimeSettings,
+    /// `dashboard-*`.
+    pub dashboard: DashboardSettings,
     /// `cache-*`: the response cache.
     pub cache: CacheSettings,
     /// `static-dir`, if files are served.
@@ -154,6 +168,7 @@ impl Config {
             file::read(args.config.as_deref())?;
         let a = args.clone();
         let realtime = RealtimeSettings::from_args(&a, &file)?;
+        let dashboard = DashboardSettings::from_args(&a, &file)?;
         let cache = CacheSettings::from_args(&a, &file)?;
         let openapi = OpenApiSettings::from_args(&a, &file)?;
         let api_keys = ApiKeySettings::from_args(&a, &file)?;
@@ -228,6 +243,7 @@ impl Config {
             accounts,
             storage,
             realtime,
+            dashboard,
             cache,
             static_dir,
             static_prefix,

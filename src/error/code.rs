@@ -99,6 +99,17 @@ pub const API_KEY_INVALID: Code = Code::new("RG011", 403);
 pub const PATCH_BY_KEY: Code = Code::new("RG021", 400);
 /// A nested insert that cannot be one (an upsert, or no primary key).
 pub const NESTED_INSERT: Code = Code::new("RG022", 400);
+/// The dashboard's API: a request whose body or path is not what it takes.
+pub const DASHBOARD_INVALID: Code = Code::new("RG030", 400);
+/// The dashboard's API: no administrator's session (or it expired).
+pub const DASHBOARD_SIGNED_OUT: Code = Code::new("RG031", 401);
+/// The dashboard's API: a session's request without its CSRF token, from another site, or
+/// from an address `dashboard-allowed-ips` leaves out.
+pub const DASHBOARD_FORBIDDEN: Code = Code::new("RG032", 403);
+/// The dashboard's API: set up already, or an address another administrator has.
+pub const DASHBOARD_CONFLICT: Code = Code::new("RG033", 409);
+/// The dashboard's API: no such endpoint, or nothing of that name.
+pub const DASHBOARD_NOT_FOUND: Code = Code::new("RG034", 404);
 /// Something went wrong on rowgate's side (a bug, or a database failing underneath); the
 /// server keeps running.
 pub const INTERNAL: Code = Code::new("RG500", 500);

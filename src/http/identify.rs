@@ -47,6 +47,9 @@ pub async fn admit_application(state: &AppState, headers: &HeaderMap) -> Result<
 /// the application: it must be valid whenever it is sent (and present with
 /// `api-key-required`), and without a token its role and claims are used.
 pub async fn identify(state: &AppState, headers: &HeaderMap) -> Result<Principal, Error> {
+    if let Some(admin) = dashboard_admin(state, headers).await {
+        return admin;
+    }
     let authorization = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
     let key_principal = application(state, headers).await?;
     let has_token = authorization.and_then(crate::auth::bearer_token).is_some_and(|t| !t.is_empty());
@@ -54,6 +57,12 @@ pub async fn identify(state: &AppState, headers: &HeaderMap) -> Result<Principal
         Some(p) if !has_token => Ok(p),
         _ => state.auth.authenticate(authorization),
     }
+}
+
+/// The dashboard's administrator a request's session names (its cookie and the CSRF token that
+/// goes with it), if it carries such a pair: they run as the service role on every service.
+pub async fn dashboard_admin(state: &AppState, headers: &HeaderMap) -> Option<Result<Principal, Error>> {
+    state.dashboard.as_ref()?.admin(headers).await
 }
 
 /// The application a request's API key names, if it carries one: a JWT sent as the key
@@ -82,8 +91,14 @@ pub async fn socket_caller(
     state: &AppState,
     headers: &HeaderMap,
     apikey: Option<&str>,
+    csrf: Option<&str>,
 ) -> Result<Principal, Error> {
     let mut headers = headers.clone();
+    // A browser's socket carries no headers of its own: the dashboard's page sends its session's
+    // CSRF token in the URL (its cookie rides along as on any request to the server).
+    if let Some(csrf) = csrf.and_then(|c| HeaderValue::from_str(c).ok()) {
+        headers.insert(crate::dashboard::session::CSRF_HEADER, csrf);
+    }
     if let (Some(key), None) = (apikey, api_key(state, &headers)) {
         let role = unverified_role(key);
         let bearer = role.is_some_and(|r| !state.config.api_keys.jwt_role(&r));
@@ -117,10 +132,15 @@ fn unverified_role(token: &str) -> Option<String> {
 /// Supabase Storage's messages.
 pub async fn storage_caller(state: &AppState, headers: &HeaderMap) -> crate::storage::Caller {
     use crate::storage::error::StorageError;
-    if !headers.contains_key(header::AUTHORIZATION) && api_key(state, headers).is_none() {
+    let admin = dashboard_admin(state, headers).await;
+    if admin.is_none() && !headers.contains_key(header::AUTHORIZATION) && api_key(state, headers).is_none() {
         return Err(StorageError::invalid_request("headers must have required property 'authorization'"));
     }
-    let principal = admit(state, headers).await.map_err(|e| match e {
+    let principal = match admin {
+        Some(admin) => admin,
+        None => admit(state, headers).await,
+    };
+    let principal = principal.map_err(|e| match e {
         // Supabase Storage's words for a token it refuses.
         Error::JwtExpired => StorageError::access_denied("\"exp\" claim timestamp check failed"),
         Error::JwtSignature => StorageError::access_denied("signature verification failed"),

@@ -22,7 +22,7 @@ mod target;
 pub use cors::Cors;
 pub use rate_limit::RateLimiter;
 pub use server_loop::{bind, listen, serve_static, serve_with, Limits};
-pub use services::{AuthService, RealtimeService, Service, StorageService};
+pub use services::{AuthService, DashboardService, RealtimeService, Service, StorageService};
 pub use static_files::StaticFiles;
 
 use std::future::Future;
@@ -68,6 +68,9 @@ pub struct AppState {
     /// The services beside the API that are on (Supabase's Auth, Storage, Realtime), each
     /// under its prefix.
     pub services: Vec<Box<dyn Service>>,
+    /// The dashboard at `/_/`, when `dashboard-enabled`: its sessions are a credential every
+    /// service accepts.
+    pub dashboard: Option<Arc<crate::dashboard::Dashboard>>,
     /// Shutting down: `/ready` answers 503 while requests are still served
     /// (`server-shutdown-delay`).
     pub draining: std::sync::atomic::AtomicBool,
@@ -115,6 +118,10 @@ async fn route(state: &AppState, req: Request<Incoming>, client: IpAddr) -> Resp
 }
 
 async fn dispatch(state: &AppState, req: Request<Incoming>, client: IpAddr) -> Response<Body> {
+    // The dashboard answers its own page only: no other origin is let in by CORS.
+    if state.dashboard.is_some() && under(req.uri().path(), crate::dashboard::PREFIX).is_some() {
+        return endpoint(state, req, client).await;
+    }
     if let Some(preflight) = state.cors.preflight(&req) {
         return preflight;
     }
@@ -138,6 +145,11 @@ async fn endpoint(state: &AppState, req: Request<Incoming>, peer: IpAddr) -> Res
                 };
             }
         }
+    }
+    if uri.path() == crate::dashboard::PREFIX && state.dashboard.is_some() {
+        let mut r = plain(StatusCode::MOVED_PERMANENTLY);
+        r.headers_mut().insert(header::LOCATION, HeaderValue::from_static("/_/"));
+        return r;
     }
     if let Some((service, rest)) = services::find(&state.services, uri.path()) {
         return service.serve(state, req, rest, client).await;

@@ -71,7 +71,9 @@ impl Service for AuthService {
             let opened_by_browser =
                 matches!(rest.trim_end_matches('/'), "/verify" | "/authorize" | "/callback");
             let keyless = opened_by_browser && identify::api_key(state, &parts.headers).is_none();
-            if !keyless {
+            // The dashboard's administrator is both the application and the caller.
+            let admin = identify::dashboard_admin(state, &parts.headers).await;
+            if admin.is_none() && !keyless {
                 if let Err(e) = identify::admit_application(state, &parts.headers).await {
                     return self.refused(&e);
                 }
@@ -81,11 +83,12 @@ impl Service for AuthService {
                 Err(e) => return error_response(&e),
             };
             let authorization = parts.headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
-            let credentials = match authorization.and_then(crate::auth::bearer_token) {
-                Some(token) if !token.is_empty() => state
-                    .auth
-                    .authenticate(authorization)
-                    .map(|p| Some(crate::accounts::Caller::of(&p.role, &p.claims))),
+            let as_caller = |p: crate::auth::Principal| Some(crate::accounts::Caller::of(&p.role, &p.claims));
+            let credentials = match (admin, authorization.and_then(crate::auth::bearer_token)) {
+                (Some(admin), _) => admin.map(as_caller),
+                (None, Some(token)) if !token.is_empty() => {
+                    state.auth.authenticate(authorization).map(as_caller)
+                }
                 _ => Ok(None),
             };
             self.0.handle(&parts, client, body, credentials).await
@@ -144,7 +147,10 @@ impl Service for RealtimeService {
             let rt = &self.0;
             if rest == "/websocket" && req.method() == http::Method::GET {
                 let apikey = crate::realtime::query_value(req.uri().query(), "apikey");
-                return match identify::socket_caller(state, req.headers(), apikey.as_deref()).await {
+                let csrf = crate::realtime::query_value(req.uri().query(), "rowgate_csrf");
+                return match identify::socket_caller(state, req.headers(), apikey.as_deref(), csrf.as_deref())
+                    .await
+                {
                     Ok(principal) => crate::realtime::upgrade(rt, req, principal),
                     Err(e) => self.refused(&e),
                 };
@@ -183,5 +189,42 @@ impl Service for RealtimeService {
 
     fn render_metrics(&self, out: &mut String) {
         self.0.render_metrics(out);
+    }
+}
+
+/// The dashboard at `/_/`: its page and its API (its sessions are a credential the other
+/// services accept, through `identify`).
+pub struct DashboardService(pub Arc<crate::dashboard::Dashboard>);
+
+impl Service for DashboardService {
+    fn prefix(&self) -> &'static str {
+        crate::dashboard::PREFIX
+    }
+
+    fn serve<'a>(
+        &'a self,
+        state: &'a AppState,
+        req: Request<Incoming>,
+        rest: &'a str,
+        client: IpAddr,
+    ) -> BoxFuture<'a, Response<Body>> {
+        Box::pin(async move {
+            let (parts, incoming) = req.into_parts();
+            let writes = matches!(parts.method, http::Method::POST | http::Method::PUT | http::Method::PATCH);
+            let body = match writes && self.0.allows(client) {
+                true => match api::read_body(
+                    incoming,
+                    crate::dashboard::MAX_BODY,
+                    state.config.server.read_timeout,
+                )
+                .await
+                {
+                    Ok(b) => b,
+                    Err(e) => return error_response(&e),
+                },
+                false => Default::default(),
+            };
+            self.0.handle(&parts, body, rest, client).await
+        })
     }
 }

@@ -16,6 +16,8 @@ mod auth;
 mod cache;
 mod connections;
 mod cors;
+mod dashboard;
+mod dashboard_browser;
 mod embed;
 mod errors;
 mod geo;

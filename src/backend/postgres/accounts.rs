@@ -23,12 +23,17 @@ pub struct PgAccounts {
 
 impl PgAccounts {
     /// A store on the database `target` names.
-    pub fn new(mut target: super::PgTarget) -> PgAccounts {
-        target.config.application_name("rowgate accounts");
+    pub fn new(target: super::PgTarget) -> PgAccounts {
+        PgAccounts::named(target, "rowgate accounts")
+    }
+
+    /// A store whose connection is named `application_name`.
+    pub fn named(mut target: super::PgTarget, application_name: &str) -> PgAccounts {
+        target.config.application_name(application_name);
         PgAccounts { target, client: tokio::sync::Mutex::new(None) }
     }
 
-    async fn client(&self) -> Result<Arc<Client>, Error> {
+    pub(super) async fn client(&self) -> Result<Arc<Client>, Error> {
         let mut held = self.client.lock().await;
         if let Some(c) = held.as_ref().filter(|c| !c.is_closed()) {
             return Ok(c.clone());

@@ -1,6 +1,7 @@
 //! `rowgate accounts install`: Supabase Auth's tables in schema `auth` and rowgate's functions
 //! over them in schema `rowgate` (accounts.sql, with the auth helpers storage shares), callable
-//! by the serving role only.
+//! by the serving role only; and the dashboard's administrators (dashboard.sql), usable by it
+//! alone.
 
 use tokio_postgres::Client;
 
@@ -51,11 +52,14 @@ pub async fn install(client: &Client, role: &str) -> Result<(), String> {
     let grants = format!(
         "REVOKE ALL ON FUNCTION {FUNCTIONS} FROM PUBLIC;
          GRANT USAGE ON SCHEMA rowgate TO {role};
-         GRANT EXECUTE ON FUNCTION {FUNCTIONS} TO {role};"
+         GRANT EXECUTE ON FUNCTION {FUNCTIONS} TO {role};
+         {}",
+        super::dashboard::grants(&role)
     );
+    let dashboard = super::dashboard::INSTALL_SQL;
     client
         .batch_execute(&format!(
-            "BEGIN; SELECT pg_advisory_xact_lock(7317002); {AUTH_HELPERS_SQL} {INSTALL_SQL} {PASSKEYS_SQL} {OAUTH_SERVER_SQL} {grants} COMMIT;"
+            "BEGIN; SELECT pg_advisory_xact_lock(7317002); {AUTH_HELPERS_SQL} {INSTALL_SQL} {PASSKEYS_SQL} {OAUTH_SERVER_SQL} {dashboard} {grants} COMMIT;"
         ))
         .await
         .map_err(super::apikey::message)

@@ -18,6 +18,7 @@ pub mod accounts_install;
 pub mod apikey;
 pub mod changes;
 mod conn;
+pub mod dashboard;
 pub mod dependencies;
 mod hooks;
 mod identities;

@@ -7,6 +7,7 @@ mod access;
 pub mod accounts;
 pub mod apikey;
 mod csv;
+pub mod dashboard;
 pub mod db;
 pub mod introspect;
 mod realtime;
@@ -39,6 +40,9 @@ pub struct SqliteBackend {
     pub db: Arc<SqliteDb>,
     /// `db-rules`, as last read: a change to the file takes effect without a restart.
     rules: Arc<arc_swap::ArcSwap<Rules>>,
+    /// Where the rules are read from: `db-rules`, or beside the database file
+    /// ([`SqliteTarget::default_rules_path`]); `None` for an in-memory database without `db-rules`.
+    pub rules_path: Option<std::path::PathBuf>,
     config: Arc<Config>,
 }
 
@@ -55,12 +59,17 @@ impl SqliteBackend {
         keys_changed: Arc<dyn Fn() + Send + Sync>,
     ) -> Result<SqliteBackend, String> {
         let exposed = config.db.schemas[0].clone();
-        let rules = match &config.db.rules {
-            Some(path) => {
+        let rules_path = config.db.rules.clone().or_else(|| target.default_rules_path());
+        let rules = match (&config.db.rules, &rules_path) {
+            (Some(path), _) => {
                 Rules::load(path).map_err(|e| format!("the access rules could not be loaded: {e}"))?
             }
-            None => {
-                tracing::warn!("no db-rules file: no caller may read any table");
+            // The default file is made by the dashboard's rules editor (or by hand) when wanted.
+            (None, Some(path)) if path.exists() => {
+                Rules::load(path).map_err(|e| format!("the access rules could not be loaded: {e}"))?
+            }
+            _ => {
+                tracing::warn!("no access rules file: no caller may read any table");
                 Rules::default()
             }
         };
@@ -88,17 +97,17 @@ impl SqliteBackend {
                     Some(s) => tables_changed(&cache, &s, &exposed, tables),
                     None => cache.flush(),
                 },
-                Changed::Schema | Changed::Rules => cache.flush(),
+                Changed::Schema | Changed::Rules | Changed::Unknown => cache.flush(),
             }));
         }
         let rules = Arc::new(arc_swap::ArcSwap::from_pointee(rules));
-        if let Some(path) = &config.db.rules {
+        if let Some(path) = &rules_path {
             watch_rules(db.clone(), rules.clone(), config.clone(), path.clone(), realtime.clone());
         }
         if let Some(rt) = realtime {
             realtime::start(&db, &rt, &config);
         }
-        Ok(SqliteBackend { db, rules, config })
+        Ok(SqliteBackend { db, rules, rules_path, config })
     }
 
     /// What `who` may read of `table` (realtime's question): every column, and rows by the
@@ -358,6 +367,49 @@ fn watch_rules(
             }
         }
     });
+}
+
+impl SqliteBackend {
+    /// The rules file's text (empty when there is none yet) and where it is.
+    pub fn rules_text(&self) -> Result<(String, std::path::PathBuf), Error> {
+        let path = self.rules_path.clone().ok_or_else(no_rules_file)?;
+        match std::fs::read_to_string(&path) {
+            Ok(text) => Ok((text, path)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok((String::new(), path)),
+            Err(e) => Err(Error::internal(format!("reading {}: {e}", path.display()))),
+        }
+    }
+
+    /// Replaces the rules file with `text` if it parses (and the cache key covers its claims),
+    /// then waits until the file's watcher has taken it: the next request runs under it.
+    pub async fn save_rules(&self, text: &str) -> Result<(), Error> {
+        let path = self.rules_path.clone().ok_or_else(no_rules_file)?;
+        let parsed = Rules::parse(text).map_err(|e| Error::api(crate::error::code::DASHBOARD_INVALID, e))?;
+        if let Some(missing) = unkeyed_claims(&self.config, &parsed) {
+            return Err(Error::api(
+                crate::error::code::DASHBOARD_INVALID,
+                format!("the rules read claims cache-key-claims leaves out: {missing}"),
+            ));
+        }
+        let before = self.rules.load_full();
+        let staged = path.with_extension("toml.saving");
+        let written = std::fs::write(&staged, text).and_then(|()| std::fs::rename(&staged, &path));
+        written.map_err(|e| Error::internal(format!("writing {}: {e}", path.display())))?;
+        for _ in 0..100 {
+            if !Arc::ptr_eq(&before, &self.rules.load_full()) {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Err(Error::internal("the rules were written but not taken within 5 s; see the log"))
+    }
+}
+
+fn no_rules_file() -> Error {
+    Error::api(
+        crate::error::code::DASHBOARD_INVALID,
+        "an in-memory database has no rules file: start rowgate with --db-rules FILE",
+    )
 }
 
 /// The claims the access rules read that a narrowed response-cache key (`cache-key-claims`)

@@ -124,6 +124,8 @@ pub enum Changed<'a> {
     Schema,
     /// The access rules were reloaded.
     Rules,
+    /// An administrator's statements changed what they changed (the dashboard's SQL console).
+    Unknown,
 }
 
 /// A callback told of every [`Changed`].
@@ -369,7 +371,7 @@ fn internal(message: &str) -> Error {
 /// else rowgate's own: requests never put text into SQL, and what SQLite would refuse by its
 /// message alone (a `match` pattern, a text search, JSON text, a conflict target) is refused
 /// before a statement runs.
-fn sqlite_error(e: rusqlite::Error) -> Error {
+pub fn sqlite_error(e: rusqlite::Error) -> Error {
     use rusqlite::ffi;
     if let rusqlite::Error::SqliteFailure(f, message) = &e {
         let sqlstate = match f.extended_code {

@@ -73,21 +73,53 @@ impl SqliteDb {
     ) -> Result<R, Error> {
         let capture = self.capture.get().cloned();
         self.with_writer(move |conn| {
-            // A savepoint per write: one that fails or rolls back leaves the batch's others.
-            exec(conn, "SAVEPOINT rowgate_write").map_err(sqlite_error)?;
-            let mark = capture.as_ref().map(|c| c.mark());
-            let result = run_write(conn, statements, &table).and_then(respond);
-            if result.is_err() || rollback {
-                exec(conn, "ROLLBACK TO rowgate_write").map_err(sqlite_error)?;
-                if let (Some(c), Some(mark)) = (&capture, mark) {
-                    c.rollback_to(mark);
-                }
+            in_savepoint(conn, capture.as_deref(), rollback, |conn| {
+                run_write(conn, statements, &table).and_then(respond)
+            })
+        })
+        .await
+    }
+
+    /// Runs an administrator's statements (the dashboard's SQL console and table editor) in a
+    /// savepoint of the writer's next batch, as a write runs: realtime sees the rows they
+    /// change. Which tables they changed is not known, so the listener hears of
+    /// [`Changed::Unknown`] (the response cache keeps nothing).
+    pub async fn run_admin<R: Send + 'static>(
+        self: &Arc<Self>,
+        f: impl FnOnce(&Connection) -> Result<R, Error> + Send + 'static,
+    ) -> Result<R, Error> {
+        let capture = self.capture.get().cloned();
+        let listener = self.listener.clone();
+        self.with_writer(move |conn| {
+            let result = in_savepoint(conn, capture.as_deref(), false, f);
+            if let (Ok(_), Some(listener)) = (&result, listener.get()) {
+                listener(Changed::Unknown);
             }
-            exec(conn, "RELEASE rowgate_write").map_err(sqlite_error)?;
             result
         })
         .await
     }
+}
+
+/// Runs `f` in a savepoint: one that fails (or is to be rolled back) leaves the batch's other
+/// writes, and the rows the capture took from it are dropped.
+fn in_savepoint<R>(
+    conn: &Connection,
+    capture: Option<&dyn RowCapture>,
+    rollback: bool,
+    f: impl FnOnce(&Connection) -> Result<R, Error>,
+) -> Result<R, Error> {
+    exec(conn, "SAVEPOINT rowgate_write").map_err(sqlite_error)?;
+    let mark = capture.map(|c| c.mark());
+    let result = f(conn);
+    if result.is_err() || rollback {
+        exec(conn, "ROLLBACK TO rowgate_write").map_err(sqlite_error)?;
+        if let (Some(c), Some(mark)) = (capture, mark) {
+            c.rollback_to(mark);
+        }
+    }
+    exec(conn, "RELEASE rowgate_write").map_err(sqlite_error)?;
+    result
 }
 
 /// The write-ahead log's length at which a commit checkpoints it (copies its pages into the

@@ -1,0 +1,44 @@
+// Elements are built from text, never from HTML strings: nothing a row, a file name or an
+// error message holds can become markup.
+
+type Child = Node | string | number | null | undefined | false;
+type Attrs = Record<string, string | boolean | EventListener | undefined>;
+
+export function h<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  attrs: Attrs = {},
+  ...children: (Child | Child[])[]
+): HTMLElementTagNameMap[K] {
+  const el = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs)) {
+    if (value === undefined || value === false) continue;
+    if (typeof value === "function") el.addEventListener(name.replace(/^on/, ""), value);
+    else if (value === true) el.setAttribute(name, "");
+    else el.setAttribute(name, value);
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    el.append(child instanceof Node ? child : String(child));
+  }
+  return el;
+}
+
+export function replace(target: Element, ...children: (Child | Child[])[]): void {
+  target.replaceChildren();
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    target.append(child instanceof Node ? child : String(child));
+  }
+}
+
+// A place for a message: an error in red, or a note.
+export function notice(text: string, kind: "error" | "ok" = "error"): HTMLElement {
+  return h("p", { class: `notice ${kind}`, role: kind === "error" ? "alert" : "status" }, text);
+}
+
+// A value as a cell shows it: null apart from the text "null", objects as JSON.
+export function cellText(value: unknown): string {
+  if (value === null || value === undefined) return "NULL";
+  if (typeof value === "object") return JSON.stringify(value);
+  return String(value);
+}

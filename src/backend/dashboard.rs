@@ -1,0 +1,163 @@
+//! What the dashboard asks of a database, on either backend: its administrators' store, the
+//! SQL console, the table editor, and the access rules (SQLite's file, PostgreSQL's policies).
+//! Answers are data; the dashboard's front door (`crate::dashboard`) makes them HTTP.
+
+use std::sync::Arc;
+
+use super::{postgres, sqlite, Backend};
+use crate::config::Config;
+use futures_util::future::BoxFuture;
+
+use crate::dashboard::store::{AccessRules, AdminStore, DashboardDatabase, SqlResult};
+use crate::dashboard::tables::{NewColumn, NewTable};
+use crate::error::Error;
+use crate::schema::SharedSchema;
+
+/// The rows the console returns at most.
+pub const CONSOLE_ROWS: usize = 1000;
+
+/// The dashboard's way into the database.
+pub struct DashboardDb {
+    backend: Arc<Backend>,
+    schema: Arc<SharedSchema>,
+    /// The exposed schema tables are made in.
+    exposed: String,
+    /// PostgreSQL's console connection (`dashboard-db-uri`, else `db-uri`).
+    console: Option<postgres::dashboard::ConsoleConnection>,
+    admins: Arc<dyn AdminStore>,
+}
+
+impl DashboardDb {
+    /// The dashboard's way into `backend` (SQLite's tables are created here).
+    pub fn open(
+        backend: Arc<Backend>,
+        schema: Arc<SharedSchema>,
+        config: &Config,
+    ) -> Result<DashboardDb, String> {
+        let exposed = config.db.schemas[0].clone();
+        let (admins, console): (Arc<dyn AdminStore>, _) = match &*backend {
+            Backend::Postgres(pg) => {
+                let uri = config.dashboard.db_uri.as_deref().unwrap_or(&config.db.uri);
+                let target = postgres::PgTarget::parse(uri).map_err(|e| e.to_string())?;
+                (Arc::new(pg.account_store()), Some(postgres::dashboard::ConsoleConnection::new(target)))
+            }
+            Backend::Sqlite(lite) => {
+                (Arc::new(sqlite::dashboard::SqliteAdmins::open(lite.db.clone())?), None)
+            }
+        };
+        Ok(DashboardDb { backend, schema, exposed, console, admins })
+    }
+
+    async fn run_console(&self, sql: String) -> Result<SqlResult, Error> {
+        match (&*self.backend, &self.console) {
+            (Backend::Postgres(_), Some(c)) => {
+                postgres::dashboard::console(&*c.client().await?, &sql, CONSOLE_ROWS).await
+            }
+            (Backend::Sqlite(lite), _) => sqlite::dashboard::console(&lite.db, sql, CONSOLE_ROWS).await,
+            (Backend::Postgres(_), None) => Err(Error::internal("no console connection")),
+        }
+    }
+
+    async fn make_table(&self, table: NewTable) -> Result<(), Error> {
+        let before = self.schema.load();
+        match (&*self.backend, &self.console) {
+            (Backend::Sqlite(lite), _) => sqlite::dashboard::create_table(&lite.db, table).await?,
+            (_, Some(c)) => {
+                postgres::dashboard::create_table(&*c.client().await?, &self.exposed, table).await?
+            }
+            _ => return Err(Error::internal("no console connection")),
+        }
+        self.reloaded(before).await
+    }
+
+    async fn make_column(&self, table: &str, column: NewColumn) -> Result<(), Error> {
+        let before = self.schema.load();
+        match (&*self.backend, &self.console) {
+            (Backend::Sqlite(lite), _) => sqlite::dashboard::add_column(&lite.db, table, column).await?,
+            (_, Some(c)) => {
+                postgres::dashboard::add_column(&*c.client().await?, &self.exposed, table, column).await?
+            }
+            _ => return Err(Error::internal("no console connection")),
+        }
+        self.reloaded(before).await
+    }
+
+    async fn drop_named(&self, table: &str, column: Option<&str>) -> Result<(), Error> {
+        let before = self.schema.load();
+        match (&*self.backend, &self.console) {
+            (Backend::Sqlite(lite), _) => sqlite::dashboard::drop(&lite.db, table, column).await?,
+            (_, Some(c)) => {
+                postgres::dashboard::drop(&*c.client().await?, &self.exposed, table, column).await?
+            }
+            _ => return Err(Error::internal("no console connection")),
+        }
+        self.reloaded(before).await
+    }
+
+    async fn read_rules(&self) -> Result<AccessRules, Error> {
+        match (&*self.backend, &self.console) {
+            (Backend::Sqlite(lite), _) => {
+                let (text, path) = lite.rules_text()?;
+                Ok(AccessRules::File { path: path.display().to_string(), text })
+            }
+            (_, Some(c)) => Ok(AccessRules::Policies {
+                tables: postgres::dashboard::policies(&*c.client().await?, &self.exposed).await?,
+            }),
+            _ => Err(Error::internal("no console connection")),
+        }
+    }
+
+    /// Replaces SQLite's rules file (PostgreSQL's policies are SQL: the console makes them).
+    async fn write_rules(&self, text: &str) -> Result<(), Error> {
+        match &*self.backend {
+            Backend::Sqlite(lite) => lite.save_rules(text).await,
+            Backend::Postgres(_) => Err(Error::api(
+                crate::error::code::DASHBOARD_INVALID,
+                "on PostgreSQL, row-level security policies are written in SQL (CREATE POLICY) in the console",
+            )),
+        }
+    }
+
+    /// Waits (at most 5 s) for the schema cache to be reloaded after a change to the schema.
+    async fn reloaded(&self, before: Option<Arc<crate::schema::SchemaCache>>) -> Result<(), Error> {
+        self.backend.reload_schema();
+        for _ in 0..100 {
+            let now = self.schema.load();
+            if now.is_some() && !matches!((&before, &now), (Some(a), Some(b)) if Arc::ptr_eq(a, b)) {
+                return Ok(());
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        Err(Error::internal("the schema changed but the schema cache was not reloaded within 5 s"))
+    }
+}
+
+impl DashboardDatabase for DashboardDb {
+    fn admins(&self) -> &dyn AdminStore {
+        &*self.admins
+    }
+
+    fn console(&self, sql: String) -> BoxFuture<'_, Result<SqlResult, Error>> {
+        Box::pin(self.run_console(sql))
+    }
+
+    fn create_table(&self, table: NewTable) -> BoxFuture<'_, Result<(), Error>> {
+        Box::pin(self.make_table(table))
+    }
+
+    fn add_column(&self, table: String, column: NewColumn) -> BoxFuture<'_, Result<(), Error>> {
+        Box::pin(async move { self.make_column(&table, column).await })
+    }
+
+    fn drop_table(&self, table: String, column: Option<String>) -> BoxFuture<'_, Result<(), Error>> {
+        Box::pin(async move { self.drop_named(&table, column.as_deref()).await })
+    }
+
+    fn access_rules(&self) -> BoxFuture<'_, Result<AccessRules, Error>> {
+        Box::pin(self.read_rules())
+    }
+
+    fn save_rules(&self, text: String) -> BoxFuture<'_, Result<(), Error>> {
+        Box::pin(async move { self.write_rules(&text).await })
+    }
+}

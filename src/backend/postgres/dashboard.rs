@@ -1,0 +1,303 @@
+//! The dashboard on PostgreSQL: its administrators and sessions in `rowgate.dashboard_admins`
+//! and `rowgate.dashboard_sessions` (`dashboard.sql`, made by the accounts install), its SQL
+//! console and table editor on a connection of their own (`dashboard-db-uri`, else `db-uri`),
+//! and the row-level security policies of the exposed schema.
+
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
+use tokio_postgres::types::Type;
+use tokio_postgres::{Client, SimpleQueryMessage};
+
+use super::accounts::PgAccounts;
+use crate::backend::push_ident;
+use crate::dashboard::store::{Admin, AdminSession, AdminStore, SqlResult, TablePolicies};
+use crate::dashboard::tables::{
+    checked_column, checked_name, checked_table, default_sql, NewColumn, NewTable,
+};
+use crate::error::Error;
+
+/// The SQL that makes the dashboard's tables (idempotent).
+pub const INSTALL_SQL: &str = include_str!("dashboard.sql");
+
+/// The column types the table editor offers (`identity`: a bigint numbered by the database).
+pub const TYPES: [&str; 11] = [
+    "text",
+    "integer",
+    "bigint",
+    "identity",
+    "numeric",
+    "double precision",
+    "boolean",
+    "jsonb",
+    "timestamptz",
+    "date",
+    "uuid",
+];
+
+/// Lets `role` (quoted) use the dashboard's tables.
+pub fn grants(role: &str) -> String {
+    format!("GRANT SELECT, INSERT, UPDATE, DELETE ON rowgate.dashboard_admins, rowgate.dashboard_sessions TO {role};")
+}
+
+impl AdminStore for PgAccounts {
+    fn count(&self) -> BoxFuture<'_, Result<u64, Error>> {
+        Box::pin(async move {
+            let rows = self.query("SELECT count(*) FROM rowgate.dashboard_admins", &[]).await?;
+            Ok(rows.first().map_or(0, |r| r.get::<_, i64>(0)) as u64)
+        })
+    }
+
+    fn add(&self, admin: Admin, first: bool) -> BoxFuture<'_, Result<bool, Error>> {
+        Box::pin(async move {
+            let setup: Option<bool> = first.then_some(true);
+            let rows = self
+                .query(
+                    "INSERT INTO rowgate.dashboard_admins (id, email, password_hash, made_by_setup)
+                     SELECT $1::text::uuid, $2, $3, $4
+                     WHERE NOT $4 IS TRUE OR NOT EXISTS (SELECT 1 FROM rowgate.dashboard_admins)
+                     ON CONFLICT DO NOTHING RETURNING id",
+                    &[
+                        (&admin.id, Type::TEXT),
+                        (&admin.email, Type::TEXT),
+                        (&admin.password_hash, Type::TEXT),
+                        (&setup, Type::BOOL),
+                    ],
+                )
+                .await?;
+            Ok(!rows.is_empty())
+        })
+    }
+
+    fn by_email(&self, email: String) -> BoxFuture<'_, Result<Option<Admin>, Error>> {
+        Box::pin(async move {
+            let rows = self
+                .query(
+                    "SELECT id::text, email, password_hash FROM rowgate.dashboard_admins WHERE email = $1",
+                    &[(&email, Type::TEXT)],
+                )
+                .await?;
+            Ok(rows.first().map(|r| Admin { id: r.get(0), email: r.get(1), password_hash: r.get(2) }))
+        })
+    }
+
+    fn start_session(
+        &self,
+        token_hash: String,
+        admin_id: String,
+        now: i64,
+        expires_at: i64,
+    ) -> BoxFuture<'_, Result<(), Error>> {
+        Box::pin(async move {
+            self.query(
+                "WITH expired AS (DELETE FROM rowgate.dashboard_sessions WHERE expires_at <= $3)
+                 INSERT INTO rowgate.dashboard_sessions (token_hash, admin_id, created_at, expires_at)
+                 VALUES ($1, $2::text::uuid, $3, $4)",
+                &[
+                    (&token_hash, Type::TEXT),
+                    (&admin_id, Type::TEXT),
+                    (&now, Type::INT8),
+                    (&expires_at, Type::INT8),
+                ],
+            )
+            .await?;
+            Ok(())
+        })
+    }
+
+    fn session(&self, token_hash: String, now: i64) -> BoxFuture<'_, Result<Option<AdminSession>, Error>> {
+        Box::pin(async move {
+            let rows = self
+                .query(
+                    "SELECT s.admin_id::text, a.email, s.expires_at FROM rowgate.dashboard_sessions s
+                     JOIN rowgate.dashboard_admins a ON a.id = s.admin_id WHERE s.token_hash = $1 AND s.expires_at > $2",
+                    &[(&token_hash, Type::TEXT), (&now, Type::INT8)],
+                )
+                .await?;
+            Ok(rows.first().map(|r| AdminSession {
+                admin_id: r.get(0),
+                email: r.get(1),
+                expires_at: r.get(2),
+            }))
+        })
+    }
+
+    fn end_session(&self, token_hash: String) -> BoxFuture<'_, Result<(), Error>> {
+        Box::pin(async move {
+            self.query(
+                "DELETE FROM rowgate.dashboard_sessions WHERE token_hash = $1",
+                &[(&token_hash, Type::TEXT)],
+            )
+            .await?;
+            Ok(())
+        })
+    }
+}
+
+/// Runs an administrator's SQL (one or more statements, in one implicit transaction); the rows
+/// of the last statement that returned any, as text, at most `max_rows` of them.
+pub async fn console(client: &Client, sql: &str, max_rows: usize) -> Result<SqlResult, Error> {
+    let messages = client.simple_query(sql).await.map_err(statement_error)?;
+    let mut out = SqlResult::default();
+    let mut fresh = true;
+    for message in messages {
+        match message {
+            SimpleQueryMessage::RowDescription(columns) => {
+                out.columns = columns.iter().map(|c| c.name().to_owned()).collect();
+                out.rows.clear();
+                out.truncated = false;
+                fresh = false;
+            }
+            SimpleQueryMessage::Row(row) if out.rows.len() < max_rows => {
+                out.rows.push(
+                    (0..row.len()).map(|i| row.get(i).map_or(serde_json::Value::Null, Into::into)).collect(),
+                );
+            }
+            SimpleQueryMessage::Row(_) => out.truncated = true,
+            SimpleQueryMessage::CommandComplete(n) if fresh => out.affected += n,
+            SimpleQueryMessage::CommandComplete(_) => fresh = true,
+            _ => {}
+        }
+    }
+    Ok(out)
+}
+
+/// A statement's failure, with PostgreSQL's SQLSTATE, message, detail and hint.
+fn statement_error(e: tokio_postgres::Error) -> Error {
+    match e.as_db_error() {
+        Some(db) => {
+            let mut error = Error::sql(db.code().code(), db.message(), false);
+            if let Error::Database(d) = &mut error {
+                d.details = db.detail().map(str::to_owned);
+                d.hint = db.hint().map(str::to_owned);
+            }
+            error
+        }
+        None => Error::Unavailable(e.to_string()),
+    }
+}
+
+/// Creates a table in `schema`.
+pub async fn create_table(client: &Client, schema: &str, table: NewTable) -> Result<(), Error> {
+    checked_table(&table, &TYPES)?;
+    let keys: Vec<&NewColumn> = table.columns.iter().filter(|c| c.primary_key).collect();
+    let mut sql = String::from("CREATE TABLE ");
+    push_qualified(&mut sql, schema, &table.name);
+    sql.push_str(" (");
+    for (i, column) in table.columns.iter().enumerate() {
+        if i > 0 {
+            sql.push_str(", ");
+        }
+        push_column(&mut sql, column);
+    }
+    if !keys.is_empty() {
+        sql.push_str(", PRIMARY KEY (");
+        for (i, key) in keys.iter().enumerate() {
+            if i > 0 {
+                sql.push_str(", ");
+            }
+            push_ident(&mut sql, &key.name);
+        }
+        sql.push(')');
+    }
+    sql.push(')');
+    client.batch_execute(&sql).await.map_err(statement_error)
+}
+
+/// Adds a column to a table of `schema`.
+pub async fn add_column(client: &Client, schema: &str, table: &str, column: NewColumn) -> Result<(), Error> {
+    checked_name(table, "table")?;
+    checked_column(&column, &TYPES)?;
+    let mut sql = String::from("ALTER TABLE ");
+    push_qualified(&mut sql, schema, table);
+    sql.push_str(" ADD COLUMN ");
+    push_column(&mut sql, &column);
+    client.batch_execute(&sql).await.map_err(statement_error)
+}
+
+/// Drops a table of `schema`, or a column of one.
+pub async fn drop(client: &Client, schema: &str, table: &str, column: Option<&str>) -> Result<(), Error> {
+    checked_name(table, "table")?;
+    let mut sql = String::new();
+    match column {
+        None => {
+            sql.push_str("DROP TABLE ");
+            push_qualified(&mut sql, schema, table);
+        }
+        Some(column) => {
+            checked_name(column, "column")?;
+            sql.push_str("ALTER TABLE ");
+            push_qualified(&mut sql, schema, table);
+            sql.push_str(" DROP COLUMN ");
+            push_ident(&mut sql, column);
+        }
+    }
+    client.batch_execute(&sql).await.map_err(statement_error)
+}
+
+fn push_qualified(sql: &mut String, schema: &str, name: &str) {
+    push_ident(sql, schema);
+    sql.push('.');
+    push_ident(sql, name);
+}
+
+fn push_column(sql: &mut String, column: &NewColumn) {
+    push_ident(sql, &column.name);
+    sql.push(' ');
+    match column.kind.as_str() {
+        "identity" => sql.push_str("bigint GENERATED BY DEFAULT AS IDENTITY"),
+        kind => sql.push_str(kind),
+    }
+    if column.not_null {
+        sql.push_str(" NOT NULL");
+    }
+    if column.unique {
+        sql.push_str(" UNIQUE");
+    }
+    if let Some(value) = &column.default {
+        sql.push_str(" DEFAULT ");
+        sql.push_str(&default_sql(value, "now()", "gen_random_uuid()"));
+    }
+}
+
+/// The tables of `schema` with their row-level security and policies.
+pub async fn policies(client: &Client, schema: &str) -> Result<Vec<TablePolicies>, Error> {
+    let rows = client
+        .query(
+            "SELECT c.relname::text, c.relrowsecurity,
+                    coalesce(json_agg(json_build_object('name', p.policyname, 'command', p.cmd,
+                      'permissive', p.permissive, 'roles', p.roles, 'using', p.qual, 'check', p.with_check)
+                      ORDER BY p.policyname) FILTER (WHERE p.policyname IS NOT NULL), '[]')::text
+             FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+             LEFT JOIN pg_policies p ON p.schemaname = n.nspname AND p.tablename = c.relname
+             WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') GROUP BY 1, 2 ORDER BY 1",
+            &[&schema],
+        )
+        .await
+        .map_err(statement_error)?;
+    Ok(rows
+        .iter()
+        .map(|r| TablePolicies {
+            table: r.get(0),
+            rls_enabled: r.get(1),
+            policies: serde_json::from_str(r.get::<_, &str>(2)).unwrap_or_default(),
+        })
+        .collect())
+}
+
+/// A connection for the console and table editor, opened on first use and again after a drop.
+pub struct ConsoleConnection {
+    store: PgAccounts,
+}
+
+impl ConsoleConnection {
+    /// On the database `target` names.
+    pub fn new(target: super::PgTarget) -> ConsoleConnection {
+        ConsoleConnection { store: PgAccounts::named(target, "rowgate dashboard") }
+    }
+
+    /// The connection.
+    pub async fn client(&self) -> Result<Arc<Client>, Error> {
+        self.store.client().await
+    }
+}

@@ -1,0 +1,114 @@
+//! The dashboard in headless Chromium, end to end as a first-time user goes
+//! (tests/js/dashboard_page.mjs): the setup link → the first administrator → a table → rows → who
+//! may read them → a user → an image and its thumbnail → a change in the realtime inspector; on
+//! SQLite in an empty directory, and on PostgreSQL after `rowgate install`. The screenshots are
+//! kept in `target/dashboard-shots/`.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::{json, Value};
+
+use crate::dashboard::serve_in;
+use crate::support::{block_on, harness, sql, sql_at, JWT_SECRET};
+
+/// Runs the page test against `base`; what it saw.
+fn in_the_browser(base: &str, link: &str, backend: &str) -> Value {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let js = root.join("tests/js");
+    assert!(
+        js.join("node_modules/puppeteer-core").is_dir(),
+        "puppeteer-core is not installed: run `npm ci` in tests/js (scripts/test does)"
+    );
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    assert!(
+        Path::new(&chromium).exists(),
+        "chromium is not installed at {chromium}: scripts/prereqs installs Debian's"
+    );
+    let out = Command::new("node")
+        .arg("dashboard_page.mjs")
+        .current_dir(&js)
+        .env("ROWGATE_URL", base)
+        .env("SETUP_LINK", link)
+        .env("BACKEND", backend)
+        .env("SHOTS", root.join("target/dashboard-shots"))
+        .env("CHROMIUM", &chromium)
+        .output()
+        .expect("node is needed for the browser test");
+    let report = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "the page test failed:\n{report}");
+    serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim()).expect(&report)
+}
+
+fn expected(seen: &Value) {
+    assert_eq!(seen["admin"], "ada@example.comSign out", "{seen}");
+    assert_eq!(seen["rows"], json!(["milk", "eggs"]), "{seen}");
+    assert_eq!(seen["visitor"], json!([{"title": "eggs"}, {"title": "milk"}]), "{seen}");
+    assert_eq!(seen["thumbnail"], json!([96, 64]), "{seen}");
+    let change = seen["change"].as_str().unwrap_or_default();
+    assert!(change.starts_with("INSERT notes ") && change.contains("\"title\": \"bread\""), "{seen}");
+    assert_eq!(seen["errors"], json!([]), "{seen}");
+}
+
+#[test]
+fn a_first_run_in_the_browser_on_sqlite() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (base, link) = serve_in(
+        dir.path(),
+        &[
+            "--jwt-secret",
+            JWT_SECRET,
+            "--accounts-enabled",
+            "true",
+            "--storage-enabled",
+            "true",
+            "--realtime-enabled",
+            "true",
+            "--realtime-tables",
+            "notes",
+        ],
+    );
+    expected(&in_the_browser(&base, &link.expect("setup link"), "sqlite"));
+}
+
+#[test]
+fn a_first_run_in_the_browser_on_postgresql() {
+    sql("DROP DATABASE IF EXISTS dashboard_browser");
+    sql("CREATE DATABASE dashboard_browser");
+    let cfg: tokio_postgres::Config = harness().superuser_uri.parse().expect("uri");
+    let port = cfg.get_ports().first().copied().unwrap_or(5432);
+    let user = cfg.get_user().unwrap_or("postgres").to_owned();
+    let superuser = format!("postgres://{user}@127.0.0.1:{port}/dashboard_browser");
+    block_on(rowgate::backend::Backend::install(
+        &superuser,
+        rowgate::backend::Install::Supabase {
+            role: "Authenticator".into(),
+            replication_role: Some("Authenticator".into()),
+        },
+    ))
+    .expect("install");
+    sql_at(&superuser, "ALTER ROLE \"Authenticator\" PASSWORD 'secret'");
+    let dir = tempfile::tempdir().expect("dir");
+    let (base, link) = serve_in(
+        dir.path(),
+        &[
+            "--db-uri",
+            &format!("postgres://Authenticator:secret@127.0.0.1:{port}/dashboard_browser"),
+            "--db-anon-role",
+            "anon",
+            "--dashboard-db-uri",
+            &superuser,
+            "--jwt-secret",
+            JWT_SECRET,
+            "--accounts-enabled",
+            "true",
+            "--storage-enabled",
+            "true",
+            "--realtime-enabled",
+            "true",
+        ],
+    );
+    let seen = in_the_browser(&base, &link.expect("setup link"), "postgresql");
+    expected(&seen);
+    assert_eq!(seen["policies"], json!(["readable", "SELECT", "anon", "true", "NULL"]), "{seen}");
+}
