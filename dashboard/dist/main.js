@@ -10,6 +10,8 @@ import { usersPage } from "./users.js";
 import { storagePage } from "./storage.js";
 import { realtimePage, stopRealtime } from "./realtime.js";
 import { settingsPage } from "./settings.js";
+import { keysPage } from "./keys.js";
+import { activityPage, stopActivity } from "./activity.js";
 const app = document.getElementById("app");
 function credentialsForm(title, intro, button, submit) {
     const email = h("input", { type: "email", name: "email", autocomplete: "username", required: true });
@@ -57,10 +59,13 @@ const MENU = [
     ["users", "Users", (s) => !!s.services?.auth],
     ["storage", "Storage", (s) => !!s.services?.storage],
     ["realtime", "Realtime", (s) => !!s.services?.realtime],
+    ["keys", "API keys", () => true],
+    ["activity", "Activity", () => true],
     ["settings", "Settings", () => true],
 ];
 async function render() {
     stopRealtime();
+    stopActivity();
     const route = location.hash.replace(/^#\/?/, "").split("/");
     let state;
     try {
@@ -100,7 +105,9 @@ async function render() {
         users: () => usersPage(content),
         storage: () => storagePage(content, route[1]),
         realtime: () => realtimePage(content, state),
-        settings: () => settingsPage(content),
+        keys: () => keysPage(content),
+        activity: () => activityPage(content),
+        settings: () => settingsPage(content, state),
     };
     try {
         await pages[page]();

@@ -11,6 +11,8 @@ import { usersPage } from "./users.js";
 import { storagePage } from "./storage.js";
 import { realtimePage, stopRealtime } from "./realtime.js";
 import { settingsPage } from "./settings.js";
+import { keysPage } from "./keys.js";
+import { activityPage, stopActivity } from "./activity.js";
 
 const app = document.getElementById("app") as HTMLElement;
 
@@ -80,11 +82,14 @@ const MENU: [string, string, (s: ServerState) => boolean][] = [
   ["users", "Users", (s) => !!s.services?.auth],
   ["storage", "Storage", (s) => !!s.services?.storage],
   ["realtime", "Realtime", (s) => !!s.services?.realtime],
+  ["keys", "API keys", () => true],
+  ["activity", "Activity", () => true],
   ["settings", "Settings", () => true],
 ];
 
 async function render(): Promise<void> {
   stopRealtime();
+  stopActivity();
   const route = location.hash.replace(/^#\/?/, "").split("/");
   let state: ServerState;
   try {
@@ -159,7 +164,9 @@ async function render(): Promise<void> {
     users: () => usersPage(content),
     storage: () => storagePage(content, route[1]),
     realtime: () => realtimePage(content, state),
-    settings: () => settingsPage(content),
+    keys: () => keysPage(content),
+    activity: () => activityPage(content),
+    settings: () => settingsPage(content, state),
   };
   try {
     await pages[page]();

@@ -24,6 +24,8 @@ pub struct DashboardDb {
     exposed: String,
     /// PostgreSQL's console connection (`dashboard-db-uri`, else `db-uri`).
     console: Option<postgres::dashboard::ConsoleConnection>,
+    /// Where the key store is administered: `dashboard-db-uri`, else `db-uri`.
+    admin_uri: String,
     admins: Arc<dyn AdminStore>,
 }
 
@@ -45,7 +47,8 @@ impl DashboardDb {
                 (Arc::new(sqlite::dashboard::SqliteAdmins::open(lite.db.clone())?), None)
             }
         };
-        Ok(DashboardDb { backend, schema, exposed, console, admins })
+        let admin_uri = config.dashboard.db_uri.clone().unwrap_or_else(|| config.db.uri.clone());
+        Ok(DashboardDb { backend, schema, exposed, console, admins, admin_uri })
     }
 
     async fn run_console(&self, sql: String) -> Result<SqlResult, Error> {
@@ -85,9 +88,9 @@ impl DashboardDb {
     async fn drop_named(&self, table: &str, column: Option<&str>) -> Result<(), Error> {
         let before = self.schema.load();
         match (&*self.backend, &self.console) {
-            (Backend::Sqlite(lite), _) => sqlite::dashboard::drop(&lite.db, table, column).await?,
+            (Backend::Sqlite(lite), _) => sqlite::dashboard::drop_named(&lite.db, table, column).await?,
             (_, Some(c)) => {
-                postgres::dashboard::drop(&*c.client().await?, &self.exposed, table, column).await?
+                postgres::dashboard::drop_named(&*c.client().await?, &self.exposed, table, column).await?
             }
             _ => return Err(Error::internal("no console connection")),
         }
@@ -159,5 +162,30 @@ impl DashboardDatabase for DashboardDb {
 
     fn save_rules(&self, text: String) -> BoxFuture<'_, Result<(), Error>> {
         Box::pin(async move { self.write_rules(&text).await })
+    }
+
+    fn api_keys(
+        &self,
+        command: crate::apikey::admin::KeyCommand,
+    ) -> BoxFuture<'_, Result<Vec<String>, Error>> {
+        Box::pin(async move {
+            // The key store is administered as `rowgate apikey` does it: on PostgreSQL by a role
+            // that may create the `rowgate` schema (dashboard-db-uri's), on SQLite in the file.
+            Backend::apikey_admin(&self.admin_uri, command).await.map_err(|e| {
+                Error::api(crate::error::code::DASHBOARD_INVALID, format!("the key store refused: {e}"))
+            })
+        })
+    }
+
+    fn backup(&self) -> BoxFuture<'_, Result<Vec<u8>, Error>> {
+        Box::pin(async move {
+            match &*self.backend {
+                Backend::Sqlite(lite) => sqlite::dashboard::backup(&lite.db).await,
+                Backend::Postgres(_) => Err(Error::api(
+                    crate::error::code::UNSUPPORTED,
+                    "a PostgreSQL database is backed up with its own tools (pg_dump, or its host's backups)",
+                )),
+            }
+        })
     }
 }

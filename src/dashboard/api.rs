@@ -13,6 +13,7 @@ use serde_json::json;
 use super::store::Admin;
 use super::tables::{NewColumn, NewTable};
 use super::{invalid, json, now, session, signed_out, Dashboard, Setup};
+use crate::apikey::admin::KeyCommand;
 use crate::error::{code, Error};
 use crate::response::{error_response, Body};
 
@@ -95,8 +96,57 @@ async fn signed_in(
             ))
         }
         (&Method::GET, ["config"]) => Ok(json(StatusCode::OK, &effective_config(&dashboard.config))),
+        (&Method::GET, ["requests"]) => {
+            Ok(json(StatusCode::OK, &json!({"requests": dashboard.recent.look()})))
+        }
+        (&Method::GET, ["keys"]) => {
+            let lines = dashboard.db.api_keys(KeyCommand::List).await?;
+            Ok(json(StatusCode::OK, &table_of(&lines)))
+        }
+        (&Method::POST, ["keys"]) => {
+            #[derive(Deserialize)]
+            #[serde(deny_unknown_fields)]
+            struct NewKey {
+                role: String,
+                name: String,
+                #[serde(default)]
+                expires_in_days: Option<u64>,
+            }
+            let k = parsed::<NewKey>(body)?;
+            if k.role.trim().is_empty() || k.name.trim().is_empty() {
+                return Err(invalid("a key needs a role and a name"));
+            }
+            let command = KeyCommand::Create {
+                role: k.role,
+                name: k.name,
+                expires: k.expires_in_days.map(|d| d.saturating_mul(86_400)),
+                claims: serde_json::Map::new(),
+            };
+            let key = dashboard.db.api_keys(command).await?.into_iter().next().unwrap_or_default();
+            Ok(json(StatusCode::CREATED, &json!({"key": key})))
+        }
+        (&Method::DELETE, ["keys", which]) => {
+            let revoked = dashboard.db.api_keys(KeyCommand::Revoke { which: which.to_string() }).await?;
+            Ok(json(StatusCode::OK, &json!({"revoked": revoked.first().and_then(|n| n.parse::<u64>().ok())})))
+        }
+        (&Method::GET, ["backup"]) => {
+            let bytes = dashboard.db.backup().await?;
+            let mut r = Response::new(Body::from(bytes));
+            let name = format!("attachment; filename=\"rowgate-{}.db\"", now());
+            let h = r.headers_mut();
+            h.insert(header::CONTENT_TYPE, http::HeaderValue::from_static("application/vnd.sqlite3"));
+            h.insert(header::CONTENT_DISPOSITION, http::HeaderValue::from_str(&name).expect("ASCII"));
+            Ok(r)
+        }
         _ => Err(Error::api(code::DASHBOARD_NOT_FOUND, "no such dashboard endpoint")),
     }
+}
+
+/// Tab-separated lines with a header line (`rowgate apikey list`'s) as `{columns, rows}`.
+fn table_of(lines: &[String]) -> serde_json::Value {
+    let mut lines = lines.iter().map(|l| l.split('\t').collect::<Vec<_>>());
+    let columns = lines.next().unwrap_or_default();
+    json!({"columns": columns, "rows": lines.collect::<Vec<_>>()})
 }
 
 /// A request from another site's page is refused whatever it carries: browsers say where a

@@ -7,11 +7,13 @@ use http::{header, HeaderValue, Method, Response, StatusCode};
 use crate::response::Body;
 
 /// Each file, by its path below `/_/`.
-const FILES: [(&str, &str, &[u8]); 12] = [
+const FILES: [(&str, &str, &[u8]); 14] = [
     ("index.html", "text/html; charset=utf-8", include_bytes!("../../dashboard/public/index.html")),
     ("app.css", "text/css; charset=utf-8", include_bytes!("../../dashboard/public/app.css")),
+    ("activity.js", JS, include_bytes!("../../dashboard/dist/activity.js")),
     ("api.js", JS, include_bytes!("../../dashboard/dist/api.js")),
     ("dom.js", JS, include_bytes!("../../dashboard/dist/dom.js")),
+    ("keys.js", JS, include_bytes!("../../dashboard/dist/keys.js")),
     ("main.js", JS, include_bytes!("../../dashboard/dist/main.js")),
     ("realtime.js", JS, include_bytes!("../../dashboard/dist/realtime.js")),
     ("rules.js", JS, include_bytes!("../../dashboard/dist/rules.js")),

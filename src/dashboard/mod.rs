@@ -7,6 +7,7 @@
 
 mod api;
 mod assets;
+pub mod recent;
 pub mod session;
 pub mod store;
 pub mod tables;
@@ -43,6 +44,8 @@ pub struct Dashboard {
     setup_token: String,
     logins: session::LoginLimit,
     allowed_ips: Vec<ipnet::IpNet>,
+    /// The latest requests, while the Activity page is watched.
+    pub recent: recent::RecentRequests,
 }
 
 /// Whether the first administrator is still to be made.
@@ -66,6 +69,7 @@ impl Dashboard {
             hashing: Arc::new(Hashing::new()),
             setup_token: session::new_token(),
             logins: session::LoginLimit::default(),
+            recent: recent::RecentRequests::default(),
         }
     }
 

@@ -96,6 +96,15 @@ pub trait DashboardDatabase: Send + Sync {
 
     /// Replaces SQLite's rules file.
     fn save_rules(&self, text: String) -> BoxFuture<'_, Result<(), Error>>;
+
+    /// Runs an API-key command (`rowgate apikey`'s) on the key store; the lines it prints.
+    fn api_keys(
+        &self,
+        command: crate::apikey::admin::KeyCommand,
+    ) -> BoxFuture<'_, Result<Vec<String>, Error>>;
+
+    /// A consistent copy of the SQLite file (`VACUUM INTO`), as bytes.
+    fn backup(&self) -> BoxFuture<'_, Result<Vec<u8>, Error>>;
 }
 
 /// The access rules as the dashboard shows them.

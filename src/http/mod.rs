@@ -107,11 +107,17 @@ pub async fn handle(state: &AppState, req: Request<Incoming>, client: IpAddr) ->
 }
 
 async fn route(state: &AppState, req: Request<Incoming>, client: IpAddr) -> Response<Body> {
-    if tracing::enabled!(tracing::Level::INFO) {
+    // The dashboard's Activity page keeps requests only while it is watched.
+    let watched = state.dashboard.as_ref().filter(|d| d.recent.watched());
+    if tracing::enabled!(tracing::Level::INFO) || watched.is_some() {
         let started = std::time::Instant::now();
         let (method, uri) = (req.method().clone(), access_log::uri(req.uri()));
         let response = dispatch(state, req, client).await;
-        tracing::info!(%method, %uri, status = response.status().as_u16(), elapsed = ?started.elapsed(), "request");
+        let (status, elapsed) = (response.status().as_u16(), started.elapsed());
+        tracing::info!(%method, %uri, status, ?elapsed, "request");
+        if let Some(d) = watched {
+            d.recent.record(method.as_str(), uri, status, elapsed, client);
+        }
         return response;
     }
     dispatch(state, req, client).await

@@ -398,4 +398,74 @@ fn the_dashboard_on_postgresql_after_rowgate_install() {
     assert_eq!(user.status, 200, "{}", user.body);
     let list = admin.send("GET", "/auth/v1/admin/users", None).json();
     assert_eq!(list["users"][0]["email"], "u@example.com");
+
+    // Keys in `rowgate.api_keys`, administered on dashboard-db-uri; no file to back up.
+    let key = admin.send("POST", "/_/api/keys", Some(json!({"role": "anon", "name": "site"})));
+    assert_eq!(key.status, 201, "{}", key.body);
+    assert_eq!(admin.send("GET", "/_/api/keys", None).json()["rows"][0][1], "site");
+    let backup = admin.send("GET", "/_/api/backup", None);
+    assert_eq!((backup.status, backup.json()["code"].clone()), (400, json!("RG501")));
+}
+
+#[test]
+fn api_keys_a_backup_and_the_latest_requests_on_sqlite() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (base, link) = serve_in(dir.path(), &[]);
+    let admin = set_up(&base, &link.expect("link"));
+
+    let empty = admin.send("GET", "/_/api/keys", None).json();
+    assert_eq!(
+        empty,
+        json!({"columns": ["id", "name", "role", "prefix", "created", "expires", "state"], "rows": []})
+    );
+    let made = admin.send(
+        "POST",
+        "/_/api/keys",
+        Some(json!({"role": "member", "name": "ci", "expires_in_days": 30})),
+    );
+    assert_eq!(made.status, 201, "{}", made.body);
+    let key = made.json()["key"].as_str().expect("key").to_owned();
+    assert!(key.starts_with("rg_"), "{key}");
+    let described = send_to(&base, "GET", "/rowgate/apikey", &[("apikey", &key)], None).json();
+    assert_eq!((described["name"].clone(), described["role"].clone()), (json!("ci"), json!("member")));
+    let listed = admin.send("GET", "/_/api/keys", None).json();
+    assert_eq!(listed["rows"][0][1], "ci");
+    assert_eq!(listed["rows"][0][6], "active");
+    assert_eq!(admin.send("DELETE", "/_/api/keys/ci", None).json(), json!({"revoked": 1}));
+    let refused = (0..40).find_map(|_| {
+        let r = send_to(&base, "GET", "/rowgate/apikey", &[("apikey", &key)], None);
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        (r.status == 403).then_some(r)
+    });
+    assert_eq!(
+        refused.expect("a revoked key is refused within seconds").json()["message"],
+        "API key revoked"
+    );
+    let nameless = admin.send("POST", "/_/api/keys", Some(json!({"role": "", "name": "x"})));
+    assert_eq!((nameless.status, nameless.json()["code"].clone()), (400, json!("RG030")));
+
+    // A consistent copy of the file, while it serves.
+    let backup = send_to(
+        &base,
+        "GET",
+        "/_/api/backup",
+        &[("cookie", &format!("rowgate_dashboard={}", admin.cookie)), ("x-rowgate-csrf", &admin.csrf)],
+        None,
+    );
+    assert_eq!(backup.status, 200);
+    assert_eq!(backup.header("content-type"), Some("application/vnd.sqlite3"));
+    assert!(backup.body.starts_with("SQLite format 3"), "{:?}", &backup.body[..20.min(backup.body.len())]);
+
+    // The latest requests: kept once the page asks, newest first, secrets masked.
+    assert_eq!(admin.send("GET", "/_/api/requests", None).status, 200);
+    send_to(&base, "GET", "/rest/v1/nothing?apikey=secret", &[], None);
+    let seen = admin.send("GET", "/_/api/requests", None).json();
+    let latest =
+        seen["requests"].as_array().expect("requests").iter().find(|r| {
+            r["method"] == "GET" && r["uri"].as_str().unwrap_or("").starts_with("/rest/v1/nothing")
+        });
+    let latest = latest.unwrap_or_else(|| panic!("{seen}"));
+    // (`apikey=secret` is no filter: PGRST100.)
+    assert_eq!(latest["status"], 400);
+    assert!(!latest["uri"].as_str().unwrap().contains("secret"), "{latest}");
 }

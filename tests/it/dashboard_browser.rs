@@ -1,6 +1,7 @@
 //! The dashboard in headless Chromium, end to end as a first-time user goes
 //! (tests/js/dashboard_page.mjs): the setup link → the first administrator → a table → rows → who
-//! may read them → a user → an image and its thumbnail → a change in the realtime inspector; on
+//! may read them → a user → an image and its thumbnail → a change in the realtime inspector → an
+//! API key → the latest requests and metrics drawn → a backup (SQLite); on
 //! SQLite in an empty directory, and on PostgreSQL after `rowgate install`. The screenshots are
 //! kept in `target/dashboard-shots/`.
 
@@ -47,6 +48,7 @@ fn expected(seen: &Value) {
     assert_eq!(seen["thumbnail"], json!([96, 64]), "{seen}");
     let change = seen["change"].as_str().unwrap_or_default();
     assert!(change.starts_with("INSERT notes ") && change.contains("\"title\": \"bread\""), "{seen}");
+    assert_eq!(seen["key"], "rg_", "{seen}");
     assert_eq!(seen["errors"], json!([]), "{seen}");
 }
 
@@ -68,7 +70,9 @@ fn a_first_run_in_the_browser_on_sqlite() {
             "notes",
         ],
     );
-    expected(&in_the_browser(&base, &link.expect("setup link"), "sqlite"));
+    let seen = in_the_browser(&base, &link.expect("setup link"), "sqlite");
+    expected(&seen);
+    assert_eq!(seen["backup"], true, "{seen}");
 }
 
 #[test]

@@ -117,6 +117,35 @@ try {
   await waitText('#changes li', 'bread')
   seen.change = await text('#changes li')
   await snap('realtime')
+  await other.close()
+
+  // An API key, shown once.
+  await page.goto(`${base}/_/#/keys`)
+  await page.waitForSelector('input[name=key-role]')
+  await page.type('input[name=key-role]', 'anon')
+  await page.type('input[name=key-name]', 'website')
+  await page.click('form.toolbar button[type=submit]')
+  await page.waitForSelector('#new-key')
+  seen.key = (await text('#new-key')).slice(0, 3)
+  await waitText('table.rows td', 'website')
+  await snap('keys')
+
+  // Activity: the latest requests and the metrics, drawn.
+  await page.goto(`${base}/_/#/activity`)
+  await page.waitForSelector('svg.chart polyline', { timeout: 30000 })
+  await fetch(`${base}/rest/v1/notes?select=title`)
+  await waitText('table.rows td', '/rest/v1/notes?select=title')
+  await snap('activity')
+
+  // A backup of the SQLite file, downloaded.
+  if (backend === 'sqlite') {
+    await page.goto(`${base}/_/#/settings`)
+    await page.waitForSelector('#backup')
+    await page.click('#backup')
+    await waitText('.notice', 'was downloaded')
+    seen.backup = true
+    await snap('settings')
+  }
   seen.errors = errors
   console.log(JSON.stringify(seen))
 } finally {

@@ -40,10 +40,28 @@ pub fn grants(role: &str) -> String {
     format!("GRANT SELECT, INSERT, UPDATE, DELETE ON rowgate.dashboard_admins, rowgate.dashboard_sessions TO {role};")
 }
 
+impl PgAccounts {
+    /// A statement on the administrators' tables: missing (no `rowgate install` yet) or not
+    /// granted, the dashboard says so, and nothing is logged as the accounts' own failure.
+    async fn admin_query(
+        &self,
+        sql: &str,
+        params: &[(&(dyn tokio_postgres::types::ToSql + Sync), Type)],
+    ) -> Result<Vec<tokio_postgres::Row>, Error> {
+        let client = self.client().await?;
+        client.query_typed(sql, params).await.map_err(|e| match e.as_db_error().map(|d| d.code().code()) {
+            Some("42P01" | "3F000" | "42501") => Error::Unavailable(
+                "the dashboard's tables are missing or not granted to this role: run `rowgate install` (or `rowgate accounts install`)".into(),
+            ),
+            _ => statement_error(e),
+        })
+    }
+}
+
 impl AdminStore for PgAccounts {
     fn count(&self) -> BoxFuture<'_, Result<u64, Error>> {
         Box::pin(async move {
-            let rows = self.query("SELECT count(*) FROM rowgate.dashboard_admins", &[]).await?;
+            let rows = self.admin_query("SELECT count(*) FROM rowgate.dashboard_admins", &[]).await?;
             Ok(rows.first().map_or(0, |r| r.get::<_, i64>(0)) as u64)
         })
     }
@@ -52,7 +70,7 @@ impl AdminStore for PgAccounts {
         Box::pin(async move {
             let setup: Option<bool> = first.then_some(true);
             let rows = self
-                .query(
+                .admin_query(
                     "INSERT INTO rowgate.dashboard_admins (id, email, password_hash, made_by_setup)
                      SELECT $1::text::uuid, $2, $3, $4
                      WHERE NOT $4 IS TRUE OR NOT EXISTS (SELECT 1 FROM rowgate.dashboard_admins)
@@ -72,7 +90,7 @@ impl AdminStore for PgAccounts {
     fn by_email(&self, email: String) -> BoxFuture<'_, Result<Option<Admin>, Error>> {
         Box::pin(async move {
             let rows = self
-                .query(
+                .admin_query(
                     "SELECT id::text, email, password_hash FROM rowgate.dashboard_admins WHERE email = $1",
                     &[(&email, Type::TEXT)],
                 )
@@ -89,7 +107,7 @@ impl AdminStore for PgAccounts {
         expires_at: i64,
     ) -> BoxFuture<'_, Result<(), Error>> {
         Box::pin(async move {
-            self.query(
+            self.admin_query(
                 "WITH expired AS (DELETE FROM rowgate.dashboard_sessions WHERE expires_at <= $3)
                  INSERT INTO rowgate.dashboard_sessions (token_hash, admin_id, created_at, expires_at)
                  VALUES ($1, $2::text::uuid, $3, $4)",
@@ -107,8 +125,7 @@ impl AdminStore for PgAccounts {
 
     fn session(&self, token_hash: String, now: i64) -> BoxFuture<'_, Result<Option<AdminSession>, Error>> {
         Box::pin(async move {
-            let rows = self
-                .query(
+            let rows = self.admin_query(
                     "SELECT s.admin_id::text, a.email, s.expires_at FROM rowgate.dashboard_sessions s
                      JOIN rowgate.dashboard_admins a ON a.id = s.admin_id WHERE s.token_hash = $1 AND s.expires_at > $2",
                     &[(&token_hash, Type::TEXT), (&now, Type::INT8)],
@@ -124,7 +141,7 @@ impl AdminStore for PgAccounts {
 
     fn end_session(&self, token_hash: String) -> BoxFuture<'_, Result<(), Error>> {
         Box::pin(async move {
-            self.query(
+            self.admin_query(
                 "DELETE FROM rowgate.dashboard_sessions WHERE token_hash = $1",
                 &[(&token_hash, Type::TEXT)],
             )
@@ -216,7 +233,12 @@ pub async fn add_column(client: &Client, schema: &str, table: &str, column: NewC
 }
 
 /// Drops a table of `schema`, or a column of one.
-pub async fn drop(client: &Client, schema: &str, table: &str, column: Option<&str>) -> Result<(), Error> {
+pub async fn drop_named(
+    client: &Client,
+    schema: &str,
+    table: &str,
+    column: Option<&str>,
+) -> Result<(), Error> {
     checked_name(table, "table")?;
     let mut sql = String::new();
     match column {

@@ -267,7 +267,7 @@ pub async fn add_column(db: &Arc<SqliteDb>, table: &str, column: NewColumn) -> R
 }
 
 /// Drops a table, or a column of one.
-pub async fn drop(db: &Arc<SqliteDb>, table: &str, column: Option<&str>) -> Result<(), Error> {
+pub async fn drop_named(db: &Arc<SqliteDb>, table: &str, column: Option<&str>) -> Result<(), Error> {
     checked_name(table, "table")?;
     let mut sql = String::new();
     match column {
@@ -305,4 +305,18 @@ fn push_column(sql: &mut String, column: &NewColumn) {
 
 async fn ddl(db: &Arc<SqliteDb>, sql: String) -> Result<(), Error> {
     db.run_admin(move |c| c.execute_batch(&sql).map_err(console_error)).await
+}
+
+/// A consistent copy of the file, made by `VACUUM INTO` on a reader (writes go on meanwhile),
+/// read back and removed.
+pub async fn backup(db: &Arc<SqliteDb>) -> Result<Vec<u8>, Error> {
+    let dir = std::env::temp_dir().join(format!("rowgate-backup-{}", crate::uuid_v4()));
+    std::fs::create_dir(&dir).map_err(|e| Error::internal(format!("a temporary directory: {e}")))?;
+    let path = dir.join("backup.db");
+    let target = path.to_string_lossy().into_owned();
+    let made = db.with_reader(move |c| c.execute("VACUUM INTO ?1", [&target]).map(|_| ())).await;
+    let bytes = made
+        .and_then(|()| std::fs::read(&path).map_err(|e| Error::internal(format!("reading the copy: {e}"))));
+    let _ = std::fs::remove_dir_all(&dir);
+    bytes
 }

@@ -1,0 +1,51 @@
+// API keys (`rowgate apikey`'s store): the keys with their role, prefix, dates and state; a new
+// one, shown once; revoking one.
+import { call, part } from "./api.js";
+import { h, notice, replace } from "./dom.js";
+export async function keysPage(content) {
+    const list = h("div", { class: "grid-wrap" });
+    const message = h("div");
+    const load = async () => {
+        const { body } = await call("GET", "/_/api/keys");
+        const revoke = (id, name) => {
+            const b = h("button", { type: "button", class: "small danger" }, "Revoke");
+            b.addEventListener("click", async () => {
+                if (!confirm(`Revoke the key ${name}? Requests with it are refused from now on.`))
+                    return;
+                try {
+                    await call("DELETE", `/_/api/keys/${part(id)}`);
+                    await load();
+                }
+                catch (e) {
+                    replace(message, notice(e.message));
+                }
+            });
+            return b;
+        };
+        replace(list, body.rows.length === 0
+            ? h("p", { class: "muted" }, "No keys yet.")
+            : h("table", { class: "rows" }, h("thead", {}, h("tr", {}, body.columns.map((c) => h("th", {}, c)), h("th", {}))), h("tbody", {}, body.rows.map((r) => h("tr", {}, r.map((v) => h("td", {}, v)), h("td", {}, r[r.length - 1] === "active" ? revoke(r[0], r[1]) : null))))));
+    };
+    const role = h("input", { name: "key-role", placeholder: "role (e.g. anon, service_role, member)", required: true });
+    const name = h("input", { name: "key-name", placeholder: "name", required: true });
+    const days = h("input", { name: "key-days", type: "number", min: "1", placeholder: "days (empty: never expires)" });
+    const form = h("form", { class: "toolbar" }, role, name, days, h("button", { type: "submit" }, "Create key"));
+    form.addEventListener("submit", async (event) => {
+        event.preventDefault();
+        try {
+            const { body } = await call("POST", "/_/api/keys", {
+                role: role.value.trim(),
+                name: name.value.trim(),
+                expires_in_days: days.value ? Number(days.value) : null,
+            });
+            replace(message, h("div", { class: "notice ok", role: "status" }, "The new key, shown this once (only its hash is kept): ", h("code", { id: "new-key" }, body.key)));
+            name.value = "";
+            await load();
+        }
+        catch (e) {
+            replace(message, notice(e.message));
+        }
+    });
+    replace(content, h("h2", {}, "API keys"), h("p", { class: "muted small" }, "A request carrying a key in its apikey header runs as the key's role, with its claims."), form, message, list);
+    await load();
+}
