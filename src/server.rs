@@ -61,13 +61,21 @@ pub fn start_state(config: Arc<Config>) -> Result<Arc<AppState>, String> {
     services.extend(accounts.map(|a| Box::new(crate::http::AuthService(a)) as Box<dyn crate::http::Service>));
     services
         .extend(storage.map(|s| Box::new(crate::http::StorageService(s)) as Box<dyn crate::http::Service>));
-    services
-        .extend(realtime.map(|r| Box::new(crate::http::RealtimeService(r)) as Box<dyn crate::http::Service>));
+    services.extend(
+        realtime.clone().map(|r| Box::new(crate::http::RealtimeService(r)) as Box<dyn crate::http::Service>),
+    );
     let dashboard = match config.dashboard.enabled {
         true => {
             let db = crate::backend::dashboard::DashboardDb::open(backend.clone(), schema.clone(), &config)
                 .map_err(|e| format!("the dashboard could not be set up: {e}"))?;
-            Some(Arc::new(crate::dashboard::Dashboard::new(Arc::new(db), config.clone(), schema.clone())))
+            let dashboard = crate::dashboard::Dashboard::new(Arc::new(db), config.clone(), schema.clone());
+            Some(Arc::new(match &realtime {
+                Some(rt) => {
+                    let rt = rt.clone();
+                    dashboard.with_channels(Box::new(move || rt.channels()))
+                }
+                None => dashboard,
+            }))
         }
         false => None,
     };

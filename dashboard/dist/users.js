@@ -1,13 +1,32 @@
 // The application's users, through Supabase Auth's admin API (/auth/v1/admin/users): search,
-// create, confirm, ban and unban, delete.
+// create, confirm, ban and unban, delete; and a user's sessions (/_/api/users/{id}/sessions),
+// which can be ended all at once.
 import { call, part } from "./api.js";
 import { h, notice, replace } from "./dom.js";
 const PER_PAGE = 50;
+async function sessionsOf(panel, user, message) {
+    const path = `/_/api/users/${part(user.id)}/sessions`;
+    const { body } = await call("GET", path);
+    const end = h("button", { type: "button", class: "small danger" }, "Sign out everywhere");
+    end.addEventListener("click", async () => {
+        try {
+            await call("DELETE", path);
+            await sessionsOf(panel, user, message);
+        }
+        catch (e) {
+            replace(message, notice(e.message));
+        }
+    });
+    replace(panel, h("div", { class: "card", id: "sessions" }, h("h3", {}, `Sessions of ${user.email || user.phone || user.id}`), body.sessions.length === 0
+        ? h("p", { class: "muted small" }, "No session: signed out everywhere.")
+        : h("table", { class: "rows" }, h("thead", {}, h("tr", {}, ["session", "signed in", "how", "level", "application"].map((c) => h("th", {}, c)))), h("tbody", {}, body.sessions.map((s) => h("tr", {}, [s.id, s.signed_in_at ?? "", s.method ?? "", s.aal ?? "", s.client_id ?? ""].map((v) => h("td", { class: "small" }, v)))))), body.sessions.length ? end : null));
+}
 export async function usersPage(content) {
     let page = 1;
     const search = h("input", { type: "search", name: "search", placeholder: "search by address or id" });
     const list = h("div", { class: "grid-wrap" });
     const message = h("div");
+    const panel = h("div");
     const load = async () => {
         const { body } = await call("GET", `/auth/v1/admin/users?page=${page}&per_page=${PER_PAGE}`);
         const term = search.value.trim().toLowerCase();
@@ -30,7 +49,7 @@ export async function usersPage(content) {
             const path = `/auth/v1/admin/users/${part(u.id)}`;
             return h("tr", {}, h("td", {}, u.email || u.phone || (u.is_anonymous ? "anonymous" : "")), h("td", { class: "small muted" }, u.id), h("td", { class: "small" }, u.created_at), h("td", { class: "small" }, u.last_sign_in_at ?? "never"), h("td", {}, banned ? "banned" : u.email && !u.email_confirmed_at ? "unconfirmed" : "active"), h("td", { class: "actions" }, u.email && !u.email_confirmed_at ? act("Confirm", () => call("PUT", path, { email_confirm: true })) : null, banned
                 ? act("Unban", () => call("PUT", path, { ban_duration: "none" }))
-                : act("Ban", () => call("PUT", path, { ban_duration: "876000h" })), act("Delete", async () => {
+                : act("Ban", () => call("PUT", path, { ban_duration: "876000h" })), act("Sessions", () => sessionsOf(panel, u, message)), act("Delete", async () => {
                 if (confirm(`Delete ${u.email || u.id}?`))
                     await call("DELETE", path);
             }, "danger")));
@@ -65,6 +84,6 @@ export async function usersPage(content) {
             replace(message, notice(e.message));
         }
     });
-    replace(content, h("h2", {}, "Users"), create, search, message, list, h("div", { class: "pager" }, prev, next));
+    replace(content, h("h2", {}, "Users"), create, search, message, panel, list, h("div", { class: "pager" }, prev, next));
     await load();
 }

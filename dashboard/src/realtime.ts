@@ -2,15 +2,25 @@
 // as supabase-js speaks it) subscribed to every change in the exposed schema, shown as they
 // arrive. The socket is the session's: its cookie, and the CSRF token in the URL.
 
-import { csrfToken, ServerState } from "./api.js";
+import { call, csrfToken, ServerState } from "./api.js";
 import { cellText, h, replace } from "./dom.js";
 
 let socket: WebSocket | null = null;
 let heartbeat: number | undefined;
+let poll: number | undefined;
+
+interface Channel {
+  topic: string;
+  members: number;
+  presences: number;
+  changes: string[];
+}
 
 export function stopRealtime(): void {
   if (heartbeat !== undefined) clearInterval(heartbeat);
+  if (poll !== undefined) clearInterval(poll);
   heartbeat = undefined;
+  poll = undefined;
   socket?.close();
   socket = null;
 }
@@ -31,7 +41,35 @@ export async function realtimePage(content: HTMLElement, state: ServerState): Pr
     state.backend === "sqlite"
       ? `On SQLite, the tables of realtime-tables send their changes: ${(state.realtime_tables ?? []).join(", ") || "none yet"}.`
       : "On PostgreSQL, the tables of the publication supabase_realtime send their changes.";
-  replace(content, h("h2", {}, "Realtime ", status), h("p", { class: "muted small" }, note), log);
+  const channels = h("div", { class: "grid-wrap", id: "channels" });
+  replace(
+    content,
+    h("h2", {}, "Realtime ", status),
+    h("p", { class: "muted small" }, note),
+    h("h3", {}, "Channels"),
+    channels,
+    h("h3", {}, "Changes"),
+    log,
+  );
+  const listChannels = async (): Promise<void> => {
+    const { body } = await call<{ channels: Channel[] }>("GET", "/_/api/channels");
+    replace(
+      channels,
+      h(
+        "table",
+        { class: "rows" },
+        h("thead", {}, h("tr", {}, ["topic", "connections", "present", "changes listened to"].map((c) => h("th", {}, c)))),
+        h(
+          "tbody",
+          {},
+          body.channels.map((c) =>
+            h("tr", {}, h("td", {}, c.topic), h("td", {}, String(c.members)), h("td", {}, String(c.presences)), h("td", {}, c.changes.join("; "))),
+          ),
+        ),
+      ),
+    );
+  };
+  poll = window.setInterval(() => void listChannels().catch(() => undefined), 2000);
   const scheme = location.protocol === "https:" ? "wss:" : "ws:";
   const url = `${scheme}//${location.host}/realtime/v1/websocket?vsn=1.0.0&rowgate_csrf=${encodeURIComponent(csrfToken())}`;
   const ws = new WebSocket(url);
@@ -44,6 +82,7 @@ export async function realtimePage(content: HTMLElement, state: ServerState): Pr
       config: { broadcast: { self: false }, presence: { key: "" }, postgres_changes: [{ event: "*", schema: state.schema }] },
     });
     heartbeat = window.setInterval(() => send("phoenix", "heartbeat", {}), 25000);
+    void listChannels().catch(() => undefined);
   });
   ws.addEventListener("close", () => {
     status.className = "badge warn";

@@ -1,5 +1,6 @@
 // The application's users, through Supabase Auth's admin API (/auth/v1/admin/users): search,
-// create, confirm, ban and unban, delete.
+// create, confirm, ban and unban, delete; and a user's sessions (/_/api/users/{id}/sessions),
+// which can be ended all at once.
 
 import { call, part } from "./api.js";
 import { h, notice, replace } from "./dom.js";
@@ -17,11 +18,57 @@ interface User {
 
 const PER_PAGE = 50;
 
+interface Session {
+  id: string;
+  signed_in_at: string | null;
+  method: string | null;
+  aal: string | null;
+  client_id: string | null;
+}
+
+async function sessionsOf(panel: HTMLElement, user: User, message: HTMLElement): Promise<void> {
+  const path = `/_/api/users/${part(user.id)}/sessions`;
+  const { body } = await call<{ sessions: Session[] }>("GET", path);
+  const end = h("button", { type: "button", class: "small danger" }, "Sign out everywhere");
+  end.addEventListener("click", async () => {
+    try {
+      await call("DELETE", path);
+      await sessionsOf(panel, user, message);
+    } catch (e) {
+      replace(message, notice((e as Error).message));
+    }
+  });
+  replace(
+    panel,
+    h(
+      "div",
+      { class: "card", id: "sessions" },
+      h("h3", {}, `Sessions of ${user.email || user.phone || user.id}`),
+      body.sessions.length === 0
+        ? h("p", { class: "muted small" }, "No session: signed out everywhere.")
+        : h(
+            "table",
+            { class: "rows" },
+            h("thead", {}, h("tr", {}, ["session", "signed in", "how", "level", "application"].map((c) => h("th", {}, c)))),
+            h(
+              "tbody",
+              {},
+              body.sessions.map((s) =>
+                h("tr", {}, [s.id, s.signed_in_at ?? "", s.method ?? "", s.aal ?? "", s.client_id ?? ""].map((v) => h("td", { class: "small" }, v))),
+              ),
+            ),
+          ),
+      body.sessions.length ? end : null,
+    ),
+  );
+}
+
 export async function usersPage(content: HTMLElement): Promise<void> {
   let page = 1;
   const search = h("input", { type: "search", name: "search", placeholder: "search by address or id" });
   const list = h("div", { class: "grid-wrap" });
   const message = h("div");
+  const panel = h("div");
   const load = async (): Promise<void> => {
     const { body } = await call<{ users: User[] }>("GET", `/auth/v1/admin/users?page=${page}&per_page=${PER_PAGE}`);
     const term = search.value.trim().toLowerCase();
@@ -65,6 +112,7 @@ export async function usersPage(content: HTMLElement): Promise<void> {
                 banned
                   ? act("Unban", () => call("PUT", path, { ban_duration: "none" }))
                   : act("Ban", () => call("PUT", path, { ban_duration: "876000h" })),
+                act("Sessions", () => sessionsOf(panel, u, message)),
                 act("Delete", async () => {
                   if (confirm(`Delete ${u.email || u.id}?`)) await call("DELETE", path);
                 }, "danger"),
@@ -111,6 +159,6 @@ export async function usersPage(content: HTMLElement): Promise<void> {
       replace(message, notice((e as Error).message));
     }
   });
-  replace(content, h("h2", {}, "Users"), create, search, message, list, h("div", { class: "pager" }, prev, next));
+  replace(content, h("h2", {}, "Users"), create, search, message, panel, list, h("div", { class: "pager" }, prev, next));
   await load();
 }

@@ -511,6 +511,9 @@ pub trait AccountStore:
         identity_id: String,
     ) -> BoxFuture<'_, Result<Option<User>, Error>>;
 
+    /// The sessions of `user_id`, newest first (what an administrator sees of them).
+    fn sessions(&self, user_id: String) -> BoxFuture<'_, Result<Vec<SessionSummary>, Error>>;
+
     /// Ends sessions of `user_id`: all of them, `session` only, or all others.
     fn logout(
         &self,
@@ -518,6 +521,21 @@ pub trait AccountStore:
         session: Option<String>,
         scope: Scope,
     ) -> BoxFuture<'_, Result<(), Error>>;
+}
+
+/// One of an account's sessions, as an administrator lists them.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SessionSummary {
+    /// The session's id (the access tokens' `session_id`).
+    pub id: String,
+    /// When it signed in (RFC 3339).
+    pub signed_in_at: Option<String>,
+    /// How (`password`, `otp`, `oauth`, ...).
+    pub method: Option<String>,
+    /// `aal1` or `aal2`.
+    pub aal: Option<String>,
+    /// The OAuth application holding it, if rowgate issued it as an OAuth server.
+    pub client_id: Option<String>,
 }
 
 /// What GoTrue keeps of a soft-deleted account's personal data `value`: a hash of it with the

@@ -26,6 +26,8 @@ pub struct DashboardDb {
     console: Option<postgres::dashboard::ConsoleConnection>,
     /// Where the key store is administered: `dashboard-db-uri`, else `db-uri`.
     admin_uri: String,
+    /// The application's accounts, with `accounts-enabled`.
+    accounts: Option<Arc<dyn crate::accounts::AccountStore>>,
     admins: Arc<dyn AdminStore>,
 }
 
@@ -48,7 +50,11 @@ impl DashboardDb {
             }
         };
         let admin_uri = config.dashboard.db_uri.clone().unwrap_or_else(|| config.db.uri.clone());
-        Ok(DashboardDb { backend, schema, exposed, console, admins, admin_uri })
+        let accounts = match config.accounts.enabled {
+            true => Some(backend.account_store()?),
+            false => None,
+        };
+        Ok(DashboardDb { backend, schema, exposed, console, admins, admin_uri, accounts })
     }
 
     async fn run_console(&self, sql: String) -> Result<SqlResult, Error> {
@@ -121,6 +127,15 @@ impl DashboardDb {
         }
     }
 
+    fn accounts(&self) -> Result<&dyn crate::accounts::AccountStore, Error> {
+        self.accounts.as_deref().ok_or_else(|| {
+            Error::api(
+                crate::error::code::DASHBOARD_NOT_FOUND,
+                "the accounts are off (--accounts-enabled true)",
+            )
+        })
+    }
+
     /// Waits (at most 5 s) for the schema cache to be reloaded after a change to the schema.
     async fn reloaded(&self, before: Option<Arc<crate::schema::SchemaCache>>) -> Result<(), Error> {
         self.backend.reload_schema();
@@ -174,6 +189,19 @@ impl DashboardDatabase for DashboardDb {
             Backend::apikey_admin(&self.admin_uri, command).await.map_err(|e| {
                 Error::api(crate::error::code::DASHBOARD_INVALID, format!("the key store refused: {e}"))
             })
+        })
+    }
+
+    fn user_sessions(
+        &self,
+        user_id: String,
+    ) -> BoxFuture<'_, Result<Vec<crate::accounts::store::SessionSummary>, Error>> {
+        Box::pin(async move { self.accounts()?.sessions(user_id).await })
+    }
+
+    fn end_user_sessions(&self, user_id: String) -> BoxFuture<'_, Result<(), Error>> {
+        Box::pin(async move {
+            self.accounts()?.logout(user_id, None, crate::accounts::store::Scope::Global).await
         })
     }
 

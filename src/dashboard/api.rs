@@ -96,6 +96,16 @@ async fn signed_in(
             ))
         }
         (&Method::GET, ["config"]) => Ok(json(StatusCode::OK, &effective_config(&dashboard.config))),
+        (&Method::GET, ["channels"]) => match &dashboard.channels {
+            Some(list) => Ok(json(StatusCode::OK, &json!({"channels": list()}))),
+            None => Err(Error::api(code::DASHBOARD_NOT_FOUND, "realtime is off (--realtime-enabled true)")),
+        },
+        (&Method::GET, ["users", id, "sessions"]) => {
+            Ok(json(StatusCode::OK, &json!({"sessions": dashboard.db.user_sessions(id.to_string()).await?})))
+        }
+        (&Method::DELETE, ["users", id, "sessions"]) => {
+            dashboard.db.end_user_sessions(id.to_string()).await.map(|()| done())
+        }
         (&Method::GET, ["requests"]) => {
             Ok(json(StatusCode::OK, &json!({"requests": dashboard.recent.look()})))
         }

@@ -46,7 +46,12 @@ pub struct Dashboard {
     allowed_ips: Vec<ipnet::IpNet>,
     /// The latest requests, while the Activity page is watched.
     pub recent: recent::RecentRequests,
+    /// Realtime's channels, when realtime is on.
+    channels: Option<Channels>,
 }
+
+/// What lists realtime's channels (`Realtime::channels`).
+pub type Channels = Box<dyn Fn() -> serde_json::Value + Send + Sync>;
 
 /// Whether the first administrator is still to be made.
 pub enum Setup {
@@ -70,7 +75,13 @@ impl Dashboard {
             setup_token: session::new_token(),
             logins: session::LoginLimit::default(),
             recent: recent::RecentRequests::default(),
+            channels: None,
         }
+    }
+
+    /// The dashboard, with realtime's channels to list.
+    pub fn with_channels(self, channels: Channels) -> Dashboard {
+        Dashboard { channels: Some(channels), ..self }
     }
 
     /// Answers a request below `/_` (`rest`), its body read, from `client`.

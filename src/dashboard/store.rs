@@ -7,6 +7,7 @@
 use futures_util::future::BoxFuture;
 
 use super::tables::{NewColumn, NewTable};
+use crate::accounts::store::SessionSummary;
 use crate::error::Error;
 
 /// An administrator, with the hash of their password.
@@ -105,6 +106,12 @@ pub trait DashboardDatabase: Send + Sync {
 
     /// A consistent copy of the SQLite file (`VACUUM INTO`), as bytes.
     fn backup(&self) -> BoxFuture<'_, Result<Vec<u8>, Error>>;
+
+    /// An application user's sessions (with `accounts-enabled`).
+    fn user_sessions(&self, user_id: String) -> BoxFuture<'_, Result<Vec<SessionSummary>, Error>>;
+
+    /// Ends every session of an application user: their refresh tokens stop working.
+    fn end_user_sessions(&self, user_id: String) -> BoxFuture<'_, Result<(), Error>>;
 }
 
 /// The access rules as the dashboard shows them.

@@ -225,6 +225,42 @@ fn scopes(channel: &PgChannel) -> impl Iterator<Item = Scope> + '_ {
 }
 
 impl Hub {
+    /// Every topic with its members, presences and change bindings (`schema.table` and event),
+    /// as the dashboard's inspector lists them.
+    pub fn channels(&self) -> Value {
+        let mut bindings: HashMap<Arc<str>, Vec<String>> = HashMap::new();
+        {
+            let listening = self.listening.lock().unwrap_or_else(|e| e.into_inner());
+            for ((_, topic), channel) in &listening.channels {
+                let described = channel.bindings.iter().map(|b| {
+                    let event = b.event.map_or_else(|| "*".to_owned(), |k| format!("{k:?}").to_uppercase());
+                    let table = format!(
+                        "{}.{}",
+                        b.schema.as_deref().unwrap_or("*"),
+                        b.table.as_deref().unwrap_or("*")
+                    );
+                    match b.filter.0.is_empty() {
+                        true => format!("{event} {table}"),
+                        false => format!("{event} {table} (filtered)"),
+                    }
+                });
+                bindings.entry(topic.clone()).or_default().extend(described);
+            }
+        }
+        let topics = self.topics.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out: Vec<Value> = topics
+            .iter()
+            .map(|(topic, t)| {
+                let mut b = bindings.remove(topic).unwrap_or_default();
+                b.sort();
+                b.dedup();
+                serde_json::json!({"topic": &**topic, "members": t.members.len(), "presences": t.presence.len(), "changes": b})
+            })
+            .collect();
+        out.sort_by(|a, b| a["topic"].as_str().cmp(&b["topic"].as_str()));
+        Value::Array(out)
+    }
+
     /// Adds a member to `topic`.
     pub fn join(&self, topic: &Arc<str>, outbox: &Arc<Outbox>, own: bool) {
         let mut topics = self.topics.lock().unwrap_or_else(|e| e.into_inner());

@@ -153,6 +153,11 @@ impl Realtime {
         *cache = (Weak::new(), Instant::now(), HashMap::new());
     }
 
+    /// Every channel with its members, presences and change bindings (the dashboard's view).
+    pub fn channels(&self) -> serde_json::Value {
+        self.hub.channels()
+    }
+
     /// The tables whose changes may be sent (the backend keeps this current).
     pub fn set_published(&self, published: Published) {
         self.published.store(Arc::new(published));

@@ -39,6 +39,11 @@ impl Presence {
         self.keys.is_empty()
     }
 
+    /// How many keys are present.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
     /// `presence_state`: `{key: {"metas": [...]}}`.
     pub fn state(&self) -> Value {
         Value::Object(

@@ -444,6 +444,15 @@ fn api_keys_a_backup_and_the_latest_requests_on_sqlite() {
     let nameless = admin.send("POST", "/_/api/keys", Some(json!({"role": "", "name": "x"})));
     assert_eq!((nameless.status, nameless.json()["code"].clone()), (400, json!("RG030")));
 
+    // Services that are off say so.
+    let channels = admin.send("GET", "/_/api/channels", None);
+    assert_eq!(
+        (channels.status, channels.json()["message"].clone()),
+        (404, json!("realtime is off (--realtime-enabled true)"))
+    );
+    let sessions = admin.send("GET", "/_/api/users/x/sessions", None);
+    assert_eq!((sessions.status, sessions.json()["code"].clone()), (404, json!("RG034")));
+
     // A consistent copy of the file, while it serves.
     let backup = send_to(
         &base,

@@ -49,6 +49,8 @@ fn expected(seen: &Value) {
     let change = seen["change"].as_str().unwrap_or_default();
     assert!(change.starts_with("INSERT notes ") && change.contains("\"title\": \"bread\""), "{seen}");
     assert_eq!(seen["key"], "rg_", "{seen}");
+    assert_eq!(seen["signedOut"], json!([200, 400]), "{seen}");
+    assert_eq!(seen["channel"], json!(["realtime:rowgate-dashboard", "1", "0", "* public.*"]), "{seen}");
     assert_eq!(seen["errors"], json!([]), "{seen}");
 }
 

@@ -86,7 +86,29 @@ try {
   await page.type('input[name=new-password]', 'secret123')
   await page.click('form.toolbar button[type=submit]')
   await waitText('table.rows td', 'grace@example.com')
+  // Grace signs in, as the application would have her: her session is listed, then ended.
+  const signIn = await fetch(`${base}/auth/v1/token?grant_type=password`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ email: 'grace@example.com', password: 'secret123' }),
+  })
+  const { refresh_token: refresh } = await signIn.json()
+  const clickIn = (rowText, label) =>
+    page.evaluate((r, l) => {
+      const row = [...document.querySelectorAll('tr')].find((tr) => tr.textContent.includes(r))
+      ;[...row.querySelectorAll('button')].find((b) => b.textContent === l).click()
+    }, rowText, label)
+  await clickIn('grace@example.com', 'Sessions')
+  await waitText('#sessions td', 'password')
   await snap('users')
+  await page.evaluate(() => [...document.querySelectorAll('#sessions button')].find((b) => b.textContent === 'Sign out everywhere').click())
+  await waitText('#sessions', 'No session')
+  const refreshed = await fetch(`${base}/auth/v1/token?grant_type=refresh_token`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ refresh_token: refresh }),
+  })
+  seen.signedOut = [signIn.status, refreshed.status]
 
   // A bucket, an image uploaded, its thumbnail made by the server.
   await page.goto(`${base}/_/#/storage`)
@@ -106,6 +128,8 @@ try {
   // The realtime inspector, and a row added in another tab arriving there.
   await page.goto(`${base}/_/#/realtime`)
   await waitText('#realtime-status', 'listening')
+  await waitText('#channels td', 'realtime:rowgate-dashboard')
+  seen.channel = await page.$eval('#channels tbody tr', (tr) => [...tr.children].map((td) => td.textContent))
   const other = await browser.newPage()
   await other.goto(`${base}/_/#/tables/notes`)
   await other.waitForFunction(() => [...document.querySelectorAll('button')].some((b) => b.textContent === 'Add row'), { timeout: 30000 })

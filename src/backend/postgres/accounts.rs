@@ -10,8 +10,8 @@ use tokio_postgres::Client;
 
 use crate::accounts::store::{
     lifetime, token_hash, AccountStore, Attached, Challenged, Created, Enrolled, ExternalIdentity, Flow,
-    Hook, Issued, Linked, NewFactor, NewUser, OneTime, Redeem, Scope, SessionClient, Started, TakenFlow,
-    Updated, User, UserChanges, WithHash,
+    Hook, Issued, Linked, NewFactor, NewUser, OneTime, Redeem, Scope, SessionClient, SessionSummary, Started,
+    TakenFlow, Updated, User, UserChanges, WithHash,
 };
 use crate::error::Error;
 
@@ -526,6 +526,28 @@ impl AccountStore for PgAccounts {
         identity_id: String,
     ) -> BoxFuture<'_, Result<Option<User>, Error>> {
         Box::pin(super::identities::detach(self, user_id, identity_id))
+    }
+
+    fn sessions(&self, user_id: String) -> BoxFuture<'_, Result<Vec<SessionSummary>, Error>> {
+        Box::pin(async move {
+            let rows = self
+                .query(
+                    "SELECT id, to_char(signed_in_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), method, aal, client_id
+                     FROM rowgate.account_sessions($1)",
+                    &[(&user_id, Type::TEXT)],
+                )
+                .await?;
+            Ok(rows
+                .iter()
+                .map(|r| SessionSummary {
+                    id: r.get(0),
+                    signed_in_at: r.get(1),
+                    method: r.get(2),
+                    aal: r.get(3),
+                    client_id: r.get(4),
+                })
+                .collect())
+        })
     }
 
     fn logout(

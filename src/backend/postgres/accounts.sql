@@ -960,3 +960,16 @@ CREATE OR REPLACE FUNCTION rowgate.account_logout(p_user text, p_session text, p
 
 -- Who may call the functions above is set by the install (accounts_install.rs): its list of
 -- them is revoked from PUBLIC and granted to the serving role only.
+
+-- An account's sessions, for the dashboard's administrators: newest first.
+CREATE OR REPLACE FUNCTION rowgate.account_sessions(p_user text)
+RETURNS TABLE (id text, signed_in_at timestamptz, method text, aal text, client_id text)
+  LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+  SELECT s.id::text, s.created_at,
+         (SELECT c.authentication_method FROM auth.mfa_amr_claims c
+          WHERE c.session_id = s.id ORDER BY c.created_at LIMIT 1),
+         s.aal::text, s.oauth_client_id::text
+  FROM auth.sessions s
+  WHERE s.user_id = rowgate.uuid_or_null(p_user)
+  ORDER BY s.created_at DESC, s.id
+$$;

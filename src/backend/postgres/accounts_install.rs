@@ -22,7 +22,7 @@ const FUNCTIONS: &str = "rowgate.account_create(text, text, text, text, jsonb, j
   rowgate.account_create(text, text, text, text, jsonb, jsonb, boolean, boolean, text, bigint, text, text, boolean, boolean),
   rowgate.account_update(text, text, text, text, jsonb, jsonb, boolean, boolean, bigint, boolean, text, boolean),
   rowgate.account_list(bigint, bigint), rowgate.account_count(), rowgate.account_delete(text, boolean),
-  rowgate.account_logout(text, text, text), rowgate.account_issue(text, text, text, text, bigint),
+  rowgate.account_logout(text, text, text), rowgate.account_sessions(text), rowgate.account_issue(text, text, text, text, bigint),
   rowgate.account_redeem(text, text, text, bigint),
   rowgate.account_factor_enroll(text, text, text, text, text, boolean, bigint), rowgate.account_factor_challenge(text, text, text, text),
   rowgate.account_factor_challenged(text, text, text), rowgate.account_factor_verify(text, text, text, text, text, text),

@@ -10,8 +10,8 @@ use rusqlite::OptionalExtension;
 use super::db::SqliteDb;
 use crate::accounts::store::{
     merged, AccountStore, Attached, Challenged, Created, Enrolled, ExternalIdentity, Flow, Hook, Issued,
-    Linked, NewFactor, NewUser, OneTime, Redeem, Scope, SessionClient, Started, TakenFlow, Updated, User,
-    UserChanges, WithHash,
+    Linked, NewFactor, NewUser, OneTime, Redeem, Scope, SessionClient, SessionSummary, Started, TakenFlow,
+    Updated, User, UserChanges, WithHash,
 };
 use crate::error::Error;
 
@@ -493,6 +493,31 @@ impl AccountStore for SqliteAccounts {
         Box::pin(
             self.db.with_writer(move |c| atomically(c, |tx| external::detach(tx, &user_id, &identity_id))),
         )
+    }
+
+    fn sessions(&self, user_id: String) -> BoxFuture<'_, Result<Vec<SessionSummary>, Error>> {
+        Box::pin(self.db.with_reader(move |c| {
+            // A session is its live refresh tokens (rotation keeps one, revoked ones stay a while).
+            let mut q = c.prepare_cached(
+                "SELECT coalesce(session_id, token_hash),
+                        strftime('%Y-%m-%dT%H:%M:%SZ', min(signed_in_at), 'unixepoch'),
+                        max(method), max(aal), max(client_id)
+                 FROM _rowgate_refresh_tokens
+                 WHERE user_id = ?1 AND revoked = 0 AND expires_at > unixepoch()
+                 GROUP BY coalesce(session_id, token_hash)
+                 ORDER BY min(signed_in_at) DESC",
+            )?;
+            let rows = q.query_map([&user_id], |r| {
+                Ok(SessionSummary {
+                    id: r.get(0)?,
+                    signed_in_at: r.get(1)?,
+                    method: r.get(2)?,
+                    aal: r.get(3)?,
+                    client_id: r.get(4)?,
+                })
+            })?;
+            rows.collect()
+        }))
     }
 
     fn logout(
