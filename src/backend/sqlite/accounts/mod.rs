@@ -10,8 +10,8 @@ use rusqlite::OptionalExtension;
 use super::db::SqliteDb;
 use crate::accounts::store::{
     merged, AccountStore, Attached, Challenged, Created, Enrolled, ExternalIdentity, Flow, Hook, Issued,
-    Linked, NewFactor, NewUser, OneTime, Redeem, Scope, SessionClient, SessionSummary, Started, TakenFlow,
-    Updated, User, UserChanges, WithHash,
+    Linked, NewFactor, NewUser, OneTime, Redeem, Scope, SessionSummary, Started, TakenFlow, Updated, User,
+    UserChanges, WithHash,
 };
 use crate::error::Error;
 
@@ -149,9 +149,11 @@ mod external;
 mod mfa;
 mod oauth_server;
 mod passkeys;
+mod sessions;
 mod tokens;
 mod users;
 
+use sessions::start_session;
 use tokens::{rotate, store_refresh};
 use users::{insert_user, update};
 
@@ -496,28 +498,7 @@ impl AccountStore for SqliteAccounts {
     }
 
     fn sessions(&self, user_id: String) -> BoxFuture<'_, Result<Vec<SessionSummary>, Error>> {
-        Box::pin(self.db.with_reader(move |c| {
-            // A session is its live refresh tokens (rotation keeps one, revoked ones stay a while).
-            let mut q = c.prepare_cached(
-                "SELECT coalesce(session_id, token_hash),
-                        strftime('%Y-%m-%dT%H:%M:%SZ', min(signed_in_at), 'unixepoch'),
-                        max(method), max(aal), max(client_id)
-                 FROM _rowgate_refresh_tokens
-                 WHERE user_id = ?1 AND revoked = 0 AND expires_at > unixepoch()
-                 GROUP BY coalesce(session_id, token_hash)
-                 ORDER BY min(signed_in_at) DESC",
-            )?;
-            let rows = q.query_map([&user_id], |r| {
-                Ok(SessionSummary {
-                    id: r.get(0)?,
-                    signed_in_at: r.get(1)?,
-                    method: r.get(2)?,
-                    aal: r.get(3)?,
-                    client_id: r.get(4)?,
-                })
-            })?;
-            rows.collect()
-        }))
+        Box::pin(self.db.with_reader(move |c| sessions::list(c, &user_id)))
     }
 
     fn logout(
@@ -526,48 +507,12 @@ impl AccountStore for SqliteAccounts {
         session: Option<String>,
         scope: Scope,
     ) -> BoxFuture<'_, Result<(), Error>> {
-        Box::pin(self.db.with_writer(move |c| {
-            // Gone rather than revoked, as GoTrue deletes a session: a token of an ended session
-            // is no stolen one whose use should revoke the user's other sessions.
-            const END: &str = "DELETE FROM _rowgate_refresh_tokens WHERE user_id = ?1";
-            let done = match (scope, session) {
-                (Scope::Local, Some(s)) => c.execute(&format!("{END} AND session_id = ?2"), [&user_id, &s]),
-                (Scope::Others, Some(s)) => {
-                    c.execute(&format!("{END} AND (session_id IS NULL OR session_id <> ?2)"), [&user_id, &s])
-                }
-                _ => c.execute(END, [&user_id]),
-            };
-            done.map(drop).map_err(sqlite_error)
-        }))
+        Box::pin(self.db.with_writer(move |c| sessions::end(c, &user_id, session, scope)))
     }
 }
 
 /// Runs `f` in a savepoint of the writer's transaction: all of it is written, or none (the
 /// batch's other writes are kept either way).
-/// A new session of `user_id` (held by the application `client`, if any), signed in now by
-/// `method`; `None` if the account is gone.
-pub(super) fn start_session(
-    tx: &rusqlite::Connection,
-    user_id: &str,
-    method: &str,
-    now: i64,
-    client: Option<SessionClient>,
-) -> Result<Option<(User, Started)>, Error> {
-    let signed_in = tx
-        .prepare_cached(
-            "UPDATE _rowgate_users SET last_sign_in_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') \
-             WHERE id = ?1 AND deleted_at IS NULL",
-        )
-        .and_then(|mut q| q.execute([user_id]))
-        .map_err(sqlite_error)?;
-    if signed_in == 0 {
-        return Ok(None);
-    }
-    let user = tx.query_row(USER_BY_ID, [user_id], sqlite_user).map_err(sqlite_error)?;
-    let started = store_refresh(tx, user_id, now, method, client).map_err(sqlite_error)?;
-    Ok(Some((user, started)))
-}
-
 fn atomically<T>(
     c: &rusqlite::Connection,
     f: impl FnOnce(&rusqlite::Connection) -> Result<T, Error>,
