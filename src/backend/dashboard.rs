@@ -205,7 +205,7 @@ impl DashboardDatabase for DashboardDb {
         })
     }
 
-    fn backup(&self) -> BoxFuture<'_, Result<Vec<u8>, Error>> {
+    fn backup(&self) -> BoxFuture<'_, Result<(tokio::fs::File, u64), Error>> {
         Box::pin(async move {
             match &*self.backend {
                 Backend::Sqlite(lite) => sqlite::dashboard::backup(&lite.db).await,

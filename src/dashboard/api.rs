@@ -140,8 +140,9 @@ async fn signed_in(
             Ok(json(StatusCode::OK, &json!({"revoked": revoked.first().and_then(|n| n.parse::<u64>().ok())})))
         }
         (&Method::GET, ["backup"]) => {
-            let bytes = dashboard.db.backup().await?;
-            let mut r = Response::new(Body::from(bytes));
+            let (file, len) = dashboard.db.backup().await?;
+            let chunks = tokio_util::io::ReaderStream::with_capacity(file, 256 * 1024);
+            let mut r = Response::new(Body::stream(chunks, len));
             let name = format!("attachment; filename=\"rowgate-{}.db\"", now());
             let h = r.headers_mut();
             h.insert(header::CONTENT_TYPE, http::HeaderValue::from_static("application/vnd.sqlite3"));

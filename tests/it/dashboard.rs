@@ -196,8 +196,14 @@ fn a_first_run_on_sqlite_from_the_setup_link_to_a_readable_table() {
         read("/rest/v1/notes?select=title&order=id").json(),
         json!([{"title": "MILK"}, {"title": "EGGS"}])
     );
-    let refused = admin.send("POST", "/_/api/sql", Some(json!({"query": "COMMIT"})));
-    assert_eq!((refused.status, refused.json()["code"].clone()), (403, json!("42501")));
+    for statement in [
+        "COMMIT",
+        "CREATE TEMP TRIGGER t AFTER INSERT ON notes BEGIN SELECT 1; END",
+        "PRAGMA foreign_keys = off",
+    ] {
+        let refused = admin.send("POST", "/_/api/sql", Some(json!({"query": statement})));
+        assert_eq!((refused.status, refused.json()["code"].clone()), (403, json!("42501")), "{statement}");
+    }
     let typo = admin.send("POST", "/_/api/sql", Some(json!({"query": "SELEC 1"})));
     assert_eq!(
         typo.json(),

@@ -41,22 +41,32 @@ pub async fn install(c: &Client, role: &str, replication_role: Option<&str>) -> 
                 .map_err(message)
         }
     };
+    // Roles are the cluster's: an install into another database at the same moment may make one
+    // between the look and the CREATE, and that one is kept too.
+    let create = |name: &str, attributes: &str| {
+        let sql = format!("CREATE ROLE {} {attributes}", quoted(name));
+        async move {
+            match c.batch_execute(&sql).await {
+                Ok(()) => Ok(true),
+                Err(e) if e.as_db_error().is_some_and(|d| d.code().code() == "42710") => Ok(false),
+                Err(e) => Err(message(e)),
+            }
+        }
+    };
     for (name, attributes) in API_ROLES {
-        if exists(name).await? {
-            done.push(format!("role {name}: exists, kept"));
-        } else {
-            c.batch_execute(&format!("CREATE ROLE {} {attributes}", quoted(name))).await.map_err(message)?;
+        if !exists(name).await? && create(name, attributes).await? {
             done.push(format!("role {name}: created ({attributes})"));
+        } else {
+            done.push(format!("role {name}: exists, kept"));
         }
     }
-    if exists(role).await? {
-        done.push(format!("role {role}: exists, kept"));
-    } else {
-        c.batch_execute(&format!("CREATE ROLE {} LOGIN NOINHERIT", quoted(role))).await.map_err(message)?;
+    if !exists(role).await? && create(role, "LOGIN NOINHERIT").await? {
         done.push(format!(
             "role {role}: created (LOGIN NOINHERIT, no password yet: ALTER ROLE {} PASSWORD '...')",
             quoted(role)
         ));
+    } else {
+        done.push(format!("role {role}: exists, kept"));
     }
     c.batch_execute(&format!("GRANT anon, authenticated, service_role TO {}", quoted(role)))
         .await

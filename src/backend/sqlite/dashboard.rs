@@ -155,7 +155,17 @@ fn guard(ctx: AuthContext<'_>) -> Authorization {
         | AuthAction::Savepoint { .. }
         | AuthAction::Attach { .. }
         | AuthAction::Detach { .. }
-        | AuthAction::Pragma { pragma_value: Some(_), .. } => Authorization::Deny,
+        | AuthAction::Pragma { pragma_value: Some(_), .. }
+        // Temporary objects would stay on the writer's connection, where realtime keeps its
+        // triggers, after the statement.
+        | AuthAction::CreateTempTable { .. }
+        | AuthAction::CreateTempIndex { .. }
+        | AuthAction::CreateTempTrigger { .. }
+        | AuthAction::CreateTempView { .. }
+        | AuthAction::DropTempTable { .. }
+        | AuthAction::DropTempIndex { .. }
+        | AuthAction::DropTempTrigger { .. }
+        | AuthAction::DropTempView { .. } => Authorization::Deny,
         _ => Authorization::Allow,
     }
 }
@@ -205,7 +215,7 @@ fn console_error(e: rusqlite::Error) -> Error {
         // The guard's refusal (SQLite says only "not authorized").
         Some(message) if message == "not authorized" => Error::sql(
             "42501",
-            "the console runs inside rowgate's own transaction: BEGIN, COMMIT, SAVEPOINT, ATTACH and setting a PRAGMA are refused",
+            "the console runs inside rowgate's own transaction, on its writer's connection: BEGIN, COMMIT, SAVEPOINT, ATTACH, setting a PRAGMA and temporary objects are refused",
             false,
         ),
         Some(message) => Error::sql("42601", message, false),
@@ -307,16 +317,21 @@ async fn ddl(db: &Arc<SqliteDb>, sql: String) -> Result<(), Error> {
     db.run_admin(move |c| c.execute_batch(&sql).map_err(console_error)).await
 }
 
-/// A consistent copy of the file, made by `VACUUM INTO` on a reader (writes go on meanwhile),
-/// read back and removed.
-pub async fn backup(db: &Arc<SqliteDb>) -> Result<Vec<u8>, Error> {
+/// A consistent copy of the file, made by `VACUUM INTO` on a reader (writes go on meanwhile):
+/// the copy opened and its name removed at once, so it is streamed from the open file and gone
+/// when the answer is.
+pub async fn backup(db: &Arc<SqliteDb>) -> Result<(tokio::fs::File, u64), Error> {
     let dir = std::env::temp_dir().join(format!("rowgate-backup-{}", crate::uuid_v4()));
     std::fs::create_dir(&dir).map_err(|e| Error::internal(format!("a temporary directory: {e}")))?;
     let path = dir.join("backup.db");
     let target = path.to_string_lossy().into_owned();
     let made = db.with_reader(move |c| c.execute("VACUUM INTO ?1", [&target]).map(|_| ())).await;
-    let bytes = made
-        .and_then(|()| std::fs::read(&path).map_err(|e| Error::internal(format!("reading the copy: {e}"))));
+    let opened = match made {
+        Ok(()) => std::fs::File::open(&path)
+            .and_then(|f| Ok((f.metadata()?.len(), f)))
+            .map_err(|e| Error::internal(format!("reading the copy: {e}"))),
+        Err(e) => Err(e),
+    };
     let _ = std::fs::remove_dir_all(&dir);
-    bytes
+    opened.map(|(len, file)| (tokio::fs::File::from_std(file), len))
 }
