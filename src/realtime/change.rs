@@ -83,6 +83,10 @@ pub struct Feed {
     pub(super) wanted: Arc<ArcSwap<Wanted>>,
     pub(super) live: Arc<AtomicBool>,
     pub(super) news: Arc<News>,
+    /// Whether every change the feed hands over is of a published table (a stream of the
+    /// realtime publication alone): then none waits on the published set, which a table just
+    /// added to the publication reaches only with the next schema reload.
+    pub(super) only_published: Arc<AtomicBool>,
 }
 
 /// What happened to the feed since the dispatcher last looked: kept beside the commits' queue,
@@ -152,6 +156,11 @@ impl Feed {
     pub fn wants_any(&self) -> bool {
         let w = self.wanted.load();
         w.all || !w.schemas.is_empty() || !w.tables.is_empty()
+    }
+
+    /// Says whether the feed's changes are all of published tables (see `only_published`).
+    pub fn only_published(&self, only: bool) {
+        self.only_published.store(only, Ordering::SeqCst);
     }
 
     /// Hands over a commit.

@@ -179,11 +179,12 @@ async fn deliver(rt: &Realtime, commits: &Arc<Vec<Commit>>, part: Part) {
     // Only tables that publish their changes and that the API exposes: the feed may carry
     // others (the response cache's publication has every table).
     let published = rt.published.load();
+    let only_published = rt.feed.only_published.load(std::sync::atomic::Ordering::SeqCst);
     let schema = rt.schema.load();
     let servable: Vec<bool> = changes
         .iter()
         .map(|(_, c)| {
-            published.contains(&c.relation.name)
+            (only_published || published.contains(&c.relation.name))
                 && schema.as_ref().is_some_and(|s| s.relations.contains_key(&c.relation.name))
         })
         .collect();

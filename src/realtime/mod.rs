@@ -118,6 +118,7 @@ impl Realtime {
             wanted: hub.wanted.clone(),
             live: Arc::new(AtomicBool::new(false)),
             news: Arc::new(change::News::default()),
+            only_published: Arc::new(AtomicBool::new(false)),
         };
         let rt = Arc::new(Realtime {
             settings,

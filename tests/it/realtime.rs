@@ -361,6 +361,42 @@ fn a_row_with_a_composite_key_goes_only_to_those_who_may_read_it() {
     });
 }
 
+#[test]
+fn a_table_published_a_moment_before_its_first_write_sends_that_write() {
+    // The publication changes, then a row is written at once: the stream of the realtime
+    // publication alone carries only published tables, so the change waits on no reload.
+    let base = default_pg();
+    let service = token(json!({"role": "service_role", "exp": exp()}));
+    block_on(async {
+        let mut ws = connect(base, "2.0.0").await;
+        let changes = json!([{"event": "INSERT", "schema": "public"}]);
+        let join = json!({"config": {"postgres_changes": changes}, "access_token": service});
+        send(&mut ws, json!(["1", "1", "realtime:fresh", "phx_join", join])).await;
+        assert_eq!(next(&mut ws).await[4]["status"], "ok");
+        assert_eq!(next(&mut ws).await[4]["status"], "ok"); // Subscribed to PostgreSQL
+        superuser_sql(
+            "CREATE TABLE public.fresh (id int PRIMARY KEY, what text);
+             GRANT SELECT ON public.fresh TO service_role;
+             NOTIFY rowgate, 'reload schema';",
+        )
+        .await;
+        // Once the schema cache knows the table (a subscriber is sent only what it knows).
+        let client = reqwest::Client::new();
+        for _ in 0..100 {
+            let r = client.get(format!("{base}/fresh")).bearer_auth(&service).send().await.expect("get");
+            if r.status() == 200 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        superuser_sql("ALTER PUBLICATION supabase_realtime ADD TABLE public.fresh").await;
+        superuser_sql("INSERT INTO public.fresh VALUES (1, 'first')").await;
+        // (Other tests write to their tables meanwhile; this channel hears those too.)
+        let m = next_matching(&mut ws, |m| m[4]["data"]["table"] == "fresh").await;
+        assert_eq!(m[4]["data"]["record"], json!({"id": 1, "what": "first"}), "{m}");
+    });
+}
+
 /// Runs SQL as the superuser on the realtime tests' cluster.
 async fn superuser_sql(sql: &str) {
     pg().cluster.run_sql("postgres", sql).await.expect("sql");

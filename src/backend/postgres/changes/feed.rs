@@ -128,6 +128,8 @@ pub async fn run(
         cache.listening();
     }
     if let Some(rt) = &realtime {
+        // Alone, realtime's publication is the stream: pgoutput sends only its tables' changes.
+        rt.feed.only_published(publications == [super::realtime::PUBLICATION]);
         rt.feed.ready();
     }
     tracing::info!(slot, publications = %publications.join(","), "reading changes from logical decoding");
