@@ -48,6 +48,14 @@ pub fn lines(config: &Config, addr: SocketAddr, dashboard: Option<&Setup>) -> Ve
             "  dashboard {base}/_/   unavailable: {why} (on PostgreSQL, `rowgate install` makes its tables)"
         ),
     });
+    if dashboard.is_some() && config.static_dir.is_some() {
+        // A page of static-dir is of the dashboard's origin: its scripts could act for an
+        // administrator signed in there.
+        lines.push(
+            "  warning   static-dir's pages share the dashboard's origin: reach the dashboard by a hostname of its own (docs/dashboard.md)"
+                .to_owned(),
+        );
+    }
     lines.push(match &config.db.anon_role {
         Some(role) => format!("  visitors  run as {role:?}; a signed-in user as their token's role"),
         None => "  visitors  refused (401): set --db-anon-role to let them in".to_owned(),

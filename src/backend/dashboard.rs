@@ -15,6 +15,8 @@ use crate::schema::SharedSchema;
 
 /// The rows the console returns at most.
 pub const CONSOLE_ROWS: usize = 1000;
+/// How long the console's statements may run on SQLite, where every write waits for them.
+pub const CONSOLE_TIME: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The dashboard's way into the database.
 pub struct DashboardDb {
@@ -62,7 +64,9 @@ impl DashboardDb {
             (Backend::Postgres(_), Some(c)) => {
                 postgres::dashboard::console(&*c.client().await?, &sql, CONSOLE_ROWS).await
             }
-            (Backend::Sqlite(lite), _) => sqlite::dashboard::console(&lite.db, sql, CONSOLE_ROWS).await,
+            (Backend::Sqlite(lite), _) => {
+                sqlite::dashboard::console(&lite.db, sql, CONSOLE_ROWS, CONSOLE_TIME).await
+            }
             (Backend::Postgres(_), None) => Err(Error::internal("no console connection")),
         }
     }

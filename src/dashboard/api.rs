@@ -248,13 +248,13 @@ async fn login(
     client: IpAddr,
     secure: bool,
 ) -> Result<Response<Body>, Error> {
-    if let Err(wait) = dashboard.logins.check(client) {
+    let c: Credentials = parsed(body)?;
+    if let Err(wait) = dashboard.logins.attempt(client) {
         return Err(Error::api(
             code::RATE_LIMITED,
-            format!("too many failed sign-ins from this address: try again in {wait} s"),
+            format!("too many sign-ins from this address: try again in {wait} s"),
         ));
     }
-    let c: Credentials = parsed(body)?;
     let found = dashboard.db.admins().by_email(c.email.trim().to_lowercase()).await?;
     // An unknown address costs a whole check too: timing does not tell who is an administrator.
     let hash = found.as_ref().map_or(crate::accounts::DUMMY_HASH, |a| a.password_hash.as_str());
@@ -264,10 +264,7 @@ async fn login(
             dashboard.logins.succeeded(client);
             start_session(dashboard, &admin, StatusCode::OK, secure).await
         }
-        _ => {
-            dashboard.logins.failed(client);
-            Err(Error::api(code::DASHBOARD_SIGNED_OUT, "wrong e-mail address or password"))
-        }
+        _ => Err(Error::api(code::DASHBOARD_SIGNED_OUT, "wrong e-mail address or password")),
     }
 }
 

@@ -27,7 +27,7 @@ const FILES: [(&str, &str, &[u8]); 14] = [
 const JS: &str = "text/javascript; charset=utf-8";
 
 /// The page's own files, the server's endpoints, image previews made in the page: nothing else.
-const POLICY: &str = "default-src 'self'; img-src 'self' blob: data:; connect-src 'self' ws: wss:; \
+const POLICY: &str = "default-src 'self'; img-src 'self' blob: data:; connect-src 'self'; \
                       style-src 'self'; script-src 'self'; object-src 'none'; base-uri 'none'; \
                       frame-ancestors 'none'; form-action 'self'";
 

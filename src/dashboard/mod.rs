@@ -135,6 +135,14 @@ impl Dashboard {
         })
     }
 
+    /// Whether a request from `client` carrying `headers` is refused before anything: a
+    /// dashboard session's credential from an address `dashboard-allowed-ips` leaves out (the
+    /// credential is the service role's on every service, not only below `/_`).
+    pub fn refuses(&self, client: IpAddr, headers: &HeaderMap) -> Option<Error> {
+        (!self.allows(client) && session::credential(headers).is_some())
+            .then(|| forbidden("this address may not use the dashboard"))
+    }
+
     /// Whether `client` may use the dashboard (`dashboard-allowed-ips`).
     pub fn allows(&self, client: IpAddr) -> bool {
         self.allowed_ips.is_empty() || self.allowed_ips.iter().any(|net| net.contains(&client))

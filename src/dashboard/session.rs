@@ -36,27 +36,30 @@ pub fn csrf_of(token: &str) -> String {
     crate::hex(&Sha256::digest(format!("rowgate-dashboard-csrf:{token}").as_bytes()))
 }
 
-/// The session token a request's cookies carry.
-pub fn cookie_token(headers: &HeaderMap) -> Option<&str> {
+/// The session tokens a request's cookies carry (a cookie of a sibling domain may come too).
+fn cookie_tokens(headers: &HeaderMap) -> impl Iterator<Item = &str> {
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
-        .find_map(|pair| pair.trim().strip_prefix(COOKIE)?.strip_prefix('='))
+        .filter_map(|pair| pair.trim().strip_prefix(COOKIE)?.strip_prefix('='))
         .filter(|t| !t.is_empty())
 }
 
-/// The session token of a request that carries both the cookie and the CSRF token that goes
-/// with it; `Some(Err)` for a pair that does not match.
+/// The session token a request's cookies carry (the first).
+pub fn cookie_token(headers: &HeaderMap) -> Option<&str> {
+    cookie_tokens(headers).next()
+}
+
+/// The session token of a request that carries both a cookie and the CSRF token that goes with
+/// it; `Some(Err)` for a CSRF token that goes with none of its cookies.
 pub fn credential(headers: &HeaderMap) -> Option<Result<&str, ()>> {
     let csrf = headers.get(CSRF_HEADER)?.to_str().ok()?;
-    let token = cookie_token(headers)?;
-    let expected = csrf_of(token);
-    Some(match subtle::ConstantTimeEq::ct_eq(expected.as_bytes(), csrf.as_bytes()).into() {
-        true => Ok(token),
-        false => Err(()),
-    })
+    cookie_token(headers)?;
+    let matching = cookie_tokens(headers)
+        .find(|token| bool::from(subtle::ConstantTimeEq::ct_eq(csrf_of(token).as_bytes(), csrf.as_bytes())));
+    Some(matching.ok_or(()))
 }
 
 /// The `Set-Cookie` that starts a session (`Secure` when the request came over HTTPS).
@@ -80,43 +83,37 @@ const LOGIN_WINDOW: Duration = Duration::from_secs(15 * 60);
 /// Addresses remembered at most: beyond it, those whose window has passed are forgotten.
 const LOGIN_CLIENTS: usize = 10_000;
 
-/// Failed sign-ins per client address: past [`LOGIN_FAILURES`] in a window, refused until it
-/// ends (also a right password: guessing must not learn which one was).
+/// Sign-ins per client address: past [`LOGIN_FAILURES`] attempts that did not succeed in a
+/// window, refused until it ends (also a right password: guessing must not learn which one
+/// was). An attempt counts before its password is checked, so a burst of them in parallel
+/// gets no more than the rest.
 #[derive(Default)]
 pub struct LoginLimit {
-    failures: Mutex<HashMap<IpAddr, (u32, Instant)>>,
+    attempts: Mutex<HashMap<IpAddr, (u32, Instant)>>,
 }
 
 impl LoginLimit {
-    /// Whether `client` may try now; the seconds until it may, if not.
-    pub fn check(&self, client: IpAddr) -> Result<(), u64> {
+    /// Counts an attempt of `client`, if it may make one now; the seconds until it may, if not.
+    pub fn attempt(&self, client: IpAddr) -> Result<(), u64> {
         let client = crate::client_key(client);
-        let failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        match failures.get(&client) {
-            Some((n, since)) if *n >= LOGIN_FAILURES && since.elapsed() < LOGIN_WINDOW => {
-                Err((LOGIN_WINDOW - since.elapsed()).as_secs() + 1)
-            }
-            _ => Ok(()),
+        let mut attempts = self.attempts.lock().unwrap_or_else(|e| e.into_inner());
+        if attempts.len() >= LOGIN_CLIENTS {
+            attempts.retain(|_, (_, since)| since.elapsed() < LOGIN_WINDOW);
         }
-    }
-
-    /// Counts a failed attempt of `client`.
-    pub fn failed(&self, client: IpAddr) {
-        let client = crate::client_key(client);
-        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        if failures.len() >= LOGIN_CLIENTS {
-            failures.retain(|_, (_, since)| since.elapsed() < LOGIN_WINDOW);
-        }
-        let entry = failures.entry(client).or_insert((0, Instant::now()));
+        let entry = attempts.entry(client).or_insert((0, Instant::now()));
         if entry.1.elapsed() >= LOGIN_WINDOW {
             *entry = (0, Instant::now());
         }
+        if entry.0 >= LOGIN_FAILURES {
+            return Err((LOGIN_WINDOW.saturating_sub(entry.1.elapsed())).as_secs() + 1);
+        }
         entry.0 += 1;
+        Ok(())
     }
 
-    /// Forgets `client`'s failures (it signed in).
+    /// Forgets `client`'s attempts (it signed in).
     pub fn succeeded(&self, client: IpAddr) {
-        self.failures.lock().unwrap_or_else(|e| e.into_inner()).remove(&crate::client_key(client));
+        self.attempts.lock().unwrap_or_else(|e| e.into_inner()).remove(&crate::client_key(client));
     }
 }
 
@@ -137,14 +134,15 @@ mod tests {
     }
 
     #[test]
-    fn ten_failures_close_the_door_for_the_window() {
+    fn ten_attempts_close_the_door_for_the_window() {
         let limit = LoginLimit::default();
         let client: IpAddr = "192.0.2.1".parse().unwrap();
         for _ in 0..LOGIN_FAILURES {
-            assert!(limit.check(client).is_ok());
-            limit.failed(client);
+            assert!(limit.attempt(client).is_ok());
         }
-        assert!(limit.check(client).is_err());
-        assert!(limit.check("192.0.2.2".parse().unwrap()).is_ok());
+        assert!(limit.attempt(client).is_err());
+        assert!(limit.attempt("192.0.2.2".parse().unwrap()).is_ok());
+        limit.succeeded(client);
+        assert!(limit.attempt(client).is_ok());
     }
 }

@@ -1,9 +1,9 @@
 //! What the request log shows of a request: its URI, with the credentials some clients must
 //! put in a query string (a WebSocket's `apikey`, a signed URL's `token`) replaced.
 
-/// Query parameters that carry credentials (realtime's socket, signed storage URLs), whose
-/// values never reach the log.
-const SECRET_PARAMETERS: [&str; 4] = ["apikey", "token", "access_token", "refresh_token"];
+/// Query parameters that carry credentials (realtime's socket, the dashboard's on it, signed
+/// storage URLs), whose values never reach the log.
+const SECRET_PARAMETERS: [&str; 5] = ["apikey", "token", "access_token", "refresh_token", "rowgate_csrf"];
 
 /// `uri` as the log shows it: credentials in its query replaced by `REDACTED`.
 pub fn uri(uri: &http::Uri) -> String {
@@ -34,6 +34,10 @@ mod tests {
         assert_eq!(
             logged("/storage/v1/object/sign/b/k.png?TOKEN=abc&download"),
             "/storage/v1/object/sign/b/k.png?TOKEN=REDACTED&download"
+        );
+        assert_eq!(
+            logged("/realtime/v1/websocket?vsn=1.0.0&rowgate_csrf=ac0d73b7"),
+            "/realtime/v1/websocket?vsn=1.0.0&rowgate_csrf=REDACTED"
         );
         assert_eq!(logged("/todos?select=id&id=eq.1"), "/todos?select=id&id=eq.1");
         assert_eq!(logged("/todos"), "/todos");

@@ -152,6 +152,9 @@ async fn endpoint(state: &AppState, req: Request<Incoming>, peer: IpAddr) -> Res
             }
         }
     }
+    if let Some(e) = state.dashboard.as_ref().and_then(|d| d.refuses(client, req.headers())) {
+        return error_response(&e);
+    }
     if uri.path() == crate::dashboard::PREFIX && state.dashboard.is_some() {
         let mut r = plain(StatusCode::MOVED_PERMANENTLY);
         r.headers_mut().insert(header::LOCATION, HeaderValue::from_static("/_/"));

@@ -6,7 +6,6 @@
 //! kept in `target/dashboard-shots/`.
 
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::{json, Value};
 
@@ -15,30 +14,12 @@ use crate::support::{block_on, harness, sql, sql_at, JWT_SECRET};
 
 /// Runs the page test against `base`; what it saw.
 fn in_the_browser(base: &str, link: &str, backend: &str) -> Value {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let js = root.join("tests/js");
-    assert!(
-        js.join("node_modules/puppeteer-core").is_dir(),
-        "puppeteer-core is not installed: run `npm ci` in tests/js (scripts/test does)"
-    );
-    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
-    assert!(
-        Path::new(&chromium).exists(),
-        "chromium is not installed at {chromium}: scripts/prereqs installs Debian's"
-    );
-    let out = Command::new("node")
-        .arg("dashboard_page.mjs")
-        .current_dir(&js)
-        .env("ROWGATE_URL", base)
-        .env("SETUP_LINK", link)
-        .env("BACKEND", backend)
-        .env("SHOTS", root.join("target/dashboard-shots"))
-        .env("CHROMIUM", &chromium)
-        .output()
-        .expect("node is needed for the browser test");
-    let report = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "the page test failed:\n{report}");
-    serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim()).expect(&report)
+    let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/dashboard-shots");
+    let shots = shots.to_string_lossy();
+    crate::support::page_test(
+        "dashboard_page.mjs",
+        &[("ROWGATE_URL", base), ("SETUP_LINK", link), ("BACKEND", backend), ("SHOTS", &shots)],
+    )
 }
 
 fn expected(seen: &Value) {

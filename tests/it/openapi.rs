@@ -529,27 +529,8 @@ fn the_reference_page_lists_the_tables_and_tries_a_request_in_a_browser() {
     sql("INSERT INTO shop.products (name, price) VALUES ('anvil', 5)");
     let r = send_to(&base, "GET", "/rowgate/docs/", &[], None);
     assert_eq!((r.status, r.header("content-type")), (200, Some("text/html; charset=utf-8")));
-    let js = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/js");
-    assert!(
-        js.join("node_modules/puppeteer-core").is_dir(),
-        "puppeteer-core is not installed: run `npm ci` in tests/js (scripts/test does)"
-    );
-    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
-    assert!(
-        Path::new(&chromium).exists(),
-        "chromium is not installed at {chromium}: scripts/prereqs installs Debian's"
-    );
-    let out = Command::new("node")
-        .arg("docs_page.mjs")
-        .current_dir(&js)
-        .env("ROWGATE_URL", &base)
-        .env("TABLE", "products")
-        .env("CHROMIUM", &chromium)
-        .output()
-        .expect("node is needed for the browser test");
-    let report = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "the page test failed:\n{report}");
-    let seen: Value = serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim()).expect(&report);
+    let seen = crate::support::page_test("docs_page.mjs", &[("ROWGATE_URL", &base), ("TABLE", "products")]);
+    let report = seen.to_string();
     let tags: Vec<&str> = seen["tags"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
     assert!(tags.contains(&"products") && tags.contains(&"reviews"), "{report}");
     assert_eq!(seen["status"], "200", "{report}");

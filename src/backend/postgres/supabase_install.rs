@@ -68,9 +68,14 @@ pub async fn install(c: &Client, role: &str, replication_role: Option<&str>) -> 
     } else {
         done.push(format!("role {role}: exists, kept"));
     }
-    c.batch_execute(&format!("GRANT anon, authenticated, service_role TO {}", quoted(role)))
-        .await
-        .map_err(message)?;
+    let grant = format!("GRANT anon, authenticated, service_role TO {}", quoted(role));
+    if let Err(e) = c.batch_execute(&grant).await {
+        // Another install granting the same at the same moment: the second time finds it done.
+        if e.as_db_error().is_none_or(|d| d.code().code() != "23505") {
+            return Err(message(e));
+        }
+        c.batch_execute(&grant).await.map_err(message)?;
+    }
     done.push(format!("role {role} may become anon, authenticated and service_role"));
     // Supabase's grants: every API role may use what is in `public` (now and later); a table's
     // row-level security decides what each caller sees of it.

@@ -13,9 +13,7 @@ use rusqlite::{Connection, OptionalExtension};
 use super::db::{sqlite_error, SqliteDb};
 use crate::backend::push_ident;
 use crate::dashboard::store::{Admin, AdminSession, AdminStore, SqlResult};
-use crate::dashboard::tables::{
-    checked_column, checked_name, checked_table, default_sql, NewColumn, NewTable,
-};
+use crate::dashboard::tables::{self, Dialect, NewColumn, NewTable};
 use crate::error::Error;
 
 const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS _rowgate_admins (
@@ -137,19 +135,43 @@ impl AdminStore for SqliteAdmins {
 /// Runs an administrator's SQL (one or more statements) as a write; the rows of the last
 /// statement that returns any, at most `max_rows` of them. Statements that would end the
 /// writer's transaction, attach files or change a setting are refused.
-pub async fn console(db: &Arc<SqliteDb>, sql: String, max_rows: usize) -> Result<SqlResult, Error> {
+pub async fn console(
+    db: &Arc<SqliteDb>,
+    sql: String,
+    max_rows: usize,
+    limit: std::time::Duration,
+) -> Result<SqlResult, Error> {
     db.run_admin(move |c| {
         c.authorizer(Some(guard)).map_err(sqlite_error)?;
+        // Every write waits while the console's statements run: they are stopped at the limit.
+        let deadline = std::time::Instant::now() + limit;
+        c.progress_handler(10_000, Some(move || std::time::Instant::now() > deadline))
+            .map_err(sqlite_error)?;
         let result = run_statements(c, &sql, max_rows);
         // Unsetting a hook only frees it (rusqlite's Result is for symmetry).
+        let _ = c.progress_handler(0, None::<fn() -> bool>);
         let _ = c.authorizer(None::<fn(AuthContext<'_>) -> Authorization>);
-        result
+        result.map_err(|e| match e {
+            Error::Database(db) if db.message == "interrupted" => Error::sql(
+                "57014",
+                format!("the console's statements ran past {} s and were stopped", limit.as_secs()),
+                false,
+            ),
+            e => e,
+        })
     })
     .await
 }
 
 /// What the console may not do on the writer's connection.
 fn guard(ctx: AuthContext<'_>) -> Authorization {
+    // Nothing is made, changed or dropped in the connection's own `temp` schema (`temp.t` is
+    // reported as an ordinary table's creation).
+    let changes =
+        !matches!(ctx.action, AuthAction::Read { .. } | AuthAction::Select | AuthAction::Function { .. });
+    if changes && ctx.database_name == Some("temp") {
+        return Authorization::Deny;
+    }
     match ctx.action {
         AuthAction::Transaction { .. }
         | AuthAction::Savepoint { .. }
@@ -234,83 +256,51 @@ fn json_value(v: ValueRef<'_>) -> serde_json::Value {
     }
 }
 
+/// SQLite's table editor statements: names unqualified, declared types its affinity reads.
+struct Ddl;
+
+impl Dialect for Ddl {
+    fn types(&self) -> &[&str] {
+        &TYPES
+    }
+
+    fn push_ident(&self, sql: &mut String, name: &str) {
+        push_ident(sql, name);
+    }
+
+    fn push_table(&self, sql: &mut String, name: &str) {
+        push_ident(sql, name);
+    }
+
+    fn push_type(&self, sql: &mut String, kind: &str) {
+        sql.push_str(&kind.to_ascii_uppercase());
+    }
+
+    fn now_and_uuid(&self) -> (&str, &str) {
+        (
+            "(strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))",
+            "(lower(hex(randomblob(4))) || '-' || lower(hex(randomblob(2))) || '-4' || substr(lower(hex(randomblob(2))), 2) || '-' || substr('89ab', 1 + (abs(random()) % 4), 1) || substr(lower(hex(randomblob(2))), 2) || '-' || lower(hex(randomblob(6))))",
+        )
+    }
+
+    fn key_with_column(&self) -> bool {
+        true
+    }
+}
+
 /// Creates a table.
 pub async fn create_table(db: &Arc<SqliteDb>, table: NewTable) -> Result<(), Error> {
-    checked_table(&table, &TYPES)?;
-    let keys: Vec<&NewColumn> = table.columns.iter().filter(|c| c.primary_key).collect();
-    let mut sql = String::from("CREATE TABLE ");
-    push_ident(&mut sql, &table.name);
-    sql.push_str(" (");
-    for (i, column) in table.columns.iter().enumerate() {
-        if i > 0 {
-            sql.push_str(", ");
-        }
-        push_column(&mut sql, column);
-        // A lone integer key is the rowid: it numbers new rows itself.
-        if keys.len() == 1 && column.primary_key {
-            sql.push_str(" PRIMARY KEY");
-        }
-    }
-    if keys.len() > 1 {
-        sql.push_str(", PRIMARY KEY (");
-        for (i, key) in keys.iter().enumerate() {
-            if i > 0 {
-                sql.push_str(", ");
-            }
-            push_ident(&mut sql, &key.name);
-        }
-        sql.push(')');
-    }
-    sql.push(')');
-    ddl(db, sql).await
+    ddl(db, tables::create_table(&Ddl, &table)?).await
 }
 
 /// Adds a column to a table.
 pub async fn add_column(db: &Arc<SqliteDb>, table: &str, column: NewColumn) -> Result<(), Error> {
-    checked_name(table, "table")?;
-    checked_column(&column, &TYPES)?;
-    let mut sql = String::from("ALTER TABLE ");
-    push_ident(&mut sql, table);
-    sql.push_str(" ADD COLUMN ");
-    push_column(&mut sql, &column);
-    ddl(db, sql).await
+    ddl(db, tables::add_column(&Ddl, table, &column)?).await
 }
 
 /// Drops a table, or a column of one.
 pub async fn drop_named(db: &Arc<SqliteDb>, table: &str, column: Option<&str>) -> Result<(), Error> {
-    checked_name(table, "table")?;
-    let mut sql = String::new();
-    match column {
-        None => {
-            sql.push_str("DROP TABLE ");
-            push_ident(&mut sql, table);
-        }
-        Some(column) => {
-            checked_name(column, "column")?;
-            sql.push_str("ALTER TABLE ");
-            push_ident(&mut sql, table);
-            sql.push_str(" DROP COLUMN ");
-            push_ident(&mut sql, column);
-        }
-    }
-    ddl(db, sql).await
-}
-
-fn push_column(sql: &mut String, column: &NewColumn) {
-    push_ident(sql, &column.name);
-    sql.push(' ');
-    sql.push_str(&column.kind.to_ascii_uppercase());
-    if column.not_null {
-        sql.push_str(" NOT NULL");
-    }
-    if column.unique {
-        sql.push_str(" UNIQUE");
-    }
-    if let Some(value) = &column.default {
-        sql.push_str(" DEFAULT ");
-        let uuid = "(lower(hex(randomblob(4))) || '-' || lower(hex(randomblob(2))) || '-4' || substr(lower(hex(randomblob(2))), 2) || '-' || substr('89ab', 1 + (abs(random()) % 4), 1) || substr(lower(hex(randomblob(2))), 2) || '-' || lower(hex(randomblob(6))))";
-        sql.push_str(&default_sql(value, "(strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))", uuid));
-    }
+    ddl(db, tables::drop(&Ddl, table, column)?).await
 }
 
 async fn ddl(db: &Arc<SqliteDb>, sql: String) -> Result<(), Error> {

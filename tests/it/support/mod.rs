@@ -184,6 +184,31 @@ pub fn stop_with_this_process(cluster: &TempCluster) {
         .spawn();
 }
 
+/// Runs a page test of `tests/js` (a script driving Debian's headless chromium through
+/// puppeteer-core) with `env`; what it printed, as JSON. Missing parts fail loudly.
+pub fn page_test(script: &str, env: &[(&str, &str)]) -> serde_json::Value {
+    let js = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/js");
+    assert!(
+        js.join("node_modules/puppeteer-core").is_dir(),
+        "puppeteer-core is not installed: run `npm ci` in tests/js (scripts/test does)"
+    );
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    assert!(
+        std::path::Path::new(&chromium).exists(),
+        "chromium is not installed at {chromium}: scripts/prereqs installs Debian's"
+    );
+    let out = std::process::Command::new("node")
+        .arg(script)
+        .current_dir(&js)
+        .envs(env.iter().copied())
+        .env("CHROMIUM", &chromium)
+        .output()
+        .expect("node is needed for the browser tests");
+    let report = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "the page test {script} failed:\n{report}");
+    serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim()).expect(&report)
+}
+
 pub mod oidc;
 pub mod pgbouncer;
 pub mod replica;

@@ -35,9 +35,12 @@ impl SqliteDb {
                 Err(e) => Err(transaction_failed(e)),
             };
             Box::new(move |commit: Option<&rusqlite::Error>| {
-                let _ = tx.send(match commit {
-                    Some(e) => Err(transaction_failed(e)),
-                    None => result,
+                // A job that failed says why itself (an interrupted statement ends the whole
+                // transaction, which then cannot commit).
+                let _ = tx.send(match (commit, result) {
+                    (_, Err(e)) => Err(e),
+                    (Some(e), Ok(_)) => Err(transaction_failed(e)),
+                    (None, result) => result,
                 });
             })
         });
@@ -113,13 +116,26 @@ fn in_savepoint<R>(
     let mark = capture.map(|c| c.mark());
     let result = f(conn);
     if result.is_err() || rollback {
-        exec(conn, "ROLLBACK TO rowgate_write").map_err(sqlite_error)?;
         if let (Some(c), Some(mark)) = (capture, mark) {
             c.rollback_to(mark);
         }
+        // Gone with the whole transaction (an interrupted write ends it): the write's own
+        // failure is the answer.
+        if let (Err(_), true) = (&result, conn.is_autocommit()) {
+            return result;
+        }
+        exec(conn, "ROLLBACK TO rowgate_write").map_err(sqlite_error)?;
     }
     exec(conn, "RELEASE rowgate_write").map_err(sqlite_error)?;
     result
+}
+
+/// The answer of the writes of a batch that cannot commit because one of them failed it.
+fn batch_failed() -> rusqlite::Error {
+    rusqlite::Error::SqliteFailure(
+        rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ABORT),
+        Some("a write committed with this one failed".into()),
+    )
 }
 
 /// The write-ahead log's length at which a commit checkpoints it (copies its pages into the
@@ -191,7 +207,7 @@ pub(super) fn group_commits(
             }
         }
         let conn = conn.blocking_lock();
-        let mut panicked = false;
+        let (mut panicked, mut ended) = (false, false);
         let deliveries: Vec<Delivery> = match exec(&conn, "BEGIN IMMEDIATE") {
             Ok(()) => {
                 if let Some(c) = capture.get() {
@@ -201,21 +217,37 @@ pub(super) fn group_commits(
                 // it wrote is unknown): never the writer, which every later write needs.
                 let run =
                     |job: Job| std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(Ok(&conn))));
-                batch.into_iter().filter_map(|job| run(job).map_err(|_| panicked = true).ok()).collect()
+                let mut deliveries = Vec::with_capacity(batch.len());
+                let mut jobs = batch.into_iter();
+                for job in jobs.by_ref() {
+                    match run(job) {
+                        Ok(deliver) => deliveries.push(deliver),
+                        Err(_) => panicked = true,
+                    }
+                    // A statement that ended the transaction (an interrupted write rolls it
+                    // back whole): the batch's writes so far are gone, and the rest must not run
+                    // outside one.
+                    if conn.is_autocommit() {
+                        ended = true;
+                        break;
+                    }
+                }
+                let gone = batch_failed();
+                jobs.map(|job| job(Err(&gone))).for_each(|deliver| deliver(None));
+                deliveries
             }
             Err(e) => {
                 batch.into_iter().map(|job| job(Err(&e))).for_each(|deliver| deliver(None));
                 continue;
             }
         };
-        let committed = match panicked {
-            false => exec(&conn, "COMMIT"),
-            true => {
-                tracing::error!("an SQLite write panicked: the writes committed with it are rolled back");
-                Err(rusqlite::Error::SqliteFailure(
-                    rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ABORT),
-                    Some("a write committed with this one failed".into()),
-                ))
+        let committed = match (panicked, ended) {
+            (false, false) => exec(&conn, "COMMIT"),
+            _ => {
+                if panicked {
+                    tracing::error!("an SQLite write panicked: the writes committed with it are rolled back");
+                }
+                Err(batch_failed())
             }
         };
         if committed.is_err() {
