@@ -70,7 +70,7 @@ export async function activityPage(content) {
             const values = history.get(name) ?? [];
             return h("figure", { class: "metric" }, h("figcaption", {}, label, ": ", h("strong", {}, String(Math.round(values[values.length - 1] * 100) / 100))), chart(values));
         }));
-        replace(table, h("table", { class: "rows" }, h("thead", {}, h("tr", {}, ["time", "method", "path", "status", "ms", "client"].map((c) => h("th", {}, c)))), h("tbody", {}, body.requests.slice(0, 100).map((r) => h("tr", { class: r.status >= 500 ? "bad" : r.status >= 400 ? "warn" : undefined }, h("td", { class: "small" }, new Date(r.at).toLocaleTimeString()), h("td", {}, r.method), h("td", {}, r.uri), h("td", {}, String(r.status)), h("td", {}, (r.micros / 1000).toFixed(1)), h("td", { class: "small muted" }, r.client))))));
+        replace(table, h("table", { class: "rows" }, h("thead", {}, h("tr", {}, ["time", "method", "path", "status", "ms", "caller", "client"].map((c) => h("th", {}, c)))), h("tbody", {}, body.requests.slice(0, 100).map((r) => h("tr", { class: r.status >= 500 ? "bad" : r.status >= 400 ? "warn" : undefined }, h("td", { class: "small" }, new Date(r.at).toLocaleTimeString()), h("td", {}, r.method), h("td", {}, r.uri), h("td", {}, String(r.status)), h("td", {}, (r.micros / 1000).toFixed(1)), h("td", { class: "small" }, r.caller), h("td", { class: "small muted" }, r.client))))));
     };
     await tick();
     timer = window.setInterval(() => void tick().catch(() => undefined), 2000);

@@ -11,6 +11,7 @@ interface Request {
   status: number;
   micros: number;
   client: string;
+  caller: string;
 }
 
 let timer: number | undefined;
@@ -96,7 +97,7 @@ export async function activityPage(content: HTMLElement): Promise<void> {
       h(
         "table",
         { class: "rows" },
-        h("thead", {}, h("tr", {}, ["time", "method", "path", "status", "ms", "client"].map((c) => h("th", {}, c)))),
+        h("thead", {}, h("tr", {}, ["time", "method", "path", "status", "ms", "caller", "client"].map((c) => h("th", {}, c)))),
         h(
           "tbody",
           {},
@@ -109,6 +110,7 @@ export async function activityPage(content: HTMLElement): Promise<void> {
               h("td", {}, r.uri),
               h("td", {}, String(r.status)),
               h("td", {}, (r.micros / 1000).toFixed(1)),
+              h("td", { class: "small" }, r.caller),
               h("td", { class: "small muted" }, r.client),
             ),
           ),

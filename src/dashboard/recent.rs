@@ -28,6 +28,8 @@ pub struct Request {
     pub micros: u64,
     /// The client's address.
     pub client: String,
+    /// Who it said it was (the dashboard, a token's role, an API key, a visitor).
+    pub caller: String,
 }
 
 /// The latest requests, while watched.
@@ -48,7 +50,15 @@ impl RecentRequests {
     }
 
     /// Keeps a request that ended now.
-    pub fn record(&self, method: &str, uri: String, status: u16, took: Duration, client: IpAddr) {
+    pub fn record(
+        &self,
+        method: &str,
+        uri: String,
+        status: u16,
+        took: Duration,
+        client: IpAddr,
+        caller: String,
+    ) {
         let request = Request {
             at: now_millis(),
             method: method.to_owned(),
@@ -56,6 +66,7 @@ impl RecentRequests {
             status,
             micros: took.as_micros() as u64,
             client: client.to_string(),
+            caller,
         };
         let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
         if kept.len() == KEPT {

@@ -112,15 +112,35 @@ async fn route(state: &AppState, req: Request<Incoming>, client: IpAddr) -> Resp
     if tracing::enabled!(tracing::Level::INFO) || watched.is_some() {
         let started = std::time::Instant::now();
         let (method, uri) = (req.method().clone(), access_log::uri(req.uri()));
+        let caller = watched.map(|_| caller_label(state, req.headers()));
         let response = dispatch(state, req, client).await;
         let (status, elapsed) = (response.status().as_u16(), started.elapsed());
         tracing::info!(%method, %uri, status, ?elapsed, "request");
-        if let Some(d) = watched {
-            d.recent.record(method.as_str(), uri, status, elapsed, client);
+        if let (Some(d), Some(caller)) = (watched, caller) {
+            d.recent.record(method.as_str(), uri, status, elapsed, client, caller);
         }
         return response;
     }
     dispatch(state, req, client).await
+}
+
+/// Who a request says it is, for the dashboard's list of requests: the dashboard's session, a
+/// token's role (verified; tokens are cached once verified), an API key, or a visitor.
+fn caller_label(state: &AppState, headers: &http::HeaderMap) -> String {
+    if headers.contains_key(crate::dashboard::session::CSRF_HEADER) {
+        return "dashboard".into();
+    }
+    let authorization = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    if authorization.and_then(crate::auth::bearer_token).is_some_and(|t| !t.is_empty()) {
+        return match state.auth.authenticate(authorization) {
+            Ok(p) => p.role.to_string(),
+            Err(_) => "an invalid token".into(),
+        };
+    }
+    if identify::api_key(state, headers).is_some() {
+        return "an API key".into();
+    }
+    state.config.db.anon_role.clone().unwrap_or_else(|| "a visitor".into())
 }
 
 async fn dispatch(state: &AppState, req: Request<Incoming>, client: IpAddr) -> Response<Body> {

@@ -501,4 +501,5 @@ fn api_keys_a_backup_and_the_latest_requests_on_sqlite() {
     // (`apikey=secret` is no filter: PGRST100.)
     assert_eq!(latest["status"], 400);
     assert!(!latest["uri"].as_str().unwrap().contains("secret"), "{latest}");
+    assert_eq!(latest["caller"], "anon", "{latest}");
 }
