@@ -188,7 +188,11 @@ async fn state_of(dashboard: &Dashboard, headers: &http::HeaderMap) -> Result<Re
     let setup = match dashboard.setup().await {
         Setup::Needed(_) => json!(true),
         Setup::Done => json!(false),
-        Setup::Unavailable(why) => json!({"unavailable": why}),
+        // Why is the operator's to read (the banner, the log), not a stranger's.
+        Setup::Unavailable(why) => {
+            tracing::error!(error = %why, "the dashboard's store cannot be read");
+            json!({"unavailable": "the dashboard's store cannot be read: see the server's log"})
+        }
     };
     let token = session::cookie_token(headers);
     let signed_in = match token {
@@ -209,7 +213,8 @@ async fn state_of(dashboard: &Dashboard, headers: &http::HeaderMap) -> Result<Re
             "csrf": session::csrf_of(token),
             "backend": if c.db.sqlite.is_some() { "sqlite" } else { "postgresql" },
             "schema": c.db.schemas[0],
-            "api": "/rest/v1",
+            // Where the page reaches the API: Supabase's path beside the root, or `api-prefix`.
+            "api": if c.api_prefix == "/" { "/rest/v1" } else { c.api_prefix.as_str() },
             "services": {
                 "auth": c.accounts.enabled,
                 "storage": c.storage.enabled,
