@@ -2,8 +2,9 @@
 //! and its API under `/_/api/` (`api.rs`). Administrators are not the application's users: the
 //! first is made through a one-time setup link printed at start (or `rowgate admin create`),
 //! and each signs in to a session (`session.rs`) whose credential the other services accept as
-//! the service role's (`http::identify`; the route table mounts it as a service) — rows, users, files and changes are read and written through the same
-//! endpoints and paths as every client's, so the response cache and realtime see the edits.
+//! the service role's (`http::identify`; the route table mounts the dashboard as a service):
+//! rows, users, files and changes are read and written through the same endpoints and paths as
+//! every client's, so the response cache and realtime see the edits.
 
 mod api;
 mod assets;
