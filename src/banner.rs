@@ -60,10 +60,7 @@ pub fn lines(config: &Config, addr: SocketAddr, dashboard: Option<&Setup>) -> Ve
         Some(role) => format!("  visitors  run as {role:?}; a signed-in user as their token's role"),
         None => "  visitors  refused (401): set --db-anon-role to let them in".to_owned(),
     });
-    let rules_file = match &config.db.sqlite {
-        Some(target) if config.db.rules.is_none() => target.default_rules_path(),
-        _ => None,
-    };
+    let rules_file = config.db.rules_file();
     if let Some(path) = rules_file.as_ref().filter(|p| !p.exists()) {
         lines.push(format!(
             "  next      no access rules yet ({}): no caller may read any table; write them in the dashboard or the file (docs/sqlite.md)",

@@ -53,7 +53,12 @@ pub fn start_state(config: Arc<Config>) -> Result<Arc<AppState>, String> {
     if let Some(rt) = &realtime {
         rt.set_access(Arc::new(crate::backend::Rights::new(backend.clone(), schema.clone(), config.clone())));
     }
-    let accounts = accounts(&config, &backend)?;
+    // One store serves `/auth/v1` and the dashboard's users (SQLite's tables are made once).
+    let account_store = match config.accounts.enabled {
+        true => Some(backend.account_store().map_err(|e| format!("the accounts could not be set up: {e}"))?),
+        false => None,
+    };
+    let accounts = accounts(&config, account_store.clone())?;
     let static_files = crate::http::StaticFiles::new(&config);
     let storage = storage(&config, &backend)?;
     // The services beside the API, each under its prefix.
@@ -66,8 +71,13 @@ pub fn start_state(config: Arc<Config>) -> Result<Arc<AppState>, String> {
     );
     let dashboard = match config.dashboard.enabled {
         true => {
-            let db = crate::backend::dashboard::DashboardDb::open(backend.clone(), schema.clone(), &config)
-                .map_err(|e| format!("the dashboard could not be set up: {e}"))?;
+            let db = crate::backend::dashboard::DashboardDb::open(
+                backend.clone(),
+                schema.clone(),
+                &config,
+                account_store,
+            )
+            .map_err(|e| format!("the dashboard could not be set up: {e}"))?;
             let dashboard = crate::dashboard::Dashboard::new(Arc::new(db), config.clone(), schema.clone());
             Some(Arc::new(match &realtime {
                 Some(rt) => {
@@ -98,15 +108,15 @@ pub fn start_state(config: Arc<Config>) -> Result<Arc<AppState>, String> {
     }))
 }
 
-/// The built-in accounts in `backend`'s database, when `accounts-enabled` (signing with
+/// The built-in accounts in `store` (the database's), when `accounts-enabled` (signing with
 /// `jwt-secret`). Accounts that cannot be set up (their tables, a hook that names no function, a
 /// mail template that does not parse) stop the start: a server running without the `/auth/v1`
 /// its configuration asks for would answer every sign-in with 404.
-fn accounts(config: &Config, backend: &Backend) -> Result<Option<Arc<crate::accounts::Accounts>>, String> {
-    if !config.accounts.enabled {
-        return Ok(None);
-    }
-    let store = backend.account_store().map_err(|e| format!("the accounts could not be set up: {e}"))?;
+fn accounts(
+    config: &Config,
+    store: Option<Arc<dyn crate::accounts::AccountStore>>,
+) -> Result<Option<Arc<crate::accounts::Accounts>>, String> {
+    let Some(store) = store else { return Ok(None) };
     let key = config.jwt.hmac_secret().unwrap_or_default();
     crate::accounts::Accounts::new(store, &key, config.jwt.aud.clone(), &config.accounts)
         .map(|a| Some(Arc::new(a)))

@@ -39,3 +39,21 @@ export function cellText(value) {
         return JSON.stringify(value);
     return String(value);
 }
+export function button(label, onClick, kind) {
+    const b = h("button", { type: "button", class: kind }, label);
+    b.addEventListener("click", () => void onClick());
+    return b;
+}
+// A button whose action's failure is shown in `message`; with `ask`, it runs once confirmed.
+export function action(label, message, run, options = {}) {
+    return button(label, async () => {
+        if (options.ask && !confirm(options.ask))
+            return;
+        try {
+            await run();
+        }
+        catch (e) {
+            replace(message, notice(e.message));
+        }
+    }, options.kind);
+}

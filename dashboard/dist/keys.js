@@ -1,27 +1,16 @@
 // API keys (`rowgate apikey`'s store): the keys with their role, prefix, dates and state; a new
 // one, shown once; revoking one.
 import { call, part } from "./api.js";
-import { h, notice, replace } from "./dom.js";
+import { action, h, notice, replace } from "./dom.js";
 export async function keysPage(content) {
     const list = h("div", { class: "grid-wrap" });
     const message = h("div");
     const load = async () => {
         const { body } = await call("GET", "/_/api/keys");
-        const revoke = (id, name) => {
-            const b = h("button", { type: "button", class: "small danger" }, "Revoke");
-            b.addEventListener("click", async () => {
-                if (!confirm(`Revoke the key ${name}? Requests with it are refused from now on.`))
-                    return;
-                try {
-                    await call("DELETE", `/_/api/keys/${part(id)}`);
-                    await load();
-                }
-                catch (e) {
-                    replace(message, notice(e.message));
-                }
-            });
-            return b;
-        };
+        const revoke = (id, name) => action("Revoke", message, async () => {
+            await call("DELETE", `/_/api/keys/${part(id)}`);
+            await load();
+        }, { kind: "small danger", ask: `Revoke the key ${name}? Requests with it are refused from now on.` });
         replace(list, body.rows.length === 0
             ? h("p", { class: "muted" }, "No keys yet.")
             : h("table", { class: "rows" }, h("thead", {}, h("tr", {}, body.columns.map((c) => h("th", {}, c)), h("th", {}))), h("tbody", {}, body.rows.map((r) => h("tr", {}, r.map((v) => h("td", {}, v)), h("td", {}, r[r.length - 1] === "active" ? revoke(r[0], r[1]) : null))))));

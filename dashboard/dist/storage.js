@@ -1,7 +1,7 @@
 // Files, through Supabase Storage's API (/storage/v1): buckets, their objects with image
 // previews (transformed by the server), uploads and deletions.
 import { blob, call, part } from "./api.js";
-import { h, notice, replace } from "./dom.js";
+import { action, h, notice, replace } from "./dom.js";
 export async function storagePage(content, selected) {
     const { body: buckets } = await call("GET", "/storage/v1/bucket");
     const main = h("section", { class: "grow" });
@@ -50,18 +50,10 @@ async function objectsView(main, bucket) {
             else {
                 preview.append(h("span", { class: "muted small" }, type || "file"));
             }
-            const remove = h("button", { type: "button", class: "small danger" }, "Delete");
-            remove.addEventListener("click", async () => {
-                if (!confirm(`Delete ${o.name}?`))
-                    return;
-                try {
-                    await call("DELETE", `/storage/v1/object/${part(bucket.id)}`, { prefixes: [o.name] });
-                    await load();
-                }
-                catch (e) {
-                    replace(message, notice(e.message));
-                }
-            });
+            const remove = action("Delete", message, async () => {
+                await call("DELETE", `/storage/v1/object/${part(bucket.id)}`, { prefixes: [o.name] });
+                await load();
+            }, { kind: "small danger", ask: `Delete ${o.name}?` });
             return h("figure", {}, preview, h("figcaption", {}, o.name, h("br"), h("span", { class: "muted small" }, `${o.metadata?.size ?? "?"} bytes`), " ", remove));
         }));
     };

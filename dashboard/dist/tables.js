@@ -2,7 +2,7 @@
 // rows added, edited and deleted through the REST API (as the service role), and the table
 // editor (create a table, add or drop a column, drop a table) through /_/api/tables.
 import { call, part } from "./api.js";
-import { cellText, h, notice, replace } from "./dom.js";
+import { action, button, cellText, h, notice, replace } from "./dom.js";
 const PAGE = 50;
 export async function tablesPage(content, state, selected) {
     const { body } = await call("GET", "/_/api/tables");
@@ -60,17 +60,10 @@ async function rowsView(main, table, state) {
             return th;
         }), editable ? h("th", {}) : null);
         const body = rows.map((row) => h("tr", {}, table.columns.map((c) => h("td", { class: row[c.name] === null ? "null" : undefined }, cellText(row[c.name]))), editable
-            ? h("td", { class: "actions" }, button("Edit", () => replace(main, rowForm(table, state, row, () => rowsView(main, table, state)))), button("Delete", async () => {
-                if (!confirm(`Delete this row of ${table.name}?`))
-                    return;
-                try {
-                    await call("DELETE", `${state.api}/${part(table.name)}?${keyFilter(table, row)}`);
-                    await load();
-                }
-                catch (e) {
-                    replace(message, notice(e.message));
-                }
-            }))
+            ? h("td", { class: "actions" }, button("Edit", () => replace(main, rowForm(table, state, row, () => rowsView(main, table, state)))), action("Delete", message, async () => {
+                await call("DELETE", `${state.api}/${part(table.name)}?${keyFilter(table, row)}`);
+                await load();
+            }, { ask: `Delete this row of ${table.name}?` }))
             : null));
         replace(grid, h("table", { class: "rows" }, h("thead", {}, head), h("tbody", {}, body)));
         const last = Math.min(offset + rows.length, Number(total) || offset + rows.length);
@@ -93,26 +86,14 @@ async function rowsView(main, table, state) {
     replace(main, h("div", { class: "toolbar" }, h("h2", {}, table.name), table.kind === "table"
         ? button("Add row", () => replace(main, rowForm(table, state, null, () => rowsView(main, table, state))))
         : null, table.kind === "table" ? button("Add column", () => replace(main, columnForm(table, state))) : null, table.kind === "table"
-        ? button("Drop table", async () => {
-            if (!confirm(`Drop table ${table.name} and all its rows?`))
-                return;
-            try {
-                await call("DELETE", `/_/api/tables/${part(table.name)}`);
-                location.hash = "#/tables";
-            }
-            catch (e) {
-                replace(message, notice(e.message));
-            }
-        }, "danger")
+        ? action("Drop table", message, async () => {
+            await call("DELETE", `/_/api/tables/${part(table.name)}`);
+            location.hash = "#/tables";
+        }, { kind: "danger", ask: `Drop table ${table.name} and all its rows?` })
         : null), editable || table.kind === "view"
         ? null
         : h("p", { class: "muted small" }, "Without a primary key, rows can be added here but not edited or deleted."), filter, message, grid, h("div", { class: "pager" }, prev, status, next));
     await load();
-}
-function button(label, onClick, kind) {
-    const b = h("button", { type: "button", class: kind }, label);
-    b.addEventListener("click", () => void onClick());
-    return b;
 }
 // The row's primary key as equality filters.
 function keyFilter(table, row) {
@@ -218,17 +199,10 @@ function columnForm(table, state) {
         dispatchEvent(new HashChangeEvent("hashchange"));
     })), h("h3", {}, "Columns"), h("ul", { class: "list" }, table.columns.map((c) => h("li", {}, `${c.name} `, h("span", { class: "muted small" }, c.type), c.primary_key
         ? null
-        : button("Drop", async () => {
-            if (!confirm(`Drop column ${c.name} of ${table.name}?`))
-                return;
-            try {
-                await call("DELETE", `/_/api/tables/${part(table.name)}/columns/${part(c.name)}`);
-                dispatchEvent(new HashChangeEvent("hashchange"));
-            }
-            catch (e) {
-                replace(message, notice(e.message));
-            }
-        }, "small")))));
+        : action("Drop", message, async () => {
+            await call("DELETE", `/_/api/tables/${part(table.name)}/columns/${part(c.name)}`);
+            dispatchEvent(new HashChangeEvent("hashchange"));
+        }, { kind: "small", ask: `Drop column ${c.name} of ${table.name}?` })))));
     form.addEventListener("submit", async (event) => {
         event.preventDefault();
         try {

@@ -2,21 +2,15 @@
 // create, confirm, ban and unban, delete; and a user's sessions (/_/api/users/{id}/sessions),
 // which can be ended all at once.
 import { call, part } from "./api.js";
-import { h, notice, replace } from "./dom.js";
+import { action, h, notice, replace } from "./dom.js";
 const PER_PAGE = 50;
 async function sessionsOf(panel, user, message) {
     const path = `/_/api/users/${part(user.id)}/sessions`;
     const { body } = await call("GET", path);
-    const end = h("button", { type: "button", class: "small danger" }, "Sign out everywhere");
-    end.addEventListener("click", async () => {
-        try {
-            await call("DELETE", path);
-            await sessionsOf(panel, user, message);
-        }
-        catch (e) {
-            replace(message, notice(e.message));
-        }
-    });
+    const end = action("Sign out everywhere", message, async () => {
+        await call("DELETE", path);
+        await sessionsOf(panel, user, message);
+    }, { kind: "small danger" });
     replace(panel, h("div", { class: "card", id: "sessions" }, h("h3", {}, `Sessions of ${user.email || user.phone || user.id}`), body.sessions.length === 0
         ? h("p", { class: "muted small" }, "No session: signed out everywhere.")
         : h("table", { class: "rows" }, h("thead", {}, h("tr", {}, ["session", "signed in", "how", "level", "application"].map((c) => h("th", {}, c)))), h("tbody", {}, body.sessions.map((s) => h("tr", {}, [s.id, s.signed_in_at ?? "", s.method ?? "", s.aal ?? "", s.client_id ?? ""].map((v) => h("td", { class: "small" }, v)))))), body.sessions.length ? end : null));
@@ -31,19 +25,10 @@ export async function usersPage(content) {
         const { body } = await call("GET", `/auth/v1/admin/users?page=${page}&per_page=${PER_PAGE}`);
         const term = search.value.trim().toLowerCase();
         const users = body.users.filter((u) => !term || `${u.email ?? ""} ${u.phone ?? ""} ${u.id}`.toLowerCase().includes(term));
-        const act = (label, run, kind) => {
-            const b = h("button", { type: "button", class: kind ? `small ${kind}` : "small" }, label);
-            b.addEventListener("click", async () => {
-                try {
-                    await run();
-                    await load();
-                }
-                catch (e) {
-                    replace(message, notice(e.message));
-                }
-            });
-            return b;
-        };
+        const act = (label, run, kind) => action(label, message, async () => {
+            await run();
+            await load();
+        }, { kind: kind ? `small ${kind}` : "small" });
         replace(list, h("table", { class: "rows" }, h("thead", {}, h("tr", {}, ["user", "id", "created", "last sign-in", "state", ""].map((c) => h("th", {}, c)))), h("tbody", {}, users.map((u) => {
             const banned = !!u.banned_until && new Date(u.banned_until) > new Date();
             const path = `/auth/v1/admin/users/${part(u.id)}`;

@@ -42,3 +42,30 @@ export function cellText(value: unknown): string {
   if (typeof value === "object") return JSON.stringify(value);
   return String(value);
 }
+
+export function button(label: string, onClick: () => void | Promise<void>, kind?: string): HTMLButtonElement {
+  const b = h("button", { type: "button", class: kind }, label);
+  b.addEventListener("click", () => void onClick());
+  return b;
+}
+
+// A button whose action's failure is shown in `message`; with `ask`, it runs once confirmed.
+export function action(
+  label: string,
+  message: HTMLElement,
+  run: () => Promise<unknown>,
+  options: { kind?: string; ask?: string } = {},
+): HTMLButtonElement {
+  return button(
+    label,
+    async () => {
+      if (options.ask && !confirm(options.ask)) return;
+      try {
+        await run();
+      } catch (e) {
+        replace(message, notice((e as Error).message));
+      }
+    },
+    options.kind,
+  );
+}

@@ -2,26 +2,23 @@
 // one, shown once; revoking one.
 
 import { call, part } from "./api.js";
-import { h, notice, replace } from "./dom.js";
+import { action, h, notice, replace } from "./dom.js";
 
 export async function keysPage(content: HTMLElement): Promise<void> {
   const list = h("div", { class: "grid-wrap" });
   const message = h("div");
   const load = async (): Promise<void> => {
     const { body } = await call<{ columns: string[]; rows: string[][] }>("GET", "/_/api/keys");
-    const revoke = (id: string, name: string) => {
-      const b = h("button", { type: "button", class: "small danger" }, "Revoke");
-      b.addEventListener("click", async () => {
-        if (!confirm(`Revoke the key ${name}? Requests with it are refused from now on.`)) return;
-        try {
+    const revoke = (id: string, name: string) =>
+      action(
+        "Revoke",
+        message,
+        async () => {
           await call("DELETE", `/_/api/keys/${part(id)}`);
           await load();
-        } catch (e) {
-          replace(message, notice((e as Error).message));
-        }
-      });
-      return b;
-    };
+        },
+        { kind: "small danger", ask: `Revoke the key ${name}? Requests with it are refused from now on.` },
+      );
     replace(
       list,
       body.rows.length === 0

@@ -2,7 +2,7 @@
 // previews (transformed by the server), uploads and deletions.
 
 import { blob, call, part } from "./api.js";
-import { h, notice, replace } from "./dom.js";
+import { action, h, notice, replace } from "./dom.js";
 
 interface Bucket {
   id: string;
@@ -86,16 +86,15 @@ async function objectsView(main: HTMLElement, bucket: Bucket): Promise<void> {
         } else {
           preview.append(h("span", { class: "muted small" }, type || "file"));
         }
-        const remove = h("button", { type: "button", class: "small danger" }, "Delete");
-        remove.addEventListener("click", async () => {
-          if (!confirm(`Delete ${o.name}?`)) return;
-          try {
+        const remove = action(
+          "Delete",
+          message,
+          async () => {
             await call("DELETE", `/storage/v1/object/${part(bucket.id)}`, { prefixes: [o.name] });
             await load();
-          } catch (e) {
-            replace(message, notice((e as Error).message));
-          }
-        });
+          },
+          { kind: "small danger", ask: `Delete ${o.name}?` },
+        );
         return h(
           "figure",
           {},

@@ -3,7 +3,7 @@
 // editor (create a table, add or drop a column, drop a table) through /_/api/tables.
 
 import { call, part, ServerState } from "./api.js";
-import { cellText, h, notice, replace } from "./dom.js";
+import { action, button, cellText, h, notice, replace } from "./dom.js";
 
 interface Column {
   name: string;
@@ -129,15 +129,15 @@ async function rowsView(main: HTMLElement, table: Table, state: ServerState): Pr
               "td",
               { class: "actions" },
               button("Edit", () => replace(main, rowForm(table, state, row, () => rowsView(main, table, state)))),
-              button("Delete", async () => {
-                if (!confirm(`Delete this row of ${table.name}?`)) return;
-                try {
+              action(
+                "Delete",
+                message,
+                async () => {
                   await call("DELETE", `${state.api}/${part(table.name)}?${keyFilter(table, row)}`);
                   await load();
-                } catch (e) {
-                  replace(message, notice((e as Error).message));
-                }
-              }),
+                },
+                { ask: `Delete this row of ${table.name}?` },
+              ),
             )
           : null,
       ),
@@ -172,15 +172,15 @@ async function rowsView(main: HTMLElement, table: Table, state: ServerState): Pr
         : null,
       table.kind === "table" ? button("Add column", () => replace(main, columnForm(table, state))) : null,
       table.kind === "table"
-        ? button("Drop table", async () => {
-            if (!confirm(`Drop table ${table.name} and all its rows?`)) return;
-            try {
+        ? action(
+            "Drop table",
+            message,
+            async () => {
               await call("DELETE", `/_/api/tables/${part(table.name)}`);
               location.hash = "#/tables";
-            } catch (e) {
-              replace(message, notice((e as Error).message));
-            }
-          }, "danger")
+            },
+            { kind: "danger", ask: `Drop table ${table.name} and all its rows?` },
+          )
         : null,
     ),
     editable || table.kind === "view"
@@ -192,12 +192,6 @@ async function rowsView(main: HTMLElement, table: Table, state: ServerState): Pr
     h("div", { class: "pager" }, prev, status, next),
   );
   await load();
-}
-
-function button(label: string, onClick: () => void | Promise<void>, kind?: string): HTMLButtonElement {
-  const b = h("button", { type: "button", class: kind }, label);
-  b.addEventListener("click", () => void onClick());
-  return b;
 }
 
 // The row's primary key as equality filters.
@@ -360,15 +354,15 @@ function columnForm(table: Table, state: ServerState): HTMLElement {
           h("span", { class: "muted small" }, c.type),
           c.primary_key
             ? null
-            : button("Drop", async () => {
-                if (!confirm(`Drop column ${c.name} of ${table.name}?`)) return;
-                try {
+            : action(
+                "Drop",
+                message,
+                async () => {
                   await call("DELETE", `/_/api/tables/${part(table.name)}/columns/${part(c.name)}`);
                   dispatchEvent(new HashChangeEvent("hashchange"));
-                } catch (e) {
-                  replace(message, notice((e as Error).message));
-                }
-              }, "small"),
+                },
+                { kind: "small", ask: `Drop column ${c.name} of ${table.name}?` },
+              ),
         ),
       ),
     ),

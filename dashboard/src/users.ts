@@ -3,7 +3,7 @@
 // which can be ended all at once.
 
 import { call, part } from "./api.js";
-import { h, notice, replace } from "./dom.js";
+import { action, h, notice, replace } from "./dom.js";
 
 interface User {
   id: string;
@@ -29,15 +29,15 @@ interface Session {
 async function sessionsOf(panel: HTMLElement, user: User, message: HTMLElement): Promise<void> {
   const path = `/_/api/users/${part(user.id)}/sessions`;
   const { body } = await call<{ sessions: Session[] }>("GET", path);
-  const end = h("button", { type: "button", class: "small danger" }, "Sign out everywhere");
-  end.addEventListener("click", async () => {
-    try {
+  const end = action(
+    "Sign out everywhere",
+    message,
+    async () => {
       await call("DELETE", path);
       await sessionsOf(panel, user, message);
-    } catch (e) {
-      replace(message, notice((e as Error).message));
-    }
-  });
+    },
+    { kind: "small danger" },
+  );
   replace(
     panel,
     h(
@@ -73,18 +73,16 @@ export async function usersPage(content: HTMLElement): Promise<void> {
     const { body } = await call<{ users: User[] }>("GET", `/auth/v1/admin/users?page=${page}&per_page=${PER_PAGE}`);
     const term = search.value.trim().toLowerCase();
     const users = body.users.filter((u) => !term || `${u.email ?? ""} ${u.phone ?? ""} ${u.id}`.toLowerCase().includes(term));
-    const act = (label: string, run: () => Promise<unknown>, kind?: string) => {
-      const b = h("button", { type: "button", class: kind ? `small ${kind}` : "small" }, label);
-      b.addEventListener("click", async () => {
-        try {
+    const act = (label: string, run: () => Promise<unknown>, kind?: string) =>
+      action(
+        label,
+        message,
+        async () => {
           await run();
           await load();
-        } catch (e) {
-          replace(message, notice((e as Error).message));
-        }
-      });
-      return b;
-    };
+        },
+        { kind: kind ? `small ${kind}` : "small" },
+      );
     replace(
       list,
       h(

@@ -34,11 +34,13 @@ pub struct DashboardDb {
 }
 
 impl DashboardDb {
-    /// The dashboard's way into `backend` (SQLite's tables are created here).
+    /// The dashboard's way into `backend` (SQLite's tables are created here), with the application's
+    /// `accounts` when they are on.
     pub fn open(
         backend: Arc<Backend>,
         schema: Arc<SharedSchema>,
         config: &Config,
+        accounts: Option<Arc<dyn crate::accounts::AccountStore>>,
     ) -> Result<DashboardDb, String> {
         let exposed = config.db.schemas[0].clone();
         let (admins, console): (Arc<dyn AdminStore>, _) = match &*backend {
@@ -52,10 +54,7 @@ impl DashboardDb {
             }
         };
         let admin_uri = config.dashboard.db_uri.clone().unwrap_or_else(|| config.db.uri.clone());
-        let accounts = match config.accounts.enabled {
-            true => Some(backend.account_store()?),
-            false => None,
-        };
+
         Ok(DashboardDb { backend, schema, exposed, console, admins, admin_uri, accounts })
     }
 

@@ -62,6 +62,13 @@ pub struct DbSettings {
 }
 
 impl DbSettings {
+    /// The SQLite access rules file: `db-rules`, or the one beside the database file
+    /// ([`SqliteTarget::default_rules_path`]); `None` on PostgreSQL and for an in-memory
+    /// database without `db-rules`.
+    pub fn rules_file(&self) -> Option<std::path::PathBuf> {
+        self.rules.clone().or_else(|| self.sqlite.as_ref()?.default_rules_path())
+    }
+
     /// The settings from the flags and variables `a`, then the file `f`, then the defaults.
     pub(super) fn from_args(a: &ServeArgs, f: &ServeArgs) -> Result<DbSettings, ConfigError> {
         // No database named: the embedded default, an SQLite file in the working directory.

@@ -354,7 +354,7 @@ fn effective_config(c: &crate::config::Config) -> serde_json::Value {
         "db-uri": db_uri,
         "db-schemas": c.db.schemas,
         "db-anon-role": c.db.anon_role,
-        "db-rules": c.db.rules.clone().or_else(|| c.db.sqlite.as_ref().and_then(crate::config::SqliteTarget::default_rules_path)),
+        "db-rules": c.db.rules_file(),
         "db-pool": c.db.pool,
         "api-prefix": c.api_prefix,
         "jwt-secret": masked(c.jwt.hmac_secret().is_some()),

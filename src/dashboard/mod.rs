@@ -20,6 +20,7 @@ use bytes::Bytes;
 use http::request::Parts;
 use http::{header, HeaderMap, HeaderValue, Response, StatusCode};
 
+use crate::accounts::store::unix_now as now;
 use crate::accounts::Hashing;
 use crate::auth::{Principal, SERVICE_ROLE};
 use crate::config::Config;
@@ -44,7 +45,6 @@ pub struct Dashboard {
     /// start, on each instance).
     setup_token: String,
     logins: session::LoginLimit,
-    allowed_ips: Vec<ipnet::IpNet>,
     /// The latest requests, while the Activity page is watched.
     pub recent: recent::RecentRequests,
     /// Realtime's channels, when realtime is on.
@@ -69,7 +69,6 @@ impl Dashboard {
     pub fn new(db: Arc<dyn DashboardDatabase>, config: Arc<Config>, schema: Arc<SharedSchema>) -> Dashboard {
         Dashboard {
             db,
-            allowed_ips: config.dashboard.allowed_ips.clone(),
             config,
             schema,
             hashing: Arc::new(Hashing::new()),
@@ -146,7 +145,8 @@ impl Dashboard {
 
     /// Whether `client` may use the dashboard (`dashboard-allowed-ips`).
     pub fn allows(&self, client: IpAddr) -> bool {
-        self.allowed_ips.is_empty() || self.allowed_ips.iter().any(|net| net.contains(&client))
+        let allowed = &self.config.dashboard.allowed_ips;
+        allowed.is_empty() || allowed.iter().any(|net| net.contains(&client))
     }
 }
 
@@ -168,11 +168,6 @@ pub async fn new_admin(hashing: &Arc<Hashing>, email: &str, password: &str) -> R
 
 /// The shortest administrator's password.
 pub const MIN_PASSWORD: usize = 10;
-
-/// Seconds since the Unix epoch.
-fn now() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
-}
 
 fn forbidden(message: &str) -> Error {
     Error::api(code::DASHBOARD_FORBIDDEN, message)

@@ -19,16 +19,7 @@ pub const CSRF_HEADER: &str = "x-rowgate-csrf";
 /// How long a session lasts.
 pub const LIFETIME: Duration = Duration::from_secs(7 * 24 * 3600);
 
-/// A new random token (256 bits, URL-safe base64).
-pub fn new_token() -> String {
-    use base64::Engine;
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(crate::random_bytes::<32>())
-}
-
-/// How a session's token is kept.
-pub fn token_hash(token: &str) -> String {
-    crate::hex(&Sha256::digest(token.as_bytes()))
-}
+pub use crate::accounts::store::{random_token as new_token, token_hash};
 
 /// The CSRF token of a session: only who can read the cookie's token (the page, told at sign-in)
 /// can know it.

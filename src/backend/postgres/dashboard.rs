@@ -51,7 +51,7 @@ impl PgAccounts {
             Some("42P01" | "3F000" | "42501") => Error::Unavailable(
                 "the dashboard's tables are missing or not granted to this role: run `rowgate install` (or `rowgate accounts install`)".into(),
             ),
-            _ => statement_error(e),
+            _ => super::db_error(e, false),
         })
     }
 }
@@ -152,7 +152,7 @@ impl AdminStore for PgAccounts {
 /// Runs an administrator's SQL (one or more statements, in one implicit transaction); the rows
 /// of the last statement that returned any, as text, at most `max_rows` of them.
 pub async fn console(client: &Client, sql: &str, max_rows: usize) -> Result<SqlResult, Error> {
-    let messages = client.simple_query(sql).await.map_err(statement_error)?;
+    let messages = client.simple_query(sql).await.map_err(|e| super::db_error(e, false))?;
     let mut out = SqlResult::default();
     let mut fresh = true;
     for message in messages {
@@ -175,21 +175,6 @@ pub async fn console(client: &Client, sql: &str, max_rows: usize) -> Result<SqlR
         }
     }
     Ok(out)
-}
-
-/// A statement's failure, with PostgreSQL's SQLSTATE, message, detail and hint.
-fn statement_error(e: tokio_postgres::Error) -> Error {
-    match e.as_db_error() {
-        Some(db) => {
-            let mut error = Error::sql(db.code().code(), db.message(), false);
-            if let Error::Database(d) = &mut error {
-                d.details = db.detail().map(str::to_owned);
-                d.hint = db.hint().map(str::to_owned);
-            }
-            error
-        }
-        None => Error::Unavailable(e.to_string()),
-    }
 }
 
 /// PostgreSQL's table editor statements: tables in the exposed schema, `identity` a bigint
@@ -232,13 +217,13 @@ impl Dialect for Ddl<'_> {
 /// Creates a table in `schema`.
 pub async fn create_table(client: &Client, schema: &str, table: NewTable) -> Result<(), Error> {
     let sql = tables::create_table(&Ddl { schema }, &table)?;
-    client.batch_execute(&sql).await.map_err(statement_error)
+    client.batch_execute(&sql).await.map_err(|e| super::db_error(e, false))
 }
 
 /// Adds a column to a table of `schema`.
 pub async fn add_column(client: &Client, schema: &str, table: &str, column: NewColumn) -> Result<(), Error> {
     let sql = tables::add_column(&Ddl { schema }, table, &column)?;
-    client.batch_execute(&sql).await.map_err(statement_error)
+    client.batch_execute(&sql).await.map_err(|e| super::db_error(e, false))
 }
 
 /// Drops a table of `schema`, or a column of one.
@@ -249,7 +234,7 @@ pub async fn drop_named(
     column: Option<&str>,
 ) -> Result<(), Error> {
     let sql = tables::drop(&Ddl { schema }, table, column)?;
-    client.batch_execute(&sql).await.map_err(statement_error)
+    client.batch_execute(&sql).await.map_err(|e| super::db_error(e, false))
 }
 
 /// The tables of `schema` with their row-level security and policies.
@@ -266,7 +251,7 @@ pub async fn policies(client: &Client, schema: &str) -> Result<Vec<TablePolicies
             &[&schema],
         )
         .await
-        .map_err(statement_error)?;
+        .map_err(|e| super::db_error(e, false))?;
     Ok(rows
         .iter()
         .map(|r| TablePolicies {

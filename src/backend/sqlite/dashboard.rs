@@ -54,10 +54,6 @@ pub fn add_directly(c: &Connection, admin: &Admin) -> rusqlite::Result<bool> {
     Ok(c.execute(sql, [&admin.id, &admin.email, &admin.password_hash])? == 1)
 }
 
-fn unavailable(e: rusqlite::Error) -> Error {
-    Error::Unavailable(e.to_string())
-}
-
 impl AdminStore for SqliteAdmins {
     fn count(&self) -> BoxFuture<'_, Result<u64, Error>> {
         Box::pin(self.db.with_reader(|c| {
@@ -76,8 +72,9 @@ impl AdminStore for SqliteAdmins {
                     "INSERT OR IGNORE INTO _rowgate_admins (id, email, password_hash) VALUES (?1, ?2, ?3)"
                 }
             };
-            let added =
-                c.execute(sql, [&admin.id, &admin.email, &admin.password_hash]).map_err(unavailable)?;
+            let added = c
+                .execute(sql, [&admin.id, &admin.email, &admin.password_hash])
+                .map_err(super::accounts::sqlite_error)?;
             Ok(added == 1)
         }))
     }
@@ -100,12 +97,12 @@ impl AdminStore for SqliteAdmins {
         expires_at: i64,
     ) -> BoxFuture<'_, Result<(), Error>> {
         Box::pin(self.db.with_writer(move |c| {
-            c.execute("DELETE FROM _rowgate_admin_sessions WHERE expires_at <= ?1", [now]).map_err(unavailable)?;
+            c.execute("DELETE FROM _rowgate_admin_sessions WHERE expires_at <= ?1", [now]).map_err(super::accounts::sqlite_error)?;
             c.execute(
                 "INSERT INTO _rowgate_admin_sessions (token_hash, admin_id, created_at, expires_at) VALUES (?1, ?2, ?3, ?4)",
                 rusqlite::params![token_hash, admin_id, now, expires_at],
             )
-            .map_err(unavailable)?;
+            .map_err(super::accounts::sqlite_error)?;
             Ok(())
         }))
     }
@@ -126,7 +123,7 @@ impl AdminStore for SqliteAdmins {
     fn end_session(&self, token_hash: String) -> BoxFuture<'_, Result<(), Error>> {
         Box::pin(self.db.with_writer(move |c| {
             c.execute("DELETE FROM _rowgate_admin_sessions WHERE token_hash = ?1", [&token_hash])
-                .map_err(unavailable)?;
+                .map_err(super::accounts::sqlite_error)?;
             Ok(())
         }))
     }

@@ -40,8 +40,7 @@ pub struct SqliteBackend {
     pub db: Arc<SqliteDb>,
     /// `db-rules`, as last read: a change to the file takes effect without a restart.
     rules: Arc<arc_swap::ArcSwap<Rules>>,
-    /// Where the rules are read from: `db-rules`, or beside the database file
-    /// ([`SqliteTarget::default_rules_path`]); `None` for an in-memory database without `db-rules`.
+    /// Where the rules are read from ([`crate::config::DbSettings::rules_file`]).
     pub rules_path: Option<std::path::PathBuf>,
     config: Arc<Config>,
 }
@@ -59,7 +58,7 @@ impl SqliteBackend {
         keys_changed: Arc<dyn Fn() + Send + Sync>,
     ) -> Result<SqliteBackend, String> {
         let exposed = config.db.schemas[0].clone();
-        let rules_path = config.db.rules.clone().or_else(|| target.default_rules_path());
+        let rules_path = config.db.rules_file();
         let rules = match (&config.db.rules, &rules_path) {
             (Some(path), _) => {
                 Rules::load(path).map_err(|e| format!("the access rules could not be loaded: {e}"))?
