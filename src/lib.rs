@@ -10,6 +10,7 @@ pub mod accounts;
 pub mod apikey;
 pub mod auth;
 pub mod backend;
+pub mod backup;
 mod banner;
 pub mod cache;
 pub mod cluster;

@@ -125,6 +125,11 @@ enum Command {
         #[arg(long = "server-port", default_value_t = 3001)]
         server_port: u16,
     },
+    /// Take a backup of the SQLite file, with storage's files and the access rules, while it
+    /// serves (the same options, variables and file as `rowgate serve`).
+    Backup(Box<rowgate::backup::command::BackupArgs>),
+    /// Restore a backup `rowgate backup` took (the server stopped).
+    Restore(Box<rowgate::backup::command::RestoreArgs>),
     /// Print the keys a Supabase client is made with: `ANON_KEY` and `SERVICE_ROLE_KEY`, JWTs
     /// signed with `jwt-secret` (the same options, variables and file as `rowgate serve`).
     Keys(Box<ServeArgs>),
@@ -350,6 +355,8 @@ fn main() -> ExitCode {
             runtime.block_on(gen_typescript(&args))
         }
         Command::Keys(args) => keys(&args),
+        Command::Backup(args) => rowgate::backup::command::backup(&args),
+        Command::Restore(args) => rowgate::backup::command::restore_command(&args),
         Command::Health { url, timeout } => health(&url, std::time::Duration::from_secs(timeout)),
         Command::Ceiling { body_file, content_type, server_port } => {
             runtime.block_on(ceiling(body_file, content_type, server_port))

@@ -61,6 +61,7 @@ pub fn start_state(config: Arc<Config>) -> Result<Arc<AppState>, String> {
     let accounts = accounts(&config, account_store.clone())?;
     let static_files = crate::http::StaticFiles::new(&config);
     let storage = storage(&config, &backend)?;
+    crate::backup::schedule::start(&config);
     // The services beside the API, each under its prefix.
     let mut services: Vec<Box<dyn crate::http::Service>> = Vec::new();
     services.extend(accounts.map(|a| Box::new(crate::http::AuthService(a)) as Box<dyn crate::http::Service>));

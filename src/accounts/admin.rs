@@ -6,7 +6,7 @@ use http::{header, Method, StatusCode};
 use serde_json::Value;
 
 use super::by_mail::Mailing;
-use super::gotrue::{self, fail, internal, validation, Answer};
+use super::gotrue::{self, fail, internal, store_failed, validation, Answer};
 use super::mail::Template;
 use super::store::{NewUser, OneTime, Updated, UserChanges};
 use super::user::email_exists;
@@ -111,7 +111,7 @@ impl Accounts {
         }
         let not_found = || fail(StatusCode::NOT_FOUND, "user_not_found", "User not found");
         if let Some(rest) = factors {
-            let user = self.store.user(id.to_owned()).await.map_err(|_| internal())?.ok_or_else(not_found)?;
+            let user = self.store.user(id.to_owned()).await.map_err(store_failed)?.ok_or_else(not_found)?;
             return match (method, rest.split('/').collect::<Vec<_>>().as_slice()) {
                 (&Method::GET, ["factors"]) => Ok(Answer::ok(user.factors)),
                 (&Method::DELETE, ["factors", factor]) => {
@@ -119,7 +119,7 @@ impl Accounts {
                         .store
                         .unenroll_factor(user.id, factor.to_string(), true)
                         .await
-                        .map_err(|_| internal())?
+                        .map_err(store_failed)?
                     {
                         Some(_) => Ok(Answer::ok(serde_json::json!({"id": factor}).to_string())),
                         None => Err(fail(StatusCode::NOT_FOUND, "mfa_factor_not_found", "Factor not found")),
@@ -135,19 +135,19 @@ impl Accounts {
         match *method {
             Method::GET => {
                 let user =
-                    self.store.user(id.to_owned()).await.map_err(|_| internal())?.ok_or_else(not_found)?;
+                    self.store.user(id.to_owned()).await.map_err(store_failed)?.ok_or_else(not_found)?;
                 Ok(Answer::ok(gotrue::to_json(&gotrue::UserJson::of(&user))))
             }
             Method::PUT => {
                 let changes = self.admin_changes(body).await?;
-                match self.store.update(id.to_owned(), changes).await.map_err(|_| internal())? {
+                match self.store.update(id.to_owned(), changes).await.map_err(store_failed)? {
                     Updated::Done(user) => Ok(Answer::ok(gotrue::to_json(&gotrue::UserJson::of(&user)))),
                     Updated::NotFound => Err(not_found()),
                     Updated::Taken => Err(email_exists()),
                 }
             }
             Method::DELETE => {
-                match self.store.delete(id.to_owned(), soft_delete(body)?).await.map_err(|_| internal())? {
+                match self.store.delete(id.to_owned(), soft_delete(body)?).await.map_err(store_failed)? {
                     true => Ok(Answer::ok("{}".into())),
                     false => Err(not_found()),
                 }
@@ -160,7 +160,7 @@ impl Accounts {
     /// `Link` (`next`, `last`) headers, which supabase-js reads.
     async fn list_users(&self, path: &str, query: &str) -> Result<Answer, Answer> {
         let page = Page::of(query)?;
-        let (users, total) = self.store.list(page.offset(), page.per_page()).await.map_err(|_| internal())?;
+        let (users, total) = self.store.list(page.offset(), page.per_page()).await.map_err(store_failed)?;
         let body = serde_json::json!({
             "users": users.iter().map(|u| serde_json::to_value(gotrue::UserJson::of(u)).unwrap_or_default()).collect::<Vec<_>>(),
             "aud": "authenticated",
@@ -220,7 +220,7 @@ impl Accounts {
             banned_until: ban(text("ban_duration"))?.flatten(),
             ..Default::default()
         };
-        match self.store.create(new, false, unix_now()).await.map_err(|_| internal())? {
+        match self.store.create(new, false, unix_now()).await.map_err(store_failed)? {
             Some((user, _)) => Ok(Answer::ok(gotrue::to_json(&gotrue::UserJson::of(&user)))),
             None if email.is_some() => Err(email_exists()),
             None => Err(fail(
@@ -252,13 +252,13 @@ impl Accounts {
             },
         )
         .await?;
-        let user = self.store.user(user.id.clone()).await.map_err(|_| internal())?.unwrap_or(user);
+        let user = self.store.user(user.id.clone()).await.map_err(store_failed)?.unwrap_or(user);
         Ok(Answer::ok(gotrue::to_json(&gotrue::UserJson::of(&user))))
     }
 
     /// The account an invitation to `email` is for: made now, or one not yet confirmed.
     async fn invited(&self, email: &str, data: Option<String>) -> Result<super::User, Answer> {
-        if let Some((user, _)) = self.store.by_email(email.to_owned()).await.map_err(|_| internal())? {
+        if let Some((user, _)) = self.store.by_email(email.to_owned()).await.map_err(store_failed)? {
             return match user.email_confirmed_at {
                 None => Ok(user),
                 Some(_) => Err(email_exists()),
@@ -273,7 +273,7 @@ impl Accounts {
             invited: true,
             ..Default::default()
         };
-        let created = self.store.create(new, false, unix_now()).await.map_err(|_| internal())?;
+        let created = self.store.create(new, false, unix_now()).await.map_err(store_failed)?;
         created.map(|(u, _)| u).ok_or_else(email_exists)
     }
 
@@ -287,7 +287,7 @@ impl Accounts {
         let email = valid_email(text("email").unwrap_or(""))?;
         let redirect = self.mail.links.redirect(text("redirect_to"));
         let data = metadata(v.get("data"))?;
-        let found = self.store.by_email(email.clone()).await.map_err(|_| internal())?.map(|(u, _)| u);
+        let found = self.store.by_email(email.clone()).await.map_err(store_failed)?.map(|(u, _)| u);
         let kind = text("type").unwrap_or("");
         let (user, one_time, verification, to) = match (kind, found) {
             ("signup", Some(_)) => return Err(email_exists()),
@@ -304,7 +304,7 @@ impl Accounts {
                     role: "authenticated".into(),
                     ..Default::default()
                 };
-                let created = self.store.create(new, false, unix_now()).await.map_err(|_| internal())?;
+                let created = self.store.create(new, false, unix_now()).await.map_err(store_failed)?;
                 let (user, _) = created.ok_or_else(email_exists)?;
                 (user, OneTime::Confirmation, "signup", email.clone())
             }
@@ -321,7 +321,7 @@ impl Accounts {
                     return Err(validation("Enable secure email change to generate link for current email"));
                 }
                 let new_email = valid_email(text("new_email").unwrap_or(""))?;
-                if self.store.by_email(new_email.clone()).await.map_err(|_| internal())?.is_some() {
+                if self.store.by_email(new_email.clone()).await.map_err(store_failed)?.is_some() {
                     return Err(email_exists());
                 }
                 match kind {
@@ -345,7 +345,7 @@ impl Accounts {
             }
         };
         let code = self.issue_code(&user, one_time, &to, 0, false).await?;
-        let user = self.store.user(user.id.clone()).await.map_err(|_| internal())?.unwrap_or(user);
+        let user = self.store.user(user.id.clone()).await.map_err(store_failed)?.unwrap_or(user);
         let mut answer = serde_json::to_value(gotrue::UserJson::of(&user)).map_err(|_| internal())?;
         if let Value::Object(fields) = &mut answer {
             fields.insert(

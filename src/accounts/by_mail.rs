@@ -9,7 +9,7 @@ use http::StatusCode;
 use serde_json::Value;
 use sha2::Digest;
 
-use super::gotrue::{self, fail, internal, validation, Answer};
+use super::gotrue::{self, fail, internal, store_failed, validation, Answer};
 use super::mail::{MailError, Template, Vars};
 use super::store::{Issued, NewUser, OneTime, Redeem, User};
 use super::{metadata, unix_now, valid_email, Accounts};
@@ -138,7 +138,7 @@ impl Accounts {
                 method: pkce.method.clone(),
                 authentication_method: authentication_method(verify_type).to_owned(),
             };
-            self.store.start_flow(flow).await.map_err(|_| internal())?;
+            self.store.start_flow(flow).await.map_err(store_failed)?;
         }
         let what = match template {
             Template::Confirmation => "confirmation",
@@ -281,18 +281,18 @@ impl Accounts {
         let redirect = self.mail.links.redirect(redirect);
         let email = new.email.clone().unwrap_or_default();
         let interval = self.mail.interval;
-        if let Some((existing, _)) = self.store.by_email(email.clone()).await.map_err(|_| internal())? {
+        if let Some((existing, _)) = self.store.by_email(email.clone()).await.map_err(store_failed)? {
             if existing.email_confirmed_at.is_none() {
                 self.send_code(&existing, Mailing::confirmation(&email, &redirect, interval, pkce.as_ref()))
                     .await?;
             }
             return Ok(Answer::ok(gotrue::to_json(&gotrue::UserJson::stranger(&email))));
         }
-        let Some((user, _)) = self.store.create(new, false, unix_now()).await.map_err(|_| internal())? else {
+        let Some((user, _)) = self.store.create(new, false, unix_now()).await.map_err(store_failed)? else {
             return Ok(Answer::ok(gotrue::to_json(&gotrue::UserJson::stranger(&email))));
         };
         self.send_code(&user, Mailing::confirmation(&email, &redirect, interval, pkce.as_ref())).await?;
-        let user = self.store.user(user.id.clone()).await.map_err(|_| internal())?.unwrap_or(user);
+        let user = self.store.user(user.id.clone()).await.map_err(store_failed)?.unwrap_or(user);
         Ok(Answer::ok(gotrue::to_json(&gotrue::UserJson::of(&user))))
     }
 
@@ -312,7 +312,7 @@ impl Accounts {
         let email = valid_email(v.get("email").and_then(Value::as_str).unwrap_or(""))?;
         let redirect = self.mail.links.redirect(redirect.or(redirect_of(&v)));
         let kind = v.get("type").and_then(Value::as_str).unwrap_or("");
-        let found = self.store.by_email(email.clone()).await.map_err(|_| internal())?.map(|(u, _)| u);
+        let found = self.store.by_email(email.clone()).await.map_err(store_failed)?.map(|(u, _)| u);
         match (kind, found) {
             ("signup", Some(user)) if user.email_confirmed_at.is_none() => {
                 self.send_code(
@@ -362,7 +362,7 @@ impl Accounts {
         let pkce = pkce_of(&v)?;
         let email = valid_email(v.get("email").and_then(Value::as_str).unwrap_or(""))?;
         let redirect = self.mail.links.redirect(redirect.or(redirect_of(&v)));
-        if let Some((user, _)) = self.store.by_email(email.clone()).await.map_err(|_| internal())? {
+        if let Some((user, _)) = self.store.by_email(email.clone()).await.map_err(store_failed)? {
             self.send_code(
                 &user,
                 Mailing {
@@ -398,7 +398,7 @@ impl Accounts {
         let pkce = pkce_of(&v)?;
         let email = valid_email(v.get("email").and_then(Value::as_str).unwrap_or(""))?;
         let redirect = self.mail.links.redirect(redirect.or(redirect_of(&v)));
-        if let Some((user, _)) = self.store.by_email(email.clone()).await.map_err(|_| internal())? {
+        if let Some((user, _)) = self.store.by_email(email.clone()).await.map_err(store_failed)? {
             if user.is_banned {
                 return Err(fail(StatusCode::FORBIDDEN, "user_banned", "User is banned"));
             }
@@ -442,7 +442,7 @@ impl Accounts {
         };
         self.before_user_created(&new, client).await?;
         // Raced by another sign-up of the address: it got the confirmation.
-        if let Some((user, _)) = self.store.create(new, false, unix_now()).await.map_err(|_| internal())? {
+        if let Some((user, _)) = self.store.create(new, false, unix_now()).await.map_err(store_failed)? {
             self.send_code(&user, Mailing::confirmation(&email, &redirect, 0, pkce.as_ref())).await?;
         }
         Ok(Answer::ok("{}".into()))

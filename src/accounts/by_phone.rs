@@ -10,7 +10,7 @@ use http::StatusCode;
 use serde_json::Value;
 
 use super::admin::valid_phone;
-use super::gotrue::{self, fail, internal, validation, Answer};
+use super::gotrue::{self, fail, internal, store_failed, validation, Answer};
 use super::store::{Issued, NewUser, OneTime, User, UserChanges};
 use super::{metadata, strong_enough, too_many, unix_now, Accounts};
 
@@ -87,7 +87,7 @@ impl Accounts {
         if !self.limits.sign_up(client) {
             return Err(too_many("Too many sign-ups from this client: try again later"));
         }
-        if let Some((user, _)) = self.store.by_phone(phone.clone()).await.map_err(|_| internal())? {
+        if let Some((user, _)) = self.store.by_phone(phone.clone()).await.map_err(store_failed)? {
             return self.signed_up_again(&user, &phone, asked.clone(), client).await;
         }
         let hash = self.hashing.hash(password.to_owned()).await.ok_or_else(internal)?;
@@ -104,10 +104,10 @@ impl Accounts {
         };
         self.before_user_created(&new, client).await?;
         let now = unix_now();
-        let Some((user, started)) = self.store.create(new, autoconfirm, now).await.map_err(|_| internal())?
+        let Some((user, started)) = self.store.create(new, autoconfirm, now).await.map_err(store_failed)?
         else {
             // Raced by another sign-up of the number.
-            let taken = self.store.by_phone(phone.clone()).await.map_err(|_| internal())?;
+            let taken = self.store.by_phone(phone.clone()).await.map_err(store_failed)?;
             let (user, _) = taken.ok_or_else(internal)?;
             return self.signed_up_again(&user, &phone, asked.clone(), client).await;
         };
@@ -115,7 +115,7 @@ impl Accounts {
             Some(started) => self.session(&user, &started, now).await.map(|s| Answer::ok(s.json)),
             None => {
                 self.text_code(&user, OneTime::PhoneConfirmation, &phone, client).await?;
-                let user = self.store.user(user.id).await.map_err(|_| internal())?.ok_or_else(internal)?;
+                let user = self.store.user(user.id).await.map_err(store_failed)?.ok_or_else(internal)?;
                 Ok(Answer::ok(gotrue::to_json(&gotrue::UserJson::of(&user))))
             }
         }
@@ -154,7 +154,7 @@ impl Accounts {
     pub(super) async fn sms_otp(&self, v: &Value, phone: &str, client: IpAddr) -> Result<Answer, Answer> {
         self.phone_enabled("Unsupported phone provider")?;
         let phone = valid_phone(phone)?;
-        let found = self.store.by_phone(phone.clone()).await.map_err(|_| internal())?.map(|(u, _)| u);
+        let found = self.store.by_phone(phone.clone()).await.map_err(store_failed)?.map(|(u, _)| u);
         let user = match found {
             Some(user) => user,
             None => {
@@ -178,14 +178,14 @@ impl Accounts {
                     ..Default::default()
                 };
                 self.before_user_created(&new, client).await?;
-                match self.store.create(new, false, unix_now()).await.map_err(|_| internal())? {
+                match self.store.create(new, false, unix_now()).await.map_err(store_failed)? {
                     Some((user, _)) => user,
                     // Raced by another sign-up of the number: it is that account's code.
                     None => {
                         self.store
                             .by_phone(phone.clone())
                             .await
-                            .map_err(|_| internal())?
+                            .map_err(store_failed)?
                             .ok_or_else(internal)?
                             .0
                     }
@@ -217,7 +217,7 @@ impl Accounts {
         let expiry = self.sms.otp_expiry.min(i64::MAX as u64) as i64;
         let hash = super::by_mail::hash(&phone, otp);
         let redeemed =
-            self.store.redeem(Some(kind), hash, Some(phone), expiry).await.map_err(|_| internal())?;
+            self.store.redeem(Some(kind), hash, Some(phone), expiry).await.map_err(store_failed)?;
         attempt.outcome = Some(redeemed.is_some());
         drop(attempt);
         let user = redeemed.ok_or_else(expired)?;
@@ -234,7 +234,7 @@ impl Accounts {
         let phone = valid_phone(phone)?;
         match v.get("type").and_then(Value::as_str).unwrap_or("") {
             "sms" => {
-                let found = self.store.by_phone(phone.clone()).await.map_err(|_| internal())?;
+                let found = self.store.by_phone(phone.clone()).await.map_err(store_failed)?;
                 if let Some((user, _)) = found.filter(|(u, _)| u.phone_confirmed_at.is_none()) {
                     self.text_code(&user, OneTime::PhoneConfirmation, &phone, client).await?;
                 }
@@ -266,7 +266,7 @@ impl Accounts {
             .store
             .by_phone(phone.clone())
             .await
-            .map_err(|_| internal())?
+            .map_err(store_failed)?
             .is_some_and(|(u, _)| u.id != user.id)
         {
             return Err(fail(

@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::Digest;
 
-use super::gotrue::{self, fail, internal, validation, Answer};
+use super::gotrue::{self, fail, internal, store_failed, validation, Answer};
 use super::identities::{exchange_failed, identity_of, profile_error};
 use super::links::with_fragment;
 use super::store::ExternalIdentity;
@@ -349,8 +349,8 @@ impl Accounts {
                     method: method.clone(),
                     authentication_method: "oauth".into(),
                 };
-                self.store.start_flow(flow).await.map_err(|_| internal())?;
-                let code = self.store.flow_code(user.id, "oauth".into()).await.map_err(|_| internal())?;
+                self.store.start_flow(flow).await.map_err(store_failed)?;
+                let code = self.store.flow_code(user.id, "oauth".into()).await.map_err(store_failed)?;
                 let code = code.ok_or_else(internal)?;
                 Ok(with_query(&state.referrer, &[("code", &code)]))
             }

@@ -55,6 +55,17 @@ pub fn internal() -> Answer {
     fail(StatusCode::INTERNAL_SERVER_ERROR, "unexpected_failure", "Unexpected failure")
 }
 
+/// The accounts' store failed: a full disk is 503 with `Retry-After` (as every surface answers
+/// it), anything else GoTrue's unexpected failure.
+pub fn store_failed(e: crate::error::Error) -> Answer {
+    if !e.is_disk_full() {
+        return internal();
+    }
+    let mut answer = fail(StatusCode::SERVICE_UNAVAILABLE, "insufficient_storage", &e.to_string());
+    answer.headers.push((http::header::RETRY_AFTER, crate::error::disk::RETRY_AFTER.to_string()));
+    answer
+}
+
 pub fn bad_json() -> Answer {
     fail(StatusCode::BAD_REQUEST, "bad_json", "Could not parse request body as JSON")
 }

@@ -10,7 +10,7 @@ use openidconnect::core::CoreIdTokenClaims;
 use serde_json::Value;
 
 use super::external::{found, oauth_error};
-use super::gotrue::{fail, internal, Answer};
+use super::gotrue::{fail, internal, store_failed, Answer};
 use super::store::{Attached, ExternalIdentity, Linked, NewUser, User};
 use super::{Accounts, Caller};
 
@@ -24,7 +24,7 @@ impl Accounts {
     ) -> Result<User, Answer> {
         let Some(user_id) = link else { return self.linked_account(identity, client).await };
         let taken = |msg: &str| fail(StatusCode::UNPROCESSABLE_ENTITY, "identity_already_exists", msg);
-        match self.store.attach_identity(user_id, identity).await.map_err(|_| internal())? {
+        match self.store.attach_identity(user_id, identity).await.map_err(store_failed)? {
             Attached::Done(user) if user.is_banned => {
                 Err(fail(StatusCode::FORBIDDEN, "user_banned", "User is banned"))
             }
@@ -56,7 +56,7 @@ impl Accounts {
     pub(super) async fn unlink_identity(&self, caller: &Caller, id: &str) -> Result<Answer, Answer> {
         self.manual_linking()?;
         let user_id = caller.sub.clone().unwrap_or_default();
-        let user = self.store.user(user_id.clone()).await.map_err(|_| internal())?.ok_or_else(|| {
+        let user = self.store.user(user_id.clone()).await.map_err(store_failed)?.ok_or_else(|| {
             fail(StatusCode::NOT_FOUND, "user_not_found", "User from sub claim in JWT does not exist")
         })?;
         let shown = super::gotrue::to_json(&super::gotrue::UserJson::of(&user));
@@ -83,7 +83,7 @@ impl Accounts {
         self.store
             .detach_identity(user_id, id.to_owned())
             .await
-            .map_err(|_| internal())?
+            .map_err(store_failed)?
             .ok_or_else(missing)?;
         Ok(Answer::ok("{}".into()))
     }
@@ -113,7 +113,7 @@ impl Accounts {
         };
         let provider = identity.provider.clone();
         let mut linked =
-            self.store.link_identity(identity.clone(), new.clone(), false).await.map_err(|_| internal())?;
+            self.store.link_identity(identity.clone(), new.clone(), false).await.map_err(store_failed)?;
         if let Linked::WouldCreate = linked {
             if !self.signups.enabled {
                 return Err(fail(
@@ -126,7 +126,7 @@ impl Accounts {
                 return Err(super::too_many("Too many sign-ups from this client: try again later"));
             }
             self.before_user_created(&new, client).await?;
-            linked = self.store.link_identity(identity, new, true).await.map_err(|_| internal())?;
+            linked = self.store.link_identity(identity, new, true).await.map_err(store_failed)?;
         }
         let user = match linked {
             Linked::Existing(u) | Linked::Added(u) | Linked::Created(u) => *u,

@@ -12,7 +12,7 @@ use http::StatusCode;
 use serde_json::{json, Value};
 use totp_rs::{Algorithm, TOTP};
 
-use super::gotrue::{self, fail, internal, validation, Answer};
+use super::gotrue::{self, fail, internal, store_failed, validation, Answer};
 use super::store::{Challenged, Enrolled, NewFactor, User};
 use super::webauthn::{credential_options, Refused};
 use super::{unix_now, Accounts, Caller};
@@ -59,7 +59,7 @@ impl Accounts {
                     .store
                     .unenroll_factor(user.id.clone(), id.to_string(), aal2)
                     .await
-                    .map_err(|_| internal())?
+                    .map_err(store_failed)?
                 {
                     Some(true) => Ok(Answer::ok(json!({"id": id}).to_string())),
                     Some(false) => Err(fail(
@@ -163,7 +163,7 @@ impl Accounts {
             .store
             .challenged(user.id.clone(), factor_id.to_owned(), String::new())
             .await
-            .map_err(|_| internal())?
+            .map_err(store_failed)?
             .ok_or_else(not_found)?;
         let (ceremony, webauthn) = if factor.factor_type == "webauthn" {
             let (kind, started) = match (factor.verified, &factor.credential) {
@@ -221,7 +221,7 @@ impl Accounts {
             .store
             .challenged(user_id.to_owned(), factor_id.to_owned(), challenge_id.clone())
             .await
-            .map_err(|_| internal())?
+            .map_err(store_failed)?
             .ok_or_else(not_found)?;
         let credential = match challenged.factor_type.as_str() {
             "webauthn" => Some(self.webauthn_answer(&v, user_id, &challenge_id, &challenged)?),
@@ -235,7 +235,7 @@ impl Accounts {
             .store
             .elevate(user_id.to_owned(), factor_id.to_owned(), challenge_id, session_id, credential)
             .await
-            .map_err(|_| internal())?
+            .map_err(store_failed)?
             .ok_or_else(unknown_challenge)?;
         self.session(&user, &started, now).await.map(|s| Answer::ok(s.json))
     }

@@ -74,7 +74,7 @@ mod user;
 mod verify;
 mod webauthn;
 
-use gotrue::{fail, internal, validation, Answer};
+use gotrue::{fail, internal, store_failed, validation, Answer};
 pub use hashing::{Hashing, DUMMY_HASH};
 use store::unix_now;
 pub use store::{AccountStore, User};
@@ -395,7 +395,7 @@ impl Accounts {
             .store
             .rotate(token, successor, now, self.reuse_interval, None)
             .await
-            .map_err(|_| internal())?;
+            .map_err(store_failed)?;
         let Some((user, started)) = rotated else {
             return Err(fail(StatusCode::BAD_REQUEST, "refresh_token_not_found", "Invalid Refresh Token"));
         };
@@ -428,7 +428,7 @@ impl Accounts {
         gone: impl FnOnce() -> Answer,
     ) -> Result<Session, Answer> {
         let now = unix_now();
-        let signed_in = self.store.sign_in(user_id, method.into(), now).await.map_err(|_| internal())?;
+        let signed_in = self.store.sign_in(user_id, method.into(), now).await.map_err(store_failed)?;
         let (user, started) = signed_in.ok_or_else(gone)?;
         self.session(&user, &started, now).await
     }

@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::admin::Page;
-use super::gotrue::{bad_json, fail, internal, validation, Answer};
+use super::gotrue::{bad_json, fail, store_failed, validation, Answer};
 use super::oauth_server_store::OAuthClient;
 use super::Accounts;
 use crate::config::providers::on_this_machine;
@@ -74,7 +74,7 @@ impl Accounts {
                     (&Method::GET, []) => Ok(Answer::ok(client_json(&client, None).to_string())),
                     (&Method::PUT, []) => self.update_client(client, body).await,
                     (&Method::DELETE, []) => {
-                        self.store.delete_oauth_client(client.id).await.map_err(|_| internal())?;
+                        self.store.delete_oauth_client(client.id).await.map_err(store_failed)?;
                         Ok(Answer::empty(StatusCode::NO_CONTENT))
                     }
                     (&Method::POST, ["regenerate_secret"]) => self.regenerate_secret(client).await,
@@ -171,7 +171,7 @@ impl Accounts {
             created_at: String::new(),
             updated_at: String::new(),
         };
-        let client = self.store.add_oauth_client(client).await.map_err(|_| internal())?;
+        let client = self.store.add_oauth_client(client).await.map_err(store_failed)?;
         let mut answer = Answer::ok(client_json(&client, secret.as_deref()).to_string());
         answer.status = StatusCode::CREATED;
         Ok(answer)
@@ -180,7 +180,7 @@ impl Accounts {
     async fn list_clients(&self, path: &str, query: &str) -> Result<Answer, Answer> {
         let page = Page::of(query)?;
         let (clients, total) =
-            self.store.oauth_clients(page.offset(), page.per_page()).await.map_err(|_| internal())?;
+            self.store.oauth_clients(page.offset(), page.per_page()).await.map_err(store_failed)?;
         let clients: Vec<Value> = clients.iter().map(|c| client_json(c, None)).collect();
         Ok(page.answer(serde_json::json!({ "clients": clients }).to_string(), path, total))
     }
@@ -193,7 +193,7 @@ impl Accounts {
         self.store
             .oauth_client(id.to_owned())
             .await
-            .map_err(|_| internal())?
+            .map_err(store_failed)?
             .ok_or_else(|| fail(StatusCode::NOT_FOUND, "oauth_client_not_found", "OAuth client not found"))
     }
 
@@ -248,7 +248,7 @@ impl Accounts {
             }
             client.token_endpoint_auth_method = method;
         }
-        let saved = self.store.save_oauth_client(client).await.map_err(|_| internal())?;
+        let saved = self.store.save_oauth_client(client).await.map_err(store_failed)?;
         let saved = saved
             .ok_or_else(|| fail(StatusCode::NOT_FOUND, "oauth_client_not_found", "OAuth client not found"))?;
         Ok(Answer::ok(client_json(&saved, None).to_string()))
@@ -263,7 +263,7 @@ impl Accounts {
             .store
             .set_oauth_client_secret(client.id, secret_hash(&secret))
             .await
-            .map_err(|_| internal())?;
+            .map_err(store_failed)?;
         let saved = saved
             .ok_or_else(|| fail(StatusCode::NOT_FOUND, "oauth_client_not_found", "OAuth client not found"))?;
         Ok(Answer::ok(client_json(&saved, Some(&secret)).to_string()))

@@ -23,7 +23,7 @@ use http::{header, StatusCode};
 use serde_json::{json, Value};
 
 use super::external::found;
-use super::gotrue::{bad_json, fail, internal, validation, Answer};
+use super::gotrue::{bad_json, fail, internal, store_failed, validation, Answer};
 use super::oauth_server_store::{Authorization, OAuthClient};
 use super::store::{token_hash, unix_now};
 use super::verify::with_query;
@@ -88,7 +88,7 @@ impl Accounts {
         if !super::admin::is_uuid(&client_id) {
             return Err(fail(StatusCode::BAD_REQUEST, "oauth_client_not_found", "invalid client_id format"));
         }
-        let client = self.store.oauth_client(client_id).await.map_err(|_| internal())?;
+        let client = self.store.oauth_client(client_id).await.map_err(store_failed)?;
         let client = client
             .ok_or_else(|| fail(StatusCode::BAD_REQUEST, "oauth_client_not_found", "invalid client_id"))?;
         if !client.redirect_uris.contains(&redirect_uri) {
@@ -164,7 +164,7 @@ impl Accounts {
             status: "pending".into(),
             expires_at: unix_now() + AUTHORIZATION_TTL,
         };
-        self.store.begin_authorization(authorization).await.map_err(|_| internal())?;
+        self.store.begin_authorization(authorization).await.map_err(store_failed)?;
         let page =
             format!("{}/{}", self.mail.links.site_url.trim_end_matches('/'), path.trim_start_matches('/'));
         Ok(found(with_query(&page, &[("authorization_id", &id)])))
@@ -181,19 +181,18 @@ impl Accounts {
         self.oauth_server_enabled()?;
         let user = self.consenting_user(parts, caller).await?;
         let claimed =
-            self.store.claim_authorization(id.to_owned(), user.id.clone()).await.map_err(|_| internal())?;
+            self.store.claim_authorization(id.to_owned(), user.id.clone()).await.map_err(store_failed)?;
         let Some(authorization) = claimed else { return Err(self.unclaimable(id).await) };
         let consented = self
             .store
             .consent(user.id.clone(), authorization.client_id.clone())
             .await
-            .map_err(|_| internal())?
+            .map_err(store_failed)?
             .unwrap_or_default();
         if authorization.scope.split_whitespace().all(|s| consented.iter().any(|c| c == s)) {
             return self.decide(id, &user.id, true).await;
         }
-        let client =
-            self.store.oauth_client(authorization.client_id.clone()).await.map_err(|_| internal())?;
+        let client = self.store.oauth_client(authorization.client_id.clone()).await.map_err(store_failed)?;
         let client = client.ok_or_else(not_found)?;
         let mut user_json = json!({ "id": user.id });
         if let Some(email) = &user.email {
@@ -238,7 +237,7 @@ impl Accounts {
             .store
             .decide_authorization(id.to_owned(), user_id.to_owned(), code.as_deref().map(token_hash))
             .await
-            .map_err(|_| internal())?;
+            .map_err(store_failed)?;
         let Some(a) = decided else { return Err(self.unclaimable(id).await) };
         let redirect_url = match &code {
             Some(code) => {
@@ -288,7 +287,7 @@ impl Accounts {
     pub(super) async fn oauth_grants(&self, caller: &Caller) -> Result<Answer, Answer> {
         self.oauth_server_enabled()?;
         let user = self.own_user(caller).await?;
-        let grants = self.store.grants(user.id).await.map_err(|_| internal())?;
+        let grants = self.store.grants(user.id).await.map_err(store_failed)?;
         let grants: Vec<Value> = grants
             .iter()
             .map(|g| json!({"client": client_details(&g.client), "scopes": g.scopes, "granted_at": g.granted_at}))
@@ -309,7 +308,7 @@ impl Accounts {
         if !super::admin::is_uuid(&client_id) {
             return Err(validation("invalid client_id format"));
         }
-        if !self.store.revoke_grant(user.id, client_id).await.map_err(|_| internal())? {
+        if !self.store.revoke_grant(user.id, client_id).await.map_err(store_failed)? {
             return Err(fail(
                 StatusCode::NOT_FOUND,
                 "oauth_consent_not_found",

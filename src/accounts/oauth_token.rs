@@ -9,7 +9,7 @@ use http::{header, StatusCode};
 use serde_json::{json, Value};
 use subtle::ConstantTimeEq;
 
-use super::gotrue::{fail, internal, Answer};
+use super::gotrue::{fail, internal, store_failed, Answer};
 use super::oauth_clients::secret_hash;
 use super::oauth_server::oauth_error;
 use super::oauth_server_store::OAuthClient;
@@ -81,7 +81,7 @@ impl Accounts {
                     .store
                     .rotate(token.to_owned(), successor, now, self.reuse_interval, Some(client.id.clone()))
                     .await
-                    .map_err(|_| internal())?;
+                    .map_err(store_failed)?;
                 let (user, started) =
                     rotated.ok_or_else(|| oauth_error("invalid_grant", "Invalid Refresh Token"))?;
                 (user, started, None)
@@ -154,7 +154,7 @@ impl Accounts {
         if !super::admin::is_uuid(&id) {
             return Err(refuse("Invalid client_id format"));
         }
-        let client = self.store.oauth_client(id).await.map_err(|_| internal())?;
+        let client = self.store.oauth_client(id).await.map_err(store_failed)?;
         let client = client.ok_or_else(|| refuse("Invalid client credentials"))?;
         if client.token_endpoint_auth_method != method {
             return Err(refuse(&format!(
@@ -189,7 +189,7 @@ impl Accounts {
             .store
             .take_authorization_code(token_hash(code), client.id.clone())
             .await
-            .map_err(|_| internal())?;
+            .map_err(store_failed)?;
         let a = taken.ok_or_else(|| oauth_error("invalid_grant", "Invalid authorization code"))?;
         if a.expires_at <= unix_now() {
             return Err(oauth_error("invalid_grant", "Authorization code has expired"));
@@ -222,7 +222,7 @@ impl Accounts {
             .store
             .sign_in_client(user_id, CODE_METHOD.into(), client.id.clone(), a.scope.clone(), unix_now())
             .await
-            .map_err(|_| internal())?;
+            .map_err(store_failed)?;
         let (user, started) =
             signed_in.ok_or_else(|| oauth_error("invalid_grant", "User not found for authorization code"))?;
         Ok((user, started, a.nonce))

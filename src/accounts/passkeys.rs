@@ -11,7 +11,7 @@ use http::{Method, StatusCode};
 use serde_json::{json, Value};
 
 use super::admin::is_uuid;
-use super::gotrue::{self, fail, internal, validation, Answer};
+use super::gotrue::{self, fail, internal, store_failed, validation, Answer};
 use super::passkey_store::{Ceremony, NewPasskey, Passkey, PasskeyAdded};
 use super::webauthn::{self, Refused};
 use super::{unix_now, Accounts, Caller, User};
@@ -111,7 +111,7 @@ impl Accounts {
     /// `POST /passkeys/registration/options`: a registration ceremony for the caller.
     async fn passkey_registration_options(&self, caller: &Caller) -> Result<Answer, Answer> {
         let user = self.managing_passkeys(caller).await?;
-        let existing = self.store.passkeys(user.id.clone()).await.map_err(|_| internal())?;
+        let existing = self.store.passkeys(user.id.clone()).await.map_err(store_failed)?;
         if existing.len() as i64 >= MAX_PASSKEYS {
             return Err(fail(
                 StatusCode::UNPROCESSABLE_ENTITY,
@@ -146,14 +146,14 @@ impl Accounts {
     ) -> Result<Answer, Answer> {
         let id = crate::uuid_v4();
         let expires_at = unix_now() + CEREMONY_EXPIRY;
-        self.store.begin_ceremony(id.clone(), kind, user, state, expires_at).await.map_err(|_| internal())?;
+        self.store.begin_ceremony(id.clone(), kind, user, state, expires_at).await.map_err(store_failed)?;
         Ok(Answer::ok(json!({"challenge_id": id, "options": options, "expires_at": expires_at}).to_string()))
     }
 
     /// The ceremony `id` taken: what it kept, if it is there and unexpired.
     async fn taken(&self, id: String, kind: Ceremony, user: Option<String>) -> Result<String, Answer> {
         let (state, expires_at) =
-            self.store.take_ceremony(id, kind, user).await.map_err(|_| internal())?.ok_or_else(|| {
+            self.store.take_ceremony(id, kind, user).await.map_err(store_failed)?.ok_or_else(|| {
                 fail(
                     StatusCode::BAD_REQUEST,
                     "webauthn_challenge_not_found",
@@ -182,7 +182,7 @@ impl Accounts {
             credential,
             friendly_name: String::new(),
         };
-        match self.store.add_passkey(user.id, passkey, MAX_PASSKEYS).await.map_err(|_| internal())? {
+        match self.store.add_passkey(user.id, passkey, MAX_PASSKEYS).await.map_err(store_failed)? {
             // Never used yet, it is listed as GoTrue answers a new one.
             PasskeyAdded::Done(p) => Ok(Answer::ok(listed(&p).to_string())),
             PasskeyAdded::TooMany => Err(fail(
@@ -209,27 +209,27 @@ impl Accounts {
             .store
             .passkey_by_credential(credential_id)
             .await
-            .map_err(|_| internal())?
+            .map_err(store_failed)?
             .filter(|p| p.user_id == user_id)
             .ok_or_else(failed)?;
         let credential = self
             .relying_party
             .finish_authentication(&state, &answer, &user_id, &passkey.credential, true)
             .map_err(|_| failed())?;
-        let user = self.store.user(user_id.clone()).await.map_err(|_| internal())?.ok_or_else(failed)?;
+        let user = self.store.user(user_id.clone()).await.map_err(store_failed)?.ok_or_else(failed)?;
         if user.email.is_some() && user.email_confirmed_at.is_none() && !self.mail.autoconfirm {
             return Err(fail(StatusCode::FORBIDDEN, "email_not_confirmed", "Email not confirmed"));
         }
         if user.is_banned {
             return Err(fail(StatusCode::FORBIDDEN, "user_banned", "User is banned"));
         }
-        self.store.passkey_used(passkey.id, credential).await.map_err(|_| internal())?;
+        self.store.passkey_used(passkey.id, credential).await.map_err(store_failed)?;
         self.signed_in(user_id, "passkey", failed).await.map(|s| Answer::ok(s.json))
     }
 
     /// The user's passkeys, as GoTrue lists them (also the admin API's).
     pub(super) async fn list_passkeys(&self, user_id: &str) -> Result<Answer, Answer> {
-        let passkeys = self.store.passkeys(user_id.to_owned()).await.map_err(|_| internal())?;
+        let passkeys = self.store.passkeys(user_id.to_owned()).await.map_err(store_failed)?;
         Ok(Answer::ok(Value::Array(passkeys.iter().map(listed).collect()).to_string()))
     }
 
@@ -250,7 +250,7 @@ impl Accounts {
             .store
             .rename_passkey(user.id.clone(), id.to_owned(), name.to_owned())
             .await
-            .map_err(|_| internal())?
+            .map_err(store_failed)?
             .ok_or_else(not_found)?;
         Ok(Answer::ok(listed(&renamed).to_string()))
     }
@@ -260,7 +260,7 @@ impl Accounts {
         if !is_uuid(id) {
             return Err(not_found());
         }
-        match self.store.delete_passkey(user_id.to_owned(), id.to_owned()).await.map_err(|_| internal())? {
+        match self.store.delete_passkey(user_id.to_owned(), id.to_owned()).await.map_err(store_failed)? {
             true => Ok(Answer::empty(StatusCode::NO_CONTENT)),
             false => Err(not_found()),
         }

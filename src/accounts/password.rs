@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use http::StatusCode;
 use serde_json::Value;
 
-use super::gotrue::{self, fail, internal, validation, Answer};
+use super::gotrue::{self, fail, internal, store_failed, validation, Answer};
 use super::{
     by_mail, hashing, metadata, store, strong_enough, too_many, unix_now, valid_email, Accounts, MAX_EMAIL,
 };
@@ -61,7 +61,7 @@ impl Accounts {
         }
         let now = unix_now();
         // The account and its first session commit together.
-        let Some((user, Some(started))) = self.store.create(new, true, now).await.map_err(|_| internal())?
+        let Some((user, Some(started))) = self.store.create(new, true, now).await.map_err(store_failed)?
         else {
             return Err(fail(
                 StatusCode::UNPROCESSABLE_ENTITY,
@@ -94,7 +94,7 @@ impl Accounts {
         };
         self.before_user_created(&new, client).await?;
         let now = unix_now();
-        let Some((user, Some(started))) = self.store.create(new, true, now).await.map_err(|_| internal())?
+        let Some((user, Some(started))) = self.store.create(new, true, now).await.map_err(store_failed)?
         else {
             return Err(internal());
         };
@@ -119,7 +119,7 @@ impl Accounts {
             (Some(email), _) => self.store.by_email(email).await,
             (_, phone) => self.store.by_phone(phone.unwrap_or_default()).await,
         }
-        .map_err(|_| internal())?;
+        .map_err(store_failed)?;
         let hash =
             found.as_ref().and_then(|(_, h)| h.clone()).unwrap_or_else(|| hashing::DUMMY_HASH.to_owned());
         let ok = self.hashing.verify(password, hash).await.unwrap_or(false);

@@ -4,7 +4,7 @@
 use http::StatusCode;
 use serde_json::{json, Value};
 
-use super::gotrue::{self, fail, internal, Answer};
+use super::gotrue::{self, fail, internal, store_failed, Answer};
 use super::store::{OneTime, Scope, Updated, UserChanges};
 use super::{metadata, strong_enough, valid_email, Accounts, Caller, Credentials};
 
@@ -114,7 +114,7 @@ impl Accounts {
     /// The account a caller's token names (403 `user_not_found` if it is gone; banned: 403).
     pub(super) async fn signed_in_user(&self, caller: &Caller) -> Result<super::User, Answer> {
         let id = caller.sub.clone().unwrap_or_default();
-        let user = self.store.user(id).await.map_err(|_| internal())?.ok_or_else(|| {
+        let user = self.store.user(id).await.map_err(store_failed)?.ok_or_else(|| {
             fail(StatusCode::FORBIDDEN, "user_not_found", "User from sub claim in JWT does not exist")
         })?;
         if user.is_banned {
@@ -166,7 +166,7 @@ impl Accounts {
                 self.reauthenticated(&user, text("nonce"), client).await?;
             }
             if let Some(current) = &user.email {
-                let old = self.store.by_email(current.clone()).await.map_err(|_| internal())?;
+                let old = self.store.by_email(current.clone()).await.map_err(store_failed)?;
                 if let Some(hash) = old.and_then(|(_, h)| h) {
                     if self.hashing.verify(password.to_owned(), hash).await == Some(true) {
                         return Err(fail(
@@ -183,7 +183,7 @@ impl Accounts {
             // The new address is taken once a link or code mailed to it comes back: even with
             // autoconfirm (GoTrue's rule), but for an anonymous user, for whom it is a sign-up.
             Some(email) if !(self.mail.autoconfirm && user.is_anonymous) => {
-                if self.store.by_email(email.clone()).await.map_err(|_| internal())?.is_some() {
+                if self.store.by_email(email.clone()).await.map_err(store_failed)?.is_some() {
                     return Err(email_exists());
                 }
                 self.can_mail()?;
@@ -198,7 +198,7 @@ impl Accounts {
             }
             None => {}
         }
-        match self.store.update(user.id.clone(), changes).await.map_err(|_| internal())? {
+        match self.store.update(user.id.clone(), changes).await.map_err(store_failed)? {
             Updated::Done(user) => Ok(Answer::ok(gotrue::to_json(&gotrue::UserJson::of(&user)))),
             Updated::NotFound => Err(fail(
                 StatusCode::FORBIDDEN,
@@ -221,7 +221,7 @@ impl Accounts {
             }
         };
         let id = caller.sub.clone().unwrap_or_default();
-        self.store.logout(id, caller.session_id.clone(), scope).await.map_err(|_| internal())?;
+        self.store.logout(id, caller.session_id.clone(), scope).await.map_err(store_failed)?;
         Ok(Answer::empty(StatusCode::NO_CONTENT))
     }
 }

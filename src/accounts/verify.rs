@@ -10,7 +10,7 @@ use serde_json::Value;
 use sha2::Digest;
 
 use super::by_mail::{authentication_method, hash, redeems};
-use super::gotrue::{self, fail, internal, validation, Answer};
+use super::gotrue::{self, fail, internal, store_failed, validation, Answer};
 use super::links::with_fragment;
 use super::store::{OneTime, Redeem, User};
 use super::{unix_now, valid_email, Accounts};
@@ -136,7 +136,7 @@ impl Accounts {
             .store
             .redeem(kind, token_hash, email, self.mail.otp_expiry)
             .await
-            .map_err(|_| internal())?
+            .map_err(store_failed)?
             .ok_or_else(|| {
                 fail(StatusCode::FORBIDDEN, "otp_expired", "Email link is invalid or has expired")
             })?;
@@ -158,7 +158,7 @@ impl Accounts {
         if code.is_empty() || verifier.is_empty() {
             return Err(validation("invalid request: both auth code and code verifier should be non-empty"));
         }
-        let flow = self.store.take_flow(code).await.map_err(|_| internal())?.ok_or_else(|| {
+        let flow = self.store.take_flow(code).await.map_err(store_failed)?.ok_or_else(|| {
             fail(
                 StatusCode::NOT_FOUND,
                 "flow_state_not_found",
@@ -184,7 +184,7 @@ impl Accounts {
             .store
             .sign_in(flow.user_id, flow.authentication_method, now)
             .await
-            .map_err(|_| internal())?
+            .map_err(store_failed)?
             .ok_or_else(|| fail(StatusCode::NOT_FOUND, "user_not_found", "User not found"))?;
         if user.is_banned {
             return Err(fail(StatusCode::BAD_REQUEST, "user_banned", "User is banned"));

@@ -207,16 +207,4 @@ impl DashboardDatabase for DashboardDb {
             self.accounts()?.logout(user_id, None, crate::accounts::store::Scope::Global).await
         })
     }
-
-    fn backup(&self) -> BoxFuture<'_, Result<(tokio::fs::File, u64), Error>> {
-        Box::pin(async move {
-            match &*self.backend {
-                Backend::Sqlite(lite) => sqlite::dashboard::backup(&lite.db).await,
-                Backend::Postgres(_) => Err(Error::api(
-                    crate::error::code::UNSUPPORTED,
-                    "a PostgreSQL database is backed up with its own tools (pg_dump, or its host's backups)",
-                )),
-            }
-        })
-    }
 }

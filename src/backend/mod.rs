@@ -156,9 +156,12 @@ impl Backend {
     /// The connection pool's metrics under PostgREST's names, where there is a pool (an SQLite
     /// file has none).
     pub fn render_metrics(&self, out: &mut String) {
-        if let Backend::Postgres(pg) = self {
-            pg.db().render_metrics(out);
-            pg.render_replica_metrics(out);
+        match self {
+            Backend::Postgres(pg) => {
+                pg.db().render_metrics(out);
+                pg.render_replica_metrics(out);
+            }
+            Backend::Sqlite(lite) => lite.db.render_metrics(out),
         }
     }
 

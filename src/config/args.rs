@@ -297,6 +297,17 @@ pub struct ServeArgs {
     /// [default: every address].
     #[arg(long = "dashboard-allowed-ips", env = "ROWGATE_DASHBOARD_ALLOWED_IPS", value_name = "LIST")]
     pub dashboard_allowed_ips: Option<String>,
+    /// SQLite: where backups are written (`rowgate backup`, `backup-schedule`, the dashboard)
+    /// [default: backups, beside the database file].
+    #[arg(long = "backup-dir", env = "ROWGATE_BACKUP_DIR", value_name = "DIR")]
+    pub backup_dir: Option<PathBuf>,
+    /// SQLite: when the server takes a backup, as a cron expression in UTC (`0 3 * * *`: daily
+    /// at 03:00) [default: never].
+    #[arg(long = "backup-schedule", env = "ROWGATE_BACKUP_SCHEDULE", value_name = "CRON")]
+    pub backup_schedule: Option<String>,
+    /// How many of the newest backups in backup-dir the schedule keeps [default: 7].
+    #[arg(long = "backup-keep", env = "ROWGATE_BACKUP_KEEP", value_name = "N")]
+    pub backup_keep: Option<usize>,
     /// Supabase Realtime's API at /realtime/v1: database changes, broadcast and presence over
     /// WebSockets (on PostgreSQL, `rowgate realtime install` first) [default: false].
     #[arg(long = "realtime-enabled", env = "ROWGATE_REALTIME_ENABLED", value_name = "BOOL")]

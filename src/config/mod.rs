@@ -7,6 +7,7 @@
 
 mod api_keys;
 mod args;
+mod backup;
 mod cache;
 mod choices;
 mod dashboard;
@@ -30,6 +31,7 @@ mod sms;
 
 pub use api_keys::ApiKeySettings;
 pub use args::ServeArgs;
+pub use backup::{parse_schedule, BackupSettings};
 pub use cache::CacheSettings;
 pub use choices::{ErrorVerbosity, LogLevel, OpenApiMode, OpenApiVersion, TxEnd};
 pub use dashboard::DashboardSettings;
@@ -143,6 +145,8 @@ pub struct Config {
     pub realtime: RealtimeSettings,
     /// `dashboard-*`.
     pub dashboard: DashboardSettings,
+    /// `backup-*`: the SQLite file's backups.
+    pub backup: BackupSettings,
     /// `cache-*`: the response cache.
     pub cache: CacheSettings,
     /// `static-dir`, if files are served.
@@ -191,6 +195,11 @@ impl Config {
             }
         }
         let db = DbSettings::from_args(&a, &file)?;
+        let sqlite_file = match &db.sqlite {
+            Some(SqliteTarget::File(path)) => Some(path.as_path()),
+            _ => None,
+        };
+        let backup = BackupSettings::from_args(&a, &file, sqlite_file)?;
         let (static_dir, static_prefix, api_prefix) = paths(
             a.static_dir.clone().or(file.static_dir.clone()),
             a.static_prefix.clone().or(file.static_prefix.clone()),
@@ -244,6 +253,7 @@ impl Config {
             storage,
             realtime,
             dashboard,
+            backup,
             cache,
             static_dir,
             static_prefix,

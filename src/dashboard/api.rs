@@ -1,6 +1,6 @@
 //! The dashboard's own endpoints under `/_/api/`: `state`, `setup`, `login`, `logout` (before a
 //! session), then, with a session and its CSRF token, `tables` (the schema cache's view, and the
-//! table editor), `sql` (the console), `rules` and `config`. Rows, users, files and changes are
+//! table editor), `sql` (the console), `rules`, `config` and `backups` (`backups.rs`). Rows, users, files and changes are
 //! not here: the page uses the API, `/auth/v1`, `/storage/v1` and `/realtime/v1` themselves.
 
 use std::net::IpAddr;
@@ -139,16 +139,8 @@ async fn signed_in(
             let revoked = dashboard.db.api_keys(KeyCommand::Revoke { which: which.to_string() }).await?;
             Ok(json(StatusCode::OK, &json!({"revoked": revoked.first().and_then(|n| n.parse::<u64>().ok())})))
         }
-        (&Method::GET, ["backup"]) => {
-            let (file, len) = dashboard.db.backup().await?;
-            let chunks = tokio_util::io::ReaderStream::with_capacity(file, 256 * 1024);
-            let mut r = Response::new(Body::stream(chunks, len));
-            let name = format!("attachment; filename=\"rowgate-{}.db\"", now());
-            let h = r.headers_mut();
-            h.insert(header::CONTENT_TYPE, http::HeaderValue::from_static("application/vnd.sqlite3"));
-            h.insert(header::CONTENT_DISPOSITION, http::HeaderValue::from_str(&name).expect("ASCII"));
-            Ok(r)
-        }
+        (method, ["backups"]) => super::backups::serve(dashboard, method, None).await,
+        (method, ["backups", name]) => super::backups::serve(dashboard, method, Some(name)).await,
         _ => Err(Error::api(code::DASHBOARD_NOT_FOUND, "no such dashboard endpoint")),
     }
 }
@@ -370,5 +362,8 @@ fn effective_config(c: &crate::config::Config) -> serde_json::Value {
         "server-cors-allowed-origins": c.server.cors_allowed_origins,
         "server-trusted-proxies": c.server.trusted_proxies.iter().map(|n| n.to_string()).collect::<Vec<_>>(),
         "dashboard-allowed-ips": c.dashboard.allowed_ips.iter().map(|n| n.to_string()).collect::<Vec<_>>(),
+        "backup-dir": c.backup.dir.as_ref().map(|d| d.display().to_string()),
+        "backup-schedule": c.backup.schedule,
+        "backup-keep": c.backup.keep,
     })
 }

@@ -8,6 +8,7 @@
 
 mod api;
 mod assets;
+mod backups;
 pub mod recent;
 pub mod session;
 pub mod store;

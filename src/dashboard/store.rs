@@ -104,10 +104,6 @@ pub trait DashboardDatabase: Send + Sync {
         command: crate::apikey::admin::KeyCommand,
     ) -> BoxFuture<'_, Result<Vec<String>, Error>>;
 
-    /// A consistent copy of the SQLite file (`VACUUM INTO`): an open file (whose name is already
-    /// gone) and its length.
-    fn backup(&self) -> BoxFuture<'_, Result<(tokio::fs::File, u64), Error>>;
-
     /// An application user's sessions (with `accounts-enabled`).
     fn user_sessions(&self, user_id: String) -> BoxFuture<'_, Result<Vec<SessionSummary>, Error>>;
 

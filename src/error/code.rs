@@ -90,6 +90,9 @@ pub const READ_TIMEOUT: Code = Code::new("RG005", 408);
 pub const TOO_MANY_CONNECTIONS: Code = Code::new("RG006", 503);
 /// A client address, API key or role beyond its rate limit (`rate-limit-*`).
 pub const RATE_LIMITED: Code = Code::new("RG007", 429);
+/// The disk under the database or `storage-dir` is full: writes are refused (deletes still
+/// work) until there is room again, with `Retry-After` (docs/reliability.md).
+pub const DISK_FULL: Code = Code::new("RG008", 503);
 /// No API key where `api-key-required`.
 pub const API_KEY_MISSING: Code = Code::new("RG010", 401);
 /// An unknown, revoked or expired API key.

@@ -35,6 +35,7 @@ impl Code {
 }
 
 pub mod code;
+pub mod disk;
 pub mod sqlstate;
 
 /// Everything that can go wrong while answering a request.
@@ -272,6 +273,9 @@ impl Error {
     /// A database error as the client sees it: a `RAISE SQLSTATE 'PGRST'` is the response its
     /// MESSAGE and DETAIL describe; any other keeps its SQLSTATE.
     pub fn database(db: DatabaseError) -> Self {
+        if db.code == sqlstate::DISK_FULL {
+            disk::refused("PostgreSQL", &db.message);
+        }
         if db.code != "PGRST" {
             return Error::Database(Box::new(db));
         }
@@ -299,6 +303,22 @@ impl Error {
             _ => {}
         }
         self
+    }
+
+    /// 503 RG008: `place` is out of room (counted and logged by [`disk::refused`]).
+    pub fn disk_full(place: &str, detail: &dyn std::fmt::Display) -> Self {
+        disk::refused(place, detail);
+        Error::api(code::DISK_FULL, format!("The disk under {place} is full"))
+            .with_hint("Writes resume once there is room again; deletes still work.")
+    }
+
+    /// Whether this is a full disk's refusal (rowgate's RG008 or PostgreSQL's 53100).
+    pub fn is_disk_full(&self) -> bool {
+        match self {
+            Error::Api { code, .. } => *code == code::DISK_FULL,
+            Error::Database(db) => db.code == sqlstate::DISK_FULL,
+            _ => false,
+        }
     }
 
     /// 500 for a failure on rowgate's side; `message` is for the log and the client alike.
@@ -442,6 +462,9 @@ impl Error {
                 (c.status(), c.name(), owned_message.as_str(), None, None)
             }
         };
+        if self.is_disk_full() {
+            retry_after = Some(disk::RETRY_AFTER);
+        }
         let body = match minimal {
             true => serde_json::to_string(&MinimalErrorBody { code, message }),
             false => serde_json::to_string(&ErrorBody { code, details, hint, message }),

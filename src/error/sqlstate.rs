@@ -1,5 +1,6 @@
 //! SQLSTATEs rowgate raises itself, where it answers as PostgreSQL would (the planner, and the
-//! SQLite backend standing in for PostgreSQL's checks).
+//! SQLite backend standing in for PostgreSQL's checks), and PostgreSQL's own that rowgate treats
+//! apart.
 
 /// `invalid_regular_expression`: a `match` pattern that does not compile.
 pub const INVALID_REGULAR_EXPRESSION: &str = "2201B";
@@ -25,3 +26,5 @@ pub const UNDEFINED_OBJECT: &str = "42704";
 pub const INVALID_COLUMN_REFERENCE: &str = "42P10";
 /// `query_canceled`: a statement stopped at `db-statement-timeout`.
 pub const QUERY_CANCELED: &str = "57014";
+/// `disk_full`: PostgreSQL could not extend a file (rowgate's own refusal is RG008).
+pub const DISK_FULL: &str = "53100";

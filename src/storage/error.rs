@@ -20,6 +20,8 @@ pub struct StorageError {
     pub code: &'static str,
     /// `message`.
     pub message: String,
+    /// `Retry-After` seconds, when waiting may help.
+    pub retry_after: Option<u32>,
 }
 
 impl StorageError {
@@ -29,7 +31,14 @@ impl StorageError {
         code: &'static str,
         message: impl Into<String>,
     ) -> Self {
-        StorageError { http: StatusCode::BAD_REQUEST, status_code, error, code, message: message.into() }
+        StorageError {
+            http: StatusCode::BAD_REQUEST,
+            status_code,
+            error,
+            code,
+            message: message.into(),
+            retry_after: None,
+        }
     }
 
     /// The same error sent with `http` instead of 400.
@@ -152,6 +161,36 @@ impl StorageError {
             .with_http(StatusCode::SERVICE_UNAVAILABLE)
     }
 
+    /// No room for the bytes in `storage-dir` or the bucket, or for the row in the database
+    /// (HTTP 503 with `Retry-After`, as every surface answers a full disk).
+    pub fn disk_full() -> Self {
+        let mut e = Self::new(
+            "503",
+            "Insufficient Storage",
+            "InsufficientStorage",
+            "The disk is full: uploads resume once there is room again; deletes still work",
+        )
+        .with_http(StatusCode::SERVICE_UNAVAILABLE);
+        e.retry_after = Some(crate::error::disk::RETRY_AFTER);
+        e
+    }
+
+    /// The bytes could not be written: a full disk (503, counted), or the store failed (500,
+    /// logged).
+    pub fn bytes_unwritable(e: &std::io::Error) -> Self {
+        if e.kind() == std::io::ErrorKind::StorageFull {
+            crate::error::disk::refused("storage", e);
+            return Self::disk_full();
+        }
+        tracing::error!(error = %e, "storage: an upload's bytes could not be stored");
+        Self::internal("The upload could not be stored")
+    }
+
+    /// Whether this is a full disk's refusal.
+    pub fn is_disk_full(&self) -> bool {
+        self.code == "InsufficientStorage"
+    }
+
     /// Too many transforms waiting already (S3's and Supabase's `SlowDown`).
     pub fn busy() -> Self {
         Self::new(
@@ -176,10 +215,14 @@ impl StorageError {
     }
 
     /// A failure on rowgate's side (HTTP 500).
-    /// The stored bytes could not be reached: missing (404), or the store failed (500, logged).
+    /// The stored bytes could not be reached: missing (404), no room for a copy (503), or the
+    /// store failed (500, logged).
     pub fn bytes_unreadable(e: std::io::Error) -> Self {
-        if e.kind() == std::io::ErrorKind::NotFound {
-            return Self::bytes_missing();
+        match e.kind() {
+            std::io::ErrorKind::NotFound => return Self::bytes_missing(),
+            // A copy's new bytes found no room.
+            std::io::ErrorKind::StorageFull => return Self::bytes_unwritable(&e),
+            _ => {}
         }
         tracing::error!(error = %e, "storage: stored bytes could not be read");
         Self::internal("The stored bytes could not be read")
@@ -207,6 +250,9 @@ impl StorageError {
         *r.status_mut() = self.http;
         r.headers_mut()
             .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json; charset=utf-8"));
+        if let Some(secs) = self.retry_after {
+            r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
         r
     }
 }
@@ -227,6 +273,7 @@ pub fn from_api(e: &crate::error::Error) -> StorageError {
         Error::Database(db) if db.code == "57014" => StorageError::database_timeout(),
         Error::Database(db) if db.code == "23505" => StorageError::resource_exists(),
         Error::Unavailable(_) | Error::PoolTimeout => StorageError::unavailable(),
+        _ if e.is_disk_full() => StorageError::disk_full(),
         // Refused before anything ran: an API key missing or not valid, a rate limit.
         Error::Api { .. } if matches!(e.to_response().status.as_u16(), 401 | 403) => {
             StorageError::access_denied(e.to_string())

@@ -129,10 +129,7 @@ impl Storage {
             "contentLength": size,
             "httpStatusCode": 200,
         });
-        upload.received.keep().await.map_err(|e| {
-            tracing::error!(error = %e, "an upload could not be kept");
-            StorageError::internal("The upload could not be stored")
-        })?;
+        upload.received.keep().await.map_err(|e| StorageError::bytes_unwritable(&e))?;
         let put = PutObject {
             id: crate::uuid_v4(),
             bucket_id: bucket.to_owned(),

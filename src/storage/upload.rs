@@ -187,10 +187,7 @@ fn receive_error(e: ReceiveError) -> StorageError {
         ReceiveError::Body(reason) => {
             StorageError::invalid_request(format!("The body could not be read: {reason}"))
         }
-        ReceiveError::Io(e) => {
-            tracing::error!(error = %e, "an upload could not be written to storage-dir");
-            StorageError::internal("The upload could not be stored")
-        }
+        ReceiveError::Io(e) => StorageError::bytes_unwritable(&e),
     }
 }
 

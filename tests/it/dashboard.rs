@@ -427,7 +427,7 @@ fn the_dashboard_on_postgresql_after_rowgate_install() {
     let key = admin.send("POST", "/_/api/keys", Some(json!({"role": "anon", "name": "site"})));
     assert_eq!(key.status, 201, "{}", key.body);
     assert_eq!(admin.send("GET", "/_/api/keys", None).json()["rows"][0][1], "site");
-    let backup = admin.send("GET", "/_/api/backup", None);
+    let backup = admin.send("GET", "/_/api/backups", None);
     assert_eq!((backup.status, backup.json()["code"].clone()), (400, json!("RG501")));
 }
 
@@ -477,17 +477,25 @@ fn api_keys_a_backup_and_the_latest_requests_on_sqlite() {
     let sessions = admin.send("GET", "/_/api/users/x/sessions", None);
     assert_eq!((sessions.status, sessions.json()["code"].clone()), (404, json!("RG034")));
 
-    // A consistent copy of the file, while it serves.
-    let backup = send_to(
+    // A backup taken now into backup-dir, listed, and downloaded whole.
+    let none = admin.send("GET", "/_/api/backups", None).json();
+    let dir = dir.path().join("backups").display().to_string();
+    assert_eq!(none, json!({"dir": dir, "schedule": null, "keep": 7, "backups": []}));
+    let taken = admin.send("POST", "/_/api/backups", None);
+    assert_eq!(taken.status, 201, "{}", taken.body);
+    let name = taken.json()["name"].as_str().expect("name").to_owned();
+    assert_eq!(admin.send("GET", "/_/api/backups", None).json()["backups"], json!([taken.json()]));
+    let file = send_to(
         &base,
         "GET",
-        "/_/api/backup",
+        &format!("/_/api/backups/{name}"),
         &[("cookie", &format!("rowgate_dashboard={}", admin.cookie)), ("x-rowgate-csrf", &admin.csrf)],
         None,
     );
-    assert_eq!(backup.status, 200);
-    assert_eq!(backup.header("content-type"), Some("application/vnd.sqlite3"));
-    assert!(backup.body.starts_with("SQLite format 3"), "{:?}", &backup.body[..20.min(backup.body.len())]);
+    assert_eq!((file.status, file.header("content-type")), (200, Some("application/gzip")));
+    assert_eq!(file.header("content-length"), Some(taken.json()["bytes"].to_string().as_str()));
+    let outside = admin.send("GET", "/_/api/backups/..%2Frowgate.db", None);
+    assert_eq!((outside.status, outside.json()["code"].clone()), (404, json!("RG034")));
 
     // The latest requests: kept once the page asks, newest first, secrets masked.
     assert_eq!(admin.send("GET", "/_/api/requests", None).status, 200);

@@ -161,11 +161,13 @@ try {
   await waitText('table.rows td', '/rest/v1/notes?select=title')
   await snap('activity')
 
-  // A backup of the SQLite file, downloaded.
+  // A backup taken now, listed, and downloaded.
   if (backend === 'sqlite') {
     await page.goto(`${base}/_/#/settings`)
     await page.waitForSelector('#backup')
     await page.click('#backup')
+    await waitText('.notice', 'taken')
+    await page.click('#backups button')
     await waitText('.notice', 'was downloaded')
     seen.backup = true
     await snap('settings')

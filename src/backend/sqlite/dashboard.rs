@@ -303,22 +303,3 @@ pub async fn drop_named(db: &Arc<SqliteDb>, table: &str, column: Option<&str>) -
 async fn ddl(db: &Arc<SqliteDb>, sql: String) -> Result<(), Error> {
     db.run_admin(move |c| c.execute_batch(&sql).map_err(console_error)).await
 }
-
-/// A consistent copy of the file, made by `VACUUM INTO` on a reader (writes go on meanwhile):
-/// the copy opened and its name removed at once, so it is streamed from the open file and gone
-/// when the answer is.
-pub async fn backup(db: &Arc<SqliteDb>) -> Result<(tokio::fs::File, u64), Error> {
-    let dir = std::env::temp_dir().join(format!("rowgate-backup-{}", crate::uuid_v4()));
-    std::fs::create_dir(&dir).map_err(|e| Error::internal(format!("a temporary directory: {e}")))?;
-    let path = dir.join("backup.db");
-    let target = path.to_string_lossy().into_owned();
-    let made = db.with_reader(move |c| c.execute("VACUUM INTO ?1", [&target]).map(|_| ())).await;
-    let opened = match made {
-        Ok(()) => std::fs::File::open(&path)
-            .and_then(|f| Ok((f.metadata()?.len(), f)))
-            .map_err(|e| Error::internal(format!("reading the copy: {e}"))),
-        Err(e) => Err(e),
-    };
-    let _ = std::fs::remove_dir_all(&dir);
-    opened.map(|(len, file)| (tokio::fs::File::from_std(file), len))
-}

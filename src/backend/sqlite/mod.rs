@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use self::access::{both, Access};
-use self::db::{Changed, SqliteDb};
+use self::db::{Changed, Room, SqliteDb};
 use self::rules::{Operation, Rules};
 use crate::auth::Principal;
 use crate::backend::Caller;
@@ -238,10 +238,15 @@ impl SqliteBackend {
             _ => None,
         };
         let statements = sql::render_write(&plan, rule.as_ref(), update_rule.as_ref(), &read_rules)?;
+        // A delete frees room: it runs on a full disk too.
+        let room = match plan.mutation {
+            Mutation::Delete => Room::Freed,
+            _ => Room::Needed,
+        };
         let rollback = plan.rollback;
         let written = self
             .db
-            .write(statements, table, rollback, move |out| {
+            .write(statements, table, (rollback, room), move |out| {
                 let key = match (&plan.returning, out.location) {
                     (Returning::Location(_), Some(values)) => Some(values),
                     _ => None,

@@ -100,7 +100,16 @@ impl Disk {
     }
 
     async fn remove_file(&self, version: &str) -> io::Result<()> {
-        match tokio::fs::remove_file(self.found(version)?).await {
+        let path = self.found(version)?;
+        if self.backup_running() {
+            // The backup's copy of the database may still name it.
+            tokio::fs::create_dir_all(self.root.join(KEPT)).await?;
+            return match tokio::fs::rename(&path, self.root.join(KEPT).join(version)).await {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+                _ => Ok(()),
+            };
+        }
+        match tokio::fs::remove_file(path).await {
             Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
             _ => Ok(()),
         }
@@ -178,6 +187,50 @@ impl Disk {
     }
 }
 
+/// The file a backup holds locked while it runs (`Disk::hold_for_backup`).
+const BACKUP_LOCK: &str = "backing-up";
+/// Where files removed while a backup runs wait for it to end.
+const KEPT: &str = "kept";
+
+impl Disk {
+    /// Locks out removals for a backup (any process's) until the returned file is dropped:
+    /// meanwhile a removed file is moved to `kept/` instead, where [`Disk::backed_up`] finds it.
+    /// Waits for a backup already running.
+    pub fn hold_for_backup(&self) -> io::Result<std::fs::File> {
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(self.root.join(BACKUP_LOCK))?;
+        rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive)?;
+        Ok(lock)
+    }
+
+    /// Whether a backup holds the lock (one that died has let go of it).
+    fn backup_running(&self) -> bool {
+        let Ok(lock) = std::fs::File::open(self.root.join(BACKUP_LOCK)) else { return false };
+        let tried = rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockShared);
+        tried == Err(rustix::io::Errno::WOULDBLOCK)
+    }
+
+    /// The file of `version` for a backup: in place, or kept since the backup began.
+    pub fn backed_up(&self, version: &str) -> Option<PathBuf> {
+        let kept = self.root.join(KEPT).join(version);
+        [self.path(version)?, kept].into_iter().find(|p| p.is_file())
+    }
+
+    /// Removes what was kept for a backup, once it has let go of the lock. (A removal that
+    /// decided to keep its file just before that lands after this; the next backup's end
+    /// removes it.)
+    pub fn release_kept(&self) {
+        if let Ok(entries) = std::fs::read_dir(self.root.join(KEPT)) {
+            for entry in entries.flatten() {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+}
+
 impl FileStore for Disk {
     fn receive(&self, chunks: Chunks, limit: u64) -> BoxFuture<'_, Result<Received, ReceiveError>> {
         self.receive_into(chunks, limit).boxed()
@@ -219,6 +272,25 @@ mod tests {
         std::fs::write(path, b"x").unwrap();
         let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
         f.set_modified(SystemTime::now() - age).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_file_removed_while_a_backup_runs_is_kept_for_it_until_it_ends() {
+        let root = tempfile::tempdir().unwrap();
+        let disk = Disk::open(root.path()).unwrap();
+        let (during, after) =
+            ("aaaaaaaa-0000-4000-8000-000000000001", "bbbbbbbb-0000-4000-8000-000000000002");
+        aged(&disk.path(during).unwrap(), Duration::ZERO);
+        aged(&disk.path(after).unwrap(), Duration::ZERO);
+        let hold = disk.hold_for_backup().unwrap();
+        disk.remove_file(during).await.unwrap();
+        assert!(!disk.path(during).unwrap().exists());
+        assert_eq!(disk.backed_up(during), Some(root.path().join("kept").join(during)));
+        drop(hold);
+        disk.release_kept();
+        assert_eq!(disk.backed_up(during), None);
+        disk.remove_file(after).await.unwrap();
+        assert_eq!(disk.backed_up(after), None, "removed outright once no backup runs");
     }
 
     #[tokio::test]

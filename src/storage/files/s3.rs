@@ -175,6 +175,11 @@ impl FileStore for S3 {
 fn io_error(e: object_store::Error) -> io::Error {
     match e {
         object_store::Error::NotFound { .. } => io::Error::new(io::ErrorKind::NotFound, e),
+        // A server out of room (MinIO's `XMinioStorageFull`) answers 507; object_store keeps the
+        // status only in its message.
+        e if e.to_string().contains("507 Insufficient Storage") => {
+            io::Error::new(io::ErrorKind::StorageFull, e)
+        }
         e => io::Error::other(e),
     }
 }

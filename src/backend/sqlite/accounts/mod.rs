@@ -528,7 +528,10 @@ fn atomically<T>(
 }
 
 pub(super) fn sqlite_error(e: rusqlite::Error) -> Error {
-    Error::Unavailable(e.to_string())
+    match e.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::DiskFull) => Error::disk_full("the SQLite file", &e),
+        _ => Error::Unavailable(e.to_string()),
+    }
 }
 
 /// A user from the columns [`user_columns`] names, first in the row.

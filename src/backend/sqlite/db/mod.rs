@@ -4,10 +4,13 @@
 //! text, like PostgreSQL's untyped ones; the column's affinity converts them.
 
 mod read;
+mod room;
 mod write;
 
 use read::reader_limit;
 pub use read::ReadOutput;
+use room::DiskRoom;
+pub use room::Room;
 pub use write::WriteOutput;
 use write::{group_commits, wal_committed, Job};
 
@@ -71,6 +74,8 @@ pub struct SqliteDb {
     reader_turns: Arc<tokio::sync::Semaphore>,
     /// `db-statement-timeout`: how long a read may run.
     statement_timeout: Option<Duration>,
+    /// The room on the file's disk: whether writes that need it are refused.
+    room: Arc<DiskRoom>,
 }
 
 /// `x REGEXP pattern` (the `match` and `imatch` filters): SQLite has the operator but no
@@ -184,9 +189,16 @@ impl SqliteDb {
     ) -> rusqlite::Result<Arc<SqliteDb>> {
         let writer = connect(&target, false)?;
         writer.pragma_update(None, "synchronous", synchronous)?;
+        let room = Arc::new(DiskRoom::new(match &target {
+            SqliteTarget::File(path) => Some(path.into()),
+            SqliteTarget::Memory(_) => None,
+        }));
         if matches!(target, SqliteTarget::File(_)) {
             // Readers never block the writer, nor it them.
             let _: String = writer.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+            // A log that grew while readers held checkpoints off is cut back to this when it is
+            // next reset, rather than keeping its largest size for good.
+            writer.pragma_update(None, "journal_size_limit", room::RESERVE_BYTES as i64)?;
             // Replaces SQLite's automatic checkpoint (see [`wal_committed`]).
             writer.wal_hook(Some(wal_committed));
         }
@@ -206,10 +218,11 @@ impl SqliteDb {
         let writer_conn = Arc::new(tokio::sync::Mutex::new(writer));
         let listener: Arc<std::sync::OnceLock<Listener>> = Arc::default();
         let (jobs, queue) = std::sync::mpsc::channel();
-        let (conn, told, captured) = (writer_conn.clone(), listener.clone(), capture.clone());
+        let (conn, told, captured, full) =
+            (writer_conn.clone(), listener.clone(), capture.clone(), room.clone());
         std::thread::Builder::new()
             .name("rowgate-sqlite-writer".into())
-            .spawn(move || group_commits(&conn, queue, &touched, &told, &captured))
+            .spawn(move || group_commits(&conn, queue, &touched, &told, &captured, &full))
             .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
         Ok(Arc::new(SqliteDb {
             target,
@@ -221,6 +234,7 @@ impl SqliteDb {
             readers: Mutex::new(Vec::new()),
             reader_turns: Arc::new(tokio::sync::Semaphore::new(reader_limit())),
             statement_timeout,
+            room,
         }))
     }
 
@@ -238,7 +252,7 @@ impl SqliteDb {
         changed: Changed<'static>,
     ) -> Result<(), Error> {
         let listener = self.listener.clone();
-        self.with_writer(move |_| {
+        self.with_writer_as(Room::Freed, move |_| {
             change();
             if let Some(listener) = listener.get() {
                 listener(changed);
@@ -268,6 +282,15 @@ impl SqliteDb {
         if self.seen_version.swap(now, std::sync::atomic::Ordering::SeqCst) != now || now == -1 {
             changed();
         }
+    }
+
+    /// `rowgate_sqlite_disk_full` in Prometheus text.
+    pub fn render_metrics(&self, out: &mut String) {
+        out.push_str(
+            "# HELP rowgate_sqlite_disk_full Whether the SQLite file's disk was found full (1: only deletes run).\n\
+             # TYPE rowgate_sqlite_disk_full gauge\n",
+        );
+        out.push_str(&format!("rowgate_sqlite_disk_full {}\n", u8::from(self.room.is_full())));
     }
 
     /// The columns of `table` (at start-up, on the calling thread).
@@ -316,7 +339,7 @@ impl SqliteDb {
                 // Installed and announced on the writer thread, between two batches: a commit's
                 // tables are always named by the schema its answers were stored under.
                 let reloaded = db
-                    .with_writer(move |c| {
+                    .with_writer_as(Room::Freed, move |c| {
                         let started = std::time::Instant::now();
                         let schema = crate::backend::sqlite::introspect::load(c, &exposed).map_err(|e| {
                             shared.load_failed();
@@ -348,13 +371,14 @@ fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
     conn.prepare_cached(sql)?.execute([]).map(drop)
 }
 
-/// A statement or transaction that failed for no fault of the request: busy (503), or
-/// rowgate's error.
+/// A statement or transaction that failed for no fault of the request: busy or a full disk
+/// (503), or rowgate's error.
 fn transaction_failed(e: &rusqlite::Error) -> Error {
     match e.sqlite_error_code() {
         Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
             Error::api(code::CONNECTION, format!("SQLite is busy: {e}"))
         }
+        Some(rusqlite::ErrorCode::DiskFull) => Error::disk_full("the SQLite file", e),
         _ => {
             tracing::error!(error = %e, "an SQLite statement or transaction failed");
             Error::api(code::INTERNAL, format!("SQLite: {e}"))
@@ -367,9 +391,9 @@ fn internal(message: &str) -> Error {
 }
 
 /// SQLite's errors, by their extended result codes: a broken constraint is the client's
-/// mistake (PostgreSQL's SQLSTATE, PostgREST's status), a busy database a 503 (retry), anything
-/// else rowgate's own: requests never put text into SQL, and what SQLite would refuse by its
-/// message alone (a `match` pattern, a text search, JSON text, a conflict target) is refused
+/// mistake (PostgreSQL's SQLSTATE, PostgREST's status), a busy database or a full disk a 503
+/// (retry), anything else rowgate's own: requests never put text into SQL, and what SQLite
+/// would refuse by its message alone (a `match` pattern, a text search, JSON text, a conflict target) is refused
 /// before a statement runs.
 pub fn sqlite_error(e: rusqlite::Error) -> Error {
     use rusqlite::ffi;

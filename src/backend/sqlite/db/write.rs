@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension};
 
+use super::room::{DiskRoom, Room};
 use super::{exec, internal, sqlite_error, transaction_failed, Changed, Listener, RowCapture, SqliteDb};
 use crate::backend::postgres::sql::Statement;
 use crate::error::{sqlstate, Error};
@@ -23,12 +24,26 @@ const MAX_BATCH: usize = 128;
 
 impl SqliteDb {
     /// Runs `f` on the read-write connection, inside the writer's next transaction; its result
-    /// arrives once that has committed.
+    /// arrives once that has committed. Refused (503 RG008) while the disk is full.
     pub async fn with_writer<T: Send + 'static>(
         self: &Arc<Self>,
         f: impl FnOnce(&Connection) -> Result<T, Error> + Send + 'static,
     ) -> Result<T, Error> {
+        self.with_writer_as(Room::Needed, f).await
+    }
+
+    /// [`SqliteDb::with_writer`] for work that needs `room`: what frees it (or writes nothing)
+    /// runs on a full disk too. A write that finds the disk full tells the [`DiskRoom`].
+    pub async fn with_writer_as<T: Send + 'static>(
+        self: &Arc<Self>,
+        room: Room,
+        f: impl FnOnce(&Connection) -> Result<T, Error> + Send + 'static,
+    ) -> Result<T, Error> {
+        if room == Room::Needed && self.room.refuses() {
+            return Err(Error::disk_full("the SQLite file", &"writes wait for room"));
+        }
         let (tx, rx) = tokio::sync::oneshot::channel();
+        let disk = self.room.clone();
         let job: Job = Box::new(move |conn| {
             let result = match conn {
                 Ok(conn) => f(conn),
@@ -37,11 +52,15 @@ impl SqliteDb {
             Box::new(move |commit: Option<&rusqlite::Error>| {
                 // A job that failed says why itself (an interrupted statement ends the whole
                 // transaction, which then cannot commit).
-                let _ = tx.send(match (commit, result) {
+                let answer = match (commit, result) {
                     (_, Err(e)) => Err(e),
                     (Some(e), Ok(_)) => Err(transaction_failed(e)),
                     (None, result) => result,
-                });
+                };
+                if answer.as_ref().is_err_and(Error::is_disk_full) {
+                    disk.filled();
+                }
+                let _ = tx.send(answer);
             })
         });
         self.writer.send(job).map_err(|_| internal("the SQLite writer stopped"))?;
@@ -67,15 +86,16 @@ impl SqliteDb {
     /// at a time; `BEGIN IMMEDIATE` takes the lock up front rather than failing midway).
     /// `respond` turns what it did into its outcome, before the transaction ends: it commits
     /// only if that succeeded and `rollback` is not set.
+    /// `room` says whether it may run on a full disk (a delete).
     pub async fn write<R: Send + 'static>(
         self: &Arc<Self>,
         statements: crate::backend::sqlite::sql::SqliteWrite,
         table: String,
-        rollback: bool,
+        (rollback, room): (bool, Room),
         respond: impl FnOnce(WriteOutput) -> Result<R, Error> + Send + 'static,
     ) -> Result<R, Error> {
         let capture = self.capture.get().cloned();
-        self.with_writer(move |conn| {
+        self.with_writer_as(room, move |conn| {
             in_savepoint(conn, capture.as_deref(), rollback, |conn| {
                 run_write(conn, statements, &table).and_then(respond)
             })
@@ -86,14 +106,15 @@ impl SqliteDb {
     /// Runs an administrator's statements (the dashboard's SQL console and table editor) in a
     /// savepoint of the writer's next batch, as a write runs: realtime sees the rows they
     /// change. Which tables they changed is not known, so the listener hears of
-    /// [`Changed::Unknown`] (the response cache keeps nothing).
+    /// [`Changed::Unknown`] (the response cache keeps nothing). They run on a full disk too:
+    /// an administrator's `DELETE` is how room is made.
     pub async fn run_admin<R: Send + 'static>(
         self: &Arc<Self>,
         f: impl FnOnce(&Connection) -> Result<R, Error> + Send + 'static,
     ) -> Result<R, Error> {
         let capture = self.capture.get().cloned();
         let listener = self.listener.clone();
-        self.with_writer(move |conn| {
+        self.with_writer_as(Room::Freed, move |conn| {
             let result = in_savepoint(conn, capture.as_deref(), false, f);
             if let (Ok(_), Some(listener)) = (&result, listener.get()) {
                 listener(Changed::Unknown);
@@ -173,13 +194,15 @@ pub(super) fn wal_committed(wal: &rusqlite::hooks::Wal, pages: std::ffi::c_int) 
 /// The writer thread: takes the jobs waiting (up to [`MAX_BATCH`]), runs them in one
 /// transaction and commits once — concurrent writers share a commit (and its fsync) instead
 /// of queueing for one each, and none fails with `SQLITE_BUSY`. Checkpoints the log when no
-/// work has come for [`QUIET`]. Ends when the database is dropped.
+/// work has come for [`QUIET`], and on a full disk after every commit, truncating it: the
+/// room a delete freed is the disk's again. Ends when the database is dropped.
 pub(super) fn group_commits(
     conn: &tokio::sync::Mutex<Connection>,
     queue: std::sync::mpsc::Receiver<Job>,
     touched: &Mutex<HashSet<String>>,
     listener: &std::sync::OnceLock<Listener>,
     capture: &std::sync::OnceLock<Arc<dyn RowCapture>>,
+    room: &DiskRoom,
 ) {
     use std::sync::mpsc::RecvTimeoutError;
     loop {
@@ -252,6 +275,10 @@ pub(super) fn group_commits(
         };
         if committed.is_err() {
             let _ = exec(&conn, "ROLLBACK");
+        }
+        if room.is_full() {
+            let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+            WAL_PAGES.set(0);
         }
         drop(conn);
         if let Some(c) = capture.get() {
@@ -373,8 +400,9 @@ mod tests {
         jobs.send(Box::new(|_| panic!("a bug in a write"))).unwrap();
         let (touched, listener, capture) =
             (Mutex::default(), std::sync::OnceLock::new(), std::sync::OnceLock::new());
+        let room = DiskRoom::new(None);
         std::thread::scope(|s| {
-            s.spawn(|| group_commits(&conn, queue, &touched, &listener, &capture));
+            s.spawn(|| group_commits(&conn, queue, &touched, &listener, &capture, &room));
             assert!(!results.recv().unwrap(), "the batch of a panicking write is not committed");
             jobs.send(insert(2, told)).unwrap();
             assert!(results.recv().unwrap(), "a later write is");

@@ -17,10 +17,11 @@ use futures_util::future::BoxFuture;
 use rusqlite::{Connection, OptionalExtension};
 
 use self::tables::*;
-use super::db::SqliteDb;
+use super::db::{Room, SqliteDb};
 use super::rules::{Access, Operation, Rules};
 use crate::auth::Principal;
 use crate::config::Config;
+use crate::error::Error;
 use crate::plan::Condition;
 use crate::schema::SchemaCache;
 use crate::storage::error::StorageError;
@@ -102,13 +103,22 @@ impl SqliteStorage {
         &self,
         f: impl FnOnce(&Connection) -> Result<T, StorageError> + Send + 'static,
     ) -> Result<T, StorageError> {
-        self.write_ending(true, f).await
+        self.write_ending((true, Room::Needed), f).await
     }
 
-    /// [`SqliteStorage::write`], kept if `keep` and `f` succeeded, else rolled back.
+    /// [`SqliteStorage::write`] of a delete, which runs on a full disk too.
+    async fn delete<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, StorageError> + Send + 'static,
+    ) -> Result<T, StorageError> {
+        self.write_ending((true, Room::Freed), f).await
+    }
+
+    /// [`SqliteStorage::write`], kept if `keep` and `f` succeeded, else rolled back; `room` as
+    /// [`SqliteDb::with_writer_as`] takes it.
     async fn write_ending<T: Send + 'static>(
         &self,
-        keep: bool,
+        (keep, room): (bool, Room),
         f: impl FnOnce(&Connection) -> Result<T, StorageError> + Send + 'static,
     ) -> Result<T, StorageError> {
         let (db, reads) = (Arc::clone(&self.db), Arc::clone(&self.server_reads));
@@ -116,7 +126,7 @@ impl SqliteStorage {
         // request that asked for the write is gone.
         let write = tokio::spawn(async move {
             let result = db
-                .with_writer(move |c| {
+                .with_writer_as(room, move |c| {
                     let inner = (|| {
                         c.execute_batch("SAVEPOINT rowgate_storage").map_err(failed)?;
                         let result = f(c);
@@ -126,7 +136,11 @@ impl SqliteStorage {
                         c.execute_batch("RELEASE rowgate_storage").map_err(failed)?;
                         result
                     })();
-                    Ok(inner)
+                    // Told as the writer hears of it, so that the disk's reserve is given back.
+                    match inner {
+                        Err(e) if e.is_disk_full() => Err(Error::disk_full("the SQLite file", &e.message)),
+                        inner => Ok(inner),
+                    }
                 })
                 .await;
             reads.written();
@@ -259,7 +273,7 @@ impl StorageStore for SqliteStorage {
     fn delete_bucket(&self, who: Who, id: String) -> BoxFuture<'_, Result<BucketDeleted, StorageError>> {
         Box::pin(async move {
             let rule = self.rule(&who, "buckets", Operation::Delete)?;
-            self.write(move |c| {
+            self.delete(move |c| {
                 let used: bool = c
                     .query_row(
                         &format!("SELECT EXISTS (SELECT 1 FROM {OBJECTS} WHERE bucket_id = ?1)"),
@@ -322,7 +336,10 @@ impl StorageStore for SqliteStorage {
                 ),
                 None => (None, None),
             };
-            self.write_ending(!put.trial, move |c| put::put_row(c, put, insert_rule, update_rule)).await
+            self.write_ending((!put.trial, Room::Needed), move |c| {
+                put::put_row(c, put, insert_rule, update_rule)
+            })
+            .await
         })
     }
 
@@ -335,7 +352,7 @@ impl StorageStore for SqliteStorage {
         Box::pin(async move {
             let rule = self.rule(&who, "objects", Operation::Delete)?;
             let names = serde_json::to_string(&names).unwrap_or_default();
-            self.write(move |c| {
+            self.delete(move |c| {
                 let mut q = Query::new(format!("DELETE FROM {OBJECTS} AS o WHERE 1"));
                 q.bind(" AND o.bucket_id = ", bucket)
                     .bind(" AND o.name IN (SELECT value FROM json_each(", names)
@@ -353,7 +370,7 @@ impl StorageStore for SqliteStorage {
     fn empty_bucket(&self, who: Who, bucket: String) -> BoxFuture<'_, Result<Vec<String>, StorageError>> {
         Box::pin(async move {
             let rule = self.rule(&who, "objects", Operation::Delete)?;
-            self.write(move |c| {
+            self.delete(move |c| {
                 let mut q = Query::new(format!("DELETE FROM {OBJECTS} WHERE 1"));
                 q.bind(" AND bucket_id = ", bucket).rule(&rule).text(" RETURNING version");
                 let mut s = c.prepare(&q.sql).map_err(failed)?;

@@ -127,6 +127,7 @@ pub(super) fn failed(e: rusqlite::Error) -> StorageError {
             StorageError::unavailable()
         }
         Some(rusqlite::ErrorCode::OperationInterrupted) => StorageError::database_timeout(),
+        Some(rusqlite::ErrorCode::DiskFull) => StorageError::disk_full(),
         _ => {
             tracing::error!(error = %e, "a storage statement failed");
             StorageError::internal("Internal Server Error")
