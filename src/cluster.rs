@@ -213,6 +213,13 @@ impl TempCluster {
         self.pg("pg_ctl", &["-D", path(&data), "-l", path(&log), "-o", &options, "-w", "start"]).map(|_| ())
     }
 
+    /// Promotes a standby to primary (`pg_ctl promote`), as an HA manager does in a failover;
+    /// waits until it takes writes.
+    pub fn promote(&self) -> Result<(), ClusterError> {
+        let data = self.dir.join("data");
+        self.pg("pg_ctl", &["-D", path(&data), "-w", "promote"]).map(|_| ())
+    }
+
     /// The path of a server program of this installation (`pgbench`, `psql`, ...).
     pub fn program(&self, name: &str) -> PathBuf {
         self.bin.join(name)

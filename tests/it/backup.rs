@@ -218,3 +218,55 @@ fn backups_are_of_sqlite_files_only() {
     let (ok, said) = rowgate(&["serve"], &["--backup-schedule".into(), "at three".into()]);
     assert!(!ok && said.contains("is not a cron expression"), "{said}");
 }
+
+/// Litestream as users run it beside the file (docs/reliability.md): the binary npm ships.
+const LITESTREAM: &str =
+    concat!(env!("CARGO_MANIFEST_DIR"), "/tests/js/node_modules/@flydotio/litestream-linux-x64/litestream");
+
+fn litestream(args: &[&str]) -> String {
+    let out = Command::new(LITESTREAM).args(args).output().expect("run litestream");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "litestream {args:?}: {text}");
+    text
+}
+
+fn count(db: &Path) -> i64 {
+    let conn = rusqlite::Connection::open(db).expect("open the restored file");
+    conn.query_row("SELECT count(*) FROM notes", [], |r| r.get(0)).expect("count")
+}
+
+#[test]
+fn litestream_replicates_the_served_file_and_restores_it_to_a_point_in_time() {
+    assert!(Path::new(LITESTREAM).is_file(), "Litestream is missing: cd tests/js && npm ci");
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("app.db");
+    let base = serve(&db, Default::default());
+    let replica = format!("file://{}", dir.path().join("replica").display());
+    let child = Command::new(LITESTREAM)
+        .args(["replicate", &db.display().to_string(), &replica])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start litestream");
+    crate::support::stop_child_with_this_process(child, "true");
+    let insert = |from: i64, to: i64| {
+        for id in from..=to {
+            let r = call(&base, "POST", "/notes", Some(&json!({"id": id, "body": "x"}).to_string()));
+            assert_eq!(r.status, 201, "{}", r.body);
+        }
+    };
+    insert(1, 20);
+    // Litestream copies the log every second.
+    std::thread::sleep(Duration::from_millis(2500));
+    let between = rowgate::storage::time::iso(std::time::SystemTime::now());
+    std::thread::sleep(Duration::from_millis(1500));
+    insert(21, 40);
+    std::thread::sleep(Duration::from_millis(2500));
+
+    let then = dir.path().join("then.db");
+    litestream(&["restore", "-o", &then.display().to_string(), "-timestamp", &between, &replica]);
+    assert_eq!(count(&then), 20, "restored as it was at {between}");
+    let latest = dir.path().join("latest.db");
+    litestream(&["restore", "-o", &latest.display().to_string(), &replica]);
+    assert_eq!(count(&latest), 40);
+}

@@ -27,11 +27,38 @@ pub(super) struct Connection {
 }
 
 impl Connection {
+    /// A replication connection to the primary among `target`'s hosts, tried in order as libpq
+    /// tries them: after a failover the promoted standby is found, and a host that is (again)
+    /// a standby is passed over, since logical slots live on the primary.
     pub(super) async fn open(target: &PgTarget) -> Result<Connection, FeedError> {
+        let hosts = target.config.get_hosts();
+        let mut failed = FeedError::Server("db-uri names no host".into());
+        // A host that does not answer is left for the next one after libpq's `connect_timeout`.
+        let wait = target.config.get_connect_timeout().copied().unwrap_or(std::time::Duration::from_secs(10));
+        for i in 0..hosts.len().max(1) {
+            let opened = tokio::time::timeout(wait, Connection::open_host(target, i))
+                .await
+                .unwrap_or_else(|_| Err(FeedError::Server(format!("host {} did not answer in time", i + 1))));
+            match opened {
+                Ok(mut conn) if hosts.len() > 1 => match conn.command("SELECT pg_is_in_recovery()").await {
+                    Ok(row) if row.first().map(String::as_str) == Some("f") => return Ok(conn),
+                    Ok(_) => failed = FeedError::Server(format!("host {} is a standby", i + 1)),
+                    Err(e) => failed = e,
+                },
+                Ok(conn) => return Ok(conn),
+                Err(e) => failed = e,
+            }
+        }
+        Err(failed)
+    }
+
+    /// A replication connection to `target`'s `i`th host (its port, or the one port given).
+    async fn open_host(target: &PgTarget, i: usize) -> Result<Connection, FeedError> {
         use tokio_postgres::config::Host;
         let config = &target.config;
-        let port = config.get_ports().first().copied().unwrap_or(5432);
-        let stream: Box<dyn Stream> = match config.get_hosts().first() {
+        let ports = config.get_ports();
+        let port = ports.get(i).or(ports.first()).copied().unwrap_or(5432);
+        let stream: Box<dyn Stream> = match config.get_hosts().get(i) {
             Some(Host::Tcp(host)) => {
                 let s = tokio::net::TcpStream::connect((host.as_str(), port)).await?;
                 s.set_nodelay(true)?;
