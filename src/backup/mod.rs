@@ -6,6 +6,7 @@
 //! so the copy's rows and files agree.
 
 pub mod command;
+pub mod s3;
 pub mod schedule;
 
 use std::io::{self, Read, Write};
@@ -251,8 +252,8 @@ pub fn restore(archive: &Path, targets: &Sources, replace: bool) -> Result<Manif
                     let target =
                         disk.path(version).ok_or_else(|| BackupError::Invalid(format!("entry {name}")))?;
                     if !target.exists() {
-                        let partial = staging.path().join(version);
-                        unpack(&mut entry, partial.clone())?;
+                        // Staged in storage-dir itself: the rename stays on its file system.
+                        let partial = unpack(&mut entry, disk.staging_path(version))?;
                         std::fs::create_dir_all(target.parent().unwrap_or(Path::new(".")))?;
                         std::fs::rename(&partial, &target)?;
                     }
@@ -277,7 +278,11 @@ pub fn restore(archive: &Path, targets: &Sources, replace: bool) -> Result<Manif
     }
     std::fs::rename(&database, &targets.database)?;
     if let (Some(from), Some(to)) = (rules, &targets.rules) {
-        std::fs::rename(from, to)?;
+        // The rules may live on another file system than the database.
+        if std::fs::rename(&from, to).is_err() {
+            std::fs::copy(&from, to)?;
+            std::fs::File::open(to)?.sync_all()?;
+        }
     }
     std::fs::File::open(dir)?.sync_all()?;
     Ok(manifest)

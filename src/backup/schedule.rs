@@ -1,6 +1,7 @@
 //! The server's own backups: at each time `backup-schedule` names (a cron expression, UTC) a
-//! backup is taken into `backup-dir` and all but the newest `backup-keep` there are removed;
-//! the dashboard's "back up now" takes one the same way.
+//! backup is taken into `backup-dir` and all but the newest `backup-keep` there are removed,
+//! then uploaded to `backup-s3-url` (pruned the same way) if set; the dashboard's "back up
+//! now" takes one into `backup-dir` the same way.
 
 use std::path::PathBuf;
 use std::time::SystemTime;
@@ -17,6 +18,13 @@ pub fn start(config: &Config) {
     };
     let Ok(cron) = crate::config::parse_schedule(text) else { return };
     let keep = config.backup.keep;
+    let remote = match config.backup.s3.as_ref().map(super::s3::Remote::open).transpose() {
+        Ok(remote) => remote,
+        Err(e) => {
+            tracing::error!(error = %e, "backup-s3-url cannot be used: backups stay in backup-dir only");
+            None
+        }
+    };
     tokio::spawn(async move {
         loop {
             let now = chrono::Utc::now();
@@ -28,11 +36,24 @@ pub fn start(config: &Config) {
                 }
             };
             tokio::time::sleep((next - now).to_std().unwrap_or_default()).await;
-            match take_into(sources.clone(), dir.clone(), Some(keep)).await {
-                Ok(b) => {
-                    tracing::info!(backup = %dir.join(&b.name).display(), bytes = b.bytes, "backup taken")
+            let taken = match take_into(sources.clone(), dir.clone(), Some(keep)).await {
+                Ok(b) => b,
+                Err(e) => {
+                    tracing::error!(error = %e, dir = %dir.display(), "a scheduled backup failed");
+                    continue;
                 }
-                Err(e) => tracing::error!(error = %e, dir = %dir.display(), "a scheduled backup failed"),
+            };
+            tracing::info!(backup = %dir.join(&taken.name).display(), bytes = taken.bytes, "backup taken");
+            let Some(remote) = &remote else { continue };
+            match remote.upload(&dir.join(&taken.name), &taken.name).await {
+                Ok(()) => {
+                    if let Err(e) = remote.prune(keep).await {
+                        tracing::warn!(error = %e, "old backups in backup-s3-url could not be removed");
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, backup = taken.name, "a backup could not be uploaded to backup-s3-url")
+                }
             }
         }
     });

@@ -308,6 +308,11 @@ pub struct ServeArgs {
     /// How many of the newest backups in backup-dir the schedule keeps [default: 7].
     #[arg(long = "backup-keep", env = "ROWGATE_BACKUP_KEEP", value_name = "N")]
     pub backup_keep: Option<usize>,
+    /// SQLite: an S3-compatible bucket (`s3://bucket/prefix`) every backup the server takes is
+    /// also uploaded to, keeping the newest backup-keep there too (storage-s3-endpoint, -region
+    /// and keys apply) [default: none].
+    #[arg(long = "backup-s3-url", env = "ROWGATE_BACKUP_S3_URL", value_name = "URL")]
+    pub backup_s3_url: Option<String>,
     /// Supabase Realtime's API at /realtime/v1: database changes, broadcast and presence over
     /// WebSockets (on PostgreSQL, `rowgate realtime install` first) [default: false].
     #[arg(long = "realtime-enabled", env = "ROWGATE_REALTIME_ENABLED", value_name = "BOOL")]

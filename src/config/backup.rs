@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use super::{invalid, ConfigError, ServeArgs};
+use super::{either, invalid, ConfigError, S3Settings, ServeArgs};
 
 /// Backups of the SQLite file (`backup-*`; docs/reliability.md).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -13,6 +13,9 @@ pub struct BackupSettings {
     pub schedule: Option<String>,
     /// `backup-keep`: how many of the newest backups in `backup-dir` the schedule keeps.
     pub keep: usize,
+    /// `backup-s3-url`: a bucket each backup is also uploaded to (with storage's
+    /// `storage-s3-endpoint`, `-region` and keys, or the environment's).
+    pub s3: Option<S3Settings>,
 }
 
 impl BackupSettings {
@@ -47,7 +50,19 @@ impl BackupSettings {
             };
             Some(folder.join("backups"))
         });
-        Ok(BackupSettings { dir, schedule, keep })
+        let s3 = either(&a.backup_s3_url, &f.backup_s3_url).filter(|u| !u.is_empty()).map(|url| S3Settings {
+            url,
+            endpoint: either(&a.storage_s3_endpoint, &f.storage_s3_endpoint),
+            region: either(&a.storage_s3_region, &f.storage_s3_region),
+            access_key_id: either(&a.storage_s3_access_key_id, &f.storage_s3_access_key_id),
+            secret_access_key: either(&a.storage_s3_secret_access_key, &f.storage_s3_secret_access_key),
+        });
+        if let Some(s3) = &s3 {
+            if !s3.url.starts_with("s3://") || s3.url.len() <= "s3://".len() {
+                return Err(invalid("backup-s3-url", format!("{:?}: expected s3://bucket[/prefix]", s3.url)));
+            }
+        }
+        Ok(BackupSettings { dir, schedule, keep, s3 })
     }
 }
 

@@ -270,3 +270,30 @@ fn litestream_replicates_the_served_file_and_restores_it_to_a_point_in_time() {
     litestream(&["restore", "-o", &latest.display().to_string(), &replica]);
     assert_eq!(count(&latest), 40);
 }
+
+#[test]
+fn scheduled_backups_go_to_an_s3_bucket_too_keeping_the_newest() {
+    let bucket = crate::support::s3::bucket(&format!("backups-{}", std::process::id()));
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("app.db");
+    // The bucket's endpoint and keys are storage's options; storage itself keeps its files on disk.
+    let s3 = crate::support::s3::args(&bucket, "unused", Default::default());
+    let base = serve(
+        &db,
+        rowgate::config::ServeArgs {
+            backup_schedule: Some("* * * * * *".into()),
+            backup_keep: Some(2),
+            backup_s3_url: Some(format!("s3://{bucket}/nightly")),
+            storage_s3_endpoint: s3.storage_s3_endpoint,
+            storage_s3_region: s3.storage_s3_region,
+            storage_s3_access_key_id: s3.storage_s3_access_key_id,
+            storage_s3_secret_access_key: s3.storage_s3_secret_access_key,
+            ..Default::default()
+        },
+    );
+    assert_eq!(call(&base, "POST", "/notes", Some(r#"{"body": "kept"}"#)).status, 201);
+    std::thread::sleep(Duration::from_millis(4500));
+    let keys = crate::support::s3::keys(&bucket, "nightly/");
+    assert_eq!(keys.len(), 2, "{keys:?}");
+    assert!(keys.iter().all(|k| k.starts_with("nightly/rowgate-") && k.ends_with(".tar.gz")), "{keys:?}");
+}

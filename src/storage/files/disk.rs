@@ -213,6 +213,11 @@ impl Disk {
         tried == Err(rustix::io::Errno::WOULDBLOCK)
     }
 
+    /// Where a restored file of `version` is written before it is renamed into place.
+    pub fn staging_path(&self, version: &str) -> PathBuf {
+        self.root.join("tmp").join(format!("restore-{version}"))
+    }
+
     /// The file of `version` for a backup: in place, or kept since the backup began.
     pub fn backed_up(&self, version: &str) -> Option<PathBuf> {
         let kept = self.root.join(KEPT).join(version);

@@ -47,26 +47,8 @@ impl S3 {
     /// `AWS_SESSION_TOKEN`, a container's or an instance's role). Nothing is asked of the bucket
     /// yet: see [`S3::check`].
     pub fn open(settings: &S3Settings) -> Result<S3, String> {
-        let rest = settings
-            .url
-            .strip_prefix("s3://")
-            .ok_or_else(|| format!("storage-s3-url {:?}: expected s3://bucket[/prefix]", settings.url))?;
-        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
-        if bucket.is_empty() {
-            return Err(format!("storage-s3-url {:?}: no bucket", settings.url));
-        }
-        let mut builder = AmazonS3Builder::from_env().with_bucket_name(bucket);
-        if let Some(endpoint) = &settings.endpoint {
-            builder = builder.with_endpoint(endpoint).with_allow_http(endpoint.starts_with("http://"));
-        }
-        if let (Some(id), Some(secret)) = (&settings.access_key_id, &settings.secret_access_key) {
-            builder = builder.with_access_key_id(id).with_secret_access_key(secret);
-        }
-        if let Some(region) = &settings.region {
-            builder = builder.with_region(region);
-        }
-        let store = builder.build().map_err(|e| format!("storage-s3-url {:?}: {e}", settings.url))?;
-        let objects = Path::from(prefix).join("objects");
+        let (store, prefix) = bucket(settings, "storage-s3-url")?;
+        let objects = prefix.join("objects");
         let buffered = Arc::new(tokio::sync::Semaphore::new(UPLOADS_MEMORY));
         Ok(S3 { store: Arc::new(store), objects, buffered })
     }
@@ -170,6 +152,30 @@ impl FileStore for S3 {
     fn old(&self, age: Duration) -> BoxFuture<'_, io::Result<(usize, Vec<String>)>> {
         self.old_objects(age).boxed()
     }
+}
+
+/// The bucket `settings` names (`option`, for its errors) and the prefix under it.
+pub fn bucket(settings: &S3Settings, option: &str) -> Result<(object_store::aws::AmazonS3, Path), String> {
+    let rest = settings
+        .url
+        .strip_prefix("s3://")
+        .ok_or_else(|| format!("{option} {:?}: expected s3://bucket[/prefix]", settings.url))?;
+    let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+    if bucket.is_empty() {
+        return Err(format!("{option} {:?}: no bucket", settings.url));
+    }
+    let mut builder = AmazonS3Builder::from_env().with_bucket_name(bucket);
+    if let Some(endpoint) = &settings.endpoint {
+        builder = builder.with_endpoint(endpoint).with_allow_http(endpoint.starts_with("http://"));
+    }
+    if let (Some(id), Some(secret)) = (&settings.access_key_id, &settings.secret_access_key) {
+        builder = builder.with_access_key_id(id).with_secret_access_key(secret);
+    }
+    if let Some(region) = &settings.region {
+        builder = builder.with_region(region);
+    }
+    let store = builder.build().map_err(|e| format!("{option} {:?}: {e}", settings.url))?;
+    Ok((store, Path::from(prefix)))
 }
 
 fn io_error(e: object_store::Error) -> io::Error {
