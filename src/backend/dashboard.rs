@@ -71,7 +71,7 @@ impl DashboardDb {
     }
 
     async fn make_table(&self, table: NewTable) -> Result<(), Error> {
-        let before = self.schema.load();
+        let name = table.name.clone();
         match (&*self.backend, &self.console) {
             (Backend::Sqlite(lite), _) => sqlite::dashboard::create_table(&lite.db, table).await?,
             (_, Some(c)) => {
@@ -79,11 +79,11 @@ impl DashboardDb {
             }
             _ => return Err(Error::internal("no console connection")),
         }
-        self.reloaded(before).await
+        self.reloaded(|s| s.relation(&self.exposed, &name).is_some()).await
     }
 
     async fn make_column(&self, table: &str, column: NewColumn) -> Result<(), Error> {
-        let before = self.schema.load();
+        let name = column.name.clone();
         match (&*self.backend, &self.console) {
             (Backend::Sqlite(lite), _) => sqlite::dashboard::add_column(&lite.db, table, column).await?,
             (_, Some(c)) => {
@@ -91,11 +91,10 @@ impl DashboardDb {
             }
             _ => return Err(Error::internal("no console connection")),
         }
-        self.reloaded(before).await
+        self.reloaded(|s| s.relation(&self.exposed, table).is_some_and(|r| has_column(r, &name))).await
     }
 
     async fn drop_named(&self, table: &str, column: Option<&str>) -> Result<(), Error> {
-        let before = self.schema.load();
         match (&*self.backend, &self.console) {
             (Backend::Sqlite(lite), _) => sqlite::dashboard::drop_named(&lite.db, table, column).await?,
             (_, Some(c)) => {
@@ -103,7 +102,12 @@ impl DashboardDb {
             }
             _ => return Err(Error::internal("no console connection")),
         }
-        self.reloaded(before).await
+        self.reloaded(|s| match (s.relation(&self.exposed, table), column) {
+            (None, _) => true,
+            (Some(r), Some(column)) => !has_column(r, column),
+            (Some(_), None) => false,
+        })
+        .await
     }
 
     async fn read_rules(&self) -> Result<AccessRules, Error> {
@@ -139,18 +143,26 @@ impl DashboardDb {
         })
     }
 
-    /// Waits (at most 5 s) for the schema cache to be reloaded after a change to the schema.
-    async fn reloaded(&self, before: Option<Arc<crate::schema::SchemaCache>>) -> Result<(), Error> {
-        self.backend.reload_schema();
-        for _ in 0..100 {
-            let now = self.schema.load();
-            if now.is_some() && !matches!((&before, &now), (Some(a), Some(b)) if Arc::ptr_eq(a, b)) {
+    /// Waits (at most 10 s) until the schema cache shows what the editor changed: a reload
+    /// already under way when the change committed may not have seen it, so it is asked for
+    /// again now and then.
+    async fn reloaded(&self, shows: impl Fn(&crate::schema::SchemaCache) -> bool) -> Result<(), Error> {
+        for attempt in 0..200 {
+            if attempt % 40 == 0 {
+                self.backend.reload_schema();
+            }
+            if self.schema.load().is_some_and(|s| shows(&s)) {
                 return Ok(());
             }
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
-        Err(Error::internal("the schema changed but the schema cache was not reloaded within 5 s"))
+        Err(Error::internal("the schema changed but the schema cache did not show it within 10 s"))
     }
+}
+
+/// Whether `relation` has a column `name`.
+fn has_column(relation: &crate::schema::Relation, name: &str) -> bool {
+    relation.columns.iter().any(|c| c.name == name)
 }
 
 impl DashboardDatabase for DashboardDb {

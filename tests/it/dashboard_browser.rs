@@ -60,6 +60,7 @@ fn a_first_run_in_the_browser_on_sqlite() {
 
 #[test]
 fn a_first_run_in_the_browser_on_postgresql() {
+    let roles = crate::support::roles_lock();
     sql("DROP DATABASE IF EXISTS dashboard_browser");
     sql("CREATE DATABASE dashboard_browser");
     let cfg: tokio_postgres::Config = harness().superuser_uri.parse().expect("uri");
@@ -75,6 +76,7 @@ fn a_first_run_in_the_browser_on_postgresql() {
     ))
     .expect("install");
     sql_at(&superuser, "ALTER ROLE \"Authenticator\" PASSWORD 'secret'");
+    drop(roles);
     let dir = tempfile::tempdir().expect("dir");
     let (base, link) = serve_in(
         dir.path(),

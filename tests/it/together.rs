@@ -53,8 +53,7 @@ delete = { authenticated = "owner=eq.@jwt.sub", service_role = "true" }
 fn database(name: &str) -> String {
     // One at a time: the installs grant cluster-wide roles, which PostgreSQL refuses to change
     // from two sessions at once ("tuple concurrently updated").
-    static SETUP: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _one_at_a_time = SETUP.lock().unwrap_or_else(|e| e.into_inner());
+    let _one_at_a_time = crate::support::roles_lock();
     crate::storage::setup();
     sql(r#"DO $$ BEGIN CREATE ROLE "Replicator" LOGIN PASSWORD 'secret';
            EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$"#);

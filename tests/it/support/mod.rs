@@ -84,6 +84,14 @@ pub fn authenticator_uri(superuser_uri: &str) -> String {
     format!("postgres://Authenticator:secret@{host}:{port}/{db}")
 }
 
+/// Held while a test changes the test cluster's roles (`rowgate install`, `ALTER ROLE`): they
+/// are cluster-wide, and PostgreSQL refuses to change one from two sessions at once ("tuple
+/// concurrently updated").
+pub fn roles_lock() -> std::sync::MutexGuard<'static, ()> {
+    static ROLES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ROLES.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Starts an in-process rowgate with `args` on a free loopback port; returns its base URL.
 /// It runs until the test binary exits.
 pub fn start_server(mut args: ServeArgs) -> String {
