@@ -63,11 +63,9 @@ pub fn backup(args: &BackupArgs) -> ExitCode {
         Ok(s) => s,
         Err(code) => return code,
     };
-    let out = match (&args.out, &config.backup.dir) {
-        (Some(out), _) => out.clone(),
-        (None, Some(dir)) => dir.join(file_name(std::time::SystemTime::now())),
-        (None, None) => PathBuf::from(file_name(std::time::SystemTime::now())),
-    };
+    let out = args.out.clone().unwrap_or_else(|| {
+        config.backup.dir.clone().unwrap_or_default().join(file_name(std::time::SystemTime::now()))
+    });
     match take(&sources, &out) {
         Ok(m) => {
             println!("{}: {}", out.display(), summary(&m));

@@ -171,8 +171,7 @@ fn append<W: Write>(tar: &mut tar::Builder<W>, name: &str, data: &mut dyn Read, 
     let mut header = tar::Header::new_gnu();
     header.set_size(len);
     header.set_mode(0o644);
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs());
-    header.set_mtime(now.unwrap_or(0));
+    header.set_mtime(crate::accounts::store::unix_now().max(0) as u64);
     header.set_cksum();
     tar.append_data(&mut header, name, data)
 }
