@@ -15,6 +15,7 @@ mod banner;
 pub mod cache;
 pub mod cluster;
 pub mod config;
+pub mod cron;
 pub mod dashboard;
 pub mod error;
 pub mod format;
@@ -28,6 +29,7 @@ pub mod response;
 pub mod schema;
 pub mod server;
 pub mod storage;
+pub mod webhooks;
 
 /// Lower-case hex digits of `bytes` (key and token hashes, random ids): one allocation, where
 /// `format!("{b:02x}")` per byte made one per byte.

@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 use rowgate::backend::Install;
 use rowgate::config::{Config, ServeArgs};
 
+mod apikey_command;
 mod demo;
 
 #[global_allocator]
@@ -48,6 +49,26 @@ enum Command {
         #[arg(long = "replication-role")]
         replication_role: Option<String>,
     },
+    /// Set up database webhooks in a PostgreSQL database (also part of `rowgate install`):
+    /// pg_net's `net.http_get`, `net.http_post` and `net.http_delete` and Supabase's
+    /// `supabase_functions.http_request`, whose requests rowgate sends after commit.
+    Webhooks {
+        /// Connection URI of a superuser.
+        #[arg(long = "db-uri", env = "ROWGATE_DB_URI", global = true, value_name = "URI")]
+        db_uri: Option<String>,
+        #[command(subcommand)]
+        action: RoleInstall,
+    },
+    /// Set up pg_cron's `cron.schedule`, `cron.unschedule`, `cron.job` and
+    /// `cron.job_run_details` in a PostgreSQL database, the jobs run by rowgate (also part of
+    /// `rowgate install`).
+    Cron {
+        /// Connection URI of a superuser.
+        #[arg(long = "db-uri", env = "ROWGATE_DB_URI", global = true, value_name = "URI")]
+        db_uri: Option<String>,
+        #[command(subcommand)]
+        action: RoleInstall,
+    },
     /// Set up the built-in accounts (`accounts-enabled`) in a PostgreSQL database.
     Accounts {
         /// Connection URI of a role that may create the `rowgate` schema or owns it.
@@ -62,7 +83,7 @@ enum Command {
         #[arg(long = "db-uri", env = "ROWGATE_DB_URI", global = true, value_name = "URI")]
         db_uri: Option<String>,
         #[command(subcommand)]
-        action: StorageAction,
+        action: RoleInstall,
     },
     /// Set up what Supabase Realtime's API (`realtime-enabled`) needs of a PostgreSQL database.
     Realtime {
@@ -87,7 +108,7 @@ enum Command {
         #[arg(long = "db-uri", env = "ROWGATE_DB_URI", global = true, value_name = "URI")]
         db_uri: Option<String>,
         #[command(subcommand)]
-        action: ApikeyAction,
+        action: apikey_command::ApikeyAction,
     },
     /// Install or remove the triggers that keep the response cache current.
     Cache {
@@ -220,11 +241,11 @@ enum AccountsAction {
     },
 }
 
+/// `rowgate storage|webhooks|cron install`.
 #[derive(Subcommand)]
-enum StorageAction {
-    /// Create `storage.buckets` and `storage.objects` (Supabase's columns, row-level security
-    /// on), their helper functions, `auth.uid()` and its kin where missing, and let `--role`
-    /// (the role rowgate serves as) and the roles it may become use them. Safe to run again.
+enum RoleInstall {
+    /// Create the schema's tables and functions, and let `--role` (the role rowgate serves as)
+    /// and the roles it may become use them. Safe to run again.
     Install {
         /// The role rowgate connects as.
         #[arg(long)]
@@ -256,34 +277,6 @@ enum AdminAction {
         /// Their password, at least 10 characters.
         #[arg(long, env = "ROWGATE_ADMIN_PASSWORD", hide_env_values = true)]
         password: String,
-    },
-}
-
-#[derive(Subcommand)]
-enum ApikeyAction {
-    /// Create the key store (also done by the other commands).
-    Install,
-    /// Create a key and print it once; only its hash is stored.
-    Create {
-        /// The role requests with this key run as.
-        #[arg(long)]
-        role: String,
-        /// A name to list and revoke it by.
-        #[arg(long, default_value = "")]
-        name: String,
-        /// Lifetime, e.g. 90d, 12h, 30m.
-        #[arg(long)]
-        expires: Option<String>,
-        /// Extra claims (a JSON object) for request.jwt.claims.
-        #[arg(long)]
-        claims: Option<String>,
-    },
-    /// List the keys (never the keys themselves).
-    List,
-    /// Revoke keys by id, name or the key itself.
-    Revoke {
-        /// Id, name or key.
-        which: String,
     },
 }
 
@@ -336,13 +329,19 @@ fn main() -> ExitCode {
         Command::Realtime { db_uri, action: RealtimeAction::Install { replication_role } } => {
             runtime.block_on(install(db_uri, Install::Realtime { replication_role }))
         }
-        Command::Storage { db_uri, action: StorageAction::Install { role } } => {
+        Command::Storage { db_uri, action: RoleInstall::Install { role } } => {
             runtime.block_on(install(db_uri, Install::Storage { role }))
+        }
+        Command::Webhooks { db_uri, action: RoleInstall::Install { role } } => {
+            runtime.block_on(install(db_uri, Install::Webhooks { role }))
+        }
+        Command::Cron { db_uri, action: RoleInstall::Install { role } } => {
+            runtime.block_on(install(db_uri, Install::Cron { role }))
         }
         Command::Admin { db_uri, action: AdminAction::Create { email, password } } => {
             runtime.block_on(admin_create(db_uri, email, password))
         }
-        Command::Apikey { db_uri, action } => runtime.block_on(apikey(db_uri, action)),
+        Command::Apikey { db_uri, action } => runtime.block_on(apikey_command::run(db_uri, action)),
         Command::Cache { db_uri, action } => runtime.block_on(install(
             db_uri,
             match action {
@@ -528,61 +527,6 @@ async fn admin_create(db_uri: Option<String>, email: String, password: String) -
             eprintln!("rowgate: an administrator with that address exists");
             ExitCode::FAILURE
         }
-        Err(e) => {
-            eprintln!("rowgate: {e}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-async fn apikey(db_uri: Option<String>, action: ApikeyAction) -> ExitCode {
-    use rowgate::apikey::admin::{parse_duration, KeyCommand};
-    let Some(uri) = db_uri else {
-        eprintln!("rowgate: missing db-uri: set --db-uri or ROWGATE_DB_URI");
-        return ExitCode::from(2);
-    };
-    let command = match action {
-        ApikeyAction::Install => KeyCommand::Install,
-        ApikeyAction::Create { role, name, expires, claims } => {
-            let expires = match expires.as_deref().map(parse_duration).transpose() {
-                Ok(e) => e,
-                Err(e) => {
-                    eprintln!("rowgate: {e}");
-                    return ExitCode::from(2);
-                }
-            };
-            let claims = match claims.as_deref().map(serde_json::from_str::<serde_json::Value>).transpose() {
-                Ok(None) => serde_json::Map::new(),
-                Ok(Some(serde_json::Value::Object(m))) => m,
-                _ => {
-                    eprintln!("rowgate: --claims must be a JSON object");
-                    return ExitCode::from(2);
-                }
-            };
-            KeyCommand::Create { role, name, expires, claims }
-        }
-        ApikeyAction::List => KeyCommand::List,
-        ApikeyAction::Revoke { which } => KeyCommand::Revoke { which },
-    };
-    let revoking = match &command {
-        KeyCommand::Revoke { which } => Some(which.clone()),
-        _ => None,
-    };
-    match rowgate::backend::Backend::apikey_admin(&uri, command).await {
-        Ok(lines) => match revoking {
-            Some(which) if lines.first().is_none_or(|n| n == "0") => {
-                eprintln!("rowgate: no active key matches {which:?}");
-                ExitCode::FAILURE
-            }
-            Some(_) => {
-                println!("revoked {} key(s)", lines.first().map_or("0", String::as_str));
-                ExitCode::SUCCESS
-            }
-            None => {
-                lines.iter().for_each(|l| println!("{l}"));
-                ExitCode::SUCCESS
-            }
-        },
         Err(e) => {
             eprintln!("rowgate: {e}");
             ExitCode::FAILURE

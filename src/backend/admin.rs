@@ -1,5 +1,5 @@
 //! The `rowgate` commands that administer a database directly, on a connection of their own
-//! rather than the server's pool: the installs (`cache`, `accounts`, `realtime`, `storage`),
+//! rather than the server's pool: the installs (`cache`, `accounts`, `realtime`, `storage`, `webhooks`, `cron`),
 //! the API-key store, the dashboard's administrators, the schema read once for `rowgate gen types`, and the demo's SQLite file. The command line
 //! (`main.rs`) reaches the databases only through these.
 
@@ -31,6 +31,18 @@ pub enum Install {
     },
     /// `rowgate storage install`: storage's schema, under row-level security, usable by `role`.
     Storage {
+        /// The role rowgate connects as.
+        role: String,
+    },
+    /// `rowgate webhooks install`: pg_net's `net.http_*` and `supabase_functions.http_request`,
+    /// their requests sent by rowgate connecting as `role`.
+    Webhooks {
+        /// The role rowgate connects as.
+        role: String,
+    },
+    /// `rowgate cron install`: pg_cron's `cron.schedule` and its tables, the jobs run by
+    /// rowgate connecting as `role`.
+    Cron {
         /// The role rowgate connects as.
         role: String,
     },
@@ -66,6 +78,15 @@ impl Backend {
                     .await
                     .map(|done| format!("installed\n  {}", done.join("\n  ")))
             }
+            Install::Webhooks { role } => postgres::net::install(&c, &role).await.map(|()| {
+                format!(
+                    "webhooks installed: net.http_get/post/delete and supabase_functions.http_request queue \
+                     requests that role {role}'s servers send"
+                )
+            }),
+            Install::Cron { role } => postgres::cron::install(&c, &role).await.map(|()| {
+                format!("cron installed: cron.schedule's jobs run by role {role}'s servers, each as the role that scheduled it")
+            }),
             Install::Storage { role } => postgres::storage::install(&c, &role).await.map(|()| {
                 format!(
                     "storage installed in schema storage (row-level security on, no policies yet); \

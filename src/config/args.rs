@@ -594,4 +594,7 @@ pub struct ServeArgs {
     /// every route, e.g. `films: public, max-age=60; *: no-cache`.
     #[arg(long = "cache-control", env = "ROWGATE_CACHE_CONTROL", value_name = "RULES")]
     pub cache_control: Option<String>,
+    #[command(flatten)]
+    #[serde(skip)]
+    pub platform: super::PlatformArgs,
 }

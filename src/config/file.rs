@@ -4,8 +4,6 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
-
 use super::{postgrest, ConfigError, ServeArgs};
 
 /// What the file and the `PGRST_*` variables give.
@@ -51,7 +49,7 @@ pub(super) fn read(path: Option<&Path>) -> Result<Layer, ConfigError> {
     layers.table.extend(env.table);
     layers.app_settings.extend(env.app_settings);
     layers.ignored.extend(env.ignored);
-    let args = ServeArgs::deserialize(toml::Value::Table(layers.table)).map_err(|e| {
+    let args = ServeArgs::from_table(layers.table).map_err(|e| {
         let path = path.map_or_else(|| PathBuf::from("PGRST_* variables"), Path::to_owned);
         ConfigError::File { path, reason: e.to_string().replace('\n', " ") }
     })?;

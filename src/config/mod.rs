@@ -10,6 +10,7 @@ mod args;
 mod backup;
 mod cache;
 mod choices;
+mod cron;
 mod dashboard;
 mod db;
 mod db_uri;
@@ -17,7 +18,9 @@ mod file;
 mod jwt;
 pub mod jwt_secret;
 mod mail;
+mod net;
 mod openapi;
+mod platform_args;
 pub mod postgrest;
 pub mod providers;
 mod proxy_uri;
@@ -34,12 +37,15 @@ pub use args::ServeArgs;
 pub use backup::{parse_schedule, BackupSettings};
 pub use cache::CacheSettings;
 pub use choices::{ErrorVerbosity, LogLevel, OpenApiMode, OpenApiVersion, TxEnd};
+pub use cron::CronSettings;
 pub use dashboard::DashboardSettings;
 pub use db::DbSettings;
 pub use db_uri::{PgUri, RootCerts, SslMode, TlsOptions};
 pub use jwt::JwtSettings;
 pub use mail::{MailSettings, SmtpSettings, SmtpTls};
+pub use net::NetSettings;
 pub use openapi::OpenApiSettings;
+pub use platform_args::PlatformArgs;
 pub use proxy_uri::ProxyUri;
 pub use rate_limit::{Rate, RateLimits};
 pub use realtime::RealtimeSettings;
@@ -149,6 +155,10 @@ pub struct Config {
     pub backup: BackupSettings,
     /// `cache-*`: the response cache.
     pub cache: CacheSettings,
+    /// `net-*`: the requests sent for the database (webhooks).
+    pub net: NetSettings,
+    /// `cron-*`: pg_cron's jobs.
+    pub cron: CronSettings,
     /// `static-dir`, if files are served.
     pub static_dir: Option<PathBuf>,
     /// `static-prefix`: `/` or `/path` (no trailing slash).
@@ -200,6 +210,8 @@ impl Config {
             _ => None,
         };
         let backup = BackupSettings::from_args(&a, &file, sqlite_file)?;
+        let net = NetSettings::from_args(&a.platform, &file.platform)?;
+        let cron = CronSettings::from_args(&a.platform, &file.platform, db.sqlite.is_some())?;
         let (static_dir, static_prefix, api_prefix) = paths(
             a.static_dir.clone().or(file.static_dir.clone()),
             a.static_prefix.clone().or(file.static_prefix.clone()),
@@ -255,6 +267,8 @@ impl Config {
             dashboard,
             backup,
             cache,
+            net,
+            cron,
             static_dir,
             static_prefix,
             api_prefix,

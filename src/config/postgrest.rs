@@ -6,8 +6,6 @@
 
 use std::collections::BTreeMap;
 
-use serde::Deserialize;
-
 use super::ServeArgs;
 
 /// A value as the file writes it.
@@ -355,7 +353,7 @@ fn typed(key: &str, value: &Value) -> Result<Option<toml::Value>, String> {
     for candidate in candidates {
         let mut one = toml::Table::new();
         one.insert(key.to_owned(), candidate.clone());
-        match ServeArgs::deserialize(toml::Value::Table(one)) {
+        match ServeArgs::from_table(one) {
             Ok(_) => return Ok(Some(candidate)),
             Err(e) if e.to_string().contains("unknown field") => return Ok(None),
             Err(e) => refusal = Some(e.to_string()),

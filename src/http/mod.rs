@@ -323,6 +323,7 @@ fn metrics(state: &AppState) -> Response<Body> {
     }
     state.rate_limits.metrics(&mut out);
     crate::error::disk::render_metrics(&mut out);
+    crate::webhooks::render_metrics(&mut out);
     // PostgREST's metrics, under its names.
     state.backend.render_metrics(&mut out);
     state.schema.render_metrics(&mut out);

@@ -15,7 +15,7 @@ use serde_json::json;
 use crate::support::{harness, send_to, sql, JWT_SECRET};
 
 /// Starts the binary in `dir` with `args`; its base URL once the banner names it.
-fn start(dir: &Path, args: &[&str]) -> (Child, String) {
+pub fn start(dir: &Path, args: &[&str]) -> (Child, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_rowgate"))
         .arg("serve")
         .args(["--server-host", "127.0.0.1", "--server-port", "0", "--jwt-secret", JWT_SECRET])

@@ -18,12 +18,14 @@ pub mod accounts_install;
 pub mod apikey;
 pub mod changes;
 mod conn;
+pub mod cron;
 pub mod dashboard;
 pub mod dependencies;
 mod hooks;
 mod identities;
 pub mod introspect;
 mod mfa;
+pub mod net;
 mod notifications;
 mod oauth_server;
 mod passkeys;
@@ -96,6 +98,12 @@ impl PgBackend {
         };
         let db = Db::new(&config, &target);
         let replicas = replicas::Replicas::start(&config, target.clone())?;
+        net::spawn(direct.clone(), config.net.clone());
+        let jobs = match &config.cron.db_uri {
+            Some(uri) => Arc::new(PgTarget::parse(uri).map_err(|e| e.replace("db-uri", "cron-db-uri"))?),
+            None => direct.clone(),
+        };
+        cron::spawn(jobs, config.cron.history);
         let reloader = reload::Reloader::start(
             config.clone(),
             reload::Direct { target: direct, replication },

@@ -1,8 +1,8 @@
 //! `rowgate install`: what a Supabase app needs of a PostgreSQL database, in one command run as
 //! a superuser — Supabase's roles (`anon`, `authenticated`, `service_role`, and the login role
 //! rowgate connects as, which may become them), their grants on schema `public` as Supabase
-//! makes them (row-level security is what guards a table), then the accounts, storage and
-//! realtime installs. Safe to run again: what exists is kept and said so.
+//! makes them (row-level security is what guards a table), then the accounts, storage,
+//! realtime, webhooks and cron installs. Safe to run again: what exists is kept and said so.
 
 use tokio_postgres::Client;
 
@@ -16,7 +16,7 @@ const API_ROLES: [(&str, &str); 3] = [
     ("service_role", "NOLOGIN NOINHERIT BYPASSRLS"),
 ];
 
-fn quoted(name: &str) -> String {
+pub(super) fn quoted(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
@@ -103,5 +103,13 @@ pub async fn install(c: &Client, role: &str, replication_role: Option<&str>) -> 
     done.push("storage: storage.buckets and storage.objects, row-level security on (no policies yet)".into());
     let realtime = super::changes::install::install_realtime(c, replication_role).await?;
     done.push(format!("realtime: {realtime}"));
+    super::net::install(c, role).await?;
+    done.push(
+        "webhooks: net.http_get/post/delete and supabase_functions.http_request, sent by rowgate".into(),
+    );
+    super::cron::install(c, role).await?;
+    done.push(
+        "cron: cron.schedule and cron.unschedule, cron.job and cron.job_run_details, run by rowgate".into(),
+    );
     Ok(done)
 }

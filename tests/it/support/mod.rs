@@ -219,6 +219,7 @@ pub fn page_test(script: &str, env: &[(&str, &str)]) -> serde_json::Value {
 
 pub mod oidc;
 pub mod pgbouncer;
+pub mod receiver;
 pub mod replica;
 pub mod s3;
 pub mod smtp;

@@ -1,0 +1,224 @@
+//! pg_cron without pg_cron (docs/cron.md): `install.sql` keeps the jobs in `cron.job`; here
+//! every instance's scheduler reads them (again whenever `cron.job` changes), and at each tick
+//! starts a job only if its run for that tick is not recorded yet — so a tick runs once however
+//! many instances serve — on a connection of its own, as the role that scheduled it, and
+//! records the outcome in `cron.job_run_details`, keeping a job's newest `cron-history` runs.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tokio_postgres::{AsyncMessage, Client};
+
+use super::apikey::message;
+use super::tls::PgTarget;
+use crate::cron::Schedule;
+
+const INSTALL_SQL: &str = include_str!("install.sql");
+
+/// The channel `cron._changed()` notifies.
+const CHANNEL: &str = "rowgate_cron";
+
+/// How often the jobs are read again though nothing said they changed (and a server without
+/// the schema looks again).
+const RELOAD: Duration = Duration::from_secs(30);
+
+/// Creates `cron` (safe to run again) and lets `role` — the one rowgate connects as — read
+/// every role's jobs and record their runs.
+pub async fn install(c: &Client, role: &str) -> Result<(), String> {
+    let role = super::supabase_install::quoted(role);
+    c.batch_execute(&format!(
+        "BEGIN; SELECT pg_advisory_xact_lock(7317003); {INSTALL_SQL}
+         GRANT USAGE ON SCHEMA cron TO {role};
+         GRANT EXECUTE ON FUNCTION cron._jobs(), cron._start(bigint, double precision),
+           cron._running(bigint, integer), cron._ended(bigint, boolean, text, integer) TO {role};
+         COMMIT;"
+    ))
+    .await
+    .map_err(message)
+}
+
+/// A job as the scheduler keeps it.
+struct Job {
+    schedule: Schedule,
+    /// Its text, to tell whether it changed.
+    text: String,
+    command: String,
+    username: String,
+    next: Option<DateTime<Utc>>,
+}
+
+/// Starts this instance's scheduler on `target` (`cron-db-uri`, else `db-uri-direct`), keeping
+/// `keep` runs of each job; it runs nothing until the schema is installed.
+pub fn spawn(target: Arc<PgTarget>, keep: u32) {
+    tokio::spawn(async move {
+        let mut failures = 0u32;
+        loop {
+            let started = tokio::time::Instant::now();
+            let wait = match schedule(&target, keep).await {
+                Ok(false) => RELOAD,
+                Ok(true) => Duration::from_secs(1),
+                Err(e) => {
+                    failures = if started.elapsed() > RELOAD { 1 } else { failures.saturating_add(1) };
+                    tracing::warn!(error = %message(e), "the cron scheduler lost its connection");
+                    Duration::from_millis(250 << failures.min(7)).min(RELOAD)
+                }
+            };
+            tokio::time::sleep(wait).await;
+        }
+    });
+}
+
+/// Runs the jobs until the connection ends; `false` at once if `cron` is not rowgate's.
+async fn schedule(target: &Arc<PgTarget>, keep: u32) -> Result<bool, tokio_postgres::Error> {
+    let (client, mut connection) = target.config.connect(target.connector()).await?;
+    let changed = Arc::new(tokio::sync::Notify::new());
+    let heard = changed.clone();
+    let mut driver = tokio::spawn(async move {
+        loop {
+            match futures_util::future::poll_fn(|cx| connection.poll_message(cx)).await {
+                Some(Ok(AsyncMessage::Notification(_))) => heard.notify_one(),
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Err(e),
+                None => return Ok(()),
+            }
+        }
+    });
+    let installed: bool = client
+        .query_one(
+            "SELECT coalesce(obj_description(to_regnamespace('cron'), 'pg_namespace') LIKE 'rowgate:%', false)",
+            &[],
+        )
+        .await?
+        .get(0);
+    if !installed {
+        return Ok(false);
+    }
+    let client = Arc::new(client);
+    client.batch_execute(&format!("LISTEN {CHANNEL}")).await?;
+    tracing::info!("running pg_cron's jobs");
+    let mut jobs: HashMap<i64, Job> = HashMap::new();
+    let running: Arc<Mutex<HashSet<i64>>> = Arc::default();
+    load(&client, &mut jobs).await?;
+    let mut reloaded = tokio::time::Instant::now();
+    loop {
+        let now = Utc::now();
+        let due = jobs.values().filter_map(|j| j.next).min();
+        let wait = due.map_or(RELOAD, |at| crate::cron::until(at, now)).min(RELOAD);
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            () = changed.notified() => {
+                load(&client, &mut jobs).await?;
+                continue;
+            }
+            ended = &mut driver => {
+                return match ended {
+                    Ok(Err(e)) => Err(e),
+                    _ => Ok(true),
+                };
+            }
+        }
+        let now = Utc::now();
+        for (&id, job) in jobs.iter_mut() {
+            let Some(tick) = job.next.filter(|t| *t <= now) else { continue };
+            job.next = job.schedule.next_after(now.max(tick));
+            // A run still going on here is not started again (as pg_cron waits for it).
+            if running.lock().unwrap_or_else(|e| e.into_inner()).contains(&id) {
+                continue;
+            }
+            let tick = tick.timestamp() as f64;
+            let Some(row) = client.query_opt("SELECT cron._start($1, $2)", &[&id, &tick]).await? else {
+                continue;
+            };
+            let Some(run) = row.get::<_, Option<i64>>(0) else { continue };
+            running.lock().unwrap_or_else(|e| e.into_inner()).insert(id);
+            let (target, client, running) = (target.clone(), client.clone(), running.clone());
+            let (command, username) = (job.command.clone(), job.username.clone());
+            tokio::spawn(async move {
+                let (succeeded, said) = run_job(&target, &client, run, &command, &username).await;
+                if !succeeded {
+                    tracing::warn!(job = id, run, error = %said, "a cron job failed");
+                }
+                if let Err(e) = client
+                    .execute("SELECT cron._ended($1, $2, $3, $4)", &[&run, &succeeded, &said, &(keep as i32)])
+                    .await
+                {
+                    tracing::warn!(job = id, run, error = %message(e), "a cron job's run could not be recorded");
+                }
+                running.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+            });
+        }
+        if reloaded.elapsed() > RELOAD {
+            load(&client, &mut jobs).await?;
+            reloaded = tokio::time::Instant::now();
+        }
+    }
+}
+
+/// Reads the active jobs, keeping the next tick of those whose schedule did not change.
+async fn load(client: &Client, jobs: &mut HashMap<i64, Job>) -> Result<(), tokio_postgres::Error> {
+    let now = Utc::now();
+    let mut read = HashMap::new();
+    for row in client.query("SELECT jobid, schedule, command, username FROM cron._jobs()", &[]).await? {
+        let (id, text): (i64, String) = (row.get(0), row.get(1));
+        let schedule = match Schedule::parse(&text) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(job = id, error = %e, "a cron job's schedule cannot be read: it does not run");
+                continue;
+            }
+        };
+        let next = match jobs.remove(&id) {
+            Some(old) if old.text == text => old.next,
+            _ => schedule.next_after(now),
+        };
+        read.insert(id, Job { schedule, text, command: row.get(2), username: row.get(3), next });
+    }
+    *jobs = read;
+    Ok(())
+}
+
+/// Runs `command` as `username` on a connection of its own; whether it succeeded, and what
+/// pg_cron would record as its `return_message`.
+async fn run_job(
+    target: &PgTarget,
+    recorder: &Client,
+    run: i64,
+    command: &str,
+    username: &str,
+) -> (bool, String) {
+    let c = match super::connect(target).await {
+        Ok(c) => c,
+        Err(e) => return (false, format!("could not connect to run the job: {}", message(e))),
+    };
+    let pid: i32 = match c.query_one("SELECT pg_backend_pid()", &[]).await {
+        Ok(row) => row.get(0),
+        Err(e) => return (false, message(e)),
+    };
+    if let Err(e) = recorder.execute("SELECT cron._running($1, $2)", &[&run, &pid]).await {
+        tracing::warn!(run, error = %message(e), "a cron job's start could not be recorded");
+    }
+    let mut become_role = String::from("SET ROLE ");
+    crate::backend::push_ident(&mut become_role, username);
+    if let Err(e) = c.batch_execute(&become_role).await {
+        return (false, format!("{} (the job runs as the role that scheduled it)", message(e)));
+    }
+    match c.simple_query(command).await {
+        Ok(messages) => {
+            let rows = messages.iter().rev().find_map(|m| match m {
+                tokio_postgres::SimpleQueryMessage::CommandComplete(n) => Some(*n),
+                _ => None,
+            });
+            (
+                true,
+                match rows {
+                    Some(1) => "1 row".to_owned(),
+                    Some(n) => format!("{n} rows"),
+                    None => String::new(),
+                },
+            )
+        }
+        Err(e) => (false, message(e)),
+    }
+}

@@ -1,0 +1,263 @@
+//! pg_net's `net.http_*` and Supabase's `supabase_functions.http_request` without pg_net
+//! (docs/webhooks.md): `install.sql` queues a request as a row of the caller's transaction;
+//! here every instance's sender takes the committed rows that are due — each row by one
+//! instance, `FOR UPDATE SKIP LOCKED` and a lease in `claimed_until` —, sends them through
+//! [`Outbound`], and records the answer in `net._http_response`, or puts the row back with a
+//! later `not_before` when the answer says "try again". A row leaves the queue only with its
+//! answer recorded, so a sender that dies mid-request leaves it to be sent again once its
+//! lease ends: at least once.
+
+use std::time::Duration;
+
+use tokio::task::JoinSet;
+use tokio_postgres::{AsyncMessage, Client};
+
+use super::apikey::message;
+use super::tls::PgTarget;
+use crate::config::NetSettings;
+use crate::webhooks::{backoff, Outbound, Request, Sent};
+
+const INSTALL_SQL: &str = include_str!("install.sql");
+
+/// The channel `net._wake()` notifies when requests are queued.
+const CHANNEL: &str = "rowgate_net";
+
+/// How often a sender looks for due requests without being woken: retries coming due, and
+/// rows whose sender died.
+const POLL: Duration = Duration::from_secs(1);
+
+/// How often a server without the schema looks again, and old responses are removed.
+const SELDOM: Duration = Duration::from_secs(30);
+
+/// Creates `net` and `supabase_functions` (safe to run again) and lets `role` — the one
+/// rowgate connects as — send and record what is queued, and `service_role` queue requests.
+pub async fn install(c: &Client, role: &str) -> Result<(), String> {
+    let role = super::supabase_install::quoted(role);
+    c.batch_execute(&format!(
+        "BEGIN; SELECT pg_advisory_xact_lock(7317002); {INSTALL_SQL}
+         GRANT USAGE ON SCHEMA net TO {role};
+         GRANT SELECT, UPDATE, DELETE ON net.http_request_queue TO {role};
+         GRANT SELECT, INSERT, DELETE ON net._http_response TO {role};
+         DO $$ BEGIN
+           IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'service_role') THEN
+             GRANT USAGE ON SCHEMA net, supabase_functions TO service_role;
+             GRANT EXECUTE ON FUNCTION net._queue(text, text, jsonb, jsonb, bytea, integer),
+               net.http_get(text, jsonb, jsonb, integer), net.http_post(text, jsonb, jsonb, jsonb, integer),
+               net.http_delete(text, jsonb, jsonb, integer, jsonb),
+               net._http_collect_response(bigint, boolean), net.http_collect_response(bigint, boolean)
+               TO service_role;
+             GRANT SELECT ON net._http_response, supabase_functions.hooks TO service_role;
+           END IF;
+         END $$;
+         COMMIT;"
+    ))
+    .await
+    .map_err(message)
+}
+
+/// Starts this instance's sender on `target` (`db-uri-direct`, which LISTEN needs); it sends
+/// nothing until the schema is installed, and starts over when its connection drops.
+pub fn spawn(target: std::sync::Arc<PgTarget>, settings: NetSettings) {
+    let outbound = match Outbound::new(&settings) {
+        Ok(o) => o,
+        Err(e) => {
+            tracing::error!(error = %e, "webhooks and pg_net requests will not be sent");
+            return;
+        }
+    };
+    tokio::spawn(async move {
+        let mut failures = 0u32;
+        loop {
+            let started = tokio::time::Instant::now();
+            let wait = match send_queued(&target, &outbound, &settings).await {
+                Ok(false) => SELDOM,
+                Ok(true) => POLL,
+                Err(e) => {
+                    failures = if started.elapsed() > SELDOM { 1 } else { failures.saturating_add(1) };
+                    tracing::warn!(error = %message(e), "the pg_net sender lost its connection");
+                    Duration::from_millis(250 << failures.min(7)).min(SELDOM)
+                }
+            };
+            tokio::time::sleep(wait).await;
+        }
+    });
+}
+
+/// Sends what is queued until the connection ends; `false` at once if `net` is not rowgate's.
+async fn send_queued(
+    target: &PgTarget,
+    outbound: &Outbound,
+    settings: &NetSettings,
+) -> Result<bool, tokio_postgres::Error> {
+    let (client, mut connection) = target.config.connect(target.connector()).await?;
+    let wake = std::sync::Arc::new(tokio::sync::Notify::new());
+    let woken = wake.clone();
+    let mut driver = tokio::spawn(async move {
+        loop {
+            match futures_util::future::poll_fn(|cx| connection.poll_message(cx)).await {
+                Some(Ok(AsyncMessage::Notification(_))) => woken.notify_one(),
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Err(e),
+                None => return Ok(()),
+            }
+        }
+    });
+    let installed: bool = client
+        .query_one("SELECT coalesce(obj_description(to_regnamespace('net'), 'pg_namespace') LIKE 'rowgate:%', false)", &[])
+        .await?
+        .get(0);
+    if !installed {
+        return Ok(false);
+    }
+    client.batch_execute(&format!("LISTEN {CHANNEL}")).await?;
+    tracing::info!("sending pg_net's queued requests (webhooks)");
+    let claim = client.prepare(CLAIM).await?;
+    let mut sending: JoinSet<(Queued, Sent)> = JoinSet::new();
+    let mut pruned = tokio::time::Instant::now();
+    loop {
+        let free = settings.concurrency.saturating_sub(sending.len());
+        if free > 0 {
+            for row in client.query(&claim, &[&(free as i64)]).await? {
+                let queued = Queued::from_row(&row);
+                let outbound = outbound.clone();
+                sending.spawn(async move {
+                    let sent = outbound.send(&queued.request).await;
+                    (queued, sent)
+                });
+            }
+        }
+        if pruned.elapsed() > SELDOM {
+            client
+                .execute(
+                    "DELETE FROM net._http_response WHERE created < now() - make_interval(secs => $1)",
+                    &[&settings.ttl.as_secs_f64()],
+                )
+                .await?;
+            pruned = tokio::time::Instant::now();
+        }
+        tokio::select! {
+            Some(done) = sending.join_next(), if !sending.is_empty() => {
+                if let Ok((queued, sent)) = done {
+                    record(&client, &queued, &sent, settings.max_retries).await?;
+                }
+            }
+            () = wake.notified() => {}
+            () = tokio::time::sleep(POLL) => {}
+            ended = &mut driver => {
+                return match ended {
+                    Ok(Err(e)) => Err(e),
+                    _ => Ok(true),
+                };
+            }
+        }
+    }
+}
+
+/// Takes up to `$1` due requests no live sender holds: the lease of a sender whose connection
+/// is gone (its process killed) ends at once, any other's with its request's timeout and ten
+/// seconds.
+const CLAIM: &str = "UPDATE net.http_request_queue q
+    SET attempts = q.attempts + 1, claimed_by = pg_backend_pid(),
+        claimed_until = now() + make_interval(secs => least(greatest(q.timeout_milliseconds, 1), 300000) / 1000.0 + 10)
+    WHERE q.id IN (SELECT id FROM net.http_request_queue r
+                   WHERE not_before <= now()
+                     AND (claimed_until IS NULL OR claimed_until < now()
+                          OR NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = r.claimed_by))
+                   ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
+    RETURNING q.id, q.method::text, q.url, q.headers::text, q.body, q.timeout_milliseconds, q.attempts, q.max_retries";
+
+/// A request taken from the queue.
+struct Queued {
+    id: i64,
+    attempts: i32,
+    max_retries: Option<i32>,
+    request: Request,
+}
+
+impl Queued {
+    fn from_row(row: &tokio_postgres::Row) -> Queued {
+        let headers: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(row.get::<_, &str>(3)).unwrap_or_default();
+        let headers = headers
+            .into_iter()
+            .map(|(name, value)| match value {
+                serde_json::Value::String(s) => (name, s),
+                other => (name, other.to_string()),
+            })
+            .collect();
+        Queued {
+            id: row.get(0),
+            attempts: row.get(6),
+            max_retries: row.get(7),
+            request: Request {
+                method: row.get(1),
+                url: row.get(2),
+                headers,
+                body: row.get(4),
+                timeout: Duration::from_millis(u64::try_from(row.get::<_, i32>(5)).unwrap_or(1).max(1)),
+            },
+        }
+    }
+}
+
+/// Records what became of `queued`: its answer (or final failure) in `net._http_response`
+/// with the row gone from the queue in the same statement, or the row back in the queue for
+/// a later try.
+async fn record(
+    c: &Client,
+    queued: &Queued,
+    sent: &Sent,
+    default_retries: u32,
+) -> Result<(), tokio_postgres::Error> {
+    let retries = queued.max_retries.map_or(default_retries, |n| u32::try_from(n).unwrap_or(0));
+    let tries = u32::try_from(queued.attempts).unwrap_or(1);
+    if sent.retryable() && tries <= retries {
+        let wait = backoff(tries);
+        tracing::info!(id = queued.id, url = %queued.request.url, attempt = tries, ?wait, outcome = %summary(sent), "pg_net request to be sent again");
+        c.execute(
+            "UPDATE net.http_request_queue SET claimed_until = NULL, claimed_by = NULL, not_before = now() + make_interval(secs => $2)
+             WHERE id = $1",
+            &[&queued.id, &wait.as_secs_f64()],
+        )
+        .await?;
+        return Ok(());
+    }
+    let (status, content_type, headers, content, timed_out, error): (Option<i32>, _, _, _, _, _) = match sent
+    {
+        Sent::Answered(a) => (
+            Some(i32::from(a.status)),
+            a.content_type.clone(),
+            Some(serde_json::Value::Object(a.headers.clone()).to_string()),
+            Some(a.body.replace('\0', "\u{fffd}")),
+            false,
+            None,
+        ),
+        Sent::Failed { message, timed_out, .. } => {
+            (None, None, None, None, *timed_out, Some(message.replace('\0', "")))
+        }
+    };
+    match sent {
+        Sent::Answered(a) if a.status < 400 => {
+            tracing::debug!(id = queued.id, url = %queued.request.url, status = a.status, "pg_net request sent")
+        }
+        _ => {
+            tracing::warn!(id = queued.id, url = %queued.request.url, attempts = tries, outcome = %summary(sent), "pg_net request failed")
+        }
+    }
+    c.execute(
+        "WITH done AS (DELETE FROM net.http_request_queue WHERE id = $1 RETURNING id)
+         INSERT INTO net._http_response (id, status_code, content_type, headers, content, timed_out, error_msg)
+         SELECT id, $2, $3, $4::text::jsonb, $5, $6, $7 FROM done",
+        &[&queued.id, &status, &content_type, &headers, &content, &timed_out, &error],
+    )
+    .await?;
+    Ok(())
+}
+
+/// What the log says of an outcome.
+fn summary(sent: &Sent) -> String {
+    match sent {
+        Sent::Answered(a) => format!("status {}", a.status),
+        Sent::Failed { message, .. } => message.clone(),
+    }
+}
