@@ -19,6 +19,7 @@ pub mod cron;
 pub mod dashboard;
 pub mod error;
 pub mod format;
+pub mod functions;
 pub mod http;
 pub mod lsn;
 pub mod openapi;

@@ -93,8 +93,13 @@ pub fn start_state(config: Arc<Config>) -> Result<Arc<AppState>, String> {
     if let Some(d) = &dashboard {
         services.push(Box::new(crate::http::DashboardService(d.clone())));
     }
+    let functions = functions(&config)?;
+    if let Some(f) = &functions {
+        services.push(Box::new(crate::http::FunctionsService(f.clone())));
+    }
     Ok(Arc::new(AppState {
         dashboard,
+        functions,
         services,
         static_files,
         keys,
@@ -166,6 +171,63 @@ fn storage(config: &Config, backend: &Backend) -> Result<Option<Arc<crate::stora
     Ok(Some(storage))
 }
 
+/// The Edge Functions of `functions-dir`, if any, with the environment Supabase's runtime gives
+/// them: the project's URL and keys (and on PostgreSQL its database's URI), and of rowgate's
+/// own environment only what Deno needs to find its cache and the package registry.
+fn functions(config: &Config) -> Result<Option<Arc<crate::functions::Functions>>, String> {
+    if config.functions.dir.is_none() {
+        return Ok(None);
+    }
+    let mut env: Vec<(String, String)> = [
+        "PATH",
+        "HOME",
+        "LANG",
+        "TMPDIR",
+        "DENO_DIR",
+        "XDG_CACHE_HOME",
+        "NPM_CONFIG_REGISTRY",
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "NO_PROXY",
+        "SSL_CERT_FILE",
+        "DENO_CERT",
+        "DENO_TLS_CA_STORE",
+    ]
+    .into_iter()
+    .filter_map(|name| std::env::var(name).ok().map(|v| (name.to_owned(), v)))
+    .collect();
+    for (name, value) in [("DENO_NO_PACKAGE_JSON", "1"), ("DENO_NO_UPDATE_CHECK", "1"), ("NO_COLOR", "1")] {
+        env.push((name.into(), value.into()));
+    }
+    // The certificates the machine trusts, as well as Deno's own (a registry behind a proxy).
+    if !env.iter().any(|(n, _)| n == "DENO_TLS_CA_STORE") {
+        env.push(("DENO_TLS_CA_STORE".into(), "mozilla,system".into()));
+    }
+    env.push(("SUPABASE_URL".into(), local_url(config, config.server.port)));
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    if let Ok(keys) = crate::apikey::jwt::client_keys(config, now) {
+        for (name, key) in keys {
+            let name = if name == "ANON_KEY" { "SUPABASE_ANON_KEY" } else { "SUPABASE_SERVICE_ROLE_KEY" };
+            env.push((name.into(), key));
+        }
+    }
+    if config.db.sqlite.is_none() {
+        env.push(("SUPABASE_DB_URL".into(), config.db.uri.clone()));
+    }
+    crate::functions::Functions::new(config.functions.clone(), env).map(Some)
+}
+
+/// This server's own URL on `port`, as a process on the same machine reaches it.
+fn local_url(config: &Config, port: u16) -> String {
+    let host = match config.server.host {
+        std::net::IpAddr::V4(v4) if v4.is_unspecified() => "127.0.0.1".to_owned(),
+        std::net::IpAddr::V6(v6) if v6.is_unspecified() => "[::1]".to_owned(),
+        std::net::IpAddr::V6(v6) => format!("[{v6}]"),
+        ip => ip.to_string(),
+    };
+    format!("http://{host}:{port}")
+}
+
 /// Serves on `listener` (and the admin server, if configured) until SIGTERM or SIGINT, then
 /// drains in-flight requests. Fails only if the admin port cannot be bound.
 pub async fn run(config: Arc<Config>, listener: TcpListener) -> Result<(), String> {
@@ -182,6 +244,9 @@ pub async fn run(config: Arc<Config>, listener: TcpListener) -> Result<(), Strin
     let state = start_state(config)?;
     if let Ok(addr) = listener.local_addr() {
         tracing::info!(%addr, "rowgate listening");
+        if let Some(f) = &state.functions {
+            f.set_env("SUPABASE_URL", local_url(&state.config, addr.port()));
+        }
         // Whatever the log level: a first run should say where it serves and what is missing.
         let setup = match &state.dashboard {
             Some(d) => Some(d.setup().await),

@@ -9,6 +9,31 @@ pub struct CronSettings {
     pub db_uri: Option<String>,
     /// `cron-history`: runs kept per job.
     pub history: u32,
+    /// SQLite: the `[[cron]]` jobs of the configuration file.
+    pub jobs: Vec<SqliteJob>,
+}
+
+/// A scheduled job on an SQLite file: SQL run on the file, or an HTTP request (docs/cron.md).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SqliteJob {
+    /// Its name, unique.
+    pub name: String,
+    /// pg_cron's grammar: five fields, a shorthand, or `N seconds`.
+    pub schedule: String,
+    /// SQL to run on the file.
+    pub sql: Option<String>,
+    /// Or a URL to send a request to.
+    pub url: Option<String>,
+    /// The request's method [default: POST].
+    pub method: Option<String>,
+    /// Its headers.
+    #[serde(default)]
+    pub headers: std::collections::BTreeMap<String, String>,
+    /// Its body.
+    pub body: Option<String>,
+    /// How long it may take [default: 5000].
+    pub timeout_ms: Option<u32>,
 }
 
 impl CronSettings {
@@ -30,6 +55,22 @@ impl CronSettings {
         if history == 0 {
             return Err(invalid("cron-history", "keep at least one run of each job".into()));
         }
-        Ok(CronSettings { db_uri, history })
+        let jobs = a.cron.clone().or_else(|| f.cron.clone()).unwrap_or_default();
+        if !jobs.is_empty() && !sqlite {
+            return Err(invalid(
+                "cron",
+                "on PostgreSQL a job is scheduled with cron.schedule (docs/cron.md)".into(),
+            ));
+        }
+        let mut names = std::collections::HashSet::new();
+        for job in &jobs {
+            if !names.insert(job.name.as_str()) || job.name.is_empty() {
+                return Err(invalid("cron", format!("{:?}: each job needs a name of its own", job.name)));
+            }
+            if job.sql.is_some() == job.url.is_some() {
+                return Err(invalid("cron", format!("{:?}: a job has either sql or url", job.name)));
+            }
+        }
+        Ok(CronSettings { db_uri, history, jobs })
     }
 }

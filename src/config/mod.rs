@@ -15,6 +15,7 @@ mod dashboard;
 mod db;
 mod db_uri;
 mod file;
+mod functions;
 mod jwt;
 pub mod jwt_secret;
 mod mail;
@@ -37,13 +38,14 @@ pub use args::ServeArgs;
 pub use backup::{parse_schedule, BackupSettings};
 pub use cache::CacheSettings;
 pub use choices::{ErrorVerbosity, LogLevel, OpenApiMode, OpenApiVersion, TxEnd};
-pub use cron::CronSettings;
+pub use cron::{CronSettings, SqliteJob};
 pub use dashboard::DashboardSettings;
 pub use db::DbSettings;
 pub use db_uri::{PgUri, RootCerts, SslMode, TlsOptions};
+pub use functions::FunctionsSettings;
 pub use jwt::JwtSettings;
 pub use mail::{MailSettings, SmtpSettings, SmtpTls};
-pub use net::NetSettings;
+pub use net::{NetSettings, SqliteWebhook};
 pub use openapi::OpenApiSettings;
 pub use platform_args::PlatformArgs;
 pub use proxy_uri::ProxyUri;
@@ -159,6 +161,8 @@ pub struct Config {
     pub net: NetSettings,
     /// `cron-*`: pg_cron's jobs.
     pub cron: CronSettings,
+    /// `functions-*`: the Edge Functions at `/functions/v1`.
+    pub functions: FunctionsSettings,
     /// `static-dir`, if files are served.
     pub static_dir: Option<PathBuf>,
     /// `static-prefix`: `/` or `/path` (no trailing slash).
@@ -210,8 +214,9 @@ impl Config {
             _ => None,
         };
         let backup = BackupSettings::from_args(&a, &file, sqlite_file)?;
-        let net = NetSettings::from_args(&a.platform, &file.platform)?;
+        let net = NetSettings::from_args(&a.platform, &file.platform, db.sqlite.is_some())?;
         let cron = CronSettings::from_args(&a.platform, &file.platform, db.sqlite.is_some())?;
+        let functions = FunctionsSettings::from_args(&a.platform, &file.platform)?;
         let (static_dir, static_prefix, api_prefix) = paths(
             a.static_dir.clone().or(file.static_dir.clone()),
             a.static_prefix.clone().or(file.static_prefix.clone()),
@@ -269,6 +274,7 @@ impl Config {
             cache,
             net,
             cron,
+            functions,
             static_dir,
             static_prefix,
             api_prefix,

@@ -23,6 +23,50 @@ pub struct NetSettings {
     pub max_retries: u32,
     /// `net-ttl`: how long a response is kept.
     pub ttl: Duration,
+    /// SQLite: the `[[webhooks]]` of the configuration file.
+    pub webhooks: Vec<SqliteWebhook>,
+}
+
+/// A database webhook on an SQLite file: a request sent after each committed change of `table`
+/// of the kinds `events` names, with Supabase's payload (docs/webhooks.md).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SqliteWebhook {
+    /// Its name (letters, digits, `_`), unique.
+    pub name: String,
+    /// The table whose changes it sends.
+    pub table: String,
+    /// Which changes: `INSERT`, `UPDATE`, `DELETE` [default: all three].
+    #[serde(default = "all_events")]
+    pub events: Vec<String>,
+    /// Where to.
+    pub url: String,
+    /// `POST` (the payload as JSON) or `GET` [default: POST].
+    #[serde(default = "post")]
+    pub method: String,
+    /// Headers sent with it.
+    #[serde(default)]
+    pub headers: std::collections::BTreeMap<String, String>,
+    /// Query parameters added to the URL.
+    #[serde(default)]
+    pub params: std::collections::BTreeMap<String, String>,
+    /// How long it may take [default: 5000].
+    #[serde(default = "five_seconds")]
+    pub timeout_ms: u32,
+    /// Its retries [default: `net-max-retries`].
+    pub max_retries: Option<u32>,
+}
+
+fn all_events() -> Vec<String> {
+    ["INSERT", "UPDATE", "DELETE"].map(String::from).to_vec()
+}
+
+fn post() -> String {
+    "POST".into()
+}
+
+fn five_seconds() -> u32 {
+    5000
 }
 
 impl Default for NetSettings {
@@ -34,13 +78,18 @@ impl Default for NetSettings {
             concurrency: 16,
             max_retries: 10,
             ttl: Duration::from_secs(6 * 3600),
+            webhooks: Vec::new(),
         }
     }
 }
 
 impl NetSettings {
     /// The settings from the flags and variables `a`, then the file `f`, then the defaults.
-    pub(super) fn from_args(a: &PlatformArgs, f: &PlatformArgs) -> Result<NetSettings, ConfigError> {
+    pub(super) fn from_args(
+        a: &PlatformArgs,
+        f: &PlatformArgs,
+        sqlite: bool,
+    ) -> Result<NetSettings, ConfigError> {
         let d = NetSettings::default();
         let ranges = |key: &'static str, value: &Option<String>| -> Result<Vec<IpNet>, ConfigError> {
             list(value.as_deref().unwrap_or(""))
@@ -52,7 +101,37 @@ impl NetSettings {
         if concurrency == 0 {
             return Err(invalid("net-concurrency", "at least one request at a time".into()));
         }
+        let webhooks = a.webhooks.clone().or_else(|| f.webhooks.clone()).unwrap_or_default();
+        if !webhooks.is_empty() && !sqlite {
+            return Err(invalid(
+                "webhooks",
+                "on PostgreSQL a webhook is a trigger calling supabase_functions.http_request (docs/webhooks.md)".into(),
+            ));
+        }
+        let mut names = std::collections::HashSet::new();
+        for w in &webhooks {
+            let why = if w.name.is_empty() || !w.name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+            {
+                Some("a name is letters, digits and '_'".to_owned())
+            } else if !names.insert(w.name.as_str()) {
+                Some("two webhooks have this name".into())
+            } else if w.events.is_empty()
+                || w.events.iter().any(|e| !["INSERT", "UPDATE", "DELETE"].contains(&e.as_str()))
+            {
+                Some("events are INSERT, UPDATE and DELETE".into())
+            } else if !["POST", "GET"].contains(&w.method.as_str()) {
+                Some("the method is POST or GET".into())
+            } else if !(w.url.starts_with("http://") || w.url.starts_with("https://")) {
+                Some("the url is an http or https URL".into())
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                return Err(invalid("webhooks", format!("{:?}: {why}", w.name)));
+            }
+        }
         Ok(NetSettings {
+            webhooks,
             allow: ranges("net-allow", &a.net_allow.clone().or_else(|| f.net_allow.clone()))?,
             deny: ranges("net-deny", &a.net_deny.clone().or_else(|| f.net_deny.clone()))?,
             max_response_bytes: a

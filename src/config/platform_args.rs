@@ -1,13 +1,13 @@
-//! The options of what rowgate does besides answering requests — outbound requests for
-//! webhooks (`net-*`) and scheduled jobs (`cron-*`) — in a struct of their own beside
-//! [`ServeArgs`]'s: a TOML key comes here by its prefix.
+//! The options of what rowgate runs besides the database's API — outbound requests for
+//! webhooks (`net-*`), scheduled jobs (`cron-*`) and Edge Functions (`functions-*`) — in a
+//! struct of their own beside [`ServeArgs`]'s: a TOML key comes here by its prefix.
 
 use clap::Args;
 use serde::Deserialize;
 
 use super::ServeArgs;
 
-/// `net-*` and `cron-*`: flags, `ROWGATE_*` variables and TOML keys, all optional.
+/// `net-*`, `cron-*` and `functions-*`: flags, `ROWGATE_*` variables and TOML keys, all optional.
 #[derive(Debug, Clone, Default, Args, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct PlatformArgs {
@@ -40,10 +40,38 @@ pub struct PlatformArgs {
     /// Runs of each job kept in `cron.job_run_details` [default: 1000].
     #[arg(long = "cron-history", env = "ROWGATE_CRON_HISTORY", value_name = "N")]
     pub cron_history: Option<u32>,
+    /// The Edge Functions served at /functions/v1/<name>: a directory of `<name>/index.ts`
+    /// (Supabase's `supabase/functions`), run by Deno [default: none, no functions].
+    #[arg(long = "functions-dir", env = "ROWGATE_FUNCTIONS_DIR", value_name = "DIR")]
+    pub functions_dir: Option<std::path::PathBuf>,
+    /// The Deno executable that runs them [default: deno, on the PATH].
+    #[arg(long = "functions-deno", env = "ROWGATE_FUNCTIONS_DENO", value_name = "PATH")]
+    pub functions_deno: Option<std::path::PathBuf>,
+    /// Seconds one invocation may take before its function's process is stopped
+    /// [default: 150].
+    #[arg(long = "functions-timeout", env = "ROWGATE_FUNCTIONS_TIMEOUT", value_name = "SECONDS")]
+    pub functions_timeout: Option<u64>,
+    /// Memory one function's process may use for its JavaScript heap, in MiB [default: 256].
+    #[arg(long = "functions-memory", env = "ROWGATE_FUNCTIONS_MEMORY", value_name = "MIB")]
+    pub functions_memory: Option<u32>,
+    /// Seconds a function's process is kept after its last invocation [default: 300].
+    #[arg(long = "functions-idle", env = "ROWGATE_FUNCTIONS_IDLE", value_name = "SECONDS")]
+    pub functions_idle: Option<u64>,
+    /// Whether a function needs a valid JWT or API key by default (`verify_jwt`; a function's
+    /// own `[functions.<name>]` in the config.toml beside functions-dir may say otherwise)
+    /// [default: true].
+    #[arg(long = "functions-verify-jwt", env = "ROWGATE_FUNCTIONS_VERIFY_JWT", value_name = "BOOL")]
+    pub functions_verify_jwt: Option<bool>,
+    /// SQLite: database webhooks, the `[[webhooks]]` tables of the configuration file.
+    #[arg(skip)]
+    pub webhooks: Option<Vec<super::SqliteWebhook>>,
+    /// SQLite: scheduled jobs, the `[[cron]]` tables of the configuration file.
+    #[arg(skip)]
+    pub cron: Option<Vec<super::SqliteJob>>,
 }
 
 /// The prefixes of [`PlatformArgs`]' keys.
-const PREFIXES: [&str; 2] = ["net-", "cron-"];
+const PREFIXES: [&str; 4] = ["net-", "cron", "functions-", "webhooks"];
 
 impl ServeArgs {
     /// The options a TOML table gives, each key to the struct its prefix names; unknown keys

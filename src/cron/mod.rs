@@ -95,6 +95,26 @@ fn field_valid(i: usize, field: &str) -> bool {
     })
 }
 
+static SUCCEEDED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+static FAILED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// A job's run ended (this instance ran it).
+pub fn ran(succeeded: bool) {
+    let counter = if succeeded { &SUCCEEDED } else { &FAILED };
+    counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The jobs' counters in Prometheus text.
+pub fn render_metrics(out: &mut String) {
+    use std::sync::atomic::Ordering::Relaxed;
+    out.push_str(
+        "# HELP rowgate_cron_runs_total Scheduled jobs this instance ran, by outcome.\n\
+         # TYPE rowgate_cron_runs_total counter\n",
+    );
+    out.push_str(&format!("rowgate_cron_runs_total{{status=\"succeeded\"}} {}\n", SUCCEEDED.load(Relaxed)));
+    out.push_str(&format!("rowgate_cron_runs_total{{status=\"failed\"}} {}\n", FAILED.load(Relaxed)));
+}
+
 /// How long until `at`, from `now` (zero if past).
 pub fn until(at: DateTime<Utc>, now: DateTime<Utc>) -> std::time::Duration {
     (at - now).max(TimeDelta::zero()).to_std().unwrap_or_default()

@@ -22,7 +22,9 @@ mod target;
 pub use cors::Cors;
 pub use rate_limit::RateLimiter;
 pub use server_loop::{bind, listen, serve_static, serve_with, Limits};
-pub use services::{AuthService, DashboardService, RealtimeService, Service, StorageService};
+pub use services::{
+    AuthService, DashboardService, FunctionsService, RealtimeService, Service, StorageService,
+};
 pub use static_files::StaticFiles;
 
 use std::future::Future;
@@ -71,6 +73,8 @@ pub struct AppState {
     /// The dashboard at `/_/`, when `dashboard-enabled`: its sessions are a credential every
     /// service accepts.
     pub dashboard: Option<Arc<crate::dashboard::Dashboard>>,
+    /// The Edge Functions, when `functions-dir` names them (also among the services).
+    pub functions: Option<Arc<crate::functions::Functions>>,
     /// Shutting down: `/ready` answers 503 while requests are still served
     /// (`server-shutdown-delay`).
     pub draining: std::sync::atomic::AtomicBool,
@@ -324,6 +328,7 @@ fn metrics(state: &AppState) -> Response<Body> {
     state.rate_limits.metrics(&mut out);
     crate::error::disk::render_metrics(&mut out);
     crate::webhooks::render_metrics(&mut out);
+    crate::cron::render_metrics(&mut out);
     // PostgREST's metrics, under its names.
     state.backend.render_metrics(&mut out);
     state.schema.render_metrics(&mut out);

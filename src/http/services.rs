@@ -228,3 +228,77 @@ impl Service for DashboardService {
         })
     }
 }
+
+/// Supabase's Edge Functions: a function with `verify_jwt` needs a caller identified by a valid
+/// token or API key (Supabase's gateway answers 401 otherwise); the deploy endpoints, the
+/// service role.
+pub struct FunctionsService(pub Arc<crate::functions::Functions>);
+
+impl Service for FunctionsService {
+    fn prefix(&self) -> &'static str {
+        "/functions/v1"
+    }
+
+    fn serve<'a>(
+        &'a self,
+        state: &'a AppState,
+        req: Request<Incoming>,
+        rest: &'a str,
+        _client: IpAddr,
+    ) -> BoxFuture<'a, Response<Body>> {
+        use crate::functions::{answer, deploy, not_found, Route};
+        Box::pin(async move {
+            let unauthorized = |message: &str| {
+                let mut r = Response::new(Body::from(serde_json::json!({ "msg": message }).to_string()));
+                *r.status_mut() = StatusCode::UNAUTHORIZED;
+                r.headers_mut()
+                    .insert(header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+                r
+            };
+            match self.0.route(rest) {
+                Route::Unknown => not_found(),
+                Route::Admin => match identify::admit(state, req.headers()).await {
+                    Ok(p) if &*p.role == crate::auth::SERVICE_ROLE => {
+                        let (parts, body) = req.into_parts();
+                        deploy::handle(&self.0, &parts.method, rest, body).await
+                    }
+                    Ok(_) => answer(
+                        StatusCode::FORBIDDEN,
+                        "FORBIDDEN",
+                        "Deploying functions needs the service role",
+                    ),
+                    Err(_) => unauthorized("Invalid JWT"),
+                },
+                Route::Function { name, verify_jwt } => {
+                    if verify_jwt {
+                        let headers = req.headers();
+                        let presented = headers.contains_key(header::AUTHORIZATION)
+                            || identify::api_key(state, headers).is_some()
+                            || identify::dashboard_admin(state, headers).await.is_some();
+                        if !presented {
+                            return unauthorized("Error: Missing authorization header");
+                        }
+                        if identify::admit(state, headers).await.is_err() {
+                            return unauthorized("Invalid JWT");
+                        }
+                    }
+                    // The function sees the path below /functions/v1, as Supabase's gateway passes it.
+                    let (mut parts, body) = req.into_parts();
+                    let target = match parts.uri.query() {
+                        Some(q) => format!("{rest}?{q}"),
+                        None => rest.to_owned(),
+                    };
+                    let Ok(uri) = target.parse() else { return not_found() };
+                    parts.uri = uri;
+                    parts.headers.remove(header::CONNECTION);
+                    parts.headers.remove("keep-alive");
+                    self.0.invoke(&name, Request::from_parts(parts, body)).await
+                }
+            }
+        })
+    }
+
+    fn render_metrics(&self, out: &mut String) {
+        crate::functions::metrics::render(out);
+    }
+}

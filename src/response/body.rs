@@ -20,6 +20,8 @@ pub enum Body {
         /// Bytes still to come, which the chunks must add up to.
         remaining: u64,
     },
+    /// Chunks of a length not known ahead (sent chunked): another server's streamed answer.
+    Open(Pin<Box<dyn Stream<Item = std::io::Result<Bytes>> + Send>>),
 }
 
 impl Body {
@@ -32,7 +34,7 @@ impl Body {
     pub fn bytes(&self) -> Option<&Bytes> {
         match self {
             Body::Full(b) => b.as_ref(),
-            Body::Stream { .. } => None,
+            Body::Stream { .. } | Body::Open(_) => None,
         }
     }
 }
@@ -101,6 +103,7 @@ impl http_body::Body for Body {
                 }
                 other => other.map(|c| c.map(|r| r.map(Frame::data))),
             },
+            Body::Open(chunks) => chunks.as_mut().poll_next(cx).map(|c| c.map(|r| r.map(Frame::data))),
         }
     }
 
@@ -108,6 +111,7 @@ impl http_body::Body for Body {
         match self {
             Body::Full(b) => b.as_ref().is_none_or(Bytes::is_empty),
             Body::Stream { remaining, .. } => *remaining == 0,
+            Body::Open(_) => false,
         }
     }
 
@@ -115,6 +119,7 @@ impl http_body::Body for Body {
         match self {
             Body::Full(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
             Body::Stream { remaining, .. } => SizeHint::with_exact(*remaining),
+            Body::Open(_) => SizeHint::default(),
         }
     }
 }

@@ -150,3 +150,73 @@ fn a_job_calls_a_webhook_every_few_seconds() {
     assert_eq!(got[0].json(), serde_json::json!({"from": "cron"}));
     value(&superuser, "select cron.unschedule('invoke-webhook')");
 }
+
+fn job(name: &str, schedule: &str) -> rowgate::config::SqliteJob {
+    rowgate::config::SqliteJob {
+        name: name.into(),
+        schedule: schedule.into(),
+        sql: None,
+        url: None,
+        method: None,
+        headers: Default::default(),
+        body: None,
+        timeout_ms: None,
+    }
+}
+
+#[test]
+fn sqlite_jobs_from_the_configuration_run_sql_and_send_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("app.db");
+    let sqlite = rusqlite::Connection::open(&file).unwrap();
+    sqlite.execute_batch("CREATE TABLE ticks (id INTEGER PRIMARY KEY, at REAL)").unwrap();
+    let receiver = Receiver::ok();
+    let mut args = rowgate::config::ServeArgs {
+        db_uri: Some(format!("sqlite:{}", file.display())),
+        server_host: Some("127.0.0.1".into()),
+        server_port: Some(0),
+        ..Default::default()
+    };
+    args.platform.net_allow = Some("127.0.0.1/32".into());
+    args.platform.cron = Some(vec![
+        rowgate::config::SqliteJob {
+            sql: Some("INSERT INTO ticks (at) VALUES (unixepoch('subsec'))".into()),
+            ..job("tick", "1 seconds")
+        },
+        rowgate::config::SqliteJob {
+            url: Some(receiver.url("/ping")),
+            headers: [("Content-Type".to_owned(), "application/json".to_owned())].into(),
+            body: Some(r#"{"from": "cron"}"#.into()),
+            ..job("ping", "1 seconds")
+        },
+        rowgate::config::SqliteJob {
+            sql: Some("INSERT INTO nowhere VALUES (1)".into()),
+            ..job("broken", "1 seconds")
+        },
+    ]);
+    let _base = start_server(args.clone());
+    let got = receiver.wait_for(Duration::from_secs(10), |r| r.len() >= 2);
+    assert_eq!((got[0].method.as_str(), got[0].json()), ("POST", serde_json::json!({"from": "cron"})));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let runs = |job: &str| -> Vec<(String, String)> {
+        let mut s = sqlite
+            .prepare("SELECT status, coalesce(return_message, '') FROM _rowgate_cron_runs WHERE job = ?1 AND status <> 'running'")
+            .unwrap();
+        s.query_map([job], |r| Ok((r.get(0)?, r.get(1)?))).unwrap().map(Result::unwrap).collect()
+    };
+    while runs("tick").len() < 2 || runs("broken").is_empty() {
+        assert!(Instant::now() < deadline, "the jobs did not run");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(runs("tick")[0], ("succeeded".to_owned(), "1 row".to_owned()));
+    assert_eq!(runs("broken")[0], ("failed".to_owned(), "SQLite: no such table: nowhere".to_owned()));
+    assert_eq!(runs("ping")[0], ("succeeded".to_owned(), "status 200".to_owned()));
+    let ticks: i64 = sqlite.query_row("SELECT count(*) FROM ticks", [], |r| r.get(0)).unwrap();
+    assert!(ticks >= 2, "{ticks}");
+    // A schedule that is none stops the start, saying which.
+    args.platform.cron =
+        Some(vec![rowgate::config::SqliteJob { sql: Some("SELECT 1".into()), ..job("bad", "61 seconds") }]);
+    let config = std::sync::Arc::new(rowgate::config::Config::load(&args).unwrap());
+    let refused = block_on(async move { rowgate::server::start_state(config).map(|_| ()) }).unwrap_err();
+    assert!(refused.contains("cron job \"bad\": invalid schedule: 61 seconds"), "{refused}");
+}

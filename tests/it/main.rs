@@ -26,6 +26,7 @@ mod disk_full;
 mod embed;
 mod errors;
 mod failover;
+mod functions;
 mod geo;
 mod hooks;
 mod install;

@@ -360,3 +360,171 @@ fn every_event_is_delivered_through_a_down_receiver_errors_and_a_crash() {
     server.kill().unwrap();
     let _ = server.wait();
 }
+
+fn sqlite_webhook(name: &str, table: &str, url: String) -> rowgate::config::SqliteWebhook {
+    rowgate::config::SqliteWebhook {
+        name: name.into(),
+        table: table.into(),
+        events: vec!["INSERT".into(), "UPDATE".into(), "DELETE".into()],
+        url,
+        method: "POST".into(),
+        headers: [("X-Secret".to_owned(), "s3".to_owned())].into(),
+        params: Default::default(),
+        timeout_ms: 1000,
+        max_retries: None,
+    }
+}
+
+#[test]
+fn sqlite_webhooks_from_the_configuration_send_every_committed_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("app.db");
+    let sqlite = rusqlite::Connection::open(&file).unwrap();
+    sqlite
+        .execute_batch("CREATE TABLE orders (id INTEGER PRIMARY KEY, item TEXT NOT NULL, photo BLOB)")
+        .unwrap();
+    std::fs::write(
+        dir.path().join("rules.toml"),
+        "[orders]\nselect = { anon = \"true\" }\ninsert = { anon = \"true\" }\n",
+    )
+    .unwrap();
+    let receiver = Receiver::ok();
+    let mut args = rowgate::config::ServeArgs {
+        db_uri: Some(format!("sqlite:{}", file.display())),
+        db_rules: Some(dir.path().join("rules.toml")),
+        server_host: Some("127.0.0.1".into()),
+        server_port: Some(0),
+        jwt_secret: Some(JWT_SECRET.into()),
+        ..Default::default()
+    };
+    args.platform.net_allow = Some("127.0.0.1/32".into());
+    args.platform.webhooks = Some(vec![
+        sqlite_webhook("order_events", "orders", receiver.url("/orders")),
+        sqlite_webhook("later", "made_later", receiver.url("/later")),
+    ]);
+    let base = start_server(args);
+    let r = send_to(
+        &base,
+        "POST",
+        "/orders",
+        &[("content-type", "application/json")],
+        Some(r#"{"item": "tea"}"#),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    let got = receiver.wait_for(Duration::from_secs(10), |r| !r.is_empty());
+    assert_eq!((got[0].method.as_str(), got[0].target.as_str()), ("POST", "/orders"));
+    assert_eq!(
+        (got[0].header("x-secret"), got[0].header("content-type")),
+        (Some("s3"), Some("application/json"))
+    );
+    assert_eq!(
+        got[0].json(),
+        json!({"type": "INSERT", "table": "orders", "schema": "public", "record": {"id": 1, "item": "tea", "photo": null}, "old_record": null})
+    );
+    // Another process's writes are sent too; a rolled-back one is not.
+    sqlite.execute("UPDATE orders SET item = 'green tea', photo = x'00ff' WHERE id = 1", []).unwrap();
+    sqlite.execute_batch("BEGIN; INSERT INTO orders (item) VALUES ('never'); ROLLBACK;").unwrap();
+    sqlite.execute("DELETE FROM orders WHERE id = 1", []).unwrap();
+    let got = receiver.wait_for(Duration::from_secs(10), |r| r.len() >= 3);
+    assert_eq!(
+        got[1].json(),
+        json!({"type": "UPDATE", "table": "orders", "schema": "public",
+               "record": {"id": 1, "item": "green tea", "photo": "00FF"}, "old_record": {"id": 1, "item": "tea", "photo": null}})
+    );
+    assert_eq!(got[2].json()["type"], "DELETE");
+    assert_eq!(got[2].json()["record"], json!(null));
+    // A table made after the start gets its webhook's triggers.
+    sqlite.execute_batch("CREATE TABLE made_later (id INTEGER PRIMARY KEY)").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while sqlite
+        .query_row("SELECT count(*) FROM sqlite_master WHERE name LIKE '_rowgate_webhook_later_%'", [], |r| {
+            r.get::<_, i64>(0)
+        })
+        .unwrap()
+        < 3
+    {
+        assert!(Instant::now() < deadline, "no triggers for a table made later");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    sqlite.execute("INSERT INTO made_later VALUES (7)", []).unwrap();
+    let got = receiver.wait_for(Duration::from_secs(10), |r| r.iter().any(|r| r.target == "/later"));
+    assert_eq!(got.iter().find(|r| r.target == "/later").unwrap().json()["record"], json!({"id": 7}));
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(receiver.received().len(), 4, "the rolled-back insert was not sent");
+    let recorded: i64 = sqlite
+        .query_row("SELECT count(*) FROM _rowgate_net_responses WHERE status_code = 200", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(recorded, 4);
+}
+
+/// The SQLite file's triggers queue what is written even while rowgate is down (killed), and
+/// every event is delivered once it is back, through a receiver answering 500 at first.
+#[test]
+fn sqlite_webhooks_survive_a_crash_and_writes_made_while_down() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("app.db");
+    let sqlite = rusqlite::Connection::open(&file).unwrap();
+    sqlite.execute_batch("CREATE TABLE events (id INTEGER PRIMARY KEY)").unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    std::fs::write(
+        dir.path().join("rowgate.toml"),
+        format!(
+            "db-uri = \"sqlite:app.db\"\nnet-allow = \"127.0.0.1/32\"\n\n[[webhooks]]\nname = \"deliver\"\ntable = \"events\"\nevents = [\"INSERT\"]\nurl = \"http://127.0.0.1:{port}/events\"\n"
+        ),
+    )
+    .unwrap();
+    let serve = || crate::crash::start(dir.path(), &["--config", "rowgate.toml"]);
+    let (mut server, _) = serve();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while sqlite
+        .query_row("SELECT count(*) FROM sqlite_master WHERE type = 'trigger'", [], |r| r.get::<_, i64>(0))
+        .unwrap()
+        == 0
+    {
+        assert!(Instant::now() < deadline, "no trigger made");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for id in 1..=20 {
+        sqlite.execute("INSERT INTO events VALUES (?1)", [id]).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    server.kill().unwrap();
+    server.wait().unwrap();
+    for id in 21..=30 {
+        sqlite.execute("INSERT INTO events VALUES (?1)", [id]).unwrap();
+    }
+    let answered = Arc::new(AtomicUsize::new(0));
+    let count = answered.clone();
+    let receiver = Receiver::start(
+        port,
+        Box::new(move |_| match count.fetch_add(1, Ordering::SeqCst) {
+            n if n < 10 => (500, b"{}".to_vec(), Duration::ZERO),
+            _ => (200, b"{}".to_vec(), Duration::ZERO),
+        }),
+    );
+    let (mut server, _) = serve();
+    let got = receiver.wait_for(Duration::from_secs(60), |r| {
+        let mut ids: Vec<i64> = r
+            .iter()
+            .filter(|r| r.answered == 200)
+            .map(|r| r.json()["record"]["id"].as_i64().unwrap())
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids.len() == 30
+    });
+    assert_eq!(got.iter().filter(|r| r.answered == 200).count(), 30, "each event once");
+    std::thread::sleep(Duration::from_millis(500));
+    let (queued, recorded): (i64, i64) = sqlite
+        .query_row(
+            "SELECT (SELECT count(*) FROM _rowgate_net_queue), (SELECT count(*) FROM _rowgate_net_responses WHERE status_code = 200)",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!((queued, recorded), (0, 30));
+    server.kill().unwrap();
+    let _ = server.wait();
+}

@@ -6,10 +6,12 @@
 mod access;
 pub mod accounts;
 pub mod apikey;
+mod cron;
 mod csv;
 pub mod dashboard;
 pub mod db;
 pub mod introspect;
+mod net;
 mod realtime;
 pub mod rules;
 pub mod sql;
@@ -87,6 +89,8 @@ impl SqliteBackend {
         shared.store_loaded(schema, started.elapsed());
         db.watch_schema(exposed.clone(), shared.clone(), version, SCHEMA_WATCH);
         watch_keys(db.clone(), keys_changed);
+        net::start(&db, &config.net, &exposed)?;
+        cron::start(&db, &config.cron, &config.net)?;
         if let Some(cache) = cache {
             // rowgate's writer reports every commit's tables; other processes' commits are
             // looked for before each look-up ([`SqliteBackend::sync_cache`]).

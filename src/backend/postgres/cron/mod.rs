@@ -137,6 +137,7 @@ async fn schedule(target: &Arc<PgTarget>, keep: u32) -> Result<bool, tokio_postg
             let (command, username) = (job.command.clone(), job.username.clone());
             tokio::spawn(async move {
                 let (succeeded, said) = run_job(&target, &client, run, &command, &username).await;
+                crate::cron::ran(succeeded);
                 if !succeeded {
                     tracing::warn!(job = id, run, error = %said, "a cron job failed");
                 }

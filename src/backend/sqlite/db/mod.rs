@@ -301,6 +301,11 @@ impl SqliteDb {
         names
     }
 
+    /// A read-only connection of its own, for a task that polls the file (webhooks' sender).
+    pub fn read_connection(&self) -> rusqlite::Result<Connection> {
+        connect(&self.target, true)
+    }
+
     /// Runs set-up statements (at start-up, on the calling thread, on a connection of its own).
     pub fn setup(&self, sql: &str) -> rusqlite::Result<()> {
         connect(&self.target, false)?.execute_batch(sql)

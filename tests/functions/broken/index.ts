@@ -1,0 +1,1 @@
+Deno.serve(() => new Response("never" // a syntax error: the process cannot start
