@@ -72,7 +72,10 @@ pub struct Functions {
 impl Functions {
     /// The functions of `settings.dir`; `env` is each process's environment before the
     /// functions' own `.env`.
-    pub fn new(mut settings: FunctionsSettings, env: Vec<(String, String)>) -> Result<Arc<Functions>, String> {
+    pub fn new(
+        mut settings: FunctionsSettings,
+        env: Vec<(String, String)>,
+    ) -> Result<Arc<Functions>, String> {
         // Deno is given file URLs and permissions, which need whole paths.
         settings.dir = settings.dir.map(|d| std::path::absolute(&d).unwrap_or(d));
         let runtime = tempfile::Builder::new()
@@ -248,7 +251,10 @@ impl Functions {
         let mut env = self.env.lock().unwrap_or_else(|e| e.into_inner()).clone();
         env.extend(dotenv(&dir.join(".env")));
         let here = dir.join(name);
-        let socket = self.runtime.path().join(format!("{name}.{fingerprint:x}.sock"));
+        // A directory of its own: a function may reach its own socket only.
+        let sockets = self.runtime.path().join(name);
+        std::fs::create_dir_all(&sockets).map_err(|e| format!("{}: {e}", sockets.display()))?;
+        let socket = sockets.join(format!("{fingerprint:x}.sock"));
         let launch = Launch {
             deno: &self.settings.deno,
             host: &self.runtime.path().join("host.ts"),

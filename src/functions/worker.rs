@@ -63,14 +63,20 @@ impl Worker {
     /// Starts the process and waits until it listens.
     pub async fn start(name: &str, launch: Launch<'_>, fingerprint: u64) -> Result<Arc<Worker>, Failure> {
         let _ = std::fs::remove_file(&launch.socket);
-        let mut readable = launch.readable.iter().map(|p| p.display().to_string()).collect::<Vec<_>>();
-        readable.push(launch.host.parent().unwrap_or(launch.host).display().to_string());
+        // Its own files, the host's, and its socket's directory — not the others' sockets.
+        let sockets = launch.socket.parent().unwrap_or(Path::new("/tmp"));
+        let mut readable = launch.readable.clone();
+        readable.extend([launch.host.to_owned(), launch.import_map.to_owned(), sockets.to_owned()]);
+        if let Some(types) = launch.host.parent() {
+            readable.push(types.join("edge-runtime.d.ts"));
+        }
+        let readable = readable.iter().map(|p| p.display().to_string()).collect::<Vec<_>>();
         let mut command = Command::new(launch.deno);
         command
             .arg("run")
             .args(["--quiet", "--no-prompt", "--allow-net", "--allow-env", "--allow-sys"])
             .arg(format!("--allow-read={}", readable.join(",")))
-            .arg(format!("--allow-write={}", launch.socket.parent().unwrap_or(Path::new("/tmp")).display()))
+            .arg(format!("--allow-write={}", sockets.display()))
             .arg(format!("--v8-flags=--max-old-space-size={}", launch.memory_mib));
         // A function with its own deno.json or import map resolves by it.
         let own_config =

@@ -106,6 +106,18 @@ fn supabase_cron_sql_runs_jobs_once_per_tick_as_their_role() {
     );
     eventually(&superuser, "SELECT count(*) > 0 FROM public.ticks WHERE who = 'cron_user'", "t");
     value(&superuser, &format!("SELECT cron.unschedule({mine})"));
+    // Nor can it leave that role: the login role that runs jobs may become every job's role.
+    let escape = value(
+        &superuser,
+        "SET ROLE cron_user; SELECT cron.schedule('escape', '1 seconds', $$RESET ROLE; insert into public.ticks (who) values ('escaped as ' || current_user)$$)",
+    );
+    eventually(
+        &superuser,
+        &format!("SELECT return_message FROM cron.job_run_details WHERE jobid = {escape} AND status = 'failed' LIMIT 1"),
+        "cannot set parameter \"role\" within security-definer function",
+    );
+    value(&superuser, &format!("SELECT cron.unschedule({escape})"));
+    assert_eq!(value(&superuser, "SELECT count(*) FROM public.ticks WHERE who LIKE 'escaped%'"), "0");
 
     // What fails is recorded with its error; what is not a schedule is refused.
     let failing = value(&superuser, "select cron.schedule('failing', '1 seconds', 'select 1/0')");

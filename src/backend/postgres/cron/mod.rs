@@ -193,32 +193,59 @@ async fn run_job(
         Ok(c) => c,
         Err(e) => return (false, format!("could not connect to run the job: {}", message(e))),
     };
-    let pid: i32 = match c.query_one("SELECT pg_backend_pid()", &[]).await {
-        Ok(row) => row.get(0),
-        Err(e) => return (false, message(e)),
-    };
+    let (pid, login): (i32, String) =
+        match c.query_one("SELECT pg_backend_pid(), session_user::text", &[]).await {
+            Ok(row) => (row.get(0), row.get(1)),
+            Err(e) => return (false, message(e)),
+        };
     if let Err(e) = recorder.execute("SELECT cron._running($1, $2)", &[&run, &pid]).await {
         tracing::warn!(run, error = %message(e), "a cron job's start could not be recorded");
     }
-    let mut become_role = String::from("SET ROLE ");
-    crate::backend::push_ident(&mut become_role, username);
-    if let Err(e) = c.batch_execute(&become_role).await {
-        return (false, format!("{} (the job runs as the role that scheduled it)", message(e)));
+    if username == login {
+        return summary(c.simple_query(command).await);
     }
-    match c.simple_query(command).await {
+    // Another role's job: a `SET ROLE` before it could be undone by the job itself (`RESET ROLE`,
+    // back to the login role, which may become every job's role). Its statements become the
+    // body of a SECURITY DEFINER function of that role, where PostgreSQL refuses any change of
+    // role, made and called in this session's temporary schema.
+    let mut tag = [0u8; 12];
+    if getrandom::fill(&mut tag).is_err() {
+        return (false, "no randomness for the job's wrapper".into());
+    }
+    let tag: String = tag.iter().map(|b| format!("{b:02x}")).collect();
+    if command.contains(&tag) {
+        return (false, "the job's command holds its wrapper's quote".into());
+    }
+    let mut wrap = String::from("SET ROLE ");
+    crate::backend::push_ident(&mut wrap, username);
+    wrap.push_str(&format!(
+        "; CREATE FUNCTION pg_temp.rowgate_job_{tag}() RETURNS void LANGUAGE sql SECURITY DEFINER \
+         SET search_path FROM CURRENT AS $rg{tag}${command}\n$rg{tag}$"
+    ));
+    if let Err(e) = c.batch_execute(&wrap).await {
+        return (false, format!("{} (the job runs as the role that scheduled it, {username})", message(e)));
+    }
+    match c.simple_query(&format!("SELECT pg_temp.rowgate_job_{tag}()")).await {
+        Ok(_) => (true, "done".to_owned()),
+        Err(e) => (false, message(e)),
+    }
+}
+
+/// What pg_cron records of a command the job's own role ran: the rows its last statement
+/// returned or changed.
+fn summary(ran: Result<Vec<tokio_postgres::SimpleQueryMessage>, tokio_postgres::Error>) -> (bool, String) {
+    match ran {
         Ok(messages) => {
             let rows = messages.iter().rev().find_map(|m| match m {
                 tokio_postgres::SimpleQueryMessage::CommandComplete(n) => Some(*n),
                 _ => None,
             });
-            (
-                true,
-                match rows {
-                    Some(1) => "1 row".to_owned(),
-                    Some(n) => format!("{n} rows"),
-                    None => String::new(),
-                },
-            )
+            let said = match rows {
+                Some(1) => "1 row".to_owned(),
+                Some(n) => format!("{n} rows"),
+                None => String::new(),
+            };
+            (true, said)
         }
         Err(e) => (false, message(e)),
     }
