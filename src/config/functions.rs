@@ -14,6 +14,8 @@ pub struct FunctionsSettings {
     pub deno: PathBuf,
     /// `functions-timeout`: an invocation's wall time.
     pub timeout: Duration,
+    /// `functions-cpu`: the CPU time an invocation may use.
+    pub cpu: Duration,
     /// `functions-memory`: a function's heap, in MiB.
     pub memory_mib: u32,
     /// `functions-idle`: how long an unused function's process is kept.
@@ -35,6 +37,10 @@ impl FunctionsSettings {
         if timeout == 0 {
             return Err(invalid("functions-timeout", "at least one second".into()));
         }
+        let cpu = a.functions_cpu.or(f.functions_cpu).unwrap_or(5.0);
+        if !(cpu.is_finite() && cpu >= 0.1) {
+            return Err(invalid("functions-cpu", "at least 0.1 seconds".into()));
+        }
         let memory_mib = a.functions_memory.or(f.functions_memory).unwrap_or(256);
         if memory_mib < 16 {
             return Err(invalid("functions-memory", "at least 16 MiB".into()));
@@ -43,6 +49,7 @@ impl FunctionsSettings {
             dir,
             deno: either(&a.functions_deno, &f.functions_deno).unwrap_or_else(|| PathBuf::from("deno")),
             timeout: Duration::from_secs(timeout),
+            cpu: Duration::from_secs_f64(cpu),
             memory_mib,
             idle: Duration::from_secs(a.functions_idle.or(f.functions_idle).unwrap_or(300)),
             verify_jwt: a.functions_verify_jwt.or(f.functions_verify_jwt).unwrap_or(true),

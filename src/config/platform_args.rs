@@ -51,6 +51,10 @@ pub struct PlatformArgs {
     /// [default: 150].
     #[arg(long = "functions-timeout", env = "ROWGATE_FUNCTIONS_TIMEOUT", value_name = "SECONDS")]
     pub functions_timeout: Option<u64>,
+    /// Seconds of CPU one invocation may use (its share of its function's process while it
+    /// runs) before the process is stopped [default: 5].
+    #[arg(long = "functions-cpu", env = "ROWGATE_FUNCTIONS_CPU", value_name = "SECONDS")]
+    pub functions_cpu: Option<f64>,
     /// Memory one function's process may use for its JavaScript heap, in MiB [default: 256].
     #[arg(long = "functions-memory", env = "ROWGATE_FUNCTIONS_MEMORY", value_name = "MIB")]
     pub functions_memory: Option<u32>,

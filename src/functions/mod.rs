@@ -200,18 +200,26 @@ impl Functions {
         worker.in_flight.fetch_add(1, Ordering::AcqRel);
         let busy = InFlight(worker.clone());
         let deadline = tokio::time::Instant::now() + self.settings.timeout;
-        let sent = tokio::time::timeout_at(deadline, worker.send(request)).await;
-        let failure = match sent {
-            Ok(Ok(response)) => {
-                metrics::invoked(name, "ok");
-                return relay(response, deadline, busy);
-            }
-            Ok(Err(failure)) => failure,
-            Err(_) => {
+        let failure = tokio::select! {
+            sent = tokio::time::timeout_at(deadline, worker.send(request)) => match sent {
+                Ok(Ok(response)) => {
+                    metrics::invoked(name, "ok");
+                    return relay(response, deadline, busy);
+                }
+                Ok(Err(failure)) => failure,
+                Err(_) => {
+                    worker.stop(true);
+                    Failure::Died {
+                        limit: true,
+                        reason: format!("an invocation ran past functions-timeout ({:?})", self.settings.timeout),
+                    }
+                }
+            },
+            () = cpu_spent(&worker, self.settings.cpu) => {
                 worker.stop(true);
                 Failure::Died {
                     limit: true,
-                    reason: format!("an invocation ran past functions-timeout ({:?})", self.settings.timeout),
+                    reason: format!("an invocation used more than functions-cpu ({:?})", self.settings.cpu),
                 }
             }
         };
@@ -338,6 +346,25 @@ impl Functions {
                 }))
             })
             .collect()
+    }
+}
+
+/// Completes once the invocation it watches has used `budget` of CPU: its share of what its
+/// process used while it ran (the process's time split evenly among what it was answering).
+async fn cpu_spent(worker: &Worker, budget: Duration) {
+    let mut last = worker.cpu_time();
+    let mut charged = Duration::ZERO;
+    loop {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = worker.cpu_time();
+        if let (Some(before), Some(after)) = (last, now) {
+            let sharing = u32::try_from(worker.in_flight.load(Ordering::Acquire).max(1)).unwrap_or(u32::MAX);
+            charged += after.saturating_sub(before) / sharing;
+        }
+        last = now;
+        if charged > budget {
+            return;
+        }
     }
 }
 

@@ -134,6 +134,17 @@ impl Worker {
         }))
     }
 
+    /// The CPU time the process has used (Linux's `/proc/<pid>/stat`), if it runs.
+    pub fn cpu_time(&self) -> Option<Duration> {
+        let pid = self.child.lock().unwrap_or_else(|e| e.into_inner()).as_ref()?.id()?;
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // After the command's name (in parentheses, which may hold spaces): state is the first
+        // field, user and system time the 12th and 13th, in USER_HZ ticks (100 a second).
+        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+        let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+        Some(Duration::from_millis(ticks * 10))
+    }
+
     /// Whether the process still runs.
     pub fn alive(&self) -> bool {
         let mut child = self.child.lock().unwrap_or_else(|e| e.into_inner());

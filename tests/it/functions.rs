@@ -166,7 +166,8 @@ fn supabase_functions_run_as_its_gateway_calls_them() {
 fn a_runaway_function_is_stopped_without_slowing_the_others() {
     let (root, functions) = project("");
     let base = serve(&functions, root.path(), |a| {
-        a.platform.functions_timeout = Some(2);
+        a.platform.functions_timeout = Some(3);
+        a.platform.functions_cpu = Some(1.0);
         a.platform.functions_memory = Some(64);
     });
     let anon = bearer("anon");
@@ -195,9 +196,15 @@ fn a_runaway_function_is_stopped_without_slowing_the_others() {
         assert_eq!(r.status, 200);
         assert!(started.elapsed() < Duration::from_millis(1500), "{:?}", started.elapsed());
     }
+    // Stopped by its CPU time, before its wall time.
     let (status, body, took) = spinning.join().unwrap();
     assert_eq!((status, body), (546, limit.clone()));
-    assert!(took >= Duration::from_secs(2) && took < Duration::from_secs(5), "{took:?}");
+    assert!(took >= Duration::from_secs(1) && took < Duration::from_millis(2900), "{took:?}");
+    // One that waits without using the CPU meets its wall time.
+    let started = Instant::now();
+    let r = send_to(&base, "GET", "/functions/v1/slow", &[("authorization", &anon)], None);
+    assert_eq!((r.status, r.json()), (546, limit.clone()));
+    assert!(started.elapsed() >= Duration::from_secs(3) && started.elapsed() < Duration::from_secs(6));
     // The next invocation gets a new process.
     let r = send_to(&base, "GET", "/functions/v1/spin", &[("authorization", &anon)], None);
     assert_eq!((r.status, r.body.as_str()), (200, "fine"));
