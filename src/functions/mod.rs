@@ -67,6 +67,9 @@ pub struct Functions {
     /// What every process's environment holds (rowgate's own is never passed on).
     env: Mutex<Vec<(String, String)>>,
     slots: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Slot>>>>,
+    /// The entry points and declarations of the functions there are, each looked up again a
+    /// second after it was.
+    entries: Mutex<HashMap<String, (Instant, PathBuf, Declared)>>,
 }
 
 impl Functions {
@@ -97,8 +100,13 @@ impl Functions {
             "@supabase/functions-js/edge-runtime.d.ts": types,
         }});
         write(&runtime.path().join("import_map.json"), &map.to_string())?;
-        let functions =
-            Arc::new(Functions { settings, runtime, env: Mutex::new(env), slots: Mutex::default() });
+        let functions = Arc::new(Functions {
+            settings,
+            runtime,
+            env: Mutex::new(env),
+            slots: Mutex::default(),
+            entries: Mutex::default(),
+        });
         let reaper = Arc::downgrade(&functions);
         tokio::spawn(async move {
             loop {
@@ -143,6 +151,27 @@ impl Functions {
         if !deploy::valid_name(name) {
             return None;
         }
+        if let Some((at, entry, declared)) = self.entries.lock().unwrap_or_else(|e| e.into_inner()).get(name)
+        {
+            if at.elapsed() < Duration::from_secs(1) {
+                return Some((entry.clone(), declared.clone()));
+            }
+        }
+        let found = self.look_up(name);
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        match &found {
+            // Only functions that exist are kept: unknown names cost a look each, not memory.
+            Some((entry, declared)) => {
+                entries.insert(name.to_owned(), (Instant::now(), entry.clone(), declared.clone()));
+            }
+            None => {
+                entries.remove(name);
+            }
+        }
+        found
+    }
+
+    fn look_up(&self, name: &str) -> Option<(PathBuf, Declared)> {
         let dir = self.settings.dir.as_ref()?;
         let declared = declared(dir, name);
         if declared.enabled == Some(false) {
@@ -180,6 +209,11 @@ impl Functions {
             }
             match &slot.worker {
                 Some(w) => w.clone(),
+                // Removed meanwhile (the entry cache is a second old at most).
+                None if !entry.is_file() => {
+                    self.entries.lock().unwrap_or_else(|e| e.into_inner()).remove(name);
+                    return not_found();
+                }
                 None => match self.start(name, &entry, fingerprint).await {
                     Ok(w) => {
                         slot.worker = Some(w.clone());
@@ -314,6 +348,7 @@ impl Functions {
 
     /// Stops function `name`'s process (it was removed or replaced).
     pub async fn forget(&self, name: &str) {
+        self.entries.lock().unwrap_or_else(|e| e.into_inner()).remove(name);
         let slot = self.slots.lock().unwrap_or_else(|e| e.into_inner()).remove(name);
         if let Some(slot) = slot {
             if let Some(w) = slot.lock().await.worker.take() {

@@ -57,7 +57,12 @@ pub struct Worker {
     limited: std::sync::atomic::AtomicBool,
     /// Its stdin, never written: the process ends when this closes, with rowgate if need be.
     _lifeline: Option<tokio::process::ChildStdin>,
+    /// Connections to it kept between requests.
+    pool: Mutex<Vec<hyper::client::conn::http1::SendRequest<hyper::body::Incoming>>>,
 }
+
+/// Connections kept to one process at most.
+const POOLED: usize = 64;
 
 impl Worker {
     /// Starts the process and waits until it listens.
@@ -131,6 +136,7 @@ impl Worker {
             logs,
             limited: Default::default(),
             _lifeline: lifeline,
+            pool: Mutex::default(),
         }))
     }
 
@@ -178,18 +184,39 @@ impl Worker {
     ) -> Result<http::Response<hyper::body::Incoming>, Failure> {
         *self.last_used.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
         let sent = async {
-            let stream = UnixStream::connect(&self.socket).await?;
-            let (mut sender, connection) =
-                hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
-                    .await
-                    .map_err(std::io::Error::other)?;
-            tokio::spawn(connection);
-            sender.send_request(request).await.map_err(std::io::Error::other)
+            let mut sender = match self.pooled() {
+                Some(sender) => sender,
+                None => {
+                    let stream = UnixStream::connect(&self.socket).await?;
+                    let (sender, connection) =
+                        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+                            .await
+                            .map_err(std::io::Error::other)?;
+                    tokio::spawn(connection);
+                    sender
+                }
+            };
+            let response = sender.send_request(request).await.map_err(std::io::Error::other)?;
+            // Ready again once this answer's body has been read.
+            let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
+            if pool.len() < POOLED {
+                pool.push(sender);
+            }
+            Ok::<_, std::io::Error>(response)
         };
         match sent.await {
             Ok(response) => Ok(response),
             Err(e) => Err(self.died(e.to_string()).await),
         }
+    }
+
+    /// A kept connection to the process that is ready for a request, if any; closed ones are
+    /// dropped, busy ones kept.
+    fn pooled(&self) -> Option<hyper::client::conn::http1::SendRequest<hyper::body::Incoming>> {
+        let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
+        pool.retain(|s| !s.is_closed());
+        let ready = pool.iter().position(|s| s.is_ready())?;
+        Some(pool.swap_remove(ready))
     }
 
     /// Why a request failed: the process's end, if it ended (a process dying is given a moment
