@@ -163,7 +163,7 @@ fn a_job_calls_a_webhook_every_few_seconds() {
     value(&superuser, "select cron.unschedule('invoke-webhook')");
 }
 
-fn job(name: &str, schedule: &str) -> rowgate::config::SqliteJob {
+pub fn job(name: &str, schedule: &str) -> rowgate::config::SqliteJob {
     rowgate::config::SqliteJob {
         name: name.into(),
         schedule: schedule.into(),

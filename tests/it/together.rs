@@ -1,8 +1,8 @@
 //! Every service on one small pool, interleaved as an ordinary app uses them: sign-up, login and
 //! sign-in through an OpenID provider, REST reads and writes under row-level security (or the
 //! access rules), uploads, downloads, listings and deletions, an API key, the API's
-//! description, and a realtime subscriber that
-//! must see the writes. On PostgreSQL directly, through PgBouncer in transaction mode, and on
+//! description, a realtime subscriber that must see the writes, a database webhook on the
+//! writes, a cron job writing beside them, and an Edge Function reading as its caller. On PostgreSQL directly, through PgBouncer in transaction mode, and on
 //! SQLite, each with a pool of one connection: whatever one request leaves on its connection
 //! (a read-only mode, a role, settings) is there for the next request of any service.
 
@@ -15,6 +15,7 @@ use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::support::pgbouncer::through_pgbouncer;
+use crate::support::receiver::Receiver;
 use crate::support::{block_on, harness, send_to, sql, sql_at, start_server, JWT_SECRET};
 
 /// The database of these tests on the test cluster: Supabase's roles, storage, accounts and
@@ -34,7 +35,18 @@ CREATE POLICY "own folder" ON storage.objects TO authenticated
 "#;
 
 const SQLITE_SCHEMA: &str =
-    "CREATE TABLE todos (id INTEGER PRIMARY KEY, owner TEXT NOT NULL, title TEXT NOT NULL);";
+    "CREATE TABLE todos (id INTEGER PRIMARY KEY, owner TEXT NOT NULL, title TEXT NOT NULL);
+     CREATE TABLE ticks (id INTEGER PRIMARY KEY);";
+
+/// The webhook on `todos` and the cron job beside the writes, on PostgreSQL.
+fn hooks(receiver: &str) -> String {
+    format!(
+        "CREATE TRIGGER hooked AFTER INSERT ON public.todos FOR EACH ROW
+           EXECUTE FUNCTION supabase_functions.http_request('{receiver}', 'POST', '{{}}', '{{}}', '2000');
+         CREATE TABLE public.ticks (id serial PRIMARY KEY);
+         SELECT cron.schedule('tick', '1 seconds', 'INSERT INTO public.ticks DEFAULT VALUES');"
+    )
+}
 
 /// The access rules: each user's own todos, and storage's rules of `tests/it/storage.rs`.
 fn rules() -> String {
@@ -50,7 +62,7 @@ delete = { authenticated = "owner=eq.@jwt.sub", service_role = "true" }
 /// The superuser's URI of a new database `name` on the test cluster, with Supabase's roles,
 /// storage, accounts and realtime installed, and [`SCHEMA`]. Each test has its own: realtime
 /// tells every reader of a table of a deleted row's key, whoever deleted it.
-fn database(name: &str) -> String {
+fn database(name: &str, receiver: &str) -> String {
     // One at a time: the installs grant cluster-wide roles, which PostgreSQL refuses to change
     // from two sessions at once ("tuple concurrently updated").
     let _one_at_a_time = crate::support::roles_lock();
@@ -73,8 +85,11 @@ fn database(name: &str) -> String {
         rowgate::backend::postgres::accounts_install::install(&client, "Authenticator")
             .await
             .expect("accounts");
+        rowgate::backend::postgres::net::install(&client, "Authenticator").await.expect("webhooks");
+        rowgate::backend::postgres::cron::install(&client, "Authenticator").await.expect("cron");
     });
     sql_at(&superuser, SCHEMA);
+    sql_at(&superuser, &hooks(receiver));
     sql_at(&superuser, "ALTER PUBLICATION supabase_realtime ADD TABLE public.todos");
     superuser
 }
@@ -83,7 +98,9 @@ fn database(name: &str) -> String {
 /// connects as `Replicator`, not as the authenticator.
 fn args(db_uri: String) -> ServeArgs {
     let replication = db_uri.contains("Authenticator").then(|| db_uri.replace("Authenticator", "Replicator"));
-    ServeArgs {
+    let (project, functions) = crate::functions::project("");
+    let _ = project.keep();
+    let mut args = ServeArgs {
         db_uri: Some(db_uri),
         db_uri_replication: replication,
         db_schemas: Some("public".into()),
@@ -101,7 +118,11 @@ fn args(db_uri: String) -> ServeArgs {
         }),
         realtime_enabled: Some(true),
         ..ServeArgs::default()
-    }
+    };
+    args.platform.net_allow = Some("127.0.0.1/32".into());
+    args.platform.functions_dir = Some(functions);
+    args.platform.functions_deno = Some(crate::functions::deno());
+    args
 }
 
 fn authenticator(superuser: &str) -> String {
@@ -110,32 +131,62 @@ fn authenticator(superuser: &str) -> String {
 
 #[test]
 fn every_service_in_turn_on_one_postgresql_connection() {
-    let base = start_server(args(authenticator(&database("together_direct"))));
-    an_app_s_day(&base);
+    let receiver = Receiver::ok();
+    let superuser = database("together_direct", &receiver.url("/todos"));
+    let mut args = args(authenticator(&superuser));
+    // The job is postgres's, as Supabase's SQL editor schedules it.
+    args.platform.cron_db_uri = Some(superuser.clone());
+    let base = start_server(args);
+    an_app_s_day(&base, &receiver);
+    ticked(|| crate::support::replica::value(&superuser, "SELECT count(*) > 0 FROM public.ticks") == "t");
 }
 
 #[test]
 fn every_service_in_turn_on_one_connection_through_pgbouncer() {
-    let direct = authenticator(&database("together_pooled"));
-    let base = start_server(ServeArgs {
+    let receiver = Receiver::ok();
+    let superuser = database("together_pooled", &receiver.url("/todos"));
+    let direct = authenticator(&superuser);
+    let mut args = ServeArgs {
         db_uri_direct: Some(direct.clone()),
         db_uri_replication: Some(direct.replace("Authenticator", "Replicator")),
         db_prepared_statements: Some(false),
         ..args(through_pgbouncer(&direct))
-    });
-    an_app_s_day(&base);
+    };
+    args.platform.cron_db_uri = Some(superuser.clone());
+    let base = start_server(args);
+    an_app_s_day(&base, &receiver);
+    ticked(|| crate::support::replica::value(&superuser, "SELECT count(*) > 0 FROM public.ticks") == "t");
 }
 
 #[test]
 fn every_service_in_turn_on_one_sqlite_connection() {
     let dir = tempfile::tempdir().unwrap().keep();
-    let base = crate::sqlite::serve_sqlite(
-        &dir.join("together.db"),
-        SQLITE_SCHEMA,
-        &rules(),
-        ServeArgs { realtime_tables: Some("todos".into()), ..args(String::new()) },
-    );
-    an_app_s_day(&base);
+    let receiver = Receiver::ok();
+    let mut args = ServeArgs { realtime_tables: Some("todos".into()), ..args(String::new()) };
+    let mut webhook = crate::webhooks::sqlite_webhook("hooked", "todos", receiver.url("/todos"));
+    webhook.events = vec!["INSERT".into()];
+    args.platform.webhooks = Some(vec![webhook]);
+    args.platform.cron = Some(vec![rowgate::config::SqliteJob {
+        sql: Some("INSERT INTO ticks DEFAULT VALUES".into()),
+        ..crate::cron::job("tick", "1 seconds")
+    }]);
+    let file = dir.join("together.db");
+    let base = crate::sqlite::serve_sqlite(&file, SQLITE_SCHEMA, &rules(), args);
+    an_app_s_day(&base, &receiver);
+    let ticks: i64 = rusqlite::Connection::open(&file)
+        .unwrap()
+        .query_row("SELECT count(*) FROM ticks", [], |r| r.get(0))
+        .unwrap();
+    assert!(ticks > 0);
+}
+
+/// Waits (a few seconds at most) until the cron job has run beside the day's requests.
+fn ticked(done: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "the cron job never ran");
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// One request: its status and JSON body (null when empty).
@@ -246,7 +297,7 @@ fn titles(base: &str, token: Option<&str>) -> Vec<String> {
 }
 
 /// An app's day on one connection: each step follows a request of another service.
-fn an_app_s_day(base: &str) {
+fn an_app_s_day(base: &str, receiver: &Receiver) {
     let run = format!("{}{}", std::process::id(), rand_suffix());
     let service = service_token();
     let (alice, alice_id) = sign_up(base, &format!("alice-{run}@example.com"));
@@ -284,6 +335,15 @@ fn an_app_s_day(base: &str) {
     assert_eq!((status, body), (201, Value::String(String::new())));
     let change = next_change(&changes);
     assert_eq!((&change["type"], &change["record"]["title"]), (&json!("INSERT"), &json!("buy milk")));
+    // The webhook on the write, then a function reading as its caller, then a read.
+    let hooked = receiver.wait_for(Duration::from_secs(10), |r| !r.is_empty());
+    assert_eq!(
+        (&hooked[0].json()["type"], &hooked[0].json()["record"]["title"]),
+        (&json!("INSERT"), &json!("buy milk"))
+    );
+    let (status, body) = call(base, "POST", "/functions/v1/titles", Some(&alice), Some("{}"));
+    assert_eq!((status, body), (200, json!([{"title": "buy milk"}])));
+    assert_eq!(titles(base, Some(&bob)), Vec::<String>::new());
 
     // The API key store answers as the server, whatever the last request ran as.
     let (status, body) = call(base, "GET", "/rest/v1/todos", None, None);
@@ -310,6 +370,8 @@ fn an_app_s_day(base: &str) {
     assert_eq!(status, 403, "{body}");
     assert_eq!(titles(base, Some(&alice)), ["buy milk"]);
     assert_eq!(titles(base, Some(&bob)), ["bob's"]);
+    let (status, body) = call(base, "GET", "/functions/v1/titles", Some(&bob), None);
+    assert_eq!((status, body), (200, json!([{"title": "bob's"}])));
 
     // Downloads and listings after a read, each as its caller.
     let (status, body) = call(base, "GET", &path, Some(&alice), None);

@@ -16,6 +16,7 @@
 pub mod accounts;
 pub mod accounts_install;
 pub mod apikey;
+mod background;
 pub mod changes;
 mod conn;
 pub mod cron;

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use tokio_postgres::{AsyncMessage, Client};
+use tokio_postgres::Client;
 
 use super::apikey::message;
 use super::tls::PgTarget;
@@ -52,51 +52,20 @@ struct Job {
 /// Starts this instance's scheduler on `target` (`cron-db-uri`, else `db-uri-direct`), keeping
 /// `keep` runs of each job; it runs nothing until the schema is installed.
 pub fn spawn(target: Arc<PgTarget>, keep: u32) {
-    tokio::spawn(async move {
-        let mut failures = 0u32;
-        loop {
-            let started = tokio::time::Instant::now();
-            let wait = match schedule(&target, keep).await {
-                Ok(false) => RELOAD,
-                Ok(true) => Duration::from_secs(1),
-                Err(e) => {
-                    failures = if started.elapsed() > RELOAD { 1 } else { failures.saturating_add(1) };
-                    tracing::warn!(error = %message(e), "the cron scheduler lost its connection");
-                    Duration::from_millis(250 << failures.min(7)).min(RELOAD)
-                }
-            };
-            tokio::time::sleep(wait).await;
-        }
+    super::background::keep_running("the cron scheduler", move || {
+        let target = target.clone();
+        async move { schedule(&target, keep).await }
     });
 }
 
 /// Runs the jobs until the connection ends; `false` at once if `cron` is not rowgate's.
 async fn schedule(target: &Arc<PgTarget>, keep: u32) -> Result<bool, tokio_postgres::Error> {
-    let (client, mut connection) = target.config.connect(target.connector()).await?;
-    let changed = Arc::new(tokio::sync::Notify::new());
-    let heard = changed.clone();
-    let mut driver = tokio::spawn(async move {
-        loop {
-            match futures_util::future::poll_fn(|cx| connection.poll_message(cx)).await {
-                Some(Ok(AsyncMessage::Notification(_))) => heard.notify_one(),
-                Some(Ok(_)) => {}
-                Some(Err(e)) => return Err(e),
-                None => return Ok(()),
-            }
-        }
-    });
-    let installed: bool = client
-        .query_one(
-            "SELECT coalesce(obj_description(to_regnamespace('cron'), 'pg_namespace') LIKE 'rowgate:%', false)",
-            &[],
-        )
-        .await?
-        .get(0);
-    if !installed {
+    let Some(super::background::Listening { client, heard: changed, mut ended }) =
+        super::background::listen(target, "cron", CHANNEL).await?
+    else {
         return Ok(false);
-    }
+    };
     let client = Arc::new(client);
-    client.batch_execute(&format!("LISTEN {CHANNEL}")).await?;
     tracing::info!("running pg_cron's jobs");
     let mut jobs: HashMap<i64, Job> = HashMap::new();
     let running: Arc<Mutex<HashSet<i64>>> = Arc::default();
@@ -112,12 +81,7 @@ async fn schedule(target: &Arc<PgTarget>, keep: u32) -> Result<bool, tokio_postg
                 load(&client, &mut jobs).await?;
                 continue;
             }
-            ended = &mut driver => {
-                return match ended {
-                    Ok(Err(e)) => Err(e),
-                    _ => Ok(true),
-                };
-            }
+            end = &mut ended => return super::background::ended(end),
         }
         let now = Utc::now();
         for (&id, job) in jobs.iter_mut() {

@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use tokio::task::JoinSet;
-use tokio_postgres::{AsyncMessage, Client};
+use tokio_postgres::Client;
 
 use super::apikey::message;
 use super::tls::PgTarget;
@@ -26,7 +26,7 @@ const CHANNEL: &str = "rowgate_net";
 /// rows whose sender died.
 const POLL: Duration = Duration::from_secs(1);
 
-/// How often a server without the schema looks again, and old responses are removed.
+/// How often old responses are removed.
 const SELDOM: Duration = Duration::from_secs(30);
 
 /// Creates `net` and `supabase_functions` (safe to run again) and lets `role` — the one
@@ -65,21 +65,9 @@ pub fn spawn(target: std::sync::Arc<PgTarget>, settings: NetSettings) {
             return;
         }
     };
-    tokio::spawn(async move {
-        let mut failures = 0u32;
-        loop {
-            let started = tokio::time::Instant::now();
-            let wait = match send_queued(&target, &outbound, &settings).await {
-                Ok(false) => SELDOM,
-                Ok(true) => POLL,
-                Err(e) => {
-                    failures = if started.elapsed() > SELDOM { 1 } else { failures.saturating_add(1) };
-                    tracing::warn!(error = %message(e), "the pg_net sender lost its connection");
-                    Duration::from_millis(250 << failures.min(7)).min(SELDOM)
-                }
-            };
-            tokio::time::sleep(wait).await;
-        }
+    super::background::keep_running("the pg_net sender", move || {
+        let (target, outbound, settings) = (target.clone(), outbound.clone(), settings.clone());
+        async move { send_queued(&target, &outbound, &settings).await }
     });
 }
 
@@ -89,27 +77,11 @@ async fn send_queued(
     outbound: &Outbound,
     settings: &NetSettings,
 ) -> Result<bool, tokio_postgres::Error> {
-    let (client, mut connection) = target.config.connect(target.connector()).await?;
-    let wake = std::sync::Arc::new(tokio::sync::Notify::new());
-    let woken = wake.clone();
-    let mut driver = tokio::spawn(async move {
-        loop {
-            match futures_util::future::poll_fn(|cx| connection.poll_message(cx)).await {
-                Some(Ok(AsyncMessage::Notification(_))) => woken.notify_one(),
-                Some(Ok(_)) => {}
-                Some(Err(e)) => return Err(e),
-                None => return Ok(()),
-            }
-        }
-    });
-    let installed: bool = client
-        .query_one("SELECT coalesce(obj_description(to_regnamespace('net'), 'pg_namespace') LIKE 'rowgate:%', false)", &[])
-        .await?
-        .get(0);
-    if !installed {
+    let Some(super::background::Listening { client, heard: wake, mut ended }) =
+        super::background::listen(target, "net", CHANNEL).await?
+    else {
         return Ok(false);
-    }
-    client.batch_execute(&format!("LISTEN {CHANNEL}")).await?;
+    };
     tracing::info!("sending pg_net's queued requests (webhooks)");
     let claim = client.prepare(CLAIM).await?;
     let mut sending: JoinSet<(Queued, Sent)> = JoinSet::new();
@@ -143,12 +115,7 @@ async fn send_queued(
             }
             () = wake.notified() => {}
             () = tokio::time::sleep(POLL) => {}
-            ended = &mut driver => {
-                return match ended {
-                    Ok(Err(e)) => Err(e),
-                    _ => Ok(true),
-                };
-            }
+            end = &mut ended => return super::background::ended(end),
         }
     }
 }
