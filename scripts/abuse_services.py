@@ -402,3 +402,59 @@ def attack_auth(name, port):
         fail(f"{name} auth: wrong passwords got {statuses}")
     else:
         print(f"ok   {name} auth: 30 wrong passwords: {statuses}", flush=True)
+
+
+# Edge Functions and webhooks.
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DENO = os.path.join(ROOT, "tests/js/node_modules/@deno/linux-x64-glibc/deno")
+
+
+def functions_dir(work):
+    """A functions-dir of tests/functions' template and runaway, for `serve`."""
+    import shutil
+    target = os.path.join(work, "functions")
+    if not os.path.exists(target):
+        for name in ("hello", "spin", "alloc", "flood"):
+            shutil.copytree(os.path.join(ROOT, "tests/functions", name), os.path.join(target, name))
+    return target
+
+
+def functions_args(work):
+    if not os.path.exists(DENO):
+        raise SystemExit(f"Deno is not installed at {DENO}: run `npm ci` in tests/js (scripts/test does)")
+    return ["--functions-dir", functions_dir(work), "--functions-deno", DENO, "--functions-timeout", "3",
+            "--functions-cpu", "1", "--functions-memory", "64"]
+
+
+def attack_functions(name, port):
+    """Strangers at /functions/v1: no credentials, forged ones, names that are paths, the deploy
+    endpoints without the service role, oversized or escaping deploys, and functions that loop,
+    allocate and flood — each a 4xx or Supabase's own 5xx for a bound (546), in time, with the
+    server serving others after."""
+    anon = {"authorization": "Bearer " + token({"role": "abuse_anon"}), "content-type": "application/json"}
+    service = {"authorization": "Bearer " + token({"role": "service_role"})}
+    forged = {"authorization": "Bearer " + token({"role": "service_role"})[:-4] + "abcd"}
+    cases = [
+        ("a function with no credentials", request("POST", "/functions/v1/hello", {}, b"{}"), {401}),
+        ("a function with a forged token", request("POST", "/functions/v1/hello", forged, b"{}"), {401}),
+        ("a name that climbs", request("POST", "/functions/v1/..%2f..%2fetc%2fpasswd", anon, b"{}"), {404}),
+        ("a name of dots", request("GET", "/functions/v1/%2e%2e/hello", anon), {404}),
+        ("a name with a NUL", request("GET", "/functions/v1/hel%00lo", anon), {404}),
+        ("the shared folder as a function", request("GET", "/functions/v1/_shared", anon), {404}),
+        ("a name of 10 KB", request("GET", "/functions/v1/" + "a" * 10_000, anon), {404, 414, 431}),
+        ("the deploy list as a visitor", request("GET", "/functions/v1/_admin/functions", anon), {403}),
+        ("a deploy as a visitor", request("PUT", "/functions/v1/_admin/functions/evil", anon, b"Deno.serve(() => new Response('x'))"), {403}),
+        ("a deploy with a forged token", request("PUT", "/functions/v1/_admin/functions/evil", forged, b"x"), {401}),
+        ("a deploy that climbs", request("PUT", "/functions/v1/_admin/functions/hello/..%2f..%2fescape.ts", service, b"x"), {400}),
+        ("a deploy of a hidden file", request("PUT", "/functions/v1/_admin/functions/hello/.env", service, b"X=1"), {400}),
+        ("a deploy of 11 MB", request("PUT", "/functions/v1/_admin/functions/big", service, b"x" * (11 << 20)), {413}),
+        ("a removal of a function that is not", request("DELETE", "/functions/v1/_admin/functions/nothing", service), {404}),
+        ("a function that loops for ever", request("GET", "/functions/v1/spin?spin=1", anon), {546}),
+        ("a function that allocates without end", request("GET", "/functions/v1/alloc", anon), {546}),
+        ("a function that floods its log", request("GET", "/functions/v1/flood", anon), {200}),
+    ]
+    for case, data, allowed in cases:
+        send(port, f"{name} functions: {case}", data, allowed=allowed, may_close=case == "a deploy of 11 MB")
+        healthy(name, port, f"after functions: {case}")
+    send(port, f"{name} functions: the template after all that", request("POST", "/functions/v1/hello", anon, b'{"name": "x"}'), allowed={200})
