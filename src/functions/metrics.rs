@@ -9,6 +9,7 @@ use std::time::Duration;
 struct Counts {
     outcomes: BTreeMap<&'static str, u64>,
     boots: u64,
+    boot_failures: u64,
     boot_seconds: f64,
     dropped_lines: u64,
 }
@@ -31,6 +32,11 @@ pub fn booted(name: &str, took: Duration) {
         c.boots += 1;
         c.boot_seconds += took.as_secs_f64();
     });
+}
+
+/// A process of `name` failed to start.
+pub fn boot_failed(name: &str) {
+    with(name, |c| c.boot_failures += 1);
 }
 
 /// A line `name` logged was dropped.
@@ -59,6 +65,16 @@ pub fn render(out: &mut String) {
     );
     for (name, c) in counts.iter() {
         out.push_str(&format!("rowgate_functions_boots_total{{function=\"{name}\"}} {}\n", c.boots));
+    }
+    out.push_str(
+        "# HELP rowgate_functions_boot_failures_total Edge Function processes that did not start.\n\
+         # TYPE rowgate_functions_boot_failures_total counter\n",
+    );
+    for (name, c) in counts.iter() {
+        out.push_str(&format!(
+            "rowgate_functions_boot_failures_total{{function=\"{name}\"}} {}\n",
+            c.boot_failures
+        ));
     }
     out.push_str(
         "# HELP rowgate_functions_boot_seconds_total Time Edge Function processes took to start listening.\n\

@@ -46,7 +46,13 @@ struct Slot {
     worker: Option<Arc<Worker>>,
     /// Its files' fingerprint and when it was taken.
     checked: Option<(Instant, u64)>,
+    /// The fingerprint of files that failed to start, and when: not tried again for a while,
+    /// so that calls to a broken function cost no process each.
+    failed: Option<(u64, Instant)>,
 }
+
+/// How long a function that failed to start is answered 503 without another try.
+const BOOT_RETRY: Duration = Duration::from_secs(5);
 
 /// Where a request below `/functions/v1` goes.
 #[derive(Debug, PartialEq, Eq)]
@@ -214,6 +220,10 @@ impl Functions {
                     self.entries.lock().unwrap_or_else(|e| e.into_inner()).remove(name);
                     return not_found();
                 }
+                None if slot.failed.is_some_and(|(f, at)| f == fingerprint && at.elapsed() < BOOT_RETRY) => {
+                    metrics::invoked(name, "boot_error");
+                    return boot_error();
+                }
                 None => match self.start(name, &entry, fingerprint).await {
                     Ok(w) => {
                         slot.worker = Some(w.clone());
@@ -222,11 +232,9 @@ impl Functions {
                     Err(reason) => {
                         tracing::error!(function = name, error = %reason, "an Edge Function could not start");
                         metrics::invoked(name, "boot_error");
-                        return answer(
-                            StatusCode::SERVICE_UNAVAILABLE,
-                            "BOOT_ERROR",
-                            "Worker failed to boot (please check logs)",
-                        );
+                        metrics::boot_failed(name);
+                        slot.failed = Some((fingerprint, Instant::now()));
+                        return boot_error();
                     }
                 },
             }
@@ -514,6 +522,11 @@ pub fn answer(status: StatusCode, code: &str, message: &str) -> Response<Body> {
     *response.status_mut() = status;
     response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     response
+}
+
+/// A function that could not start.
+fn boot_error() -> Response<Body> {
+    answer(StatusCode::SERVICE_UNAVAILABLE, "BOOT_ERROR", "Worker failed to boot (please check logs)")
 }
 
 /// An unknown function.

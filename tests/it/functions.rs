@@ -154,11 +154,20 @@ fn supabase_functions_run_as_its_gateway_calls_them() {
     let r = send_to(&base, "GET", "/functions/v1/throws", &[("authorization", &anon)], None);
     assert_eq!((r.status, r.body.as_str()), (500, "Internal Server Error"));
     // One that cannot start: Supabase's BOOT_ERROR.
-    let r = send_to(&base, "GET", "/functions/v1/broken", &[("authorization", &anon)], None);
-    assert_eq!(
-        (r.status, r.json()),
-        (503, json!({"code": "BOOT_ERROR", "message": "Worker failed to boot (please check logs)"}))
+    for _ in 0..3 {
+        let r = send_to(&base, "GET", "/functions/v1/broken", &[("authorization", &anon)], None);
+        assert_eq!(
+            (r.status, r.json()),
+            (503, json!({"code": "BOOT_ERROR", "message": "Worker failed to boot (please check logs)"}))
+        );
+    }
+    // Tried once: the calls after it within a few seconds start no process.
+    let metrics = send_to(&base, "GET", "/rowgate/metrics", &[], None).body;
+    assert!(
+        metrics.contains("rowgate_functions_invocations_total{function=\"broken\",outcome=\"boot_error\"} 3"),
+        "{metrics}"
     );
+    assert!(metrics.contains("rowgate_functions_boot_failures_total{function=\"broken\"} 1"), "{metrics}");
     drop(root);
 }
 

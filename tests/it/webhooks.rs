@@ -531,3 +531,28 @@ fn sqlite_webhooks_survive_a_crash_and_writes_made_while_down() {
     server.kill().unwrap();
     let _ = server.wait();
 }
+
+/// A name is judged by the addresses it resolves to, when the connection is made: `localhost`
+/// is refused as 127.0.0.1 is, for good (no retry), whatever the URL says.
+#[test]
+fn a_name_resolving_to_a_refused_address_is_refused_for_good() {
+    let outbound = rowgate::webhooks::Outbound::new(&rowgate::config::NetSettings::default()).unwrap();
+    let request = |url: &str| rowgate::webhooks::Request {
+        method: "GET".into(),
+        url: url.into(),
+        headers: Vec::new(),
+        body: None,
+        timeout: Duration::from_secs(2),
+    };
+    let sent = block_on(async { outbound.send(&request("http://localhost:9/")).await });
+    match &sent {
+        rowgate::webhooks::Sent::Failed { message, timed_out: false, retry: false } => {
+            assert!(
+                message.contains("localhost resolves to 127.0.0.1, which outbound requests may not reach"),
+                "{message}"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(!sent.retryable());
+}
