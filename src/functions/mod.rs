@@ -191,8 +191,19 @@ impl Functions {
         Some((entry, declared))
     }
 
-    /// Runs function `name` on `request` (its URI already the path the function sees).
-    pub async fn invoke(&self, name: &str, request: Request<Incoming>) -> Response<Body> {
+    /// Runs function `name` on `request` (its URI already the path the function sees), whose
+    /// body may be at most `max_body` bytes.
+    pub async fn invoke(&self, name: &str, request: Request<Incoming>, max_body: usize) -> Response<Body> {
+        let declared =
+            request.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        if declared.is_some_and(|n| n > max_body as u64) {
+            return answer(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "PAYLOAD_TOO_LARGE",
+                "The request body is too large",
+            );
+        }
+        let request = request.map(|body| http_body_util::Limited::new(body, max_body));
         let Some((entry, _)) = self.entry(name) else { return not_found() };
         let slot = {
             let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
@@ -248,6 +259,7 @@ impl Functions {
                     metrics::invoked(name, "ok");
                     return relay(response, deadline, busy);
                 }
+                Ok(Err(Failure::TooLarge)) => return too_large(),
                 Ok(Err(failure)) => failure,
                 Err(_) => {
                     worker.stop(true);
@@ -273,6 +285,8 @@ impl Functions {
             }
         }
         match failure {
+            // Answered above: the process is fine.
+            Failure::TooLarge => too_large(),
             Failure::Died { limit: true, reason } => {
                 worker.stop(true);
                 tracing::warn!(function = name, error = %reason, "an Edge Function was stopped at a limit");
@@ -318,6 +332,7 @@ impl Functions {
         };
         Worker::start(name, launch, fingerprint).await.map_err(|f| match f {
             Failure::Boot(reason) | Failure::Died { reason, .. } => reason,
+            Failure::TooLarge => "a body too large".to_owned(),
         })
     }
 
@@ -522,6 +537,11 @@ pub fn answer(status: StatusCode, code: &str, message: &str) -> Response<Body> {
     *response.status_mut() = status;
     response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     response
+}
+
+/// A caller's body past `server-max-body-size` (the function's process goes on).
+fn too_large() -> Response<Body> {
+    answer(StatusCode::PAYLOAD_TOO_LARGE, "PAYLOAD_TOO_LARGE", "The request body is too large")
 }
 
 /// A function that could not start.

@@ -17,6 +17,9 @@ use super::logs::LogPump;
 /// How long a process may take to listen (a first start downloads its npm packages).
 const BOOT_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// A request's body as it is passed on: the caller's, streamed, cut off past `server-max-body-size`.
+pub type Sent = http_body_util::Limited<hyper::body::Incoming>;
+
 /// How a process is started.
 pub struct Launch<'a> {
     pub deno: &'a Path,
@@ -41,6 +44,8 @@ pub enum Failure {
     Boot(String),
     /// It died or was stopped while answering; `limit` when a bound stopped it.
     Died { limit: bool, reason: String },
+    /// The caller's body ran past its limit (the process is fine).
+    TooLarge,
 }
 
 /// A running process.
@@ -58,7 +63,7 @@ pub struct Worker {
     /// Its stdin, never written: the process ends when this closes, with rowgate if need be.
     _lifeline: Option<tokio::process::ChildStdin>,
     /// Connections to it kept between requests.
-    pool: Mutex<Vec<hyper::client::conn::http1::SendRequest<hyper::body::Incoming>>>,
+    pool: Mutex<Vec<hyper::client::conn::http1::SendRequest<Sent>>>,
 }
 
 /// Connections kept to one process at most.
@@ -180,7 +185,7 @@ impl Worker {
     /// Sends `request` and returns the response's head and streaming body, or why not.
     pub async fn send(
         self: &Arc<Self>,
-        request: http::Request<hyper::body::Incoming>,
+        request: http::Request<Sent>,
     ) -> Result<http::Response<hyper::body::Incoming>, Failure> {
         *self.last_used.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
         let sent = async {
@@ -196,7 +201,19 @@ impl Worker {
                     sender
                 }
             };
-            let response = sender.send_request(request).await.map_err(std::io::Error::other)?;
+            let response = sender.send_request(request).await.map_err(|e| {
+                let mut source: Option<&dyn std::error::Error> = Some(&e);
+                while let Some(s) = source {
+                    if s.is::<http_body_util::LengthLimitError>() {
+                        return std::io::Error::new(
+                            std::io::ErrorKind::FileTooLarge,
+                            "the body is too large",
+                        );
+                    }
+                    source = s.source();
+                }
+                std::io::Error::other(e)
+            })?;
             // Ready again once this answer's body has been read.
             let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
             if pool.len() < POOLED {
@@ -206,13 +223,14 @@ impl Worker {
         };
         match sent.await {
             Ok(response) => Ok(response),
+            Err(e) if e.kind() == std::io::ErrorKind::FileTooLarge => Err(Failure::TooLarge),
             Err(e) => Err(self.died(e.to_string()).await),
         }
     }
 
     /// A kept connection to the process that is ready for a request, if any; closed ones are
     /// dropped, busy ones kept.
-    fn pooled(&self) -> Option<hyper::client::conn::http1::SendRequest<hyper::body::Incoming>> {
+    fn pooled(&self) -> Option<hyper::client::conn::http1::SendRequest<Sent>> {
         let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
         pool.retain(|s| !s.is_closed());
         let ready = pool.iter().position(|s| s.is_ready())?;

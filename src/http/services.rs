@@ -292,7 +292,9 @@ impl Service for FunctionsService {
                     parts.uri = uri;
                     parts.headers.remove(header::CONNECTION);
                     parts.headers.remove("keep-alive");
-                    self.0.invoke(&name, Request::from_parts(parts, body)).await
+                    self.0
+                        .invoke(&name, Request::from_parts(parts, body), state.config.server.max_body_size)
+                        .await
                 }
             }
         })

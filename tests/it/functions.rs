@@ -145,6 +145,34 @@ fn supabase_functions_run_as_its_gateway_calls_them() {
     assert_eq!((claims(&env["anon"]), claims(&env["service"])), (json!("anon"), json!("service_role")));
     let names: Vec<&str> = env["names"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
     assert!(names.iter().all(|n| !n.starts_with("ROWGATE_") && !n.starts_with("CARGO")), "{names:?}");
+    // A body past server-max-body-size is refused before the function sees it.
+    let big = "x".repeat(10 * 1024 * 1024 + 1);
+    let r = send_to(&base, "PUT", "/functions/v1/echo", &[], Some(&big));
+    assert_eq!(
+        (r.status, r.json()),
+        (413, json!({"code": "PAYLOAD_TOO_LARGE", "message": "The request body is too large"}))
+    );
+    // So is one sent in chunks, once it passes the limit; the function's process goes on.
+    let chunked = std::thread::spawn({
+        let base = base.clone();
+        move || {
+            let chunks = (0..11).map(|_| Ok::<_, std::io::Error>(vec![b'x'; 1 << 20]));
+            reqwest::blocking::Client::new()
+                .put(format!("{base}/functions/v1/echo"))
+                .body(reqwest::blocking::Body::new(std::io::Cursor::new(
+                    chunks.flat_map(|c| c.unwrap()).collect::<Vec<u8>>(),
+                )))
+                .header("transfer-encoding", "chunked")
+                .send()
+                .map(|r| r.status().as_u16())
+        }
+    });
+    let status = chunked.join().unwrap();
+    assert!(matches!(status, Ok(413) | Err(_)), "{status:?}");
+    let r = send_to(&base, "GET", "/functions/v1/echo/again", &[], None);
+    assert_eq!((r.status, r.json()["path"].clone()), (200, json!("/echo/again")));
+    let metrics = send_to(&base, "GET", "/rowgate/metrics", &[], None).body;
+    assert!(metrics.contains("rowgate_functions_boots_total{function=\"echo\"} 1\n"), "{metrics}");
     // A streamed answer arrives in its chunks.
     let started = Instant::now();
     let r = send_to(&base, "GET", "/functions/v1/stream", &[("authorization", &anon)], None);
