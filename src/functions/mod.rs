@@ -49,7 +49,13 @@ struct Slot {
     /// The fingerprint of files that failed to start, and when: not tried again for a while,
     /// so that calls to a broken function cost no process each.
     failed: Option<(u64, Instant)>,
+    /// When its last process was started: a function whose processes die as they start is not
+    /// started again more often than every [`RESTART_GAP`].
+    started: Option<Instant>,
 }
+
+/// The shortest time between two starts of one function's process.
+const RESTART_GAP: Duration = Duration::from_millis(250);
 
 /// How long a function that failed to start is answered 503 without another try.
 const BOOT_RETRY: Duration = Duration::from_secs(5);
@@ -235,9 +241,14 @@ impl Functions {
                     metrics::invoked(name, "boot_error");
                     return boot_error();
                 }
+                None if slot.started.is_some_and(|at| at.elapsed() < RESTART_GAP) => {
+                    metrics::invoked(name, "error");
+                    return worker_error(StatusCode::SERVICE_UNAVAILABLE);
+                }
                 None => match self.start(name, &entry, fingerprint).await {
                     Ok(w) => {
                         slot.worker = Some(w.clone());
+                        slot.started = Some(Instant::now());
                         w
                     }
                     Err(reason) => {
@@ -301,11 +312,7 @@ impl Functions {
                 worker.stop(false);
                 tracing::error!(function = name, error = %reason, "an Edge Function failed");
                 metrics::invoked(name, "error");
-                answer(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "WORKER_ERROR",
-                    "Function exited due to an error (please check logs)",
-                )
+                worker_error(StatusCode::INTERNAL_SERVER_ERROR)
             }
         }
     }
@@ -542,6 +549,11 @@ pub fn answer(status: StatusCode, code: &str, message: &str) -> Response<Body> {
 /// A caller's body past `server-max-body-size` (the function's process goes on).
 fn too_large() -> Response<Body> {
     answer(StatusCode::PAYLOAD_TOO_LARGE, "PAYLOAD_TOO_LARGE", "The request body is too large")
+}
+
+/// A function whose process failed.
+fn worker_error(status: StatusCode) -> Response<Body> {
+    answer(status, "WORKER_ERROR", "Function exited due to an error (please check logs)")
 }
 
 /// A function that could not start.

@@ -178,6 +178,26 @@ fn supabase_functions_run_as_its_gateway_calls_them() {
     let r = send_to(&base, "GET", "/functions/v1/stream", &[("authorization", &anon)], None);
     assert_eq!((r.status, r.body.as_str()), (200, "chunk 1\nchunk 2\nchunk 3\nchunk 4\nchunk 5\n"));
     assert!(started.elapsed() >= Duration::from_millis(450));
+    // One whose process ends on every request: 500, and its process is not started again more
+    // often than every quarter of a second however it is called.
+    let started = Instant::now();
+    let mut statuses = std::collections::BTreeSet::new();
+    for _ in 0..20 {
+        statuses
+            .insert(send_to(&base, "GET", "/functions/v1/exits", &[("authorization", &anon)], None).status);
+    }
+    let metrics = send_to(&base, "GET", "/rowgate/metrics", &[], None).body;
+    let boots: u128 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("rowgate_functions_boots_total{function=\"exits\"} "))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(statuses.is_subset(&[500, 503].into()), "{statuses:?}");
+    assert!(
+        boots >= 1 && boots <= started.elapsed().as_millis() / 250 + 1,
+        "{boots} processes in {:?}",
+        started.elapsed()
+    );
     // A function that throws answers Deno's 500.
     let r = send_to(&base, "GET", "/functions/v1/throws", &[("authorization", &anon)], None);
     assert_eq!((r.status, r.body.as_str()), (500, "Internal Server Error"));

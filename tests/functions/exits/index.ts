@@ -1,0 +1,2 @@
+// Its process ends on every request.
+Deno.serve(() => Deno.exit(1))
