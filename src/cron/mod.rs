@@ -115,6 +115,14 @@ pub fn render_metrics(out: &mut String) {
     out.push_str(&format!("rowgate_cron_runs_total{{status=\"failed\"}} {}\n", FAILED.load(Relaxed)));
 }
 
+/// What pg_cron records of a run that returned or changed `n` rows.
+pub fn rows(n: u64) -> String {
+    match n {
+        1 => "1 row".to_owned(),
+        n => format!("{n} rows"),
+    }
+}
+
 /// How long until `at`, from `now` (zero if past).
 pub fn until(at: DateTime<Utc>, now: DateTime<Utc>) -> std::time::Duration {
     (at - now).max(TimeDelta::zero()).to_std().unwrap_or_default()

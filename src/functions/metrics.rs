@@ -14,6 +14,9 @@ struct Counts {
     dropped_lines: u64,
 }
 
+/// A per-function counter family: its name's end, its help, its value.
+type Family = (&'static str, &'static str, fn(&Counts) -> String);
+
 static COUNTS: Mutex<BTreeMap<String, Counts>> = Mutex::new(BTreeMap::new());
 
 fn with(name: &str, f: impl FnOnce(&mut Counts)) {
@@ -59,41 +62,24 @@ pub fn render(out: &mut String) {
             ));
         }
     }
-    out.push_str(
-        "# HELP rowgate_functions_boots_total Edge Function processes started.\n\
-         # TYPE rowgate_functions_boots_total counter\n",
-    );
-    for (name, c) in counts.iter() {
-        out.push_str(&format!("rowgate_functions_boots_total{{function=\"{name}\"}} {}\n", c.boots));
-    }
-    out.push_str(
-        "# HELP rowgate_functions_boot_failures_total Edge Function processes that did not start.\n\
-         # TYPE rowgate_functions_boot_failures_total counter\n",
-    );
-    for (name, c) in counts.iter() {
+    let families: [Family; 4] = [
+        ("boots_total", "Edge Function processes started.", |c| c.boots.to_string()),
+        ("boot_failures_total", "Edge Function processes that did not start.", |c| {
+            c.boot_failures.to_string()
+        }),
+        ("boot_seconds_total", "Time Edge Function processes took to start listening.", |c| {
+            c.boot_seconds.to_string()
+        }),
+        ("log_lines_dropped_total", "Lines a function logged past the rate limit.", |c| {
+            c.dropped_lines.to_string()
+        }),
+    ];
+    for (family, help, value) in families {
         out.push_str(&format!(
-            "rowgate_functions_boot_failures_total{{function=\"{name}\"}} {}\n",
-            c.boot_failures
+            "# HELP rowgate_functions_{family} {help}\n# TYPE rowgate_functions_{family} counter\n"
         ));
-    }
-    out.push_str(
-        "# HELP rowgate_functions_boot_seconds_total Time Edge Function processes took to start listening.\n\
-         # TYPE rowgate_functions_boot_seconds_total counter\n",
-    );
-    for (name, c) in counts.iter() {
-        out.push_str(&format!(
-            "rowgate_functions_boot_seconds_total{{function=\"{name}\"}} {}\n",
-            c.boot_seconds
-        ));
-    }
-    out.push_str(
-        "# HELP rowgate_functions_log_lines_dropped_total Lines a function logged past the rate limit.\n\
-         # TYPE rowgate_functions_log_lines_dropped_total counter\n",
-    );
-    for (name, c) in counts.iter() {
-        out.push_str(&format!(
-            "rowgate_functions_log_lines_dropped_total{{function=\"{name}\"}} {}\n",
-            c.dropped_lines
-        ));
+        for (name, c) in counts.iter() {
+            out.push_str(&format!("rowgate_functions_{family}{{function=\"{name}\"}} {}\n", value(c)));
+        }
     }
 }

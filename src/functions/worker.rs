@@ -18,7 +18,7 @@ use super::logs::LogPump;
 const BOOT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A request's body as it is passed on: the caller's, streamed, cut off past `server-max-body-size`.
-pub type Sent = http_body_util::Limited<hyper::body::Incoming>;
+pub type RequestBody = http_body_util::Limited<hyper::body::Incoming>;
 
 /// How a process is started.
 pub struct Launch<'a> {
@@ -63,7 +63,7 @@ pub struct Worker {
     /// Its stdin, never written: the process ends when this closes, with rowgate if need be.
     _lifeline: Option<tokio::process::ChildStdin>,
     /// Connections to it kept between requests.
-    pool: Mutex<Vec<hyper::client::conn::http1::SendRequest<Sent>>>,
+    pool: Mutex<Vec<hyper::client::conn::http1::SendRequest<RequestBody>>>,
 }
 
 /// Connections kept to one process at most.
@@ -185,7 +185,7 @@ impl Worker {
     /// Sends `request` and returns the response's head and streaming body, or why not.
     pub async fn send(
         self: &Arc<Self>,
-        request: http::Request<Sent>,
+        request: http::Request<RequestBody>,
     ) -> Result<http::Response<hyper::body::Incoming>, Failure> {
         *self.last_used.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
         let sent = async {
@@ -230,7 +230,7 @@ impl Worker {
 
     /// A kept connection to the process that is ready for a request, if any; closed ones are
     /// dropped, busy ones kept.
-    fn pooled(&self) -> Option<hyper::client::conn::http1::SendRequest<Sent>> {
+    fn pooled(&self) -> Option<hyper::client::conn::http1::SendRequest<RequestBody>> {
         let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
         pool.retain(|s| !s.is_closed());
         let ready = pool.iter().position(|s| s.is_ready())?;

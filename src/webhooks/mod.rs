@@ -61,6 +61,18 @@ pub struct Answer {
     pub body: String,
 }
 
+/// What a sender records of a request's last try: the columns of pg_net's `_http_response`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recorded {
+    pub status: Option<u16>,
+    pub content_type: Option<String>,
+    /// The answer's headers, a JSON object's text.
+    pub headers: Option<String>,
+    pub content: Option<String>,
+    pub timed_out: bool,
+    pub error: Option<String>,
+}
+
 impl Sent {
     /// Whether to try again: no answer in time or at all, or an answer that says "later"
     /// (a 5xx, 429 Too Many Requests, 408 Request Timeout).
@@ -70,11 +82,52 @@ impl Sent {
             Sent::Failed { retry, .. } => *retry,
         }
     }
+
+    /// After try number `tries` of a request that may be tried `retries` times more than once:
+    /// how long to wait before the next, if there is to be one.
+    pub fn retry_after(&self, tries: u32, retries: u32) -> Option<Duration> {
+        (self.retryable() && tries <= retries).then(|| backoff(tries))
+    }
+
+    /// Whether it was answered below 400.
+    pub fn succeeded(&self) -> bool {
+        matches!(self, Sent::Answered(a) if a.status < 400)
+    }
+
+    /// What the log (and a cron job's record) says of it.
+    pub fn said(&self) -> String {
+        match self {
+            Sent::Answered(a) => format!("status {}", a.status),
+            Sent::Failed { message, .. } => message.clone(),
+        }
+    }
+
+    /// What is recorded of it.
+    pub fn recorded(&self) -> Recorded {
+        match self {
+            Sent::Answered(a) => Recorded {
+                status: Some(a.status),
+                content_type: a.content_type.clone(),
+                headers: Some(serde_json::Value::Object(a.headers.clone()).to_string()),
+                content: Some(a.body.clone()),
+                timed_out: false,
+                error: None,
+            },
+            Sent::Failed { message, timed_out, .. } => Recorded {
+                status: None,
+                content_type: None,
+                headers: None,
+                content: None,
+                timed_out: *timed_out,
+                error: Some(message.clone()),
+            },
+        }
+    }
 }
 
 /// How long to wait before try `attempt` + 1 (the first retry after a second, doubling, at
 /// most ten minutes).
-pub fn backoff(attempt: u32) -> Duration {
+fn backoff(attempt: u32) -> Duration {
     Duration::from_secs(1u64 << attempt.saturating_sub(1).min(20)).min(Duration::from_secs(600))
 }
 

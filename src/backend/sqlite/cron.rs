@@ -11,7 +11,7 @@ use chrono::Utc;
 use super::db::SqliteDb;
 use crate::config::{CronSettings, NetSettings, SqliteJob};
 use crate::cron::Schedule;
-use crate::webhooks::{Outbound, Request, Sent};
+use crate::webhooks::{Outbound, Request};
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS _rowgate_cron_runs (
@@ -82,8 +82,7 @@ async fn run(db: &Arc<SqliteDb>, outbound: &Outbound, job: &SqliteJob, tick: f64
                 })
                 .await;
             match ran {
-                Ok(1) => (true, "1 row".to_owned()),
-                Ok(n) => (true, format!("{n} rows")),
+                Ok(n) => (true, crate::cron::rows(n)),
                 Err(e) => (false, e.to_string()),
             }
         }
@@ -95,10 +94,8 @@ async fn run(db: &Arc<SqliteDb>, outbound: &Outbound, job: &SqliteJob, tick: f64
                 body: job.body.clone().map(String::into_bytes),
                 timeout: std::time::Duration::from_millis(u64::from(job.timeout_ms.unwrap_or(5000))),
             };
-            match outbound.send(&request).await {
-                Sent::Answered(a) => (a.status < 400, format!("status {}", a.status)),
-                Sent::Failed { message, .. } => (false, message),
-            }
+            let sent = outbound.send(&request).await;
+            (sent.succeeded(), sent.said())
         }
         (None, None) => (false, "the job has neither sql nor url".into()),
     };

@@ -15,7 +15,7 @@ use tokio::task::JoinSet;
 use super::db::{Room, SqliteDb};
 use crate::config::{NetSettings, SqliteWebhook};
 use crate::error::Error;
-use crate::webhooks::{backoff, Outbound, Request, Sent};
+use crate::webhooks::{Outbound, Request, Sent};
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS _rowgate_net_queue (
@@ -199,9 +199,8 @@ fn record(c: &Connection, queued: &Queued, sent: &Sent, default_retries: u32) ->
     let tries = queued.attempts + 1;
     let retries = queued.max_retries.unwrap_or(default_retries);
     let fail = super::db::sqlite_error;
-    if sent.retryable() && tries <= retries {
-        let wait = backoff(tries);
-        tracing::info!(id = queued.id, url = %queued.request.url, attempt = tries, ?wait, "a webhook is to be sent again");
+    if let Some(wait) = sent.retry_after(tries, retries) {
+        tracing::info!(id = queued.id, url = %queued.request.url, attempt = tries, ?wait, outcome = %sent.said(), "a webhook is to be sent again");
         c.execute(
             "UPDATE _rowgate_net_queue SET attempts = ?2, not_before = unixepoch('subsec') + ?3 WHERE id = ?1",
             rusqlite::params![queued.id, tries, wait.as_secs_f64()],
@@ -209,27 +208,15 @@ fn record(c: &Connection, queued: &Queued, sent: &Sent, default_retries: u32) ->
         .map_err(fail)?;
         return Ok(());
     }
-    let (status, content_type, headers, content, timed_out, error) = match sent {
-        Sent::Answered(a) => (
-            Some(a.status),
-            a.content_type.clone(),
-            Some(serde_json::Value::Object(a.headers.clone()).to_string()),
-            Some(a.body.clone()),
-            false,
-            None,
-        ),
-        Sent::Failed { message, timed_out, .. } => {
-            (None, None, None, None, *timed_out, Some(message.clone()))
-        }
-    };
-    if !matches!(sent, Sent::Answered(a) if a.status < 400) {
-        tracing::warn!(id = queued.id, url = %queued.request.url, attempts = tries, "a webhook failed");
+    if !sent.succeeded() {
+        tracing::warn!(id = queued.id, url = %queued.request.url, attempts = tries, outcome = %sent.said(), "a webhook failed");
     }
     if c.execute("DELETE FROM _rowgate_net_queue WHERE id = ?1", [queued.id]).map_err(fail)? == 1 {
+        let r = sent.recorded();
         c.execute(
             "INSERT INTO _rowgate_net_responses (id, webhook, status_code, content_type, headers, content, timed_out, error_msg)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            rusqlite::params![queued.id, queued.webhook, status, content_type, headers, content, timed_out, error],
+            rusqlite::params![queued.id, queued.webhook, r.status, r.content_type, r.headers, r.content, r.timed_out, r.error],
         )
         .map_err(fail)?;
     }

@@ -204,11 +204,7 @@ fn summary(ran: Result<Vec<tokio_postgres::SimpleQueryMessage>, tokio_postgres::
                 tokio_postgres::SimpleQueryMessage::CommandComplete(n) => Some(*n),
                 _ => None,
             });
-            let said = match rows {
-                Some(1) => "1 row".to_owned(),
-                Some(n) => format!("{n} rows"),
-                None => String::new(),
-            };
+            let said = rows.map(crate::cron::rows).unwrap_or_default();
             (true, said)
         }
         Err(e) => (false, message(e)),

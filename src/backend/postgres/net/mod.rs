@@ -15,7 +15,7 @@ use tokio_postgres::Client;
 use super::apikey::message;
 use super::tls::PgTarget;
 use crate::config::NetSettings;
-use crate::webhooks::{backoff, Outbound, Request, Sent};
+use crate::webhooks::{Outbound, Request, Sent};
 
 const INSTALL_SQL: &str = include_str!("install.sql");
 
@@ -178,9 +178,8 @@ async fn record(
 ) -> Result<(), tokio_postgres::Error> {
     let retries = queued.max_retries.map_or(default_retries, |n| u32::try_from(n).unwrap_or(0));
     let tries = u32::try_from(queued.attempts).unwrap_or(1);
-    if sent.retryable() && tries <= retries {
-        let wait = backoff(tries);
-        tracing::info!(id = queued.id, url = %queued.request.url, attempt = tries, ?wait, outcome = %summary(sent), "pg_net request to be sent again");
+    if let Some(wait) = sent.retry_after(tries, retries) {
+        tracing::info!(id = queued.id, url = %queued.request.url, attempt = tries, ?wait, outcome = %sent.said(), "pg_net request to be sent again");
         c.execute(
             "UPDATE net.http_request_queue SET claimed_until = NULL, claimed_by = NULL, not_before = now() + make_interval(secs => $2)
              WHERE id = $1",
@@ -189,42 +188,24 @@ async fn record(
         .await?;
         return Ok(());
     }
-    let (status, content_type, headers, content, timed_out, error): (Option<i32>, _, _, _, _, _) = match sent
-    {
-        Sent::Answered(a) => (
-            Some(i32::from(a.status)),
-            a.content_type.clone(),
-            Some(serde_json::Value::Object(a.headers.clone()).to_string()),
-            Some(a.body.replace('\0', "\u{fffd}")),
-            false,
-            None,
-        ),
-        Sent::Failed { message, timed_out, .. } => {
-            (None, None, None, None, *timed_out, Some(message.replace('\0', "")))
+    match sent.succeeded() {
+        true => {
+            tracing::debug!(id = queued.id, url = %queued.request.url, outcome = %sent.said(), "pg_net request sent")
         }
-    };
-    match sent {
-        Sent::Answered(a) if a.status < 400 => {
-            tracing::debug!(id = queued.id, url = %queued.request.url, status = a.status, "pg_net request sent")
-        }
-        _ => {
-            tracing::warn!(id = queued.id, url = %queued.request.url, attempts = tries, outcome = %summary(sent), "pg_net request failed")
+        false => {
+            tracing::warn!(id = queued.id, url = %queued.request.url, attempts = tries, outcome = %sent.said(), "pg_net request failed")
         }
     }
+    // PostgreSQL's text holds no NUL.
+    let r = sent.recorded();
+    let content = r.content.map(|c| c.replace('\0', "\u{fffd}"));
+    let error = r.error.map(|e| e.replace('\0', ""));
     c.execute(
         "WITH done AS (DELETE FROM net.http_request_queue WHERE id = $1 RETURNING id)
          INSERT INTO net._http_response (id, status_code, content_type, headers, content, timed_out, error_msg)
          SELECT id, $2, $3, $4::text::jsonb, $5, $6, $7 FROM done",
-        &[&queued.id, &status, &content_type, &headers, &content, &timed_out, &error],
+        &[&queued.id, &r.status.map(i32::from), &r.content_type, &r.headers, &content, &r.timed_out, &error],
     )
     .await?;
     Ok(())
-}
-
-/// What the log says of an outcome.
-fn summary(sent: &Sent) -> String {
-    match sent {
-        Sent::Answered(a) => format!("status {}", a.status),
-        Sent::Failed { message, .. } => message.clone(),
-    }
 }
