@@ -32,6 +32,7 @@ pub fn lines(config: &Config, addr: SocketAddr, dashboard: Option<&Setup>) -> Ve
         ("auth", "/auth/v1", config.accounts.enabled, "--accounts-enabled true"),
         ("storage", "/storage/v1", config.storage.enabled, "--storage-enabled true"),
         ("realtime", "/realtime/v1", config.realtime.enabled, "--realtime-enabled true"),
+        ("PB API", "/api/", config.pocketbase.enabled, "--pocketbase true"),
     ] {
         lines.push(match on {
             true => format!("  {name:<9} {base}{path}"),

@@ -25,6 +25,7 @@ pub mod lsn;
 pub mod openapi;
 pub mod outcome;
 pub mod plan;
+pub mod pocketbase;
 pub mod realtime;
 pub mod response;
 pub mod schema;

@@ -94,6 +94,10 @@ pub fn start_state(config: Arc<Config>) -> Result<Arc<AppState>, String> {
         services.push(Box::new(crate::http::DashboardService(d.clone())));
     }
     let functions = functions(&config)?;
+    if config.pocketbase.enabled {
+        let pocketbase = crate::pocketbase::PocketBase::new(backend.clone(), schema.clone(), config.clone());
+        services.push(Box::new(crate::http::PocketBaseService(Arc::new(pocketbase))));
+    }
     if let Some(f) = &functions {
         services.push(Box::new(crate::http::FunctionsService(f.clone())));
     }

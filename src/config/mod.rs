@@ -22,6 +22,7 @@ mod mail;
 mod net;
 mod openapi;
 mod platform_args;
+mod pocketbase;
 pub mod postgrest;
 pub mod providers;
 mod proxy_uri;
@@ -48,6 +49,7 @@ pub use mail::{MailSettings, SmtpSettings, SmtpTls};
 pub use net::{NetSettings, SqliteWebhook};
 pub use openapi::OpenApiSettings;
 pub use platform_args::PlatformArgs;
+pub use pocketbase::PocketBaseSettings;
 pub use proxy_uri::ProxyUri;
 pub use rate_limit::{Rate, RateLimits};
 pub use realtime::RealtimeSettings;
@@ -163,6 +165,8 @@ pub struct Config {
     pub cron: CronSettings,
     /// `functions-*`: the Edge Functions at `/functions/v1`.
     pub functions: FunctionsSettings,
+    /// `pocketbase`: PocketBase's API at `/api/`.
+    pub pocketbase: PocketBaseSettings,
     /// `static-dir`, if files are served.
     pub static_dir: Option<PathBuf>,
     /// `static-prefix`: `/` or `/path` (no trailing slash).
@@ -222,6 +226,8 @@ impl Config {
             a.static_prefix.clone().or(file.static_prefix.clone()),
             a.api_prefix.clone().or(file.api_prefix.clone()),
         )?;
+        let pocketbase =
+            PocketBaseSettings::from_args(&a.platform, &file.platform, db.sqlite.is_some(), &api_prefix)?;
         // Both sign with jwt-secret: signed URLs, and the accounts' tokens.
         if storage.enabled && jwt.hmac_secret().is_none() {
             return Err(invalid(
@@ -275,6 +281,7 @@ impl Config {
             net,
             cron,
             functions,
+            pocketbase,
             static_dir,
             static_prefix,
             api_prefix,

@@ -1,13 +1,14 @@
 //! The options of what rowgate runs besides the database's API — outbound requests for
-//! webhooks (`net-*`), scheduled jobs (`cron-*`) and Edge Functions (`functions-*`) — in a
-//! struct of their own beside [`ServeArgs`]'s: a TOML key comes here by its prefix.
+//! webhooks (`net-*`), scheduled jobs (`cron-*`), Edge Functions (`functions-*`) and
+//! PocketBase's API (`pocketbase`) — in a struct of their own beside [`ServeArgs`]'s: a TOML
+//! key comes here by its prefix.
 
 use clap::Args;
 use serde::Deserialize;
 
 use super::ServeArgs;
 
-/// `net-*`, `cron-*` and `functions-*`: flags, `ROWGATE_*` variables and TOML keys, all optional.
+/// `net-*`, `cron-*`, `functions-*` and `pocketbase`: flags, `ROWGATE_*` variables and TOML keys, all optional.
 #[derive(Debug, Clone, Default, Args, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct PlatformArgs {
@@ -66,6 +67,10 @@ pub struct PlatformArgs {
     /// [default: true].
     #[arg(long = "functions-verify-jwt", env = "ROWGATE_FUNCTIONS_VERIFY_JWT", value_name = "BOOL")]
     pub functions_verify_jwt: Option<bool>,
+    /// PocketBase's API at /api/ over the same tables [default: true on an SQLite file, unless
+    /// the REST API's api-prefix is /api; false on PostgreSQL].
+    #[arg(long = "pocketbase", env = "ROWGATE_POCKETBASE", value_name = "BOOL")]
+    pub pocketbase: Option<bool>,
     /// SQLite: database webhooks, the `[[webhooks]]` tables of the configuration file.
     #[arg(skip)]
     pub webhooks: Option<Vec<super::SqliteWebhook>>,
@@ -75,7 +80,7 @@ pub struct PlatformArgs {
 }
 
 /// The prefixes of [`PlatformArgs`]' keys.
-const PREFIXES: [&str; 4] = ["net-", "cron", "functions-", "webhooks"];
+const PREFIXES: [&str; 5] = ["net-", "cron", "functions-", "webhooks", "pocketbase"];
 
 impl ServeArgs {
     /// The options a TOML table gives, each key to the struct its prefix names; unknown keys

@@ -23,7 +23,8 @@ pub use cors::Cors;
 pub use rate_limit::RateLimiter;
 pub use server_loop::{bind, listen, serve_static, serve_with, Limits};
 pub use services::{
-    AuthService, DashboardService, FunctionsService, RealtimeService, Service, StorageService,
+    AuthService, DashboardService, FunctionsService, PocketBaseService, RealtimeService, Service,
+    StorageService,
 };
 pub use static_files::StaticFiles;
 

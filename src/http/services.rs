@@ -304,3 +304,60 @@ impl Service for FunctionsService {
         crate::functions::metrics::render(out);
     }
 }
+
+/// PocketBase's API at `/api/`: its SDK sends a token without `Bearer`, and a token that does
+/// not verify leaves the caller a guest, as PocketBase does.
+pub struct PocketBaseService(pub Arc<crate::pocketbase::PocketBase>);
+
+impl Service for PocketBaseService {
+    fn prefix(&self) -> &'static str {
+        "/api"
+    }
+
+    fn serve<'a>(
+        &'a self,
+        state: &'a AppState,
+        req: Request<Incoming>,
+        rest: &'a str,
+        _client: IpAddr,
+    ) -> BoxFuture<'a, Response<Body>> {
+        Box::pin(async move {
+            let (mut parts, incoming) = req.into_parts();
+            let bare = parts
+                .headers
+                .get(header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .filter(|v| !v.is_empty() && crate::auth::bearer_token(v).is_none())
+                .and_then(|token| http::HeaderValue::from_str(&format!("Bearer {token}")).ok());
+            if let Some(bearer) = bare {
+                parts.headers.insert(header::AUTHORIZATION, bearer);
+            }
+            let principal = match identify::admit(state, &parts.headers).await {
+                Ok(p) => p,
+                Err(e @ Error::RateLimited { .. }) => return self.refused(&e),
+                Err(_) => {
+                    parts.headers.remove(header::AUTHORIZATION);
+                    match identify::admit(state, &parts.headers).await {
+                        Ok(p) => p,
+                        Err(e) => return self.refused(&e),
+                    }
+                }
+            };
+            let body = match api::read_body(
+                incoming,
+                state.config.server.max_body_size,
+                state.config.server.read_timeout,
+            )
+            .await
+            {
+                Ok(b) => b,
+                Err(e) => return crate::pocketbase::refused(&e),
+            };
+            self.0.handle(&parts.method, rest, parts.uri.query(), body, &principal).await
+        })
+    }
+
+    fn refused(&self, error: &Error) -> Response<Body> {
+        crate::pocketbase::refused(error)
+    }
+}

@@ -36,6 +36,7 @@ mod observability;
 mod openapi;
 mod operations;
 mod oracle;
+mod pocketbase;
 mod pooler;
 mod postgrest_config;
 mod postgrest_js;

@@ -35,6 +35,11 @@ pub(crate) fn condition(c: &Condition, sql: &mut String, params: &mut Params) {
             if *negated {
                 sql.push_str("NOT ");
             }
+            if children.is_empty() {
+                // An empty AND holds, an empty OR does not.
+                sql.push_str(if *op == LogicOp::And { "(true)" } else { "(false)" });
+                return;
+            }
             sql.push('(');
             for (i, child) in children.iter().enumerate() {
                 if i > 0 {

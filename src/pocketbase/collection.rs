@@ -1,0 +1,168 @@
+//! A collection as PocketBase's API shows it, read from a table of the schema cache: every
+//! table of the first exposed schema whose primary key is one column named `id` is one, its
+//! columns its fields, each of the PocketBase type its SQL type stands for.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use crate::schema::{Relation, SchemaCache};
+
+/// A collection: a table and its fields.
+pub struct Collection {
+    /// The table.
+    pub relation: Arc<Relation>,
+    /// `pbc_` and a checksum of its type and name, as PocketBase makes a new collection's id.
+    pub id: String,
+    /// Its fields, in table order.
+    pub fields: Vec<Field>,
+}
+
+/// One field.
+pub struct Field {
+    /// The column's name.
+    pub name: String,
+    /// Its PocketBase type.
+    pub kind: FieldKind,
+    /// A value must be given on create (`NOT NULL` without a default).
+    pub required: bool,
+}
+
+/// The PocketBase field types a column can be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldKind {
+    /// `text` (and anything not below).
+    Text,
+    /// `number`.
+    Number,
+    /// `bool`.
+    Bool,
+    /// `json`.
+    Json,
+    /// `date`: `2006-01-02 15:04:05.000Z`.
+    Date,
+}
+
+impl Collection {
+    /// The collection named `name` in `schema` (the first exposed schema), if there is one.
+    pub fn find(cache: &SchemaCache, schema: &str, name: &str) -> Option<Collection> {
+        let relation = cache.relation(schema, name)?;
+        if relation.primary_key.len() != 1 || relation.primary_key[0] != "id" {
+            return None;
+        }
+        let fields = relation
+            .columns
+            .iter()
+            .map(|c| Field {
+                name: c.name.clone(),
+                kind: FieldKind::of(&c.data_type),
+                required: !c.nullable && c.default.is_none() && c.name != "id",
+            })
+            .collect();
+        let id = format!("pbc_{}", crc32fast::hash(format!("base{name}").as_bytes()));
+        Some(Collection { relation: relation.clone(), id, fields })
+    }
+
+    /// Its name.
+    pub fn name(&self) -> &str {
+        &self.relation.name.name
+    }
+
+    /// The field named `name`.
+    pub fn field(&self, name: &str) -> Option<&Field> {
+        self.fields.iter().find(|f| f.name == name)
+    }
+
+    /// A row as PocketBase shows a record: `collectionId`, `collectionName`, then each field,
+    /// a missing value as its type's zero (PocketBase's columns are `NOT NULL` with one).
+    pub fn record(&self, mut row: Map<String, Value>) -> Map<String, Value> {
+        let mut record = Map::with_capacity(self.fields.len() + 2);
+        record.insert("collectionId".into(), Value::String(self.id.clone()));
+        record.insert("collectionName".into(), Value::String(self.name().to_owned()));
+        for field in &self.fields {
+            let value = row.remove(&field.name).unwrap_or(Value::Null);
+            record.insert(field.name.clone(), field.kind.shown(value));
+        }
+        record
+    }
+}
+
+impl FieldKind {
+    /// The type a column of SQL type `data_type` (as the OpenAPI description names it) is.
+    fn of(data_type: &str) -> FieldKind {
+        match data_type {
+            "boolean" => FieldKind::Bool,
+            "smallint" | "integer" | "bigint" | "numeric" | "real" | "double precision" => FieldKind::Number,
+            "json" | "jsonb" => FieldKind::Json,
+            "date" | "timestamp without time zone" | "timestamp with time zone" => FieldKind::Date,
+            _ => FieldKind::Text,
+        }
+    }
+
+    /// A stored value as PocketBase writes it.
+    fn shown(self, value: Value) -> Value {
+        match (self, value) {
+            (FieldKind::Json, v) => v,
+            (FieldKind::Text, Value::Null) | (FieldKind::Date, Value::Null) => Value::String(String::new()),
+            (FieldKind::Number, Value::Null) => Value::from(0),
+            (FieldKind::Bool, Value::Null) => Value::Bool(false),
+            (FieldKind::Number, Value::Number(n)) => number(n),
+            (FieldKind::Date, Value::String(s)) => Value::String(date(&s)),
+            (_, v) => v,
+        }
+    }
+}
+
+/// A number as Go's `float64` marshals: `3`, not `3.0`.
+fn number(n: serde_json::Number) -> Value {
+    match n.as_f64() {
+        Some(f) if f.fract() == 0.0 && f.abs() < 9.007_199_254_740_992e15 && !n.is_i64() && !n.is_u64() => {
+            Value::from(f as i64)
+        }
+        _ => Value::Number(n),
+    }
+}
+
+/// A date or timestamp as PocketBase writes one (`2006-01-02 15:04:05.000Z`, UTC); a text
+/// that is not one stays as it is.
+pub fn date(text: &str) -> String {
+    use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
+    let utc = DateTime::parse_from_rfc3339(text)
+        .map(|d| d.with_timezone(&Utc).naive_utc())
+        .or_else(|_| NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S%.fZ"))
+        .or_else(|_| NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%S%.f"))
+        .or_else(|_| NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S%.f"))
+        .or_else(|_| DateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S%.f%#z").map(|d| d.naive_utc()))
+        .or_else(|_| NaiveDate::parse_from_str(text, "%Y-%m-%d").map(|d| d.and_time(Default::default())));
+    match utc {
+        Ok(t) => format_date(t),
+        Err(_) => text.to_owned(),
+    }
+}
+
+/// `2006-01-02 15:04:05.000Z`.
+pub fn format_date(t: chrono::NaiveDateTime) -> String {
+    t.format("%Y-%m-%d %H:%M:%S%.3fZ").to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_are_written_as_pocketbase_writes_them() {
+        assert_eq!(date("2024-05-06T07:08:09.5+02:00"), "2024-05-06 05:08:09.500Z");
+        assert_eq!(date("2024-05-06 07:08:09.123Z"), "2024-05-06 07:08:09.123Z");
+        assert_eq!(date("2024-05-06T07:08:09"), "2024-05-06 07:08:09.000Z");
+        assert_eq!(date("2024-05-06"), "2024-05-06 00:00:00.000Z");
+        assert_eq!(date("soon"), "soon");
+    }
+
+    #[test]
+    fn whole_floats_are_written_as_integers() {
+        assert_eq!(FieldKind::Number.shown(serde_json::json!(3.0)), serde_json::json!(3));
+        assert_eq!(FieldKind::Number.shown(serde_json::json!(10.5)), serde_json::json!(10.5));
+        assert_eq!(FieldKind::Number.shown(Value::Null), serde_json::json!(0));
+        assert_eq!(FieldKind::Text.shown(Value::Null), serde_json::json!(""));
+    }
+}

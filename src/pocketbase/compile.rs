@@ -1,0 +1,270 @@
+//! A PocketBase filter or sort, resolved against a collection and compiled to the API's own
+//! filters and order terms (`rowgate_request`), which each backend renders with its values
+//! bound: nothing of the filter's text reaches SQL but names the collection has.
+
+use chrono::{Datelike, Duration, NaiveDateTime, NaiveTime, Timelike, Utc};
+use rowgate_request::{
+    CompareOp, Direction, Field as Column, Filter as Leaf, IsValue, JsonKey, JsonStep, LogicOp, LogicTree,
+    Operation, OrderTerm,
+};
+
+use super::collection::{format_date, Collection, FieldKind};
+use super::error::PbError;
+use super::filter::{Filter, Operand, SignOp};
+
+/// What the filter may refer to beside the collection's fields.
+pub struct Scope<'a> {
+    /// The caller is a superuser, who alone may name `@request.*` in a filter.
+    pub superuser: bool,
+    /// The caller's claims (`@request.auth.id` is `sub`).
+    pub claims: &'a str,
+}
+
+/// An operand resolved: a column, or a value.
+enum Resolved {
+    Column { field: Column, kind: FieldKind },
+    Value(Value),
+}
+
+#[derive(Clone)]
+enum Value {
+    Text(String),
+    Number(String),
+    Bool(bool),
+    Null,
+}
+
+impl Value {
+    fn text(&self) -> String {
+        match self {
+            Value::Text(t) | Value::Number(t) => t.clone(),
+            Value::Bool(b) => b.to_string(),
+            Value::Null => String::new(),
+        }
+    }
+}
+
+/// `filter` as the API's logic tree over `collection`.
+pub fn filter(filter: &Filter, collection: &Collection, scope: &Scope<'_>) -> Result<LogicTree, PbError> {
+    match filter {
+        Filter::All(terms) | Filter::Any(terms) => Ok(LogicTree::Expr {
+            negated: false,
+            op: if matches!(filter, Filter::All(_)) { LogicOp::And } else { LogicOp::Or },
+            children: terms.iter().map(|t| self::filter(t, collection, scope)).collect::<Result<_, _>>()?,
+        }),
+        Filter::Compare { left, sign, right } => {
+            let left = resolve(left, collection, scope)?;
+            let right = resolve(right, collection, scope)?;
+            match (left, right) {
+                (Resolved::Column { field, kind }, Resolved::Value(v)) => {
+                    Ok(compare(field, kind, sign.op, v))
+                }
+                // `3 = views`: the same comparison turned around, where it can be.
+                (Resolved::Value(v), Resolved::Column { field, kind }) => match mirrored(sign.op) {
+                    Some(op) => Ok(compare(field, kind, op, v)),
+                    None => Err(unsupported("a pattern on the left of ~")),
+                },
+                (Resolved::Value(a), Resolved::Value(b)) => Ok(constant(sign.op, &a, &b)),
+                (Resolved::Column { .. }, Resolved::Column { .. }) => {
+                    Err(unsupported("a comparison of two fields"))
+                }
+            }
+        }
+    }
+}
+
+/// `sort=`: comma-separated fields, each `-` for descending (`+` or nothing ascending).
+pub fn sort(text: &str, collection: &Collection) -> Result<Vec<OrderTerm>, PbError> {
+    text.split(',')
+        .map(|term| {
+            let term = term.trim();
+            let (direction, name) = match term.strip_prefix('-') {
+                Some(name) => (Direction::Desc, name),
+                None => (Direction::Asc, term.strip_prefix('+').unwrap_or(term)),
+            };
+            let Resolved::Column { field, .. } = column(name, collection)? else {
+                return Err(PbError::bad_request(format!("cannot sort by {name}")));
+            };
+            Ok(OrderTerm { field, relation: None, direction: Some(direction), nulls: None })
+        })
+        .collect()
+}
+
+fn resolve(operand: &Operand, collection: &Collection, scope: &Scope<'_>) -> Result<Resolved, PbError> {
+    match operand {
+        Operand::Text(t) => Ok(Resolved::Value(Value::Text(t.clone()))),
+        Operand::Number(n) => Ok(Resolved::Value(Value::Number(n.clone()))),
+        Operand::Function { name, .. } => Err(unsupported(&format!("the function {name}"))),
+        Operand::Identifier(name) => match name.as_str() {
+            "true" => Ok(Resolved::Value(Value::Bool(true))),
+            "false" => Ok(Resolved::Value(Value::Bool(false))),
+            "null" => Ok(Resolved::Value(Value::Null)),
+            _ if name.starts_with("@request.") => request(name, scope).map(Resolved::Value),
+            _ if name.starts_with('@') => macro_value(name, Utc::now().naive_utc()).map(Resolved::Value),
+            _ => column(name, collection),
+        },
+    }
+}
+
+/// A field, or a key within a `json` field (`meta.a.b`).
+fn column(name: &str, collection: &Collection) -> Result<Resolved, PbError> {
+    if name.contains(':') {
+        return Err(unsupported(&format!("the modifier of {name}")));
+    }
+    let mut path = name.split('.');
+    let first = path.next().unwrap_or_default();
+    let field =
+        collection.field(first).ok_or_else(|| PbError::bad_request(format!("unknown field {first}")))?;
+    let steps: Vec<&str> = path.collect();
+    if !steps.is_empty() && field.kind != FieldKind::Json {
+        return Err(unsupported(&format!("the path {name}")));
+    }
+    let count = steps.len();
+    let json_path = steps
+        .into_iter()
+        .enumerate()
+        .map(|(i, key)| JsonStep {
+            as_text: i + 1 == count,
+            key: match key.parse::<i64>() {
+                Ok(index) => JsonKey::Index(index),
+                Err(_) => JsonKey::Key(key.to_owned()),
+            },
+        })
+        .collect::<Vec<_>>();
+    let kind = if json_path.is_empty() { field.kind } else { FieldKind::Text };
+    Ok(Resolved::Column { field: Column { name: field.name.clone(), json_path }, kind })
+}
+
+/// `@request.auth.id` and the rest, which only a superuser may name in a filter.
+fn request(name: &str, scope: &Scope<'_>) -> Result<Value, PbError> {
+    if !scope.superuser {
+        return Err(PbError::forbidden("Only superusers can filter by @request."));
+    }
+    let claims: serde_json::Value = serde_json::from_str(scope.claims).unwrap_or_default();
+    let claim = match name {
+        "@request.auth.id" => claims.get("sub"),
+        "@request.auth.email" => claims.get("email"),
+        _ => None,
+    };
+    Ok(match claim {
+        Some(serde_json::Value::String(s)) => Value::Text(s.clone()),
+        _ => Value::Null,
+    })
+}
+
+/// PocketBase's date macros, in UTC.
+fn macro_value(name: &str, now: NaiveDateTime) -> Result<Value, PbError> {
+    let day_start = now.date().and_time(NaiveTime::MIN);
+    let day_end = now.date().and_hms_milli_opt(23, 59, 59, 999).unwrap_or(now);
+    let month_start = now.date().with_day(1).unwrap_or(now.date()).and_time(NaiveTime::MIN);
+    let next_month = if now.month() == 12 {
+        month_start.with_year(now.year() + 1).and_then(|d| d.with_month(1))
+    } else {
+        month_start.with_month(now.month() + 1)
+    };
+    let year_start = month_start.with_month(1).unwrap_or(month_start);
+    let date = |t: NaiveDateTime| Value::Text(format_date(t));
+    let number = |n: u32| Value::Number(n.to_string());
+    Ok(match name {
+        "@now" => date(now),
+        "@yesterday" => date(now - Duration::days(1)),
+        "@tomorrow" => date(now + Duration::days(1)),
+        "@todayStart" => date(day_start),
+        "@todayEnd" => date(day_end),
+        "@monthStart" => date(month_start),
+        "@monthEnd" => date(next_month.map_or(day_end, |m| m - Duration::milliseconds(1))),
+        "@yearStart" => date(year_start),
+        "@yearEnd" => {
+            date(year_start.with_year(now.year() + 1).map_or(day_end, |y| y - Duration::milliseconds(1)))
+        }
+        "@second" => number(now.second()),
+        "@minute" => number(now.minute()),
+        "@hour" => number(now.hour()),
+        "@day" => number(now.day()),
+        "@month" => number(now.month()),
+        "@year" => number(now.year().max(0) as u32),
+        "@weekday" => number(now.weekday().num_days_from_sunday()),
+        _ => return Err(unsupported(name)),
+    })
+}
+
+/// One comparison of a column with a value, as PocketBase means it: `=` and `!=` treat null
+/// as a value (`IS`, `IS NOT`), and a text's null is also its empty text; `~` is a
+/// case-insensitive `LIKE` that wraps a pattern without `%` in `%…%`.
+fn compare(field: Column, kind: FieldKind, op: SignOp, value: Value) -> LogicTree {
+    let leaf = |negated, operation| LogicTree::Filter(Leaf { field: field.clone(), negated, operation });
+    let cmp = |op, value: String| Operation::Compare { op, quantifier: None, value };
+    let any = |children| LogicTree::Expr { negated: false, op: LogicOp::Or, children };
+    let blank = matches!(kind, FieldKind::Text | FieldKind::Date);
+    match (op, value) {
+        (SignOp::Eq, Value::Null) if blank => any(vec![
+            leaf(false, Operation::Is(IsValue::Null)),
+            leaf(false, cmp(CompareOp::Eq, String::new())),
+        ]),
+        (SignOp::Eq, Value::Null) => leaf(false, Operation::Is(IsValue::Null)),
+        (SignOp::Neq, Value::Null) if blank => LogicTree::Expr {
+            negated: false,
+            op: LogicOp::And,
+            children: vec![
+                leaf(false, Operation::Is(IsValue::NotNull)),
+                leaf(false, cmp(CompareOp::Neq, String::new())),
+            ],
+        },
+        (SignOp::Neq, Value::Null) => leaf(false, Operation::Is(IsValue::NotNull)),
+        (SignOp::Eq, v) => leaf(false, cmp(CompareOp::Eq, v.text())),
+        (SignOp::Neq, v) => {
+            any(vec![leaf(false, Operation::Is(IsValue::Null)), leaf(false, cmp(CompareOp::Neq, v.text()))])
+        }
+        (SignOp::Like | SignOp::NotLike, v) => {
+            let text = v.text();
+            let pattern = if text.contains('%') { text } else { format!("%{text}%") };
+            leaf(op == SignOp::NotLike, cmp(CompareOp::Ilike, pattern.replace('%', "*")))
+        }
+        (SignOp::Lt, v) => leaf(false, cmp(CompareOp::Lt, v.text())),
+        (SignOp::Lte, v) => leaf(false, cmp(CompareOp::Lte, v.text())),
+        (SignOp::Gt, v) => leaf(false, cmp(CompareOp::Gt, v.text())),
+        (SignOp::Gte, v) => leaf(false, cmp(CompareOp::Gte, v.text())),
+    }
+}
+
+fn mirrored(op: SignOp) -> Option<SignOp> {
+    Some(match op {
+        SignOp::Eq | SignOp::Neq => op,
+        SignOp::Lt => SignOp::Gt,
+        SignOp::Lte => SignOp::Gte,
+        SignOp::Gt => SignOp::Lt,
+        SignOp::Gte => SignOp::Lte,
+        SignOp::Like | SignOp::NotLike => return None,
+    })
+}
+
+/// Two values compared: an empty `and` (true) or `or` (false).
+fn constant(op: SignOp, a: &Value, b: &Value) -> LogicTree {
+    let (x, y) = (a.text(), b.text());
+    let numbers = x.parse::<f64>().ok().zip(y.parse::<f64>().ok());
+    let holds = match (op, numbers) {
+        (SignOp::Eq, Some((x, y))) => x == y,
+        (SignOp::Neq, Some((x, y))) => x != y,
+        (SignOp::Lt, Some((x, y))) => x < y,
+        (SignOp::Lte, Some((x, y))) => x <= y,
+        (SignOp::Gt, Some((x, y))) => x > y,
+        (SignOp::Gte, Some((x, y))) => x >= y,
+        (SignOp::Eq, None) => x == y,
+        (SignOp::Neq, None) => x != y,
+        (SignOp::Lt, None) => x < y,
+        (SignOp::Lte, None) => x <= y,
+        (SignOp::Gt, None) => x > y,
+        (SignOp::Gte, None) => x >= y,
+        (SignOp::Like, _) => x.to_lowercase().contains(&y.trim_matches('%').to_lowercase()),
+        (SignOp::NotLike, _) => !x.to_lowercase().contains(&y.trim_matches('%').to_lowercase()),
+    };
+    LogicTree::Expr {
+        negated: false,
+        op: if holds { LogicOp::And } else { LogicOp::Or },
+        children: Vec::new(),
+    }
+}
+
+fn unsupported(what: &str) -> PbError {
+    PbError::bad_request(format!("{what} is not supported in filters yet"))
+}

@@ -1,0 +1,134 @@
+//! PocketBase's API at `/api/`: a second front door over the same backends as the REST API.
+//! A PocketBase request is made into the API's own requests (`records.rs`), planned and run as
+//! its caller, so what a caller may see is decided where it is for every door — SQLite's rules,
+//! PostgreSQL's row-level security — and the rows come back as PocketBase's records in its
+//! JSON. `filter.rs` parses PocketBase's filter language, `compile.rs` resolves it against a
+//! collection (`collection.rs`) into the API's filters, `fields.rs` is `fields=`, `error.rs`
+//! PocketBase's error body.
+
+mod collection;
+mod compile;
+mod error;
+mod fields;
+pub mod filter;
+mod records;
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Method, Response, StatusCode};
+use serde_json::json;
+
+use crate::auth::{Principal, SERVICE_ROLE};
+use crate::backend::Backend;
+use crate::config::Config;
+use crate::response::Body;
+use crate::schema::{SchemaCache, SharedSchema};
+use collection::Collection;
+use error::{respond, PbError};
+use records::Query;
+
+/// PocketBase's API.
+pub struct PocketBase {
+    backend: Arc<Backend>,
+    schema: Arc<SharedSchema>,
+    config: Arc<Config>,
+}
+
+/// What one request's handlers share.
+pub struct Context<'a> {
+    backend: &'a Backend,
+    config: &'a Config,
+    schema: &'a SchemaCache,
+    principal: &'a Principal,
+    /// The path below `/api`, for `request.path`.
+    path: &'a str,
+}
+
+impl Context<'_> {
+    /// A superuser: the service role (its key, or the dashboard's administrators).
+    fn superuser(&self) -> bool {
+        &*self.principal.role == SERVICE_ROLE
+    }
+}
+
+impl PocketBase {
+    /// The API over `backend`.
+    pub fn new(backend: Arc<Backend>, schema: Arc<SharedSchema>, config: Arc<Config>) -> PocketBase {
+        PocketBase { backend, schema, config }
+    }
+
+    /// Answers a request for `path` (below `/api`) from `principal`.
+    pub async fn handle(
+        &self,
+        method: &Method,
+        path: &str,
+        query: Option<&str>,
+        body: Bytes,
+        principal: &Principal,
+    ) -> Response<Body> {
+        match self.route(method, path, query, &body, principal).await {
+            Ok(r) => r,
+            Err(e) => e.response(),
+        }
+    }
+
+    async fn route(
+        &self,
+        method: &Method,
+        path: &str,
+        query: Option<&str>,
+        body: &Bytes,
+        principal: &Principal,
+    ) -> Result<Response<Body>, PbError> {
+        let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+        if segments == ["health"] && matches!(*method, Method::GET | Method::HEAD) {
+            return Ok(respond(
+                StatusCode::OK,
+                &json!({"message": "API is healthy.", "code": 200, "data": {}}),
+            ));
+        }
+        let ["collections", collection, "records", rest @ ..] = segments.as_slice() else {
+            return Err(PbError::no_route());
+        };
+        let schema =
+            self.schema.load().ok_or_else(|| PbError::bad_request("the schema cache is not loaded"))?;
+        let exposed = self.config.db.schemas.first().map_or("public", String::as_str);
+        let name = percent_encoding::percent_decode_str(collection).decode_utf8_lossy();
+        let c = Collection::find(&schema, exposed, &name).ok_or_else(PbError::no_collection)?;
+        let cx = Context { backend: &self.backend, config: &self.config, schema: &schema, principal, path };
+        let query = Query::parse(query);
+        match (rest, method) {
+            ([], &Method::GET) => records::list(&cx, &c, &query).await,
+            ([], &Method::POST) => records::create(&cx, &c, body, &query).await,
+            ([id], &Method::GET) => records::view(&cx, &c, &decoded(id), &query).await,
+            ([id], &Method::PATCH) => records::update(&cx, &c, &decoded(id), body, &query).await,
+            ([id], &Method::DELETE) => records::delete(&cx, &c, &decoded(id)).await,
+            _ => Err(PbError::no_route()),
+        }
+    }
+}
+
+/// A request refused before it reached the API (a rate limit, a body too large), in
+/// PocketBase's body.
+pub fn refused(e: &crate::error::Error) -> Response<Body> {
+    let status = e.to_response().status;
+    let message = match status {
+        StatusCode::TOO_MANY_REQUESTS => "Too Many Requests.",
+        StatusCode::PAYLOAD_TOO_LARGE => "Request entity too large.",
+        StatusCode::UNAUTHORIZED => "The request requires valid record authorization token.",
+        StatusCode::FORBIDDEN => "The authorized record is not allowed to perform this action.",
+        _ => "Something went wrong while processing your request.",
+    };
+    let mut r = PbError::with_status(status, message, e.to_string()).response();
+    if let Some(seconds) = e.to_response().retry_after {
+        if let Ok(v) = http::HeaderValue::from_str(&seconds.to_string()) {
+            r.headers_mut().insert(http::header::RETRY_AFTER, v);
+        }
+    }
+    r
+}
+
+fn decoded(segment: &str) -> String {
+    percent_encoding::percent_decode_str(segment).decode_utf8_lossy().into_owned()
+}

@@ -1,0 +1,385 @@
+//! `/api/collections/{collection}/records`: PocketBase's record requests, each made into the
+//! API's own request (built typed, as `backend::Rights` builds its reads), planned and run as
+//! the caller like any other — so the rules (SQLite) or row-level security (PostgreSQL) decide
+//! what it sees — and its rows shown as PocketBase's records.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Response, StatusCode};
+use rowgate_request::{
+    ApiRequest, CompareOp, Field as Column, Filter as Leaf, LimitOffset, Method, Operation, PreferCount,
+    PreferReturn, Preferences, QueryParams, SelectItem, Target,
+};
+use serde_json::{json, Map, Value};
+
+use super::collection::{date, format_date, Collection, FieldKind};
+use super::compile::{self, Scope};
+use super::error::{respond, PbError};
+use super::fields::Picked;
+use super::{filter, Context};
+use crate::backend::{Caller, Current, RequestInfo};
+use crate::outcome::Done;
+use crate::plan::Plan;
+use crate::response::Body;
+
+/// PocketBase's page size when none is asked for, and the largest it serves.
+const PER_PAGE: u64 = 30;
+const MAX_PER_PAGE: u64 = 1000;
+
+/// `GET …/records`: a page of the records the caller may list.
+pub async fn list(cx: &Context<'_>, c: &Collection, query: &Query) -> Result<Response<Body>, PbError> {
+    let page = query.number("page")?.filter(|p| *p >= 1).unwrap_or(1);
+    let per_page = query.number("perPage")?.filter(|p| *p >= 1).unwrap_or(PER_PAGE).min(MAX_PER_PAGE);
+    let skip_total = query.get("skipTotal").is_some_and(|v| matches!(v, "1" | "true" | "t"));
+    let mut params = QueryParams { select: vec![SelectItem::Star], ..Default::default() };
+    if let Some(text) = query.get("filter") {
+        let parsed = filter::parse(text).map_err(|e| PbError::bad_request(e.0))?;
+        if let Some(parsed) = parsed {
+            params.logic.push((Vec::new(), compile::filter(&parsed, c, &cx.scope())?));
+        }
+    }
+    if let Some(text) = query.get("sort").filter(|s| !s.trim().is_empty()) {
+        params.order.push((Vec::new(), compile::sort(text, c)?));
+    }
+    // SQL's OFFSET is a signed 64-bit number.
+    let offset = (page - 1).saturating_mul(per_page).min(i64::MAX as u64);
+    params.ranges.push((Vec::new(), LimitOffset { limit: Some(per_page), offset: Some(offset) }));
+    let count = (!skip_total).then_some(PreferCount::Exact);
+    let (rows, total) = read(cx, c, params, count).await?;
+    let picked = Picked::parse(query.get("fields"))?;
+    let items: Vec<Value> = rows.into_iter().map(|r| Value::Object(picked.apply(c.record(r)))).collect();
+    let (total_items, total_pages) = match total {
+        Some(t) => (t as i64, t.div_ceil(per_page) as i64),
+        None => (-1, -1),
+    };
+    Ok(respond(
+        StatusCode::OK,
+        &json!({"items": items, "page": page, "perPage": per_page, "totalItems": total_items, "totalPages": total_pages}),
+    ))
+}
+
+/// `GET …/records/{id}`: one record the caller may view, else 404.
+pub async fn view(
+    cx: &Context<'_>,
+    c: &Collection,
+    id: &str,
+    query: &Query,
+) -> Result<Response<Body>, PbError> {
+    let mut params = QueryParams { select: vec![SelectItem::Star], ..Default::default() };
+    params.filters.push((Vec::new(), by_id(id)));
+    let (mut rows, _) = read(cx, c, params, None).await?;
+    let row = rows.pop().ok_or_else(PbError::not_found)?;
+    let picked = Picked::parse(query.get("fields"))?;
+    Ok(respond(StatusCode::OK, &Value::Object(picked.apply(c.record(row)))))
+}
+
+/// `POST …/records`: a new record, its id made as PocketBase makes one unless given.
+pub async fn create(
+    cx: &Context<'_>,
+    c: &Collection,
+    body: &Bytes,
+    query: &Query,
+) -> Result<Response<Body>, PbError> {
+    const REFUSED: &str = "Failed to create record.";
+    let given = object(body, REFUSED)?;
+    let now = format_date(chrono::Utc::now().naive_utc());
+    let mut row = Map::new();
+    let mut errors = Map::new();
+    for field in &c.fields {
+        let value = match (field.name.as_str(), given.get(&field.name)) {
+            ("created" | "updated", _) if field.kind != FieldKind::Number => Some(Value::String(now.clone())),
+            ("id", None) if field.kind == FieldKind::Text => Some(Value::String(new_id())),
+            (_, Some(v)) => Some(cast(field.kind, v)),
+            (_, None) => None,
+        };
+        if field.required && value.as_ref().is_none_or(blank) {
+            errors.insert(field.name.clone(), PbError::field("validation_required", "Cannot be blank."));
+        }
+        if let Some(v) = value {
+            row.insert(field.name.clone(), v);
+        }
+    }
+    if !errors.is_empty() {
+        return Err(PbError::invalid(REFUSED, errors));
+    }
+    let written = write(cx, c, Method::Post, None, Value::Array(vec![Value::Object(row)]), REFUSED).await?;
+    let record = written.into_iter().next().ok_or_else(|| PbError::invalid(REFUSED, Map::new()))?;
+    let picked = Picked::parse(query.get("fields"))?;
+    Ok(respond(StatusCode::OK, &Value::Object(picked.apply(c.record(record)))))
+}
+
+/// `PATCH …/records/{id}`: the fields given, changed in a record the caller may update.
+pub async fn update(
+    cx: &Context<'_>,
+    c: &Collection,
+    id: &str,
+    body: &Bytes,
+    query: &Query,
+) -> Result<Response<Body>, PbError> {
+    const REFUSED: &str = "Failed to update record.";
+    let given = object(body, REFUSED)?;
+    let mut row = Map::new();
+    let mut errors = Map::new();
+    for field in c.fields.iter().filter(|f| f.name != "id" && f.name != "created") {
+        let value = match (field.name.as_str(), given.get(&field.name)) {
+            ("updated", _) if field.kind != FieldKind::Number => {
+                Value::String(format_date(chrono::Utc::now().naive_utc()))
+            }
+            (_, Some(v)) => cast(field.kind, v),
+            (_, None) => continue,
+        };
+        if field.required && blank(&value) {
+            errors.insert(field.name.clone(), PbError::field("validation_required", "Cannot be blank."));
+        }
+        row.insert(field.name.clone(), value);
+    }
+    if !errors.is_empty() {
+        return Err(PbError::invalid(REFUSED, errors));
+    }
+    if row.is_empty() {
+        return view(cx, c, id, query).await;
+    }
+    let written = write(cx, c, Method::Patch, Some(id), Value::Object(row), REFUSED).await?;
+    let record = written.into_iter().next().ok_or_else(PbError::not_found)?;
+    let picked = Picked::parse(query.get("fields"))?;
+    Ok(respond(StatusCode::OK, &Value::Object(picked.apply(c.record(record)))))
+}
+
+/// `DELETE …/records/{id}`: 204, or 404 for a record the caller may not delete.
+pub async fn delete(cx: &Context<'_>, c: &Collection, id: &str) -> Result<Response<Body>, PbError> {
+    let deleted = write(cx, c, Method::Delete, Some(id), Value::Null, "Failed to delete record.").await?;
+    if deleted.is_empty() {
+        return Err(PbError::not_found());
+    }
+    let mut r = Response::new(Body::default());
+    *r.status_mut() = StatusCode::NO_CONTENT;
+    Ok(r)
+}
+
+/// The query string's parameters.
+pub struct Query(Vec<(String, String)>);
+
+impl Query {
+    /// Parses `query`.
+    pub fn parse(query: Option<&str>) -> Query {
+        Query(form_urlencoded::parse(query.unwrap_or("").as_bytes()).into_owned().collect())
+    }
+
+    /// The first value of `name`.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+
+    /// An integer parameter; one that is not an integer is a bad request.
+    fn number(&self, name: &str) -> Result<Option<u64>, PbError> {
+        match self.get(name).map(str::trim).filter(|v| !v.is_empty()) {
+            None => Ok(None),
+            Some(v) => match v.parse::<i64>() {
+                Ok(n) => Ok(Some(n.max(0) as u64)),
+                Err(_) => Err(PbError::bad_request(format!("{name} is not an integer"))),
+            },
+        }
+    }
+}
+
+fn by_id(id: &str) -> Leaf {
+    Leaf {
+        field: Column { name: "id".into(), json_path: Vec::new() },
+        negated: false,
+        operation: Operation::Compare { op: CompareOp::Eq, quantifier: None, value: id.to_owned() },
+    }
+}
+
+/// A read of `c` as the caller: its rows and, when counted, how many match in all.
+async fn read(
+    cx: &Context<'_>,
+    c: &Collection,
+    query: QueryParams,
+    count: Option<PreferCount>,
+) -> Result<(Vec<Map<String, Value>>, Option<u64>), PbError> {
+    let preferences = Preferences { count, timezone: cx.timezone(), ..Default::default() };
+    let request = request(c, Method::Get, query, preferences);
+    let Plan::Read(plan) =
+        Plan::build(&request, &Bytes::new(), cx.schema, cx.config).map_err(PbError::planned)?
+    else {
+        return Err(PbError::bad_request("a read planned as something else"));
+    };
+    let outcome =
+        cx.backend.read(&plan, &cx.caller("GET")).await.map_err(|e| PbError::from_backend(e, None))?;
+    match outcome.done {
+        Done::Read(rows) => Ok((rows_of(&rows.body)?, rows.total)),
+        _ => Err(PbError::bad_request("a read answered as something else")),
+    }
+}
+
+/// A write to `c` as the caller (of the record `id`, for an update or a delete): the rows
+/// written, as they are now.
+async fn write(
+    cx: &Context<'_>,
+    c: &Collection,
+    method: Method,
+    id: Option<&str>,
+    body: Value,
+    refused: &'static str,
+) -> Result<Vec<Map<String, Value>>, PbError> {
+    let mut query = QueryParams { select: vec![SelectItem::Star], ..Default::default() };
+    if let Some(id) = id {
+        query.filters.push((Vec::new(), by_id(id)));
+    }
+    let preferences = Preferences {
+        return_: Some(PreferReturn::Representation),
+        timezone: cx.timezone(),
+        ..Default::default()
+    };
+    let mut request = request(c, method, query, preferences);
+    let body = match body {
+        Value::Null => Bytes::new(),
+        b => {
+            request.content_type = Some("application/json".into());
+            Bytes::from(b.to_string())
+        }
+    };
+    let plan = match Plan::build(&request, &body, cx.schema, cx.config).map_err(PbError::planned)? {
+        Plan::Mutate(plan) => Arc::new(plan),
+        _ => return Err(PbError::bad_request("a write planned as something else")),
+    };
+    let method = match method {
+        Method::Post => "POST",
+        Method::Patch => "PATCH",
+        _ => "DELETE",
+    };
+    let outcome = cx
+        .backend
+        .write(plan, &cx.caller(method))
+        .await
+        .map_err(|e| PbError::from_backend(e, Some(refused)))?;
+    match outcome.done {
+        Done::Written(w) => rows_of(w.body.as_deref().unwrap_or(b"[]")),
+        _ => Err(PbError::bad_request("a write answered as something else")),
+    }
+}
+
+fn request(c: &Collection, method: Method, query: QueryParams, preferences: Preferences) -> ApiRequest {
+    ApiRequest {
+        method,
+        target: Target::Relation(c.name().to_owned()),
+        profile: Some(c.relation.name.schema.clone()),
+        query,
+        preferences,
+        range_header: None,
+        accept: Vec::new(),
+        content_type: None,
+    }
+}
+
+fn rows_of(body: &[u8]) -> Result<Vec<Map<String, Value>>, PbError> {
+    if body.is_empty() {
+        return Ok(Vec::new());
+    }
+    serde_json::from_slice(body)
+        .map_err(|e| PbError::bad_request(format!("rows that are not JSON objects: {e}")))
+}
+
+/// The body as a JSON object (an empty body is an empty one).
+fn object(body: &Bytes, refused: &'static str) -> Result<Map<String, Value>, PbError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Map::new());
+    }
+    match serde_json::from_slice(body) {
+        Ok(Value::Object(o)) => Ok(o),
+        _ => Err(PbError::invalid(refused, Map::new())),
+    }
+}
+
+/// A value as a field of `kind` takes it, converted as PocketBase converts it.
+fn cast(kind: FieldKind, v: &Value) -> Value {
+    match (kind, v) {
+        (FieldKind::Json, v) => v.clone(),
+        (FieldKind::Text, Value::String(_)) => v.clone(),
+        (FieldKind::Text, Value::Null) => Value::String(String::new()),
+        (FieldKind::Text, v) => Value::String(v.to_string()),
+        (FieldKind::Number, Value::Number(_)) => v.clone(),
+        (FieldKind::Number, Value::String(s)) => s.trim().parse::<f64>().map_or(json!(0), |n| json!(n)),
+        (FieldKind::Number, Value::Bool(b)) => json!(u8::from(*b)),
+        (FieldKind::Number, _) => json!(0),
+        (FieldKind::Bool, Value::Bool(_)) => v.clone(),
+        (FieldKind::Bool, Value::String(s)) => {
+            Value::Bool(matches!(s.trim(), "true" | "1" | "t" | "T" | "TRUE"))
+        }
+        (FieldKind::Bool, Value::Number(n)) => Value::Bool(n.as_f64().is_some_and(|n| n != 0.0)),
+        (FieldKind::Bool, _) => Value::Bool(false),
+        (FieldKind::Date, Value::String(s)) if s.trim().is_empty() => Value::String(String::new()),
+        (FieldKind::Date, Value::String(s)) => Value::String(date(s.trim())),
+        (FieldKind::Date, _) => Value::String(String::new()),
+    }
+}
+
+/// A value a required field does not take: PocketBase's zero values.
+fn blank(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::String(s) => s.is_empty(),
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::Bool(b) => !b,
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+    }
+}
+
+/// 15 characters of `[a-z0-9]`, as PocketBase's record ids.
+fn new_id() -> String {
+    const ALPHABET: &[u8; 36] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    let mut id = String::with_capacity(15);
+    while id.len() < 15 {
+        let mut bytes = [0u8; 32];
+        let _ = getrandom::fill(&mut bytes);
+        // 252 is 7 × 36: the bytes below it fall on each character alike.
+        id.extend(bytes.iter().filter(|b| **b < 252).map(|b| ALPHABET[usize::from(*b % 36)] as char));
+        id.truncate(15);
+    }
+    id
+}
+
+impl Context<'_> {
+    fn scope(&self) -> Scope<'_> {
+        Scope { superuser: self.superuser(), claims: &self.principal.claims }
+    }
+
+    /// UTC, so PostgreSQL's timestamps come out as PocketBase writes them (SQLite has no zones).
+    fn timezone(&self) -> Option<String> {
+        self.schema.time_zones.then(|| "UTC".to_owned())
+    }
+
+    fn caller(&self, method: &'static str) -> Caller<'_> {
+        Caller {
+            principal: self.principal,
+            request: RequestInfo { method, path: self.path, headers: &[] },
+            schema: self.schema,
+            current: Current::Lagging,
+            written_at: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_pocketbase_ids() {
+        let id = new_id();
+        assert_eq!(id.len(), 15);
+        assert!(id.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()));
+        assert_ne!(id, new_id());
+    }
+
+    #[test]
+    fn values_are_converted_as_pocketbase_converts_them() {
+        assert_eq!(cast(FieldKind::Number, &json!("x")), json!(0));
+        assert_eq!(cast(FieldKind::Number, &json!("2.5")), json!(2.5));
+        assert_eq!(cast(FieldKind::Bool, &json!("true")), json!(true));
+        assert_eq!(cast(FieldKind::Text, &json!(3)), json!("3"));
+        assert_eq!(cast(FieldKind::Date, &json!("2024-01-02")), json!("2024-01-02 00:00:00.000Z"));
+    }
+}

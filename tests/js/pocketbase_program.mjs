@@ -1,0 +1,143 @@
+// One PocketBase app's requests, through PocketBase's own JS SDK, against the server at
+// argv[2]: each step's answer (status and body, or the SDK's error) printed as one JSON
+// array. The differential test (tests/it/pocketbase.rs) runs it against rowgate and compares
+// with its run against PocketBase itself (tests/pocketbase/capture.py records that).
+//
+// With `--setup EMAIL PASSWORD` it first makes the app's collections through PocketBase's
+// collections API as that superuser (rowgate's side makes the same tables in SQL).
+import PocketBase from 'pocketbase';
+
+const [base, flag, email, password] = process.argv.slice(2);
+const pb = new PocketBase(base);
+pb.autoCancellation(false);
+
+if (flag === '--setup') {
+  const admin = new PocketBase(base);
+  await admin.collection('_superusers').authWithPassword(email, password);
+  const everyone = { listRule: '', viewRule: '', createRule: '', updateRule: '', deleteRule: '' };
+  await admin.collections.create({
+    name: 'posts',
+    type: 'base',
+    ...everyone,
+    fields: [
+      { name: 'title', type: 'text', required: true },
+      { name: 'views', type: 'number' },
+      { name: 'published', type: 'bool' },
+      { name: 'tags', type: 'json' },
+      { name: 'meta', type: 'json' },
+      { name: 'created', type: 'autodate', onCreate: true, onUpdate: false },
+      { name: 'updated', type: 'autodate', onCreate: true, onUpdate: true },
+    ],
+  });
+}
+
+const steps = [];
+async function step(name, run) {
+  try {
+    const body = await run();
+    steps.push({ name, ok: true, body });
+  } catch (e) {
+    steps.push({ name, ok: false, status: e.status, body: e.response });
+  }
+}
+
+const posts = pb.collection('posts');
+const made = [];
+for (const post of [
+  { title: 'Hello', views: 3, tags: ['a', 'b'] },
+  { title: 'World', views: 10.5, published: true, meta: { k: 1 } },
+  { title: 'T0', views: 0 },
+  { title: 'T1', views: 1, meta: { k: 2, nested: { deep: 'x' } } },
+  { title: 'T2', views: 2, published: true },
+]) {
+  await step(`create ${post.title}`, async () => {
+    const r = await posts.create(post);
+    made.push(r.id);
+    return r;
+  });
+}
+await step('create with a given id', () => posts.create({ id: 'given0000000001', title: 'Given', views: 7 }));
+
+await step('list, default page', () => posts.getList());
+await step('list, page 1 of 2', () => posts.getList(1, 2));
+await step('list, page 3 of 2', () => posts.getList(3, 2));
+await step('list, past the end', () => posts.getList(9, 2));
+await step('list, skipTotal', () => posts.getList(2, 2, { skipTotal: true }));
+await step('list, perPage too big', () => posts.getList(1, 5000, { fields: 'title' }));
+await step('full list', () => posts.getFullList({ sort: 'title', batch: 2 }));
+
+for (const sort of ['title', '-views', 'published,-title', '+views']) {
+  await step(`sort ${sort}`, () => posts.getList(1, 30, { sort, fields: 'title,views,published' }));
+}
+
+for (const filter of [
+  "title ~ 'ell'",
+  "title ~ 'T%'",
+  "title ~ 't'",
+  "title !~ 'T'",
+  "views >= 1 && views < 10 || title = 'Hello'",
+  "title = 'Hello' || views >= 1 && views < 2",
+  "(views > 1 && views < 5) || (published = true && views > 10)",
+  'meta = null',
+  'meta != null',
+  'meta.k = 1',
+  "meta.nested.deep = 'x'",
+  'published = true',
+  'published = 1',
+  'published != true',
+  "title != 'Hello'",
+  'title = null',
+  'title != null',
+  "views > '1'",
+  '3 = views',
+  '10 < views',
+  'views = 3.0',
+  "title = \"World\" // a comment",
+  'created <= @now',
+  'created > @now',
+  "created >= @todayStart && updated <= @todayEnd",
+  "'a' = 'a'",
+  '1 = 2',
+  "title = 'He\\'llo'",
+  "id = ''",
+]) {
+  await step(`filter ${filter}`, () => posts.getList(1, 30, { filter, sort: 'title', fields: 'title' }));
+}
+await step('filter with values bound by the SDK', () =>
+  posts.getList(1, 30, { filter: pb.filter('title = {:t} || views > {:v}', { t: "it's", v: 5 }), sort: 'title', fields: 'title' }),
+);
+
+for (const fields of ['id,title', 'title:excerpt(3,true),views', 'title:excerpt(2)', '*', 'nope']) {
+  await step(`fields ${fields}`, () => posts.getList(1, 2, { fields, sort: 'title' }));
+}
+
+await step('view', () => posts.getOne(made[0]));
+await step('view, fields', () => posts.getOne(made[1], { fields: 'title,meta' }));
+await step('view, missing', () => posts.getOne('nope00000000000'));
+await step('first list item', () => posts.getFirstListItem('title="World"'));
+await step('first list item, none', () => posts.getFirstListItem('title="Nobody"'));
+
+await step('update', () => posts.update(made[0], { title: 'Hi', views: 42, published: 'true' }));
+await step('update, fields', () => posts.update(made[1], { views: '7' }, { fields: 'views' }));
+await step('update, blank required field', () => posts.update(made[2], { title: '' }));
+await step('update, missing', () => posts.update('nope00000000000', { title: 'x' }));
+await step('list after updates', () => posts.getList(1, 30, { sort: 'title', fields: 'title,views,published' }));
+
+await step('create, missing required field', () => posts.create({ views: 1 }));
+await step('create, wrong types converted', () => posts.create({ title: 12, views: 'x', published: 0 }));
+
+await step('delete', () => posts.delete(made[4]));
+await step('delete again', () => posts.delete(made[4]));
+await step('view deleted', () => posts.getOne(made[4]));
+
+for (const filter of ["(title ~", 'nosuch = 1', "title 'x'", '()', 'created > @never']) {
+  await step(`bad filter ${filter}`, () => posts.getList(1, 30, { filter }));
+}
+await step('bad sort', () => posts.getList(1, 30, { sort: 'nosuch' }));
+await step('bad page', () => pb.send('/api/collections/posts/records', { query: { page: 'abc' } }));
+await step('guest filtering by @request', () => posts.getList(1, 30, { filter: "@request.auth.id = ''" }));
+await step('unknown collection', () => pb.collection('nope').getList());
+await step('unknown route', () => pb.send('/api/nothing/here', {}));
+await step('health', () => pb.health.check());
+
+console.log(JSON.stringify(steps, null, 1));
