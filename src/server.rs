@@ -64,7 +64,9 @@ pub fn start_state(config: Arc<Config>) -> Result<Arc<AppState>, String> {
     crate::backup::schedule::start(&config);
     // The services beside the API, each under its prefix.
     let mut services: Vec<Box<dyn crate::http::Service>> = Vec::new();
-    services.extend(accounts.map(|a| Box::new(crate::http::AuthService(a)) as Box<dyn crate::http::Service>));
+    services.extend(
+        accounts.clone().map(|a| Box::new(crate::http::AuthService(a)) as Box<dyn crate::http::Service>),
+    );
     services
         .extend(storage.map(|s| Box::new(crate::http::StorageService(s)) as Box<dyn crate::http::Service>));
     services.extend(
@@ -95,7 +97,8 @@ pub fn start_state(config: Arc<Config>) -> Result<Arc<AppState>, String> {
     }
     let functions = functions(&config)?;
     if config.pocketbase.enabled {
-        let pocketbase = crate::pocketbase::PocketBase::new(backend.clone(), schema.clone(), config.clone());
+        let pocketbase =
+            crate::pocketbase::PocketBase::new(backend.clone(), schema.clone(), config.clone(), accounts);
         services.push(Box::new(crate::http::PocketBaseService(Arc::new(pocketbase))));
     }
     if let Some(f) = &functions {

@@ -65,6 +65,7 @@ mod oauth_clients;
 mod oauth_server;
 pub mod oauth_server_store;
 mod oauth_token;
+mod other_doors;
 pub mod passkey_store;
 mod passkeys;
 mod password;
@@ -76,6 +77,7 @@ mod webauthn;
 
 use gotrue::{fail, internal, store_failed, validation, Answer};
 pub use hashing::{Hashing, DUMMY_HASH};
+pub use other_doors::Asked;
 use store::unix_now;
 pub use store::{AccountStore, User};
 

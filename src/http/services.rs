@@ -319,7 +319,7 @@ impl Service for PocketBaseService {
         state: &'a AppState,
         req: Request<Incoming>,
         rest: &'a str,
-        _client: IpAddr,
+        client: IpAddr,
     ) -> BoxFuture<'a, Response<Body>> {
         Box::pin(async move {
             let (mut parts, incoming) = req.into_parts();
@@ -353,7 +353,7 @@ impl Service for PocketBaseService {
                 Ok(b) => b,
                 Err(e) => return crate::pocketbase::refused(&e),
             };
-            self.0.handle(&parts.method, rest, parts.uri.query(), body, &principal).await
+            self.0.handle(&parts.method, rest, parts.uri.query(), body, &principal, client).await
         })
     }
 

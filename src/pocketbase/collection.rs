@@ -1,6 +1,7 @@
 //! A collection as PocketBase's API shows it, read from a table of the schema cache: every
 //! table of the first exposed schema whose primary key is one column named `id` is one, its
-//! columns its fields, each of the PocketBase type its SQL type stands for.
+//! columns its fields, each of the PocketBase type its SQL type stands for; a column with a
+//! foreign key to another collection's `id` is a relation field.
 
 use std::sync::Arc;
 
@@ -26,6 +27,8 @@ pub struct Field {
     pub kind: FieldKind,
     /// A value must be given on create (`NOT NULL` without a default).
     pub required: bool,
+    /// A relation field: the collection its foreign key points at (by `id`).
+    pub relation: Option<String>,
 }
 
 /// The PocketBase field types a column can be.
@@ -57,6 +60,15 @@ impl Collection {
                 name: c.name.clone(),
                 kind: FieldKind::of(&c.data_type),
                 required: !c.nullable && c.default.is_none() && c.name != "id",
+                relation: relation
+                    .foreign_keys
+                    .iter()
+                    .find(|fk| {
+                        fk.columns == [c.name.as_str()]
+                            && fk.target_columns == ["id"]
+                            && fk.target.schema == relation.name.schema
+                    })
+                    .map(|fk| fk.target.name.clone()),
             })
             .collect();
         let id = format!("pbc_{}", crc32fast::hash(format!("base{name}").as_bytes()));

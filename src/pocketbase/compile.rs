@@ -268,3 +268,32 @@ fn constant(op: SignOp, a: &Value, b: &Value) -> LogicTree {
 fn unsupported(what: &str) -> PbError {
     PbError::bad_request(format!("{what} is not supported in filters yet"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(macro_name: &str, now: &str) -> String {
+        let now = NaiveDateTime::parse_from_str(now, "%Y-%m-%d %H:%M:%S").expect("a time");
+        match macro_value(macro_name, now) {
+            Ok(Value::Text(t) | Value::Number(t)) => t,
+            _ => panic!("{macro_name} is a macro"),
+        }
+    }
+
+    #[test]
+    fn date_macros_fall_where_pocketbase_puts_them() {
+        assert_eq!(at("@now", "2024-12-31 10:11:12"), "2024-12-31 10:11:12.000Z");
+        assert_eq!(at("@todayStart", "2024-12-31 10:11:12"), "2024-12-31 00:00:00.000Z");
+        assert_eq!(at("@todayEnd", "2024-12-31 10:11:12"), "2024-12-31 23:59:59.999Z");
+        assert_eq!(at("@monthStart", "2024-12-31 10:11:12"), "2024-12-01 00:00:00.000Z");
+        assert_eq!(at("@monthEnd", "2024-12-31 10:11:12"), "2024-12-31 23:59:59.999Z");
+        assert_eq!(at("@monthEnd", "2024-02-10 10:11:12"), "2024-02-29 23:59:59.999Z");
+        assert_eq!(at("@yearStart", "2024-06-15 10:11:12"), "2024-01-01 00:00:00.000Z");
+        assert_eq!(at("@yearEnd", "2024-06-15 10:11:12"), "2024-12-31 23:59:59.999Z");
+        assert_eq!(at("@yesterday", "2024-03-01 10:11:12"), "2024-02-29 10:11:12.000Z");
+        assert_eq!(at("@weekday", "2024-06-16 10:11:12"), "0");
+        assert_eq!(at("@month", "2024-06-16 10:11:12"), "6");
+        assert!(macro_value("@never", Utc::now().naive_utc()).is_err());
+    }
+}

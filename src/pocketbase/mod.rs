@@ -3,22 +3,26 @@
 //! its caller, so what a caller may see is decided where it is for every door — SQLite's rules,
 //! PostgreSQL's row-level security — and the rows come back as PocketBase's records in its
 //! JSON. `filter.rs` parses PocketBase's filter language, `compile.rs` resolves it against a
-//! collection (`collection.rs`) into the API's filters, `fields.rs` is `fields=`, `error.rs`
-//! PocketBase's error body.
+//! collection (`collection.rs`) into the API's filters, `expand.rs` is `expand=`, `fields.rs`
+//! `fields=`, `error.rs` PocketBase's error body.
 
+mod auth;
 mod collection;
 mod compile;
 mod error;
+mod expand;
 mod fields;
 pub mod filter;
 mod records;
 
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use http::{Method, Response, StatusCode};
 use serde_json::json;
 
+use crate::accounts::Accounts;
 use crate::auth::{Principal, SERVICE_ROLE};
 use crate::backend::Backend;
 use crate::config::Config;
@@ -33,6 +37,8 @@ pub struct PocketBase {
     backend: Arc<Backend>,
     schema: Arc<SharedSchema>,
     config: Arc<Config>,
+    /// The accounts of `/auth/v1`, which the `users` auth collection is.
+    accounts: Option<Arc<Accounts>>,
 }
 
 /// What one request's handlers share.
@@ -54,11 +60,16 @@ impl Context<'_> {
 
 impl PocketBase {
     /// The API over `backend`.
-    pub fn new(backend: Arc<Backend>, schema: Arc<SharedSchema>, config: Arc<Config>) -> PocketBase {
-        PocketBase { backend, schema, config }
+    pub fn new(
+        backend: Arc<Backend>,
+        schema: Arc<SharedSchema>,
+        config: Arc<Config>,
+        accounts: Option<Arc<Accounts>>,
+    ) -> PocketBase {
+        PocketBase { backend, schema, config, accounts }
     }
 
-    /// Answers a request for `path` (below `/api`) from `principal`.
+    /// Answers a request for `path` (below `/api`) from `principal` at `client`.
     pub async fn handle(
         &self,
         method: &Method,
@@ -66,8 +77,9 @@ impl PocketBase {
         query: Option<&str>,
         body: Bytes,
         principal: &Principal,
+        client: IpAddr,
     ) -> Response<Body> {
-        match self.route(method, path, query, &body, principal).await {
+        match self.route(method, path, query, &body, principal, client).await {
             Ok(r) => r,
             Err(e) => e.response(),
         }
@@ -80,6 +92,7 @@ impl PocketBase {
         query: Option<&str>,
         body: &Bytes,
         principal: &Principal,
+        client: IpAddr,
     ) -> Result<Response<Body>, PbError> {
         let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
         if segments == ["health"] && matches!(*method, Method::GET | Method::HEAD) {
@@ -88,16 +101,25 @@ impl PocketBase {
                 &json!({"message": "API is healthy.", "code": 200, "data": {}}),
             ));
         }
-        let ["collections", collection, "records", rest @ ..] = segments.as_slice() else {
+        let ["collections", collection, rest @ ..] = segments.as_slice() else {
             return Err(PbError::no_route());
         };
         let schema =
             self.schema.load().ok_or_else(|| PbError::bad_request("the schema cache is not loaded"))?;
         let exposed = self.config.db.schemas.first().map_or("public", String::as_str);
         let name = percent_encoding::percent_decode_str(collection).decode_utf8_lossy();
-        let c = Collection::find(&schema, exposed, &name).ok_or_else(PbError::no_collection)?;
         let cx = Context { backend: &self.backend, config: &self.config, schema: &schema, principal, path };
         let query = Query::parse(query);
+        // The accounts are `users`, unless a table of that name is a collection of its own.
+        if let Some(accounts) = self.accounts.as_deref().filter(|_| name == auth::USERS) {
+            if schema.relation(exposed, auth::USERS).is_none() {
+                return auth::route(&cx, accounts, method, rest, body, &query, client).await;
+            }
+        }
+        let ["records", rest @ ..] = rest else {
+            return Err(PbError::no_route());
+        };
+        let c = Collection::find(&schema, exposed, &name).ok_or_else(PbError::no_collection)?;
         match (rest, method) {
             ([], &Method::GET) => records::list(&cx, &c, &query).await,
             ([], &Method::POST) => records::create(&cx, &c, body, &query).await,

@@ -16,6 +16,7 @@ use serde_json::{json, Map, Value};
 use super::collection::{date, format_date, Collection, FieldKind};
 use super::compile::{self, Scope};
 use super::error::{respond, PbError};
+use super::expand::Expand;
 use super::fields::Picked;
 use super::{filter, Context};
 use crate::backend::{Caller, Current, RequestInfo};
@@ -48,7 +49,9 @@ pub async fn list(cx: &Context<'_>, c: &Collection, query: &Query) -> Result<Res
     let count = (!skip_total).then_some(PreferCount::Exact);
     let (rows, total) = read(cx, c, params, count).await?;
     let picked = Picked::parse(query.get("fields"))?;
-    let items: Vec<Value> = rows.into_iter().map(|r| Value::Object(picked.apply(c.record(r)))).collect();
+    let mut records: Vec<Map<String, Value>> = rows.into_iter().map(|r| c.record(r)).collect();
+    Expand::parse(query.get("expand")).apply(cx, c, &mut records).await?;
+    let items: Vec<Value> = records.into_iter().map(|r| Value::Object(picked.apply(r))).collect();
     let (total_items, total_pages) = match total {
         Some(t) => (t as i64, t.div_ceil(per_page) as i64),
         None => (-1, -1),
@@ -70,8 +73,7 @@ pub async fn view(
     params.filters.push((Vec::new(), by_id(id)));
     let (mut rows, _) = read(cx, c, params, None).await?;
     let row = rows.pop().ok_or_else(PbError::not_found)?;
-    let picked = Picked::parse(query.get("fields"))?;
-    Ok(respond(StatusCode::OK, &Value::Object(picked.apply(c.record(row)))))
+    shown(cx, c, row, query).await
 }
 
 /// `POST …/records`: a new record, its id made as PocketBase makes one unless given.
@@ -105,8 +107,7 @@ pub async fn create(
     }
     let written = write(cx, c, Method::Post, None, Value::Array(vec![Value::Object(row)]), REFUSED).await?;
     let record = written.into_iter().next().ok_or_else(|| PbError::invalid(REFUSED, Map::new()))?;
-    let picked = Picked::parse(query.get("fields"))?;
-    Ok(respond(StatusCode::OK, &Value::Object(picked.apply(c.record(record)))))
+    shown(cx, c, record, query).await
 }
 
 /// `PATCH …/records/{id}`: the fields given, changed in a record the caller may update.
@@ -142,8 +143,7 @@ pub async fn update(
     }
     let written = write(cx, c, Method::Patch, Some(id), Value::Object(row), REFUSED).await?;
     let record = written.into_iter().next().ok_or_else(PbError::not_found)?;
-    let picked = Picked::parse(query.get("fields"))?;
-    Ok(respond(StatusCode::OK, &Value::Object(picked.apply(c.record(record)))))
+    shown(cx, c, record, query).await
 }
 
 /// `DELETE …/records/{id}`: 204, or 404 for a record the caller may not delete.
@@ -155,6 +155,20 @@ pub async fn delete(cx: &Context<'_>, c: &Collection, id: &str) -> Result<Respon
     let mut r = Response::new(Body::default());
     *r.status_mut() = StatusCode::NO_CONTENT;
     Ok(r)
+}
+
+/// One record's answer: the row as a record, expanded and picked as the query asks.
+async fn shown(
+    cx: &Context<'_>,
+    c: &Collection,
+    row: Map<String, Value>,
+    query: &Query,
+) -> Result<Response<Body>, PbError> {
+    let picked = Picked::parse(query.get("fields"))?;
+    let mut records = [c.record(row)];
+    Expand::parse(query.get("expand")).apply(cx, c, &mut records).await?;
+    let [record] = records;
+    Ok(respond(StatusCode::OK, &Value::Object(picked.apply(record))))
 }
 
 /// The query string's parameters.
@@ -192,7 +206,7 @@ fn by_id(id: &str) -> Leaf {
 }
 
 /// A read of `c` as the caller: its rows and, when counted, how many match in all.
-async fn read(
+pub(super) async fn read(
     cx: &Context<'_>,
     c: &Collection,
     query: QueryParams,

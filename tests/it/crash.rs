@@ -105,7 +105,21 @@ fn write_until_killed(base: &str, table: &str, first: i64, files: bool, child: &
             }));
         }
     }
-    std::thread::sleep(Duration::from_millis(1500));
+    // Killed mid-writes once enough have been acknowledged to mean something — later on a
+    // host busy with other tests — and never before a second and a half of writing.
+    let started = Instant::now();
+    loop {
+        std::thread::sleep(Duration::from_millis(100));
+        let enough = {
+            let a = acked.lock().unwrap();
+            a.rows.len() >= 60 && (!files || a.files.len() >= 6)
+        };
+        if started.elapsed() >= Duration::from_millis(1500)
+            && (enough || started.elapsed() >= Duration::from_secs(30))
+        {
+            break;
+        }
+    }
     child.kill().expect("SIGKILL");
     let _ = child.wait();
     dead.store(true, Ordering::SeqCst);

@@ -15,18 +15,34 @@ if (flag === '--setup') {
   const admin = new PocketBase(base);
   await admin.collection('_superusers').authWithPassword(email, password);
   const everyone = { listRule: '', viewRule: '', createRule: '', updateRule: '', deleteRule: '' };
-  await admin.collections.create({
+  const authors = await admin.collections.create({
+    name: 'authors',
+    type: 'base',
+    ...everyone,
+    fields: [{ name: 'name', type: 'text', required: true }],
+  });
+  const posts = await admin.collections.create({
     name: 'posts',
     type: 'base',
     ...everyone,
     fields: [
       { name: 'title', type: 'text', required: true },
+      { name: 'author', type: 'relation', collectionId: authors.id, maxSelect: 1 },
       { name: 'views', type: 'number' },
       { name: 'published', type: 'bool' },
       { name: 'tags', type: 'json' },
       { name: 'meta', type: 'json' },
       { name: 'created', type: 'autodate', onCreate: true, onUpdate: false },
       { name: 'updated', type: 'autodate', onCreate: true, onUpdate: true },
+    ],
+  });
+  await admin.collections.create({
+    name: 'comments',
+    type: 'base',
+    ...everyone,
+    fields: [
+      { name: 'body', type: 'text', required: true },
+      { name: 'post', type: 'relation', collectionId: posts.id, maxSelect: 1 },
     ],
   });
 }
@@ -139,5 +155,66 @@ await step('guest filtering by @request', () => posts.getList(1, 30, { filter: "
 await step('unknown collection', () => pb.collection('nope').getList());
 await step('unknown route', () => pb.send('/api/nothing/here', {}));
 await step('health', () => pb.health.check());
+
+// Relations: a post's author, and the comments that point at a post.
+const authors = pb.collection('authors');
+const comments = pb.collection('comments');
+const people = [];
+for (const name of ['ann', 'bob']) {
+  await step(`create author ${name}`, async () => {
+    const r = await authors.create({ name });
+    people.push(r.id);
+    return r;
+  });
+}
+await step('relate a post', () => posts.update(made[0], { author: people[0] }));
+await step('relate another', () => posts.update(made[1], { author: people[1] }));
+await step('relate a third, expanded', () => posts.update(made[3], { author: people[0] }, { expand: 'author' }));
+for (const [body, post] of [['first', made[0]], ['second', made[0]], ['third', made[1]]]) {
+  await step(`comment ${body}`, () => comments.create({ body, post }, { expand: 'post' }));
+}
+await step('list, expand author', () => posts.getList(1, 30, { sort: 'title', expand: 'author' }));
+await step('view, expand both ways', () => posts.getOne(made[0], { expand: 'author,comments_via_post' }));
+await step('list, nested expand', () => comments.getList(1, 30, { sort: 'body', expand: 'post.author' }));
+await step('list, back-relation nested', () =>
+  authors.getList(1, 30, { sort: 'name', expand: 'posts_via_author.comments_via_post' }),
+);
+await step('expand, unknown', () => posts.getList(1, 30, { sort: 'title', fields: 'title', expand: 'nope,author.nope' }));
+await step('expand with fields', () => posts.getList(1, 30, { sort: 'title', fields: 'title,expand', expand: 'author' }));
+await step('filter by a relation id', () =>
+  posts.getList(1, 30, { filter: `author = '${people[0]}'`, sort: 'title', fields: 'title' }),
+);
+await step('first item, expanded', () => comments.getFirstListItem(`body = 'third'`, { expand: 'post' }));
+
+// Accounts: PocketBase's `users` auth collection.
+const users = pb.collection('users');
+const pat = { email: 'pat@example.com', password: 'secret-pass-1', passwordConfirm: 'secret-pass-1' };
+await step('auth methods', () => users.listAuthMethods());
+await step('sign up', () => users.create({ ...pat, name: 'Pat' }));
+await step('sign up, taken', () => users.create(pat));
+await step('sign up, short password', () => users.create({ email: 'sam@example.com', password: 'short', passwordConfirm: 'short' }));
+await step('sign up, mismatch', () => users.create({ ...pat, email: 'sam@example.com', passwordConfirm: 'other-pass-1' }));
+await step('sign up, no address', () => users.create({ password: pat.password, passwordConfirm: pat.password }));
+await step('sign in, wrong password', () => users.authWithPassword(pat.email, 'wrong-password'));
+await step('sign in, unknown address', () => users.authWithPassword('nobody@example.com', pat.password));
+await step('sign in, blank', () => users.authWithPassword('', ''));
+await step('sign in', () => users.authWithPassword(pat.email, pat.password));
+await step('the SDK holds the token', async () => ({
+  valid: pb.authStore.isValid,
+  superuser: pb.authStore.isSuperuser,
+  name: pb.authStore.record?.name,
+}));
+await step('own record', () => users.getOne(pb.authStore.record.id));
+await step('another record', () => users.getOne('nope00000000000'));
+await step('users listed', () => users.getList());
+await step('refresh', () => users.authRefresh());
+await step('posts, signed in', () => posts.getList(1, 2, { sort: 'title', fields: 'title' }));
+const token = pb.authStore.token;
+pb.authStore.clear();
+await step('refresh, signed out', () => users.authRefresh());
+await step('users listed, signed out', () => users.getList());
+await step('a token that does not verify', () =>
+  pb.send('/api/collections/posts/records', { query: { perPage: 1, fields: 'title', sort: 'title' }, headers: { Authorization: token.slice(0, -3) + 'abc' } }),
+);
 
 console.log(JSON.stringify(steps, null, 1));
