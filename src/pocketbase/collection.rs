@@ -28,7 +28,15 @@ pub struct Field {
     /// A value must be given on create (`NOT NULL` without a default).
     pub required: bool,
     /// A relation field: the collection its foreign key points at (by `id`).
-    pub relation: Option<String>,
+    pub relation: Option<Link>,
+}
+
+/// What a relation field points at.
+pub struct Link {
+    /// The collection.
+    pub collection: String,
+    /// The foreign key's name (the REST API's embedding hint).
+    pub constraint: String,
 }
 
 /// The PocketBase field types a column can be.
@@ -68,7 +76,7 @@ impl Collection {
                             && fk.target_columns == ["id"]
                             && fk.target.schema == relation.name.schema
                     })
-                    .map(|fk| fk.target.name.clone()),
+                    .map(|fk| Link { collection: fk.target.name.clone(), constraint: fk.name.clone() }),
             })
             .collect();
         let id = format!("pbc_{}", crc32fast::hash(format!("base{name}").as_bytes()));

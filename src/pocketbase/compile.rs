@@ -1,23 +1,57 @@
 //! A PocketBase filter or sort, resolved against a collection and compiled to the API's own
 //! filters and order terms (`rowgate_request`), which each backend renders with its values
-//! bound: nothing of the filter's text reaches SQL but names the collection has.
+//! bound: nothing of the filter's text reaches SQL but names the collection has. A comparison
+//! through a relation (`author.name = 'ann'`) becomes an empty embed of the related collection
+//! holding the comparison, and the row's test whether it has such a related row ([`Joins`]).
 
 use chrono::{Datelike, Duration, NaiveDateTime, NaiveTime, Timelike, Utc};
 use rowgate_request::{
-    CompareOp, Direction, Field as Column, Filter as Leaf, IsValue, JsonKey, JsonStep, LogicOp, LogicTree,
-    Operation, OrderTerm,
+    CompareOp, Direction, Embed, EmbedPath, Field as Column, Filter as Leaf, IsValue, JsonKey, JsonStep,
+    LogicOp, LogicTree, Operation, OrderTerm, SelectItem,
 };
 
-use super::collection::{format_date, Collection, FieldKind};
+use super::collection::{format_date, Collection, FieldKind, Link};
 use super::error::PbError;
 use super::filter::{Filter, Operand, SignOp};
 
 /// What the filter may refer to beside the collection's fields.
 pub struct Scope<'a> {
+    /// The schema cache, where related collections are found.
+    pub cache: &'a crate::schema::SchemaCache,
     /// The caller is a superuser, who alone may name `@request.*` in a filter.
     pub superuser: bool,
     /// The caller's claims (`@request.auth.id` is `sub`).
     pub claims: &'a str,
+}
+
+/// The embeds a filter's relation paths need, each with the conditions at its path.
+#[derive(Default)]
+pub struct Joins {
+    /// Empty embeds to add to the top level's `select`.
+    pub embeds: Vec<SelectItem>,
+    /// The conditions inside them, by embed path.
+    pub logic: Vec<(EmbedPath, LogicTree)>,
+}
+
+impl Joins {
+    fn alias(&self) -> String {
+        format!("pb_join_{}", self.logic.len())
+    }
+
+    /// Puts `embed` into the select list of the embed at `path` (the top level when empty).
+    fn add(&mut self, path: &[String], embed: Embed) {
+        let mut items = &mut self.embeds;
+        for alias in path {
+            let Some(SelectItem::Embed(inner)) = items
+                .iter_mut()
+                .find(|i| matches!(i, SelectItem::Embed(e) if e.alias.as_deref() == Some(alias)))
+            else {
+                return;
+            };
+            items = &mut inner.select;
+        }
+        items.push(SelectItem::Embed(embed));
+    }
 }
 
 /// An operand resolved: a column, or a value.
@@ -35,6 +69,11 @@ enum Value {
 }
 
 impl Value {
+    /// `null` or `''`, which PocketBase's `=` and `!=` take as one.
+    fn is_blank(&self) -> bool {
+        matches!(self, Value::Null) || matches!(self, Value::Text(t) if t.is_empty())
+    }
+
     fn text(&self) -> String {
         match self {
             Value::Text(t) | Value::Number(t) => t.clone(),
@@ -44,15 +83,27 @@ impl Value {
     }
 }
 
-/// `filter` as the API's logic tree over `collection`.
-pub fn filter(filter: &Filter, collection: &Collection, scope: &Scope<'_>) -> Result<LogicTree, PbError> {
+/// `filter` as the API's logic tree over `collection`, the embeds its relation paths need
+/// added to `joins`.
+pub fn filter(
+    filter: &Filter,
+    collection: &Collection,
+    scope: &Scope<'_>,
+    joins: &mut Joins,
+) -> Result<LogicTree, PbError> {
     match filter {
         Filter::All(terms) | Filter::Any(terms) => Ok(LogicTree::Expr {
             negated: false,
             op: if matches!(filter, Filter::All(_)) { LogicOp::And } else { LogicOp::Or },
-            children: terms.iter().map(|t| self::filter(t, collection, scope)).collect::<Result<_, _>>()?,
+            children: terms
+                .iter()
+                .map(|t| self::filter(t, collection, scope, joins))
+                .collect::<Result<_, _>>()?,
         }),
         Filter::Compare { left, sign, right } => {
+            if let Some(related) = through_relation(left, right, sign.op, collection, scope, joins)? {
+                return Ok(related);
+            }
             let left = resolve(left, collection, scope)?;
             let right = resolve(right, collection, scope)?;
             match (left, right) {
@@ -71,6 +122,102 @@ pub fn filter(filter: &Filter, collection: &Collection, scope: &Scope<'_>) -> Re
             }
         }
     }
+}
+
+/// `rel.field op value` (or `value op rel.field`, or deeper: `post.author.name`): whether the
+/// row has a related row the comparison holds for — or, for `!=`, `!~` and `= null`, has none
+/// it fails for, as PocketBase's join leaves a row without one in. `None` when neither operand
+/// is such a path.
+fn through_relation(
+    left: &Operand,
+    right: &Operand,
+    op: SignOp,
+    c: &Collection,
+    scope: &Scope<'_>,
+    joins: &mut Joins,
+) -> Result<Option<LogicTree>, PbError> {
+    let related = |o: &Operand| match o {
+        Operand::Identifier(name) => name
+            .split_once('.')
+            .filter(|(first, _)| c.field(first).is_some_and(|f| f.relation.is_some()))
+            .map(|(first, rest)| (first.to_owned(), rest.to_owned())),
+        _ => None,
+    };
+    let (path, value, op) = match (related(left), related(right)) {
+        (Some(path), None) => (path, right, op),
+        (None, Some(path)) => match mirrored(op) {
+            Some(op) => (path, left, op),
+            None => return Err(unsupported("a pattern on the left of ~")),
+        },
+        (None, None) => return Ok(None),
+        (Some(_), Some(_)) => return Err(unsupported("a comparison of two fields")),
+    };
+    let Resolved::Value(value) = resolve(value, c, scope)? else {
+        return Err(unsupported("a comparison of two fields"));
+    };
+    let (first, rest) = path;
+    let Some(link) = c.field(&first).and_then(|f| f.relation.as_ref()) else { return Ok(None) };
+    relation_leaf(link, &rest, op, value, c, scope, joins, &[]).map(Some)
+}
+
+/// The existence test of a related row of `link` (embedded below `at`) for which `rest op
+/// value` holds, its embed and condition added to `joins`.
+#[allow(clippy::too_many_arguments)]
+fn relation_leaf(
+    link: &Link,
+    rest: &str,
+    op: SignOp,
+    value: Value,
+    c: &Collection,
+    scope: &Scope<'_>,
+    joins: &mut Joins,
+    at: &[String],
+) -> Result<LogicTree, PbError> {
+    let target = Collection::find(scope.cache, &c.relation.name.schema, &link.collection)
+        .ok_or_else(|| PbError::bad_request(format!("{} is not a collection", link.collection)))?;
+    // PocketBase joins the related row, null when there is none: a row without one passes
+    // `!=` (which holds of null) and `= null`, as a row that has no related row failing them.
+    let (none, op) = match (op, value.is_blank()) {
+        (SignOp::Neq, true) => (false, SignOp::Neq),
+        (SignOp::Eq, true) => (true, SignOp::Neq),
+        (SignOp::Neq, false) => (true, SignOp::Eq),
+        (op, _) => (false, op),
+    };
+    let alias = joins.alias();
+    let path: Vec<String> = at.iter().cloned().chain([alias.clone()]).collect();
+    joins.add(
+        at,
+        Embed {
+            name: target.name().to_owned(),
+            alias: Some(alias.clone()),
+            hint: Some(link.constraint.clone()),
+            join: None,
+            spread: false,
+            select: Vec::new(),
+        },
+    );
+    // Reserved before the nested ones so that aliases stay unique.
+    joins
+        .logic
+        .push((path.clone(), LogicTree::Expr { negated: false, op: LogicOp::And, children: Vec::new() }));
+    let at_index = joins.logic.len() - 1;
+    let nested = rest
+        .split_once('.')
+        .and_then(|(first, deeper)| Some((target.field(first)?.relation.as_ref()?, deeper)));
+    let inner = match nested {
+        Some((next, deeper)) => relation_leaf(next, deeper, op, value, &target, scope, joins, &path)?,
+        None => match column(rest, &target)? {
+            Resolved::Column { field, kind } => compare(field, kind, op, value),
+            Resolved::Value(_) => return Err(unsupported("a value through a relation")),
+        },
+    };
+    joins.logic[at_index].1 = inner;
+    let exists = if none { IsValue::Null } else { IsValue::NotNull };
+    Ok(LogicTree::Filter(Leaf {
+        field: Column { name: alias, json_path: Vec::new() },
+        negated: false,
+        operation: Operation::Is(exists),
+    }))
 }
 
 /// `sort=`: comma-separated fields, each `-` for descending (`+` or nothing ascending).
@@ -196,6 +343,10 @@ fn compare(field: Column, kind: FieldKind, op: SignOp, value: Value) -> LogicTre
     let cmp = |op, value: String| Operation::Compare { op, quantifier: None, value };
     let any = |children| LogicTree::Expr { negated: false, op: LogicOp::Or, children };
     let blank = matches!(kind, FieldKind::Text | FieldKind::Date);
+    let value = match value {
+        Value::Text(t) if t.is_empty() && blank => Value::Null,
+        v => v,
+    };
     match (op, value) {
         (SignOp::Eq, Value::Null) if blank => any(vec![
             leaf(false, Operation::Is(IsValue::Null)),

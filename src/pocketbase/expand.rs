@@ -65,7 +65,9 @@ impl Expand {
             expanded(record);
         }
         for (name, nested) in &self.0 {
-            if let Some(target) = c.field(name).and_then(|f| f.relation.as_deref()) {
+            if let Some(target) =
+                c.field(name).and_then(|f| f.relation.as_ref()).map(|l| l.collection.as_str())
+            {
                 let Some(target) = Collection::find(cx.schema, &c.relation.name.schema, target) else {
                     continue;
                 };
@@ -82,7 +84,9 @@ impl Expand {
                 let Some(source) = Collection::find(cx.schema, &c.relation.name.schema, source) else {
                     continue;
                 };
-                if source.field(field).and_then(|f| f.relation.as_deref()) != Some(c.name()) {
+                if source.field(field).and_then(|f| f.relation.as_ref()).map(|l| l.collection.as_str())
+                    != Some(c.name())
+                {
                     continue;
                 }
                 let keys = distinct(records.iter().filter_map(|r| key(r.get("id"))));

@@ -14,7 +14,7 @@ use rowgate_request::{
 use serde_json::{json, Map, Value};
 
 use super::collection::{date, format_date, Collection, FieldKind};
-use super::compile::{self, Scope};
+use super::compile::{self, Joins, Scope};
 use super::error::{respond, PbError};
 use super::expand::Expand;
 use super::fields::Picked;
@@ -37,7 +37,11 @@ pub async fn list(cx: &Context<'_>, c: &Collection, query: &Query) -> Result<Res
     if let Some(text) = query.get("filter") {
         let parsed = filter::parse(text).map_err(|e| PbError::bad_request(e.0))?;
         if let Some(parsed) = parsed {
-            params.logic.push((Vec::new(), compile::filter(&parsed, c, &cx.scope())?));
+            let mut joins = Joins::default();
+            let tree = compile::filter(&parsed, c, &cx.scope(), &mut joins)?;
+            params.select.extend(joins.embeds);
+            params.logic.extend(joins.logic);
+            params.logic.push((Vec::new(), tree));
         }
     }
     if let Some(text) = query.get("sort").filter(|s| !s.trim().is_empty()) {
@@ -69,6 +73,9 @@ pub async fn view(
     id: &str,
     query: &Query,
 ) -> Result<Response<Body>, PbError> {
+    if !possible_id(c, id) {
+        return Err(PbError::not_found());
+    }
     let mut params = QueryParams { select: vec![SelectItem::Star], ..Default::default() };
     params.filters.push((Vec::new(), by_id(id)));
     let (mut rows, _) = read(cx, c, params, None).await?;
@@ -119,6 +126,9 @@ pub async fn update(
     query: &Query,
 ) -> Result<Response<Body>, PbError> {
     const REFUSED: &str = "Failed to update record.";
+    if !possible_id(c, id) {
+        return Err(PbError::not_found());
+    }
     let given = object(body, REFUSED)?;
     let mut row = Map::new();
     let mut errors = Map::new();
@@ -148,6 +158,9 @@ pub async fn update(
 
 /// `DELETE …/records/{id}`: 204, or 404 for a record the caller may not delete.
 pub async fn delete(cx: &Context<'_>, c: &Collection, id: &str) -> Result<Response<Body>, PbError> {
+    if !possible_id(c, id) {
+        return Err(PbError::not_found());
+    }
     let deleted = write(cx, c, Method::Delete, Some(id), Value::Null, "Failed to delete record.").await?;
     if deleted.is_empty() {
         return Err(PbError::not_found());
@@ -194,6 +207,17 @@ impl Query {
                 Err(_) => Err(PbError::bad_request(format!("{name} is not an integer"))),
             },
         }
+    }
+}
+
+/// Whether `id` could be a record's id: no record has one that is not a number in a number
+/// column, or one with a NUL (which PostgreSQL's text cannot hold) — 404, as PocketBase answers
+/// any id it has no record of, not the database's refusal of the value.
+fn possible_id(c: &Collection, id: &str) -> bool {
+    match c.field("id").map(|f| f.kind) {
+        _ if id.contains('\0') => false,
+        Some(FieldKind::Number) => id.parse::<f64>().is_ok_and(f64::is_finite),
+        _ => true,
     }
 }
 
@@ -357,7 +381,7 @@ fn new_id() -> String {
 
 impl Context<'_> {
     fn scope(&self) -> Scope<'_> {
-        Scope { superuser: self.superuser(), claims: &self.principal.claims }
+        Scope { cache: self.schema, superuser: self.superuser(), claims: &self.principal.claims }
     }
 
     /// UTC, so PostgreSQL's timestamps come out as PocketBase writes them (SQLite has no zones).

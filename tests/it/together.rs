@@ -2,7 +2,8 @@
 //! sign-in through an OpenID provider, REST reads and writes under row-level security (or the
 //! access rules), uploads, downloads, listings and deletions, an API key, the API's
 //! description, a realtime subscriber that must see the writes, a database webhook on the
-//! writes, a cron job writing beside them, and an Edge Function reading as its caller. On PostgreSQL directly, through PgBouncer in transaction mode, and on
+//! writes, a cron job writing beside them, an Edge Function reading as its caller, and
+//! PocketBase's door signing in, writing and listing. On PostgreSQL directly, through PgBouncer in transaction mode, and on
 //! SQLite, each with a pool of one connection: whatever one request leaves on its connection
 //! (a read-only mode, a role, settings) is there for the next request of any service.
 
@@ -122,6 +123,7 @@ fn args(db_uri: String) -> ServeArgs {
     args.platform.net_allow = Some("127.0.0.1/32".into());
     args.platform.functions_dir = Some(functions);
     args.platform.functions_deno = Some(crate::functions::deno());
+    args.platform.pocketbase = Some(true);
     args
 }
 
@@ -300,7 +302,8 @@ fn titles(base: &str, token: Option<&str>) -> Vec<String> {
 fn an_app_s_day(base: &str, receiver: &Receiver) {
     let run = format!("{}{}", std::process::id(), rand_suffix());
     let service = service_token();
-    let (alice, alice_id) = sign_up(base, &format!("alice-{run}@example.com"));
+    let alice_email = format!("alice-{run}@example.com");
+    let (alice, alice_id) = sign_up(base, &alice_email);
     let (bob, bob_id) = sign_up(base, &format!("bob-{run}@example.com"));
     let bucket = format!("avatars-{run}");
 
@@ -435,6 +438,32 @@ fn an_app_s_day(base: &str, receiver: &Receiver) {
     assert_eq!(status, 200, "{body}");
     let (status, body) = call(base, "DELETE", &format!("/storage/v1/bucket/{bucket}"), Some(&service), None);
     assert_eq!((status, body), (200, json!({"message": "Successfully deleted"})));
+
+    // PocketBase's door between the others' requests: alice signs in there and writes and lists
+    // as herself (its token sent without `Bearer`); the subscriber sees the write, bob none of it.
+    let login = json!({"identity": alice_email, "password": "correct horse"}).to_string();
+    let (status, signed) =
+        call(base, "POST", "/api/collections/users/auth-with-password", None, Some(&login));
+    assert_eq!(status, 200, "{signed}");
+    let as_alice =
+        [("authorization", signed["token"].as_str().unwrap()), ("content-type", "application/json")];
+    let todo = json!({"owner": alice_id, "title": "from pocketbase"}).to_string();
+    let (status, made) = call_with(
+        base,
+        "POST",
+        "/api/collections/todos/records?fields=owner,title",
+        None,
+        &as_alice,
+        Some(&todo),
+    );
+    assert_eq!((status, made), (200, json!({"owner": alice_id, "title": "from pocketbase"})));
+    assert_eq!(next_change(&changes)["record"]["title"], "from pocketbase");
+    assert_eq!(titles(base, Some(&bob)), ["bob's"]);
+    let mine = "/api/collections/todos/records?fields=title&filter=title~'pocket'";
+    let (status, listed) = call_with(base, "GET", mine, None, &as_alice, None);
+    assert_eq!((status, &listed["items"]), (200, &json!([{"title": "from pocketbase"}])), "{listed}");
+    let (status, listed) = call(base, "GET", "/api/collections/todos/records?fields=title", Some(&bob), None);
+    assert_eq!((status, &listed["items"]), (200, &json!([{"title": "bob's"}])), "{listed}");
 
     // Nothing the others did reached the subscriber.
     if let Ok(change) = changes.recv_timeout(Duration::from_millis(300)) {

@@ -185,6 +185,24 @@ await step('filter by a relation id', () =>
   posts.getList(1, 30, { filter: `author = '${people[0]}'`, sort: 'title', fields: 'title' }),
 );
 await step('first item, expanded', () => comments.getFirstListItem(`body = 'third'`, { expand: 'post' }));
+for (const filter of [
+  "author.name = 'ann'",
+  "author.name != 'ann'",
+  "author.name ~ 'B'",
+  "author.name !~ 'b'",
+  'author.name = null',
+  'author.name != null',
+  "'bob' = author.name",
+  "author.name = 'ann' || title = 'T0'",
+  "author.name = 'ann' && author.name != 'bob' && views > 1",
+  "author.id = ''",
+]) {
+  await step(`filter through a relation: ${filter}`, () => posts.getList(1, 30, { filter, sort: 'title', fields: 'title' }));
+}
+await step('filter two relations deep', () =>
+  comments.getList(1, 30, { filter: "post.author.name = 'bob' || post.title = 'Hi'", sort: 'body', fields: 'body' }),
+);
+await step('filter through a relation, unknown field', () => posts.getList(1, 30, { filter: 'author.nosuch = 1' }));
 
 // Accounts: PocketBase's `users` auth collection.
 const users = pb.collection('users');

@@ -1,0 +1,76 @@
+"""PocketBase's API at /api/ attacked (scripts/abuse runs it on both backends): filters nested,
+wide, escaping and of every operator at once, sorts, pages, fields and expands past any
+sense, bodies that are not objects, ids that are paths, forged and bare tokens, and the
+`users` collection's sign-in and sign-up with absurd values. Each answer must be the status
+listed, in PocketBase's error body `{status, message, data}` when it is an error, in time,
+with the server serving others after."""
+
+import json
+import urllib.parse
+
+from abuse_common import fail, healthy, request, token
+from abuse_services import body_of, send
+
+
+def q(**params):
+    return "/api/collections/items/records?" + urllib.parse.urlencode(params)
+
+
+def attack_pocketbase(name, port):
+    json_h = {"content-type": "application/json"}
+    forged = {"authorization": token({"role": "service_role"})[:-4] + "abcd"}
+    deep = "(" * 70 + "id = 1" + ")" * 70
+    wide = " && ".join(f"n > {i}" for i in range(800))
+    cases = [
+        ("a filter 70 groups deep", request("GET", q(filter=deep)), {400}),
+        ("a filter of 800 terms", request("GET", q(filter=wide, perPage=1)), {200}),
+        ("a filter that does not parse", request("GET", q(filter="(id = 1 && ")), {400}),
+        ("a filter of an unknown field", request("GET", q(filter="nosuch = 1")), {400}),
+        ("a filter with quotes and a NUL", request("GET", q(filter="body = 'a\\'b\x00c' || body ~ '%%_\\\\'")), {200, 400}),
+        ("a filter that injects", request("GET", q(filter="body = '1' ; DROP TABLE items; --'")), {400}),
+        ("a filter naming @request as a visitor", request("GET", q(filter="@request.auth.id = ''")), {403}),
+        ("a filter of every operator", request("GET", q(filter="n ?= 1 || n ?!~ 'x' || body !~ 'a' || n >= '2'")), {200, 400}),
+        ("a function in a filter", request("GET", q(filter="geoDistance(1, 2, 3, 4) < 5")), {400}),
+        ("a number past f64", request("GET", q(filter="n > 1" + "0" * 400)), {200, 400}),
+        ("a sort of 2,000 terms", request("GET", q(sort=",".join(["-n"] * 2000), perPage=1)), {200, 400}),
+        ("a sort of nothing", request("GET", q(sort=",,,")), {400}),
+        ("a page past i64", request("GET", q(page="9" * 30)), {400}),
+        ("a page at i64's end", request("GET", q(page=str(2**63 - 1), perPage=1000)), {200}),
+        ("fields of 500 excerpts", request("GET", q(fields=",".join(["body:excerpt(99999999)"] * 500), perPage=1)), {200, 400}),
+        ("an excerpt past usize", request("GET", q(fields="body:excerpt(" + "9" * 40 + ")")), {400}),
+        ("expand of 1,000 names", request("GET", q(expand=",".join(f"x{i}.y.z" for i in range(1000)), perPage=1)), {200}),
+        ("an id that climbs", request("GET", "/api/collections/items/records/..%2f..%2fetc%2fpasswd"), {404}),
+        ("an id with a NUL", request("GET", "/api/collections/items/records/1%00"), {404}),
+        ("an id not UTF-8", request("GET", "/api/collections/items/records/%ff%fe"), {404}),
+        ("a collection that climbs", request("GET", "/api/collections/..%2fitems/records"), {404}),
+        ("a body that is an array", request("POST", "/api/collections/items/records", json_h, b"[1, 2]"), {400}),
+        ("a body that is not JSON", request("POST", "/api/collections/items/records", json_h, b"{nope"), {400}),
+        ("a body 100,000 deep", request("POST", "/api/collections/items/records", json_h, b"[" * 100_000 + b"]" * 100_000), {400}),
+        ("a body of 200,000 keys", request("POST", "/api/collections/items/records", json_h,
+                                           b"{" + b",".join(b'"k%d":%d' % (i, i) for i in range(200_000)) + b"}"), {200, 400}),
+        ("an update of a missing record", request("PATCH", "/api/collections/items/records/999999999", json_h, b'{"n": 1}'), {404}),
+        ("a forged token", request("GET", q(perPage=1), forged), {200}),
+        ("a bare token of garbage", request("GET", q(perPage=1), {"authorization": "a.b.c"}), {200}),
+        ("a refresh with a forged token", request("POST", "/api/collections/users/auth-refresh", forged), {401}),
+        ("a refresh with a service key", request("POST", "/api/collections/users/auth-refresh",
+                                                 {"authorization": token({"role": "service_role"})}), {401}),
+        ("a sign-in of 1 MB", request("POST", "/api/collections/users/auth-with-password", json_h,
+                                      json.dumps({"identity": "a" * (1 << 20), "password": "x"}).encode()), {400, 413}),
+        ("a sign-in that is not JSON", request("POST", "/api/collections/users/auth-with-password", json_h, b"\xff"), {400}),
+        ("a sign-up with a password of 100 KB", request("POST", "/api/collections/users/records", json_h,
+                                                        json.dumps({"email": "x@example.com", "password": "p" * 100_000,
+                                                                    "passwordConfirm": "p" * 100_000}).encode()), {400}),
+        ("another user's record", request("GET", "/api/collections/users/records/" + "0" * 36), {404}),
+        ("an unknown route", request("DELETE", "/api/collections"), {404}),
+    ]
+    for case, data, allowed in cases:
+        label = f"{name} pocketbase: {case}"
+        status, text = send(port, label, data, allowed=allowed)
+        if status is not None and status >= 400:
+            try:
+                body = json.loads(body_of(text))
+                if set(body) != {"status", "message", "data"} or body["status"] != status:
+                    fail(f"{label}: not PocketBase's error body: {body_of(text)[:200]}")
+            except ValueError:
+                fail(f"{label}: not JSON: {body_of(text)[:200]}")
+        healthy(name, port, f"after pocketbase: {case}")
