@@ -7,7 +7,7 @@
 use chrono::{Datelike, Duration, NaiveDateTime, NaiveTime, Timelike, Utc};
 use rowgate_request::{
     CompareOp, Direction, Embed, EmbedPath, Field as Column, Filter as Leaf, IsValue, JsonKey, JsonStep,
-    LogicOp, LogicTree, Operation, OrderTerm, SelectItem,
+    LogicOp, LogicTree, NullsOrder, Operation, OrderTerm, SelectItem,
 };
 
 use super::collection::{format_date, Collection, FieldKind, Link};
@@ -220,19 +220,60 @@ fn relation_leaf(
     }))
 }
 
-/// `sort=`: comma-separated fields, each `-` for descending (`+` or nothing ascending).
-pub fn sort(text: &str, collection: &Collection) -> Result<Vec<OrderTerm>, PbError> {
+/// `sort=`: comma-separated fields, each `-` for descending (`+` or nothing ascending), a field
+/// of a related record through its relation field (`author.name`: the related record embedded
+/// in `joins`). Nulls sort as SQLite sorts them, where PocketBase runs: first ascending, last
+/// descending.
+pub fn sort(
+    text: &str,
+    collection: &Collection,
+    scope: &Scope<'_>,
+    joins: &mut Joins,
+) -> Result<Vec<OrderTerm>, PbError> {
     text.split(',')
         .map(|term| {
             let term = term.trim();
-            let (direction, name) = match term.strip_prefix('-') {
-                Some(name) => (Direction::Desc, name),
-                None => (Direction::Asc, term.strip_prefix('+').unwrap_or(term)),
+            let (direction, nulls, name) = match term.strip_prefix('-') {
+                Some(name) => (Direction::Desc, NullsOrder::Last, name),
+                None => (Direction::Asc, NullsOrder::First, term.strip_prefix('+').unwrap_or(term)),
             };
-            let Resolved::Column { field, .. } = column(name, collection)? else {
-                return Err(PbError::bad_request(format!("cannot sort by {name}")));
+            let related = name
+                .split_once('.')
+                .and_then(|(first, rest)| Some((collection.field(first)?.relation.as_ref()?, rest)));
+            let (field, relation) = match related {
+                Some((link, rest)) => {
+                    let target =
+                        Collection::find(scope.cache, &collection.relation.name.schema, &link.collection)
+                            .ok_or_else(|| {
+                                PbError::bad_request(format!("{} is not a collection", link.collection))
+                            })?;
+                    let Resolved::Column { field, .. } = column(rest, &target)? else {
+                        return Err(PbError::bad_request(format!("cannot sort by {name}")));
+                    };
+                    let alias = format!("pb_sort_{}", joins.embeds.len());
+                    let select = vec![SelectItem::Field {
+                        field: Column { name: field.name.clone(), json_path: Vec::new() },
+                        alias: None,
+                        cast: None,
+                        aggregate: None,
+                        aggregate_cast: None,
+                    }];
+                    joins.embeds.push(SelectItem::Embed(Embed {
+                        name: target.name().to_owned(),
+                        alias: Some(alias.clone()),
+                        hint: Some(link.constraint.clone()),
+                        join: None,
+                        spread: false,
+                        select,
+                    }));
+                    (field, Some(alias))
+                }
+                None => match column(name, collection)? {
+                    Resolved::Column { field, .. } => (field, None),
+                    Resolved::Value(_) => return Err(PbError::bad_request(format!("cannot sort by {name}"))),
+                },
             };
-            Ok(OrderTerm { field, relation: None, direction: Some(direction), nulls: None })
+            Ok(OrderTerm { field, relation, direction: Some(direction), nulls: Some(nulls) })
         })
         .collect()
 }

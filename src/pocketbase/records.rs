@@ -34,19 +34,18 @@ pub async fn list(cx: &Context<'_>, c: &Collection, query: &Query) -> Result<Res
     let per_page = query.number("perPage")?.filter(|p| *p >= 1).unwrap_or(PER_PAGE).min(MAX_PER_PAGE);
     let skip_total = query.get("skipTotal").is_some_and(|v| matches!(v, "1" | "true" | "t"));
     let mut params = QueryParams { select: vec![SelectItem::Star], ..Default::default() };
+    let (scope, mut joins) = (cx.scope(), Joins::default());
     if let Some(text) = query.get("filter") {
-        let parsed = filter::parse(text).map_err(|e| PbError::bad_request(e.0))?;
-        if let Some(parsed) = parsed {
-            let mut joins = Joins::default();
-            let tree = compile::filter(&parsed, c, &cx.scope(), &mut joins)?;
-            params.select.extend(joins.embeds);
-            params.logic.extend(joins.logic);
+        if let Some(parsed) = filter::parse(text).map_err(|e| PbError::bad_request(e.0))? {
+            let tree = compile::filter(&parsed, c, &scope, &mut joins)?;
             params.logic.push((Vec::new(), tree));
         }
     }
     if let Some(text) = query.get("sort").filter(|s| !s.trim().is_empty()) {
-        params.order.push((Vec::new(), compile::sort(text, c)?));
+        params.order.push((Vec::new(), compile::sort(text, c, &scope, &mut joins)?));
     }
+    params.select.extend(joins.embeds);
+    params.logic.extend(joins.logic);
     // SQL's OFFSET is a signed 64-bit number.
     let offset = (page - 1).saturating_mul(per_page).min(i64::MAX as u64);
     params.ranges.push((Vec::new(), LimitOffset { limit: Some(per_page), offset: Some(offset) }));
@@ -91,27 +90,7 @@ pub async fn create(
     query: &Query,
 ) -> Result<Response<Body>, PbError> {
     const REFUSED: &str = "Failed to create record.";
-    let given = object(body, REFUSED)?;
-    let now = format_date(chrono::Utc::now().naive_utc());
-    let mut row = Map::new();
-    let mut errors = Map::new();
-    for field in &c.fields {
-        let value = match (field.name.as_str(), given.get(&field.name)) {
-            ("created" | "updated", _) if field.kind != FieldKind::Number => Some(Value::String(now.clone())),
-            ("id", None) if field.kind == FieldKind::Text => Some(Value::String(new_id())),
-            (_, Some(v)) => Some(cast(field.kind, v)),
-            (_, None) => None,
-        };
-        if field.required && value.as_ref().is_none_or(blank) {
-            errors.insert(field.name.clone(), PbError::field("validation_required", "Cannot be blank."));
-        }
-        if let Some(v) = value {
-            row.insert(field.name.clone(), v);
-        }
-    }
-    if !errors.is_empty() {
-        return Err(PbError::invalid(REFUSED, errors));
-    }
+    let row = row_of(c, &object(body, REFUSED)?, Write::Create, REFUSED)?;
     let written = write(cx, c, Method::Post, None, Value::Array(vec![Value::Object(row)]), REFUSED).await?;
     let record = written.into_iter().next().ok_or_else(|| PbError::invalid(REFUSED, Map::new()))?;
     shown(cx, c, record, query).await
@@ -129,25 +108,7 @@ pub async fn update(
     if !possible_id(c, id) {
         return Err(PbError::not_found());
     }
-    let given = object(body, REFUSED)?;
-    let mut row = Map::new();
-    let mut errors = Map::new();
-    for field in c.fields.iter().filter(|f| f.name != "id" && f.name != "created") {
-        let value = match (field.name.as_str(), given.get(&field.name)) {
-            ("updated", _) if field.kind != FieldKind::Number => {
-                Value::String(format_date(chrono::Utc::now().naive_utc()))
-            }
-            (_, Some(v)) => cast(field.kind, v),
-            (_, None) => continue,
-        };
-        if field.required && blank(&value) {
-            errors.insert(field.name.clone(), PbError::field("validation_required", "Cannot be blank."));
-        }
-        row.insert(field.name.clone(), value);
-    }
-    if !errors.is_empty() {
-        return Err(PbError::invalid(REFUSED, errors));
-    }
+    let row = row_of(c, &object(body, REFUSED)?, Write::Update, REFUSED)?;
     if row.is_empty() {
         return view(cx, c, id, query).await;
     }
@@ -168,6 +129,53 @@ pub async fn delete(cx: &Context<'_>, c: &Collection, id: &str) -> Result<Respon
     let mut r = Response::new(Body::default());
     *r.status_mut() = StatusCode::NO_CONTENT;
     Ok(r)
+}
+
+/// What a write makes of a record.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Write {
+    Create,
+    Update,
+}
+
+/// The row a create or an update writes: the fields `given`, converted as PocketBase converts
+/// them; `created` (on create) and `updated` set as autodate fields are; a new record's text id
+/// made; a required field missing (on create) or blank refused with `validation_required`.
+fn row_of(
+    c: &Collection,
+    given: &Map<String, Value>,
+    write: Write,
+    refused: &'static str,
+) -> Result<Map<String, Value>, PbError> {
+    let now = format_date(chrono::Utc::now().naive_utc());
+    let create = write == Write::Create;
+    let mut row = Map::new();
+    let mut errors = Map::new();
+    for field in &c.fields {
+        let autodate = field.kind != FieldKind::Number;
+        let value = match (field.name.as_str(), given.get(&field.name)) {
+            ("created", _) if autodate => create.then(|| Value::String(now.clone())),
+            ("updated", _) if autodate => Some(Value::String(now.clone())),
+            ("id", None) if create && field.kind == FieldKind::Text => Some(Value::String(new_id())),
+            ("id", _) if !create => None,
+            (_, Some(v)) => Some(cast(field.kind, v)),
+            (_, None) => None,
+        };
+        let missing = match &value {
+            None => create,
+            Some(v) => blank(v),
+        };
+        if field.required && missing {
+            errors.insert(field.name.clone(), PbError::field("validation_required", "Cannot be blank."));
+        }
+        if let Some(v) = value {
+            row.insert(field.name.clone(), v);
+        }
+    }
+    match errors.is_empty() {
+        true => Ok(row),
+        false => Err(PbError::invalid(refused, errors)),
+    }
 }
 
 /// One record's answer: the row as a record, expanded and picked as the query asks.

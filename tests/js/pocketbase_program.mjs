@@ -203,6 +203,10 @@ await step('filter two relations deep', () =>
   comments.getList(1, 30, { filter: "post.author.name = 'bob' || post.title = 'Hi'", sort: 'body', fields: 'body' }),
 );
 await step('filter through a relation, unknown field', () => posts.getList(1, 30, { filter: 'author.nosuch = 1' }));
+await step('sort through a relation', () => posts.getList(1, 30, { sort: 'author.name,title', fields: 'title' }));
+await step('sort through a relation, descending', () =>
+  posts.getList(1, 30, { sort: '-author.name,-title', fields: 'title,author', expand: 'author', filter: "author.name ~ 'n'" }),
+);
 
 // Accounts: PocketBase's `users` auth collection.
 const users = pb.collection('users');
