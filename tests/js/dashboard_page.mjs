@@ -39,6 +39,8 @@ try {
   // A table, made in the editor (a fresh database shows the form at once).
   await page.waitForSelector('input[name=table]')
   await page.type('input[name=table]', 'notes')
+  // The form's column rows come with it, but a busy host may draw them a moment later.
+  await page.waitForFunction(() => document.querySelectorAll('input[name=column]').length >= 2, { timeout: 30000, polling: 100 })
   const columns = await page.$$('input[name=column]')
   await columns[1].type('title')
   await snap('new-table')
