@@ -454,10 +454,18 @@ fn sqlite_webhooks_from_the_configuration_send_every_committed_change() {
     assert_eq!(got.iter().find(|r| r.target == "/later").unwrap().json()["record"], json!({"id": 7}));
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(receiver.received().len(), 4, "the rolled-back insert was not sent");
-    let recorded: i64 = sqlite
-        .query_row("SELECT count(*) FROM _rowgate_net_responses WHERE status_code = 200", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(recorded, 4);
+    let recorded = || -> i64 {
+        sqlite
+            .query_row("SELECT count(*) FROM _rowgate_net_responses WHERE status_code = 200", [], |r| {
+                r.get(0)
+            })
+            .unwrap()
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while recorded() != 4 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(recorded(), 4);
 }
 
 /// The SQLite file's triggers queue what is written even while rowgate is down (killed), and
@@ -519,15 +527,21 @@ fn sqlite_webhooks_survive_a_crash_and_writes_made_while_down() {
         ids.len() == 30
     });
     assert_eq!(got.iter().filter(|r| r.answered == 200).count(), 30, "each event once");
-    std::thread::sleep(Duration::from_millis(500));
-    let (queued, recorded): (i64, i64) = sqlite
-        .query_row(
-            "SELECT (SELECT count(*) FROM _rowgate_net_queue), (SELECT count(*) FROM _rowgate_net_responses WHERE status_code = 200)",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .unwrap();
-    assert_eq!((queued, recorded), (0, 30));
+    // The receiver has answered them all; their answers are recorded soon after.
+    let queued_and_recorded = || -> (i64, i64) {
+        sqlite
+            .query_row(
+                "SELECT (SELECT count(*) FROM _rowgate_net_queue), (SELECT count(*) FROM _rowgate_net_responses WHERE status_code = 200)",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap()
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while queued_and_recorded() != (0, 30) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(queued_and_recorded(), (0, 30));
     server.kill().unwrap();
     let _ = server.wait();
 }

@@ -123,14 +123,26 @@ pub fn start(db: &Arc<SqliteDb>, settings: &NetSettings, schema: &str) -> Result
                 pruned = std::time::Instant::now();
             }
             tokio::select! {
-                Some(Ok((queued, sent))) = sending.join_next(), if !sending.is_empty() => {
-                    let id = queued.id;
-                    let retries = settings.max_retries;
-                    let recorded = db.with_writer(move |c| record(c, &queued, &sent, retries)).await;
-                    if let Err(e) = recorded {
-                        tracing::warn!(id, error = %e, "a webhook's answer could not be recorded: it is sent again");
+                Some(Ok(first)) = sending.join_next(), if !sending.is_empty() => {
+                    // Every answer already in is recorded in one write: one at a time, a slow
+                    // disk's commits fell behind a fast receiver.
+                    let mut answers = vec![first];
+                    while let Some(Ok(next)) = sending.try_join_next() {
+                        answers.push(next);
                     }
-                    in_flight.remove(&id);
+                    let ids: Vec<i64> = answers.iter().map(|(queued, _)| queued.id).collect();
+                    let retries = settings.max_retries;
+                    let recorded = db
+                        .with_writer(move |c| {
+                            answers.iter().try_for_each(|(queued, sent)| record(c, queued, sent, retries))
+                        })
+                        .await;
+                    if let Err(e) = recorded {
+                        tracing::warn!(?ids, error = %e, "webhooks' answers could not be recorded: they are sent again");
+                    }
+                    for id in ids {
+                        in_flight.remove(&id);
+                    }
                 }
                 () = tokio::time::sleep(POLL) => {}
             }
