@@ -1,7 +1,8 @@
 """PocketBase's API at /api/ attacked (scripts/abuse runs it on both backends): filters nested,
 wide, escaping and of every operator at once, sorts, pages, fields and expands past any
 sense, bodies that are not objects, ids that are paths, forged and bare tokens, and the
-`users` collection's sign-in and sign-up with absurd values. Each answer must be the status
+`users` collection's sign-in and sign-up with absurd values, superusers' sign-in guessed and
+their refresh forged. Each answer must be the status
 listed, in PocketBase's error body `{status, message, data}` when it is an error, in time,
 with the server serving others after."""
 
@@ -61,6 +62,22 @@ def attack_pocketbase(name, port):
                                                         json.dumps({"email": "x@example.com", "password": "p" * 100_000,
                                                                     "passwordConfirm": "p" * 100_000}).encode()), {400}),
         ("another user's record", request("GET", "/api/collections/users/records/" + "0" * 36), {404}),
+        ("a superuser refresh with a service key", request("POST", "/api/collections/_superusers/auth-refresh",
+                                                           {"authorization": token({"role": "service_role"})}), {401}),
+        ("a superuser refresh with claims made up", request("POST", "/api/collections/_superusers/auth-refresh",
+                                                            {"authorization": token({"role": "service_role", "type": "auth",
+                                                             "collectionId": "pbc_3142635823", "id": "x",
+                                                             "email": "nobody@example.com"})}), {401}),
+        ("a superuser refresh with a forged token", request("POST", "/api/collections/_superusers/auth-refresh", forged), {401}),
+        ("a superuser sign-in of 1 MB", request("POST", "/api/collections/_superusers/auth-with-password", json_h,
+                                                json.dumps({"identity": "a@b", "password": "p" * (1 << 20)}).encode()), {400, 413, 429}),
+    ] + [
+        # Guessing is held off after 10 failures from one address (the dashboard's own limit).
+        (f"a superuser's password guessed ({n})", request("POST", "/api/collections/_superusers/auth-with-password", json_h,
+                                                         json.dumps({"identity": "admin@example.com", "password": f"guess-{n}"}).encode()),
+         {400, 429} if n < 11 else {429})
+        for n in range(12)
+    ] + [
         ("an unknown route", request("DELETE", "/api/collections"), {404}),
     ]
     for case, data, allowed in cases:

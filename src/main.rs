@@ -102,6 +102,14 @@ enum Command {
         #[command(subcommand)]
         action: AdminAction,
     },
+    /// PocketBase's `superuser` command: its superusers are the dashboard's administrators.
+    Superuser {
+        /// The database, as for `rowgate admin`.
+        #[arg(long = "db-uri", env = "ROWGATE_DB_URI", global = true, value_name = "URI")]
+        db_uri: Option<String>,
+        #[command(subcommand)]
+        action: SuperuserAction,
+    },
     /// Manage API keys (stored hashed in the `rowgate` schema of the database).
     Apikey {
         /// Connection URI of a role that may create the `rowgate` schema or owns it.
@@ -280,6 +288,17 @@ enum AdminAction {
     },
 }
 
+#[derive(Subcommand)]
+enum SuperuserAction {
+    /// Add a superuser, or give the one with this address a new password (ending their sessions).
+    Upsert {
+        /// Their e-mail address.
+        email: String,
+        /// Their password, at least 10 characters.
+        password: String,
+    },
+}
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -339,7 +358,10 @@ fn main() -> ExitCode {
             runtime.block_on(install(db_uri, Install::Cron { role }))
         }
         Command::Admin { db_uri, action: AdminAction::Create { email, password } } => {
-            runtime.block_on(admin_create(db_uri, email, password))
+            runtime.block_on(admin_create(db_uri, email, password, false))
+        }
+        Command::Superuser { db_uri, action: SuperuserAction::Upsert { email, password } } => {
+            runtime.block_on(admin_create(db_uri, email, password, true))
         }
         Command::Apikey { db_uri, action } => runtime.block_on(apikey_command::run(db_uri, action)),
         Command::Cache { db_uri, action } => runtime.block_on(install(
@@ -507,8 +529,9 @@ async fn install(db_uri: Option<String>, what: Install) -> ExitCode {
     }
 }
 
-/// `rowgate admin create`: a dashboard administrator in the database `db_uri` names.
-async fn admin_create(db_uri: Option<String>, email: String, password: String) -> ExitCode {
+/// `rowgate admin create`: a dashboard administrator in the database `db_uri` names; with
+/// `replace` (`rowgate superuser upsert`), the one with that address gets this password.
+async fn admin_create(db_uri: Option<String>, email: String, password: String, replace: bool) -> ExitCode {
     let uri = db_uri.unwrap_or_else(|| rowgate::config::DEFAULT_DB_URI.to_owned());
     let hashing = std::sync::Arc::new(rowgate::accounts::Hashing::new());
     let admin = match rowgate::dashboard::new_admin(&hashing, &email, &password).await {
@@ -518,9 +541,16 @@ async fn admin_create(db_uri: Option<String>, email: String, password: String) -
             return ExitCode::from(2);
         }
     };
-    match rowgate::backend::Backend::add_admin(&uri, admin).await {
+    match rowgate::backend::Backend::add_admin(&uri, admin, replace).await {
         Ok(true) => {
             println!("administrator {} added: sign in at /_/", email.trim().to_lowercase());
+            ExitCode::SUCCESS
+        }
+        Ok(false) if replace => {
+            println!(
+                "administrator {}'s password replaced: their sessions ended",
+                email.trim().to_lowercase()
+            );
             ExitCode::SUCCESS
         }
         Ok(false) => {

@@ -97,8 +97,13 @@ pub fn start_state(config: Arc<Config>) -> Result<Arc<AppState>, String> {
     }
     let functions = functions(&config)?;
     if config.pocketbase.enabled {
-        let pocketbase =
-            crate::pocketbase::PocketBase::new(backend.clone(), schema.clone(), config.clone(), accounts);
+        let pocketbase = crate::pocketbase::PocketBase::new(
+            backend.clone(),
+            schema.clone(),
+            config.clone(),
+            accounts,
+            dashboard.clone(),
+        );
         services.push(Box::new(crate::http::PocketBaseService(Arc::new(pocketbase))));
     }
     if let Some(f) = &functions {

@@ -130,15 +130,24 @@ impl Backend {
     }
 
     /// `rowgate admin create`: adds a dashboard administrator to the database `uri` names, on a
-    /// direct connection; `false` if one has that address.
-    pub async fn add_admin(uri: &str, admin: crate::dashboard::store::Admin) -> Result<bool, String> {
+    /// direct connection; `false` if one has that address. With `replace` (`rowgate superuser
+    /// upsert`), the one with that address gets this password instead, their sessions ended.
+    pub async fn add_admin(
+        uri: &str,
+        admin: crate::dashboard::store::Admin,
+        replace: bool,
+    ) -> Result<bool, String> {
         use crate::dashboard::store::AdminStore;
         if let Some(target) = crate::config::SqliteTarget::from_uri(uri) {
             let c = sqlite::db::connect_admin(&target).map_err(|e| format!("cannot open {uri}: {e}"))?;
-            return sqlite::dashboard::add_directly(&c, &admin).map_err(|e| e.to_string());
+            return sqlite::dashboard::add_directly(&c, &admin, replace).map_err(|e| e.to_string());
         }
         let store = postgres::accounts::PgAccounts::new(postgres::PgTarget::parse(uri)?);
-        store.add(admin, false).await.map_err(|e| format!("{e} (has `rowgate install` been run?)"))
+        let added = match replace {
+            true => store.upsert(admin).await,
+            false => store.add(admin, false).await,
+        };
+        added.map_err(|e| format!("{e} (has `rowgate install` been run?)"))
     }
 
     /// The schema cache of the database `config` names, read once on a connection of its own

@@ -60,6 +60,56 @@ impl JwtSettings {
         })
     }
 
+    /// On an SQLite file with neither `jwt-secret` nor `jwt-jwks-url`, a secret of the file's
+    /// own, kept beside it (`app.db` → `app.jwt-secret`, readable by its owner only) and made at
+    /// the first start: with no configuration, tokens can be signed and verified — a
+    /// superuser's, the accounts' once enabled — as PocketBase keeps its secrets in its data
+    /// directory. Whoever may read the file may read the data anyway.
+    pub(super) fn default_for_file(&mut self, database: &std::path::Path) -> Result<(), ConfigError> {
+        if self.secret.is_some() || self.jwks_url.is_some() {
+            return Ok(());
+        }
+        let path = database.with_extension("jwt-secret");
+        let kept = |e: std::io::Error| {
+            invalid("jwt-secret", format!("none is given, and none could be kept at {}: {e}", path.display()))
+        };
+        let secret = match std::fs::read_to_string(&path) {
+            Ok(s) => s.trim().to_owned(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                use base64::Engine;
+                let made =
+                    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(crate::random_bytes::<48>());
+                // Written whole under another name, then linked into place: a process starting
+                // at the same moment reads one secret or the other, never half of one.
+                let draft =
+                    path.with_extension(format!("jwt-secret.{}", crate::hex(&crate::random_bytes::<6>())));
+                let mut options = std::fs::OpenOptions::new();
+                options.write(true).create_new(true);
+                #[cfg(unix)]
+                std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+                let written = options.open(&draft).and_then(|mut f| {
+                    std::io::Write::write_all(&mut f, made.as_bytes()).and_then(|()| f.sync_all())
+                });
+                let linked = written.and_then(|()| std::fs::hard_link(&draft, &path));
+                let _ = std::fs::remove_file(&draft);
+                match linked {
+                    // Another process made it first: theirs is the file's.
+                    Ok(()) => made,
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                        std::fs::read_to_string(&path).map_err(kept)?.trim().to_owned()
+                    }
+                    Err(e) => return Err(kept(e)),
+                }
+            }
+            Err(e) => return Err(kept(e)),
+        };
+        jwt_secret::parse(&secret, false)
+            .map_err(|e| invalid("jwt-secret", format!("{}: {e}", path.display())))?;
+        self.secret = Some(secret);
+        self.secret_is_base64 = false;
+        Ok(())
+    }
+
     /// The HMAC key of `jwt-secret` (rowgate signs accounts' tokens and storage's signed URLs
     /// with it), if it is one.
     pub fn hmac_secret(&self) -> Option<Vec<u8>> {

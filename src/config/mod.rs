@@ -194,7 +194,7 @@ impl Config {
         let cache = CacheSettings::from_args(&a, &file)?;
         let openapi = OpenApiSettings::from_args(&a, &file)?;
         let api_keys = ApiKeySettings::from_args(&a, &file)?;
-        let jwt = JwtSettings::from_args(&a, &file)?;
+        let mut jwt = JwtSettings::from_args(&a, &file)?;
         let accounts = AccountsSettings::from_args(&a, &file)?;
         let storage = StorageSettings::from_args(&a, &file)?;
         let server = ServerSettings::from_args(&a, &file)?;
@@ -217,6 +217,9 @@ impl Config {
             Some(SqliteTarget::File(path)) => Some(path.as_path()),
             _ => None,
         };
+        if let Some(path) = sqlite_file {
+            jwt.default_for_file(path)?;
+        }
         let backup = BackupSettings::from_args(&a, &file, sqlite_file)?;
         let net = NetSettings::from_args(&a.platform, &file.platform, db.sqlite.is_some())?;
         let cron = CronSettings::from_args(&a.platform, &file.platform, db.sqlite.is_some())?;

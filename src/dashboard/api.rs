@@ -12,7 +12,7 @@ use serde_json::json;
 
 use super::store::Admin;
 use super::tables::{NewColumn, NewTable};
-use super::{invalid, json, now, session, signed_out, Dashboard, Setup};
+use super::{invalid, json, now, session, signed_out, AdminSignIn, Dashboard, Setup};
 use crate::apikey::admin::KeyCommand;
 use crate::error::{code, Error};
 use crate::response::{error_response, Body};
@@ -246,22 +246,13 @@ async fn login(
     secure: bool,
 ) -> Result<Response<Body>, Error> {
     let c: Credentials = parsed(body)?;
-    if let Err(wait) = dashboard.logins.attempt(client) {
-        return Err(Error::api(
+    match dashboard.check_admin(&c.email, &c.password, client).await? {
+        AdminSignIn::Admin(admin) => start_session(dashboard, &admin, StatusCode::OK, secure).await,
+        AdminSignIn::Wrong => Err(Error::api(code::DASHBOARD_SIGNED_OUT, "wrong e-mail address or password")),
+        AdminSignIn::Wait(wait) => Err(Error::api(
             code::RATE_LIMITED,
             format!("too many sign-ins from this address: try again in {wait} s"),
-        ));
-    }
-    let found = dashboard.db.admins().by_email(c.email.trim().to_lowercase()).await?;
-    // An unknown address costs a whole check too: timing does not tell who is an administrator.
-    let hash = found.as_ref().map_or(crate::accounts::DUMMY_HASH, |a| a.password_hash.as_str());
-    let right = dashboard.hashing.verify(c.password, hash.to_owned()).await.unwrap_or(false);
-    match found {
-        Some(admin) if right => {
-            dashboard.logins.succeeded(client);
-            start_session(dashboard, &admin, StatusCode::OK, secure).await
-        }
-        _ => Err(Error::api(code::DASHBOARD_SIGNED_OUT, "wrong e-mail address or password")),
+        )),
     }
 }
 

@@ -19,6 +19,8 @@ pub struct Admin {
     pub email: String,
     /// The PHC string of their password's hash.
     pub password_hash: String,
+    /// When they were added (RFC 3339, UTC; as the store keeps it once added).
+    pub created: String,
 }
 
 /// A signed-in administrator.
@@ -40,6 +42,10 @@ pub trait AdminStore: Send + Sync {
     /// Adds an administrator; with `first`, only if there is none yet (the setup link's
     /// promise). `false` when the address is taken, or `first` and one exists.
     fn add(&self, admin: Admin, first: bool) -> BoxFuture<'_, Result<bool, Error>>;
+
+    /// Adds an administrator, or gives the one with this address `admin`'s password and ends
+    /// their sessions (`rowgate superuser upsert`); `true` if added.
+    fn upsert(&self, admin: Admin) -> BoxFuture<'_, Result<bool, Error>>;
 
     /// The administrator with this address.
     fn by_email(&self, email: String) -> BoxFuture<'_, Result<Option<Admin>, Error>>;

@@ -12,7 +12,7 @@ use serde_json::{json, Map, Value};
 use super::collection::date;
 use super::error::{respond, PbError};
 use super::fields::Picked;
-use super::records::Query;
+use super::records::{object, Query};
 use super::Context;
 use crate::accounts::{Accounts, Asked};
 use crate::response::Body;
@@ -38,7 +38,7 @@ pub async fn route(
     client: IpAddr,
 ) -> Result<Response<Body>, PbError> {
     match (rest, method) {
-        (["auth-methods"], &Method::GET) => Ok(respond(StatusCode::OK, &methods())),
+        (["auth-methods"], &Method::GET) => auth_methods(query),
         (["auth-with-password"], &Method::POST) => sign_in(accounts, body, query, client).await,
         (["auth-refresh"], &Method::POST) => refresh(cx, accounts, query).await,
         (["records"], &Method::POST) => sign_up(accounts, body, query, client).await,
@@ -69,24 +69,31 @@ pub async fn route(
     }
 }
 
-/// `GET …/auth-methods`: passwords by address; no OAuth2, OTP or MFA through this door yet.
+/// `GET …/auth-methods`: passwords by address; no OAuth2, OTP or MFA through this door yet
+/// (with the older SDKs' fields PocketBase still sends).
 fn methods() -> Value {
     json!({
         "mfa": {"enabled": false, "duration": 0},
         "otp": {"enabled": false, "duration": 0},
         "password": {"enabled": true, "identityFields": ["email"]},
-        "oauth2": {"enabled": false, "providers": []}
+        "oauth2": {"enabled": false, "providers": []},
+        "authProviders": [],
+        "usernamePassword": false,
+        "emailPassword": true
     })
 }
 
-/// `POST …/auth-with-password`: `{identity, password}` → `{record, token}`.
-async fn sign_in(
-    accounts: &Accounts,
-    body: &Bytes,
-    query: &Query,
-    client: IpAddr,
-) -> Result<Response<Body>, PbError> {
-    let given = object(body);
+/// `GET …/auth-methods`, with `fields` (which PocketBase's SDK sends).
+pub(super) fn auth_methods(query: &Query) -> Result<Response<Body>, PbError> {
+    let Value::Object(methods) = methods() else { unreachable!("an object") };
+    Ok(respond(StatusCode::OK, &Value::Object(Picked::parse(query.get("fields"))?.apply(methods))))
+}
+
+/// A body that is not JSON, as PocketBase answers it.
+pub(super) const UNREADABLE: &str = "An error occurred while loading the submitted data.";
+
+/// The `identity` and `password` of an `auth-with-password` body, both required.
+pub(super) fn credentials(given: &Map<String, Value>) -> Result<(&str, &str), PbError> {
     let text = |k: &str| given.get(k).and_then(Value::as_str).unwrap_or_default();
     let mut errors = Map::new();
     for key in ["identity", "password"] {
@@ -97,8 +104,19 @@ async fn sign_in(
     if !errors.is_empty() {
         return Err(PbError::invalid("An error occurred while validating the submitted data.", errors));
     }
-    let (status, answer) =
-        accounts.ask(Asked::SignIn { email: text("identity"), password: text("password") }, client).await;
+    Ok((text("identity"), text("password")))
+}
+
+/// `POST …/auth-with-password`: `{identity, password}` → `{record, token}`.
+async fn sign_in(
+    accounts: &Accounts,
+    body: &Bytes,
+    query: &Query,
+    client: IpAddr,
+) -> Result<Response<Body>, PbError> {
+    let given = object(body, UNREADABLE)?;
+    let (email, password) = credentials(&given)?;
+    let (status, answer) = accounts.ask(Asked::SignIn { email, password }, client).await;
     match status {
         StatusCode::OK => authenticated(&answer["access_token"], &answer["user"], query),
         StatusCode::TOO_MANY_REQUESTS => {
@@ -117,12 +135,22 @@ async fn refresh(cx: &Context<'_>, accounts: &Accounts, query: &Query) -> Result
             String::new(),
         )
     };
-    if cx.principal.anonymous {
-        return Err(unauthorized());
+    let claims = cx.claims().ok_or_else(unauthorized)?;
+    if claims["collectionId"] == super::superusers::SUPERUSERS_ID {
+        return Err(other_collection(super::superusers::SUPERUSERS));
     }
-    let claims: Value = serde_json::from_str(&cx.principal.claims).map_err(|_| unauthorized())?;
     let (token, user) = accounts.reissue(&claims).await.ok_or_else(unauthorized)?;
     authenticated(&Value::String(token), &user, query)
+}
+
+/// A refresh with the token of another auth collection's record (named), as PocketBase
+/// refuses it.
+pub(super) fn other_collection(name: &str) -> PbError {
+    PbError::with_status(
+        StatusCode::FORBIDDEN,
+        format!("The request requires auth record from {name} collection."),
+        String::new(),
+    )
 }
 
 /// A sign-up: `POST …/users/records` with `email`, `password`, `passwordConfirm` and `name`.
@@ -133,7 +161,7 @@ async fn sign_up(
     client: IpAddr,
 ) -> Result<Response<Body>, PbError> {
     const REFUSED: &str = "Failed to create record.";
-    let given = object(body);
+    let given = object(body, REFUSED)?;
     let text = |k: &str| given.get(k).and_then(Value::as_str).unwrap_or_default();
     let mut errors = Map::new();
     let password = text("password");
@@ -224,16 +252,5 @@ fn record(user: &Value, own: bool) -> Map<String, Value> {
 
 /// The caller's account id, if a user is signed in.
 fn caller_id(cx: &Context<'_>) -> Option<String> {
-    if cx.principal.anonymous {
-        return None;
-    }
-    let claims: Value = serde_json::from_str(&cx.principal.claims).ok()?;
-    claims.get("sub")?.as_str().map(str::to_owned)
-}
-
-fn object(body: &Bytes) -> Map<String, Value> {
-    match serde_json::from_slice(body) {
-        Ok(Value::Object(o)) => o,
-        _ => Map::new(),
-    }
+    cx.claims()?.get("sub")?.as_str().map(str::to_owned)
 }

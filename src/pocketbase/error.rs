@@ -1,6 +1,8 @@
 //! PocketBase's error body, `{"status", "message", "data"}`, and the one place an error of its
 //! API becomes a response.
 
+use std::borrow::Cow;
+
 use http::{header, HeaderValue, Response, StatusCode};
 use serde_json::{json, Map, Value};
 
@@ -13,20 +15,20 @@ pub struct PbError {
     /// The status.
     pub status: StatusCode,
     /// PocketBase's words for it.
-    pub message: &'static str,
+    pub message: Cow<'static, str>,
     /// Per-field errors (`{"title": {"code", "message"}}`), else empty.
     pub data: Map<String, Value>,
     /// What went wrong, for the log (PocketBase's answers do not say).
-    pub cause: String,
+    pub cause: Box<str>,
 }
 
 impl PbError {
-    fn new(status: StatusCode, message: &'static str, cause: String) -> PbError {
-        PbError { status, message, data: Map::new(), cause }
+    fn new(status: StatusCode, message: impl Into<Cow<'static, str>>, cause: String) -> PbError {
+        PbError { status, message: message.into(), data: Map::new(), cause: cause.into_boxed_str() }
     }
 
     /// An error of `status` with PocketBase's words for it.
-    pub fn with_status(status: StatusCode, message: &'static str, cause: String) -> PbError {
+    pub fn with_status(status: StatusCode, message: impl Into<Cow<'static, str>>, cause: String) -> PbError {
         PbError::new(status, message, cause)
     }
 
@@ -61,7 +63,7 @@ impl PbError {
 
     /// 400 for a create or update that was refused, with each field's reason.
     pub fn invalid(message: &'static str, data: Map<String, Value>) -> PbError {
-        PbError { status: StatusCode::BAD_REQUEST, message, data, cause: String::new() }
+        PbError { status: StatusCode::BAD_REQUEST, message: message.into(), data, cause: Box::default() }
     }
 
     /// `{"code", "message"}` of one field.

@@ -1,5 +1,6 @@
 //! `fields=`: which keys of a record an answer keeps (`*` for all), a text shortened by
-//! `:excerpt(max, withEllipsis)`.
+//! `:excerpt(max, withEllipsis)`; a dotted path keeps keys of an object within it
+//! (`record.email`, `expand.author.name`, each of a list's objects alike).
 
 use serde_json::{Map, Value};
 
@@ -9,7 +10,8 @@ use super::error::PbError;
 pub struct Picked(Option<Vec<Pick>>);
 
 struct Pick {
-    key: String,
+    /// The key, and the keys below it (`expand.author.name`).
+    path: Vec<String>,
     excerpt: Option<(usize, bool)>,
 }
 
@@ -33,31 +35,68 @@ impl Picked {
                     excerpt_args(m).ok_or_else(|| PbError::bad_request(format!("invalid modifier {m}")))?,
                 ),
             };
-            picks.push(Pick { key: key.to_owned(), excerpt });
+            picks.push(Pick { path: key.split('.').map(str::to_owned).collect(), excerpt });
         }
         Ok(Picked(Some(picks)))
     }
 
     /// `record` with the keys asked for.
-    pub fn apply(&self, mut record: Map<String, Value>) -> Map<String, Value> {
-        let Some(picks) = &self.0 else { return record };
-        let mut kept = Map::new();
-        for pick in picks {
-            let keys: Vec<String> = match pick.key.as_str() {
-                "*" => record.keys().cloned().collect(),
-                key => vec![key.to_owned()],
-            };
-            for key in keys {
-                let Some(value) = record.remove(&key) else { continue };
-                let value = match (pick.excerpt, value) {
-                    (Some((max, ellipsis)), Value::String(s)) => Value::String(excerpt(&s, max, ellipsis)),
-                    (_, v) => v,
-                };
-                kept.insert(key, value);
-            }
+    pub fn apply(&self, record: Map<String, Value>) -> Map<String, Value> {
+        match &self.0 {
+            None => record,
+            Some(picks) => pick(record, &picks.iter().map(|p| (&p.path[..], p.excerpt)).collect::<Vec<_>>()),
         }
-        kept
     }
+}
+
+/// A path of keys, and the excerpt its text is cut to.
+type PathPick<'a> = (&'a [String], Option<(usize, bool)>);
+
+/// The keys of `record` that `picks` (paths below it, and their excerpts) ask for: a key asked
+/// for whole is kept whole, else only what its paths ask for of it.
+fn pick(mut record: Map<String, Value>, picks: &[PathPick<'_>]) -> Map<String, Value> {
+    let mut kept = Map::new();
+    let mut below: Vec<(&str, Vec<PathPick<'_>>)> = Vec::new();
+    for &(path, excerpted) in picks {
+        let [key, rest @ ..] = path else { continue };
+        if !rest.is_empty() {
+            match below.iter_mut().find(|(k, _)| k == key) {
+                Some((_, paths)) => paths.push((rest, excerpted)),
+                None => below.push((key, vec![(rest, excerpted)])),
+            }
+            continue;
+        }
+        let keys: Vec<String> = match key.as_str() {
+            "*" => record.keys().cloned().collect(),
+            key => vec![key.to_owned()],
+        };
+        for key in keys {
+            let Some(value) = record.remove(&key) else { continue };
+            let value = match (excerpted, value) {
+                (Some((max, ellipsis)), Value::String(s)) => Value::String(excerpt(&s, max, ellipsis)),
+                (_, v) => v,
+            };
+            kept.insert(key, value);
+        }
+    }
+    for (key, paths) in below {
+        let Some(value) = record.remove(key) else { continue };
+        let value = match value {
+            Value::Object(o) => Value::Object(pick(o, &paths)),
+            Value::Array(items) => Value::Array(
+                items
+                    .into_iter()
+                    .map(|v| match v {
+                        Value::Object(o) => Value::Object(pick(o, &paths)),
+                        v => v,
+                    })
+                    .collect(),
+            ),
+            _ => continue,
+        };
+        kept.insert(key.to_owned(), value);
+    }
+    kept
 }
 
 /// Splits at the commas outside parentheses.
@@ -130,5 +169,19 @@ mod tests {
         let all = Picked::parse(Some("*")).unwrap();
         assert_eq!(Value::Object(all.apply(record.clone())), Value::Object(record));
         assert!(Picked::parse(Some("title:shout")).is_err());
+    }
+
+    #[test]
+    fn a_dotted_path_keeps_keys_within_objects_and_lists() {
+        let answer = json!({"token": "abcdef", "record": {"id": "a", "email": "x@y", "expand": {"tags": [{"id": 1, "name": "n"}]}}});
+        let Value::Object(answer) = answer else { unreachable!() };
+        let picked =
+            Picked::parse(Some("token:excerpt(2),record.email,record.expand.tags.name,nope.x")).unwrap();
+        assert_eq!(
+            Value::Object(picked.apply(answer.clone())),
+            json!({"token": "ab", "record": {"email": "x@y", "expand": {"tags": [{"name": "n"}]}}})
+        );
+        let whole = Picked::parse(Some("record,record.email")).unwrap();
+        assert_eq!(Value::Object(whole.apply(answer.clone())), json!({"record": answer["record"]}));
     }
 }

@@ -4,7 +4,8 @@
 //! PostgreSQL's row-level security — and the rows come back as PocketBase's records in its
 //! JSON. `filter.rs` parses PocketBase's filter language, `compile.rs` resolves it against a
 //! collection (`collection.rs`) into the API's filters, `expand.rs` is `expand=`, `fields.rs`
-//! `fields=`, `error.rs` PocketBase's error body.
+//! `fields=`, `error.rs` PocketBase's error body. `auth.rs` is the `users` auth collection over
+//! `/auth/v1`'s accounts, `superusers.rs` `_superusers` over the dashboard's administrators.
 
 mod auth;
 mod collection;
@@ -14,6 +15,7 @@ mod expand;
 mod fields;
 pub mod filter;
 mod records;
+mod superusers;
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -26,6 +28,7 @@ use crate::accounts::Accounts;
 use crate::auth::{Principal, SERVICE_ROLE};
 use crate::backend::Backend;
 use crate::config::Config;
+use crate::dashboard::Dashboard;
 use crate::response::Body;
 use crate::schema::{SchemaCache, SharedSchema};
 use collection::Collection;
@@ -39,6 +42,8 @@ pub struct PocketBase {
     config: Arc<Config>,
     /// The accounts of `/auth/v1`, which the `users` auth collection is.
     accounts: Option<Arc<Accounts>>,
+    /// The dashboard, whose administrators are the superusers.
+    dashboard: Option<Arc<Dashboard>>,
 }
 
 /// What one request's handlers share.
@@ -56,6 +61,14 @@ impl Context<'_> {
     fn superuser(&self) -> bool {
         &*self.principal.role == SERVICE_ROLE
     }
+
+    /// The claims of the caller's token, if one signed in.
+    fn claims(&self) -> Option<serde_json::Value> {
+        match self.principal.anonymous {
+            true => None,
+            false => serde_json::from_str(&self.principal.claims).ok(),
+        }
+    }
 }
 
 impl PocketBase {
@@ -65,8 +78,9 @@ impl PocketBase {
         schema: Arc<SharedSchema>,
         config: Arc<Config>,
         accounts: Option<Arc<Accounts>>,
+        dashboard: Option<Arc<Dashboard>>,
     ) -> PocketBase {
-        PocketBase { backend, schema, config, accounts }
+        PocketBase { backend, schema, config, accounts, dashboard }
     }
 
     /// Answers a request for `path` (below `/api`) from `principal` at `client`.
@@ -110,6 +124,11 @@ impl PocketBase {
         let name = percent_encoding::percent_decode_str(collection).decode_utf8_lossy();
         let cx = Context { backend: &self.backend, config: &self.config, schema: &schema, principal, path };
         let query = Query::parse(query);
+        if let Some(dashboard) = self.dashboard.as_deref() {
+            if name == superusers::SUPERUSERS || name == superusers::SUPERUSERS_ID {
+                return superusers::route(&cx, dashboard, method, rest, body, &query, client).await;
+            }
+        }
         // The accounts are `users`, unless a table of that name is a collection of its own.
         if let Some(accounts) = self.accounts.as_deref().filter(|_| name == auth::USERS) {
             if schema.relation(exposed, auth::USERS).is_none() {

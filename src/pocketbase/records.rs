@@ -328,7 +328,7 @@ fn rows_of(body: &[u8]) -> Result<Vec<Map<String, Value>>, PbError> {
 }
 
 /// The body as a JSON object (an empty body is an empty one).
-fn object(body: &Bytes, refused: &'static str) -> Result<Map<String, Value>, PbError> {
+pub(super) fn object(body: &Bytes, refused: &'static str) -> Result<Map<String, Value>, PbError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(Map::new());
     }

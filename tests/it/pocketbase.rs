@@ -45,15 +45,17 @@ CREATE TABLE pocketbase_app.posts (
     tags jsonb, meta jsonb, created timestamptz, updated timestamptz);
 CREATE TABLE pocketbase_app.comments (
     id text PRIMARY KEY, body text NOT NULL, post text REFERENCES pocketbase_app.posts (id));
-GRANT USAGE ON SCHEMA pocketbase_app TO web_anon, authenticated;
-GRANT ALL ON ALL TABLES IN SCHEMA pocketbase_app TO web_anon, authenticated;";
+DO $$ BEGIN CREATE ROLE service_role NOLOGIN BYPASSRLS; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+GRANT service_role TO \"Authenticator\";
+GRANT USAGE ON SCHEMA pocketbase_app TO web_anon, authenticated, service_role;
+GRANT ALL ON ALL TABLES IN SCHEMA pocketbase_app TO web_anon, authenticated, service_role;";
 
 #[test]
 fn the_sdk_program_gets_pocketbases_answers_on_sqlite() {
     let path = tempfile::tempdir().expect("temp dir").keep().join("app.db");
     let args = rowgate::config::ServeArgs { accounts_enabled: Some(true), ..Default::default() };
     let base = serve_sqlite(&path, SQLITE_SCHEMA, EVERYONE, args);
-    compare(&base);
+    compare(&base, &format!("sqlite:{}", path.display()));
 }
 
 #[test]
@@ -66,7 +68,7 @@ fn the_sdk_program_gets_pocketbases_answers_on_postgres() {
     args.db_schemas = Some("pocketbase_app".into());
     args.accounts_enabled = Some(true);
     args.platform.pocketbase = Some(true);
-    compare(&start_server(args));
+    compare(&start_server(args), &h.superuser_uri);
 }
 
 #[test]
@@ -79,10 +81,19 @@ fn it_is_on_by_default_on_sqlite_only() {
     assert_eq!(r.status, 404, "{}", r.body);
 }
 
-fn compare(base: &str) {
+/// The superuser PocketBase's run made (`capture.py`): here one of the dashboard's
+/// administrators, made by `rowgate superuser upsert` as PocketBase's own command makes one.
+const SUPERUSER: [&str; 2] = ["admin@example.com", "password-123"];
+
+fn compare(base: &str, db_uri: &str) {
+    let upserted = std::process::Command::new(env!("CARGO_BIN_EXE_rowgate"))
+        .args(["superuser", "upsert", SUPERUSER[0], SUPERUSER[1], "--db-uri", db_uri])
+        .output()
+        .expect("rowgate superuser upsert runs");
+    assert!(upserted.status.success(), "{}", String::from_utf8_lossy(&upserted.stderr));
     let out = std::process::Command::new("node")
         .arg("pocketbase_program.mjs")
-        .arg(base)
+        .args([base, "--superuser", SUPERUSER[0], SUPERUSER[1]])
         .current_dir(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/js"))
         .output()
         .expect("node runs tests/js/pocketbase_program.mjs");
@@ -172,5 +183,71 @@ fn a_signed_out_session_is_not_refreshed() {
             401,
             json!({"data": {}, "message": "The request requires valid record authorization token.", "status": 401})
         )
+    );
+}
+
+/// With no configuration at all, an SQLite file keeps a secret of its own beside it (made at the
+/// first start, its owner's alone), so a superuser — one of the dashboard's administrators —
+/// signs in, and their token still verifies after a restart.
+#[test]
+fn on_a_bare_sqlite_file_a_superuser_signs_in_with_the_files_own_secret() {
+    let dir = tempfile::tempdir().expect("temp dir").keep();
+    let path = dir.join("app.db");
+    rusqlite::Connection::open(&path).expect("create").execute_batch(SQLITE_SCHEMA).expect("schema");
+    let uri = format!("sqlite:{}", path.display());
+    let upserted = std::process::Command::new(env!("CARGO_BIN_EXE_rowgate"))
+        .args(["superuser", "upsert", "root@example.com", "root-password-1", "--db-uri", &uri])
+        .output()
+        .expect("rowgate superuser upsert runs");
+    assert_eq!(
+        String::from_utf8_lossy(&upserted.stdout),
+        "administrator root@example.com added: sign in at /_/\n"
+    );
+    let serve = || {
+        start_server(rowgate::config::ServeArgs {
+            db_uri: Some(uri.clone()),
+            server_host: Some("127.0.0.1".into()),
+            ..Default::default()
+        })
+    };
+    let base = serve();
+    let secret = dir.join("app.jwt-secret");
+    assert_eq!(std::fs::read_to_string(&secret).expect("the secret is kept").len(), 64);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&secret).unwrap().permissions().mode() & 0o777, 0o600);
+    }
+    let json = [("content-type", "application/json")];
+    let body = json!({"identity": "root@example.com", "password": "root-password-1"}).to_string();
+    let path = "/api/collections/_superusers/auth-with-password?fields=record.email,record.verified";
+    let r = send_to(&base, "POST", path, &json, Some(&body));
+    assert_eq!(
+        (r.status, r.json()),
+        (200, json!({"record": {"email": "root@example.com", "verified": true}}))
+    );
+    let r = send_to(&base, "POST", "/api/collections/_superusers/auth-with-password", &json, Some(&body));
+    let token = r.json()["token"].as_str().expect("a token").to_owned();
+    // A superuser is bound by no rule (there is no rules file: nobody else may read).
+    let list = "/api/collections/posts/records?fields=title";
+    let r = send_to(&base, "GET", list, &[], None);
+    assert_eq!(r.status, 403, "{}", r.body);
+    let r = send_to(&serve(), "GET", list, &[("authorization", &token)], None);
+    assert_eq!(
+        (r.status, r.json()),
+        (200, json!({"items": [], "page": 1, "perPage": 30, "totalItems": 0, "totalPages": 0}))
+    );
+    let again = std::process::Command::new(env!("CARGO_BIN_EXE_rowgate"))
+        .args(["superuser", "upsert", "root@example.com", "new-password-22", "--db-uri", &uri])
+        .output()
+        .expect("rowgate superuser upsert runs");
+    assert_eq!(
+        String::from_utf8_lossy(&again.stdout),
+        "administrator root@example.com's password replaced: their sessions ended\n"
+    );
+    let r = send_to(&base, "POST", "/api/collections/_superusers/auth-with-password", &json, Some(&body));
+    assert_eq!(
+        (r.status, r.json()),
+        (400, json!({"data": {}, "message": "Failed to authenticate.", "status": 400}))
     );
 }

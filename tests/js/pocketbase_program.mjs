@@ -4,7 +4,8 @@
 // with its run against PocketBase itself (tests/pocketbase/capture.py records that).
 //
 // With `--setup EMAIL PASSWORD` it first makes the app's collections through PocketBase's
-// collections API as that superuser (rowgate's side makes the same tables in SQL).
+// collections API as that superuser (rowgate's side makes the same tables in SQL, and passes
+// `--superuser EMAIL PASSWORD`: the superuser's own steps come last).
 import PocketBase from 'pocketbase';
 
 const [base, flag, email, password] = process.argv.slice(2);
@@ -237,6 +238,31 @@ await step('refresh, signed out', () => users.authRefresh());
 await step('users listed, signed out', () => users.getList());
 await step('a token that does not verify', () =>
   pb.send('/api/collections/posts/records', { query: { perPage: 1, fields: 'title', sort: 'title' }, headers: { Authorization: token.slice(0, -3) + 'abc' } }),
+);
+
+// Superusers (on rowgate, the dashboard's administrators).
+const root = new PocketBase(base);
+root.autoCancellation(false);
+const supers = root.collection('_superusers');
+await step('superuser auth methods', () => supers.listAuthMethods());
+await step('superuser sign in, wrong password', () => supers.authWithPassword(email, 'wrong-password'));
+await step('superuser sign in, blank', () => supers.authWithPassword(email, ''));
+await step('superuser sign in, not JSON', () =>
+  root.send('/api/collections/_superusers/auth-with-password', { method: 'POST', body: '{"identity":', headers: { 'content-type': 'application/json' } }),
+);
+await step('superuser sign in', () => supers.authWithPassword(email, password));
+await step('the SDK knows a superuser', async () => ({
+  valid: root.authStore.isValid,
+  superuser: root.authStore.isSuperuser,
+  email: root.authStore.record?.email,
+}));
+await step('superuser refresh', () => supers.authRefresh());
+await step('superuser lists posts', () => root.collection('posts').getList(1, 2, { sort: 'title', fields: 'title' }));
+await step('a user token refreshed as a superuser', () =>
+  root.send('/api/collections/_superusers/auth-refresh', { method: 'POST', headers: { Authorization: token } }),
+);
+await step('superuser refresh, signed out', () =>
+  root.send('/api/collections/_superusers/auth-refresh', { method: 'POST', headers: { Authorization: '' } }),
 );
 
 console.log(JSON.stringify(steps, null, 1));

@@ -85,15 +85,39 @@ impl AdminStore for PgAccounts {
         })
     }
 
+    fn upsert(&self, admin: Admin) -> BoxFuture<'_, Result<bool, Error>> {
+        Box::pin(async move {
+            // A password replaced is one that may have leaked: the sessions it began end.
+            let rows = self
+                .admin_query(
+                    "WITH ended AS (DELETE FROM rowgate.dashboard_sessions s USING rowgate.dashboard_admins a
+                                    WHERE a.id = s.admin_id AND a.email = $2)
+                     INSERT INTO rowgate.dashboard_admins (id, email, password_hash) VALUES ($1::text::uuid, $2, $3)
+                     ON CONFLICT (email) DO UPDATE SET password_hash = EXCLUDED.password_hash
+                     RETURNING id::text = $1",
+                    &[(&admin.id, Type::TEXT), (&admin.email, Type::TEXT), (&admin.password_hash, Type::TEXT)],
+                )
+                .await?;
+            Ok(rows.first().is_some_and(|r| r.get::<_, bool>(0)))
+        })
+    }
+
     fn by_email(&self, email: String) -> BoxFuture<'_, Result<Option<Admin>, Error>> {
         Box::pin(async move {
             let rows = self
                 .admin_query(
-                    "SELECT id::text, email, password_hash FROM rowgate.dashboard_admins WHERE email = $1",
+                    "SELECT id::text, email, password_hash,
+                            to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')
+                     FROM rowgate.dashboard_admins WHERE email = $1",
                     &[(&email, Type::TEXT)],
                 )
                 .await?;
-            Ok(rows.first().map(|r| Admin { id: r.get(0), email: r.get(1), password_hash: r.get(2) }))
+            Ok(rows.first().map(|r| Admin {
+                id: r.get(0),
+                email: r.get(1),
+                password_hash: r.get(2),
+                created: r.get(3),
+            }))
         })
     }
 

@@ -47,11 +47,37 @@ impl SqliteAdmins {
 }
 
 /// Adds an administrator on a connection of its own (`rowgate admin create`), the tables made
-/// if missing; `false` if one has that address.
-pub fn add_directly(c: &Connection, admin: &Admin) -> rusqlite::Result<bool> {
+/// if missing; `false` if one has that address. With `replace`, the one with that address gets
+/// this password instead (`rowgate superuser upsert`).
+pub fn add_directly(c: &Connection, admin: &Admin, replace: bool) -> rusqlite::Result<bool> {
     c.execute_batch(SCHEMA)?;
-    let sql = "INSERT OR IGNORE INTO _rowgate_admins (id, email, password_hash) VALUES (?1, ?2, ?3)";
-    Ok(c.execute(sql, [&admin.id, &admin.email, &admin.password_hash])? == 1)
+    match replace {
+        true => upsert(c, admin),
+        false => {
+            let sql = "INSERT OR IGNORE INTO _rowgate_admins (id, email, password_hash) VALUES (?1, ?2, ?3)";
+            Ok(c.execute(sql, [&admin.id, &admin.email, &admin.password_hash])? == 1)
+        }
+    }
+}
+
+/// Adds `admin`, or gives the one with that address its password and ends their sessions (a
+/// password replaced is one that may have leaked); whether it was added.
+fn upsert(c: &Connection, admin: &Admin) -> rusqlite::Result<bool> {
+    let ended = c.execute(
+        "DELETE FROM _rowgate_admin_sessions WHERE admin_id IN (SELECT id FROM _rowgate_admins WHERE email = ?1)",
+        [&admin.email],
+    );
+    ended?;
+    let replaced = c.execute(
+        "UPDATE _rowgate_admins SET password_hash = ?2 WHERE email = ?1",
+        [&admin.email, &admin.password_hash],
+    )?;
+    if replaced == 1 {
+        return Ok(false);
+    }
+    let sql = "INSERT INTO _rowgate_admins (id, email, password_hash) VALUES (?1, ?2, ?3)";
+    c.execute(sql, [&admin.id, &admin.email, &admin.password_hash])?;
+    Ok(true)
 }
 
 impl AdminStore for SqliteAdmins {
@@ -79,13 +105,19 @@ impl AdminStore for SqliteAdmins {
         }))
     }
 
+    fn upsert(&self, admin: Admin) -> BoxFuture<'_, Result<bool, Error>> {
+        Box::pin(self.db.with_writer(move |c| upsert(c, &admin).map_err(super::accounts::sqlite_error)))
+    }
+
     fn by_email(&self, email: String) -> BoxFuture<'_, Result<Option<Admin>, Error>> {
         Box::pin(self.db.with_reader(move |c| {
-            c.prepare_cached("SELECT id, email, password_hash FROM _rowgate_admins WHERE email = ?1")?
-                .query_row([&email], |r| {
-                    Ok(Admin { id: r.get(0)?, email: r.get(1)?, password_hash: r.get(2)? })
-                })
-                .optional()
+            c.prepare_cached(
+                "SELECT id, email, password_hash, created_at FROM _rowgate_admins WHERE email = ?1",
+            )?
+            .query_row([&email], |r| {
+                Ok(Admin { id: r.get(0)?, email: r.get(1)?, password_hash: r.get(2)?, created: r.get(3)? })
+            })
+            .optional()
         }))
     }
 
