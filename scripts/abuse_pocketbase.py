@@ -2,7 +2,7 @@
 wide, escaping and of every operator at once, sorts, pages, fields and expands past any
 sense, bodies that are not objects, ids that are paths, forged and bare tokens, and the
 `users` collection's sign-in and sign-up with absurd values, superusers' sign-in guessed and
-their refresh forged. Each answer must be the status
+their refresh forged, realtime subscriptions past every bound. Each answer must be the status
 listed, in PocketBase's error body `{status, message, data}` when it is an error, in time,
 with the server serving others after."""
 
@@ -79,6 +79,14 @@ def attack_pocketbase(name, port):
         for n in range(12)
     ] + [
         ("an unknown route", request("DELETE", "/api/collections"), {404}),
+        ("realtime subscriptions of a client made up", request("POST", "/api/realtime", json_h,
+                                                              json.dumps({"clientId": "x" * 40, "subscriptions": ["items/*"]}).encode()), {404}),
+        ("realtime subscriptions, 1,001 of them", request("POST", "/api/realtime", json_h,
+                                                         json.dumps({"clientId": "x", "subscriptions": ["items/*"] * 1001}).encode()), {400}),
+        ("a realtime subscription of 1 MB", request("POST", "/api/realtime", json_h,
+                                                   json.dumps({"clientId": "x", "subscriptions": ["i" * (1 << 20)]}).encode()), {400, 413}),
+        ("realtime subscriptions that are no list", request("POST", "/api/realtime", json_h, b'{"clientId": "x", "subscriptions": {"a": 1}}'), {400}),
+        ("realtime subscriptions that are not JSON", request("POST", "/api/realtime", json_h, b"\xff\xfe"), {400}),
     ]
     for case, data, allowed in cases:
         label = f"{name} pocketbase: {case}"

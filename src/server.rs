@@ -35,7 +35,10 @@ pub fn start_state(config: Arc<Config>) -> Result<Arc<AppState>, String> {
     let flush = keys.clone();
     let auth = Arc::new(crate::auth::Authenticator::new(&config));
     crate::auth::spawn_jwks_refresh(auth.clone(), config.jwt.jwks_url.clone(), config.jwt.jwks_refresh);
-    let realtime = config.realtime.enabled.then(|| {
+    // PocketBase's realtime needs the engine on SQLite, where that API is on by default, whether
+    // or not Supabase's `/realtime/v1` is served.
+    let engine = config.realtime.enabled || (config.pocketbase.enabled && config.db.sqlite.is_some());
+    let realtime = engine.then(|| {
         crate::realtime::Realtime::start(
             config.realtime.clone(),
             config.server.max_connections,
@@ -70,7 +73,8 @@ pub fn start_state(config: Arc<Config>) -> Result<Arc<AppState>, String> {
     services
         .extend(storage.map(|s| Box::new(crate::http::StorageService(s)) as Box<dyn crate::http::Service>));
     services.extend(
-        realtime.clone().map(|r| Box::new(crate::http::RealtimeService(r)) as Box<dyn crate::http::Service>),
+        (realtime.clone().filter(|_| config.realtime.enabled))
+            .map(|r| Box::new(crate::http::RealtimeService(r)) as Box<dyn crate::http::Service>),
     );
     let dashboard = match config.dashboard.enabled {
         true => {
@@ -103,6 +107,7 @@ pub fn start_state(config: Arc<Config>) -> Result<Arc<AppState>, String> {
             config.clone(),
             accounts,
             dashboard.clone(),
+            realtime.clone(),
         );
         services.push(Box::new(crate::http::PocketBaseService(Arc::new(pocketbase))));
     }

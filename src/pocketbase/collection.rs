@@ -83,6 +83,18 @@ impl Collection {
         Some(Collection { relation: relation.clone(), id, fields })
     }
 
+    /// The collection whose name or id (`pbc_…`) is `name_or_id`, as PocketBase's routes take
+    /// either.
+    pub fn named(cache: &SchemaCache, schema: &str, name_or_id: &str) -> Option<Collection> {
+        Collection::find(cache, schema, name_or_id).or_else(|| {
+            let checksum: u32 = name_or_id.strip_prefix("pbc_")?.parse().ok()?;
+            let name = cache.relations.keys().find(|n| {
+                n.schema == schema && crc32fast::hash(format!("base{}", n.name).as_bytes()) == checksum
+            })?;
+            Collection::find(cache, schema, &name.name)
+        })
+    }
+
     /// Its name.
     pub fn name(&self) -> &str {
         &self.relation.name.name

@@ -5,7 +5,8 @@
 //! JSON. `filter.rs` parses PocketBase's filter language, `compile.rs` resolves it against a
 //! collection (`collection.rs`) into the API's filters, `expand.rs` is `expand=`, `fields.rs`
 //! `fields=`, `error.rs` PocketBase's error body. `auth.rs` is the `users` auth collection over
-//! `/auth/v1`'s accounts, `superusers.rs` `_superusers` over the dashboard's administrators.
+//! `/auth/v1`'s accounts, `superusers.rs` `_superusers` over the dashboard's administrators,
+//! `realtime.rs` `/api/realtime`'s server-sent events over the realtime engine.
 
 mod auth;
 mod collection;
@@ -14,6 +15,7 @@ mod error;
 mod expand;
 mod fields;
 pub mod filter;
+mod realtime;
 mod records;
 mod superusers;
 
@@ -29,6 +31,7 @@ use crate::auth::{Principal, SERVICE_ROLE};
 use crate::backend::Backend;
 use crate::config::Config;
 use crate::dashboard::Dashboard;
+use crate::realtime::Realtime;
 use crate::response::Body;
 use crate::schema::{SchemaCache, SharedSchema};
 use collection::Collection;
@@ -44,6 +47,10 @@ pub struct PocketBase {
     accounts: Option<Arc<Accounts>>,
     /// The dashboard, whose administrators are the superusers.
     dashboard: Option<Arc<Dashboard>>,
+    /// The realtime engine `/api/realtime`'s streams are served by, when it runs.
+    realtime: Option<Arc<Realtime>>,
+    /// Those streams.
+    clients: Arc<realtime::Clients>,
 }
 
 /// What one request's handlers share.
@@ -79,8 +86,9 @@ impl PocketBase {
         config: Arc<Config>,
         accounts: Option<Arc<Accounts>>,
         dashboard: Option<Arc<Dashboard>>,
+        realtime: Option<Arc<Realtime>>,
     ) -> PocketBase {
-        PocketBase { backend, schema, config, accounts, dashboard }
+        PocketBase { backend, schema, config, accounts, dashboard, realtime, clients: Arc::default() }
     }
 
     /// Answers a request for `path` (below `/api`) from `principal` at `client`.
@@ -115,12 +123,28 @@ impl PocketBase {
                 &json!({"message": "API is healthy.", "code": 200, "data": {}}),
             ));
         }
+        let exposed = self.config.db.schemas.first().map_or("public", String::as_str);
+        if segments == ["realtime"] {
+            let Some(rt) = &self.realtime else {
+                return Err(PbError::with_status(
+                    StatusCode::NOT_FOUND,
+                    "Realtime is off: on PostgreSQL, set realtime-enabled.",
+                    String::new(),
+                ));
+            };
+            return match *method {
+                Method::GET => realtime::connect(rt, &self.clients),
+                Method::POST => {
+                    realtime::subscribe(rt, &self.clients, &self.schema, exposed, principal, body)
+                }
+                _ => Err(PbError::no_route()),
+            };
+        }
         let ["collections", collection, rest @ ..] = segments.as_slice() else {
             return Err(PbError::no_route());
         };
         let schema =
             self.schema.load().ok_or_else(|| PbError::bad_request("the schema cache is not loaded"))?;
-        let exposed = self.config.db.schemas.first().map_or("public", String::as_str);
         let name = percent_encoding::percent_decode_str(collection).decode_utf8_lossy();
         let cx = Context { backend: &self.backend, config: &self.config, schema: &schema, principal, path };
         let query = Query::parse(query);
@@ -138,7 +162,7 @@ impl PocketBase {
         let ["records", rest @ ..] = rest else {
             return Err(PbError::no_route());
         };
-        let c = Collection::find(&schema, exposed, &name).ok_or_else(PbError::no_collection)?;
+        let c = Collection::named(&schema, exposed, &name).ok_or_else(PbError::no_collection)?;
         match (rest, method) {
             ([], &Method::GET) => records::list(&cx, &c, &query).await,
             ([], &Method::POST) => records::create(&cx, &c, body, &query).await,

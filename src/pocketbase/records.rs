@@ -375,16 +375,25 @@ fn blank(v: &Value) -> bool {
 
 /// 15 characters of `[a-z0-9]`, as PocketBase's record ids.
 fn new_id() -> String {
-    const ALPHABET: &[u8; 36] = b"abcdefghijklmnopqrstuvwxyz0123456789";
-    let mut id = String::with_capacity(15);
-    while id.len() < 15 {
-        let mut bytes = [0u8; 32];
-        let _ = getrandom::fill(&mut bytes);
-        // 252 is 7 × 36: the bytes below it fall on each character alike.
-        id.extend(bytes.iter().filter(|b| **b < 252).map(|b| ALPHABET[usize::from(*b % 36)] as char));
-        id.truncate(15);
+    random_text(b"abcdefghijklmnopqrstuvwxyz0123456789", 15)
+}
+
+/// `len` characters of `alphabet` (ASCII, at most 256), each as likely as the others.
+pub(super) fn random_text(alphabet: &[u8], len: usize) -> String {
+    // Below the largest multiple of the alphabet's size a byte falls on each character alike.
+    let fair = 256 - 256 % alphabet.len();
+    let mut text = String::with_capacity(len);
+    while text.len() < len {
+        let bytes = crate::random_bytes::<64>();
+        text.extend(
+            bytes
+                .iter()
+                .filter(|b| usize::from(**b) < fair)
+                .map(|b| alphabet[usize::from(*b) % alphabet.len()] as char),
+        );
+        text.truncate(len);
     }
-    id
+    text
 }
 
 impl Context<'_> {

@@ -152,6 +152,12 @@ impl Feed {
             || w.tables.contains(&QualifiedName { schema: schema.to_owned(), name: table.to_owned() })
     }
 
+    /// The tables with subscribers now: a new value each time the set changes (a feed that
+    /// looks at it only when it is another may compare it by address).
+    pub fn wanted_now(&self) -> Arc<Wanted> {
+        self.wanted.load_full()
+    }
+
     /// Whether any change has subscribers.
     pub fn wants_any(&self) -> bool {
         let w = self.wanted.load();

@@ -181,11 +181,13 @@ async fn deliver(rt: &Realtime, commits: &Arc<Vec<Commit>>, part: Part) {
     let published = rt.published.load();
     let only_published = rt.feed.only_published.load(std::sync::atomic::Ordering::SeqCst);
     let schema = rt.schema.load();
-    let servable: Vec<bool> = changes
+    // Another door's channels see every table the API exposes.
+    let servable: Vec<Servable> = changes
         .iter()
-        .map(|(_, c)| {
-            (only_published || published.contains(&c.relation.name))
-                && schema.as_ref().is_some_and(|s| s.relations.contains_key(&c.relation.name))
+        .map(|(_, c)| match schema.as_ref().is_some_and(|s| s.relations.contains_key(&c.relation.name)) {
+            false => Servable::Not,
+            true if only_published || published.contains(&c.relation.name) => Servable::Published,
+            true => Servable::Exposed,
         })
         .collect();
     let pending = match part {
@@ -300,6 +302,9 @@ async fn deliver(rt: &Realtime, commits: &Arc<Vec<Commit>>, part: Part) {
                 // filtering on another column would tell which of them held (a filtered delete
                 // goes to nobody, as Supabase's documentation says of them).
                 None if filters_beyond_key(p, change) => Verdict::Nothing,
+                // Another door's protocol promises a deleted record only to who could read it
+                // (PocketBase's): not even its key goes to the others.
+                None if p.channel.writer.is_some() => Verdict::Nothing,
                 None => Verdict::Send { key_only: true },
             },
             // The old row of an update may not have been the subscriber's to read.
@@ -310,6 +315,7 @@ async fn deliver(rt: &Realtime, commits: &Arc<Vec<Commit>>, part: Part) {
         }
     };
     let mut encoded: HashMap<Shape<'_>, [Option<Message>; 2]> = HashMap::default();
+    let mut written: HashMap<Shape<'_>, Option<Message>> = HashMap::default();
     let mut sent = 0u64;
     for (p, &r) in pending.iter().zip(&right_of) {
         let a = &rights[r];
@@ -319,6 +325,26 @@ async fn deliver(rt: &Realtime, commits: &Arc<Vec<Commit>>, part: Part) {
             Verdict::Read { group, row } => (true, Some((group, row))),
         };
         let (commit, change) = changes[p.change];
+        if let Some(writer) = &p.channel.writer {
+            // A door's messages are its subscriber's own (they carry its client's id).
+            let shape = Shape {
+                change: p.change,
+                ids: &p.ids,
+                access: r,
+                select: Arc::as_ptr(writer) as *const () as usize,
+                key_only,
+                group: read.map_or(0, |(group, _)| group),
+                topic: &p.channel.topic,
+            };
+            let message = written.entry(shape).or_insert_with(|| {
+                let row = door_row(change, read.map(|(_, row)| row), &a.columns, key_only);
+                writer.write(&p.channel.topic, change.kind, &change.relation.name, &row)
+            });
+            if let Some(m) = message.clone() {
+                sent += u64::from(p.channel.outbox.push(m));
+            }
+            continue;
+        }
         let selected =
             p.channel.bindings.iter().find(|b| p.ids.contains(&b.id)).and_then(|b| b.select.as_ref());
         let vsn = p.channel.outbox.vsn;
@@ -357,6 +383,33 @@ async fn deliver(rt: &Realtime, commits: &Arc<Vec<Commit>>, part: Part) {
     rt.metrics.delivered.fetch_add(sent, std::sync::atomic::Ordering::Relaxed);
 }
 
+/// Whether a change may go to a channel: of a table the API exposes and publishes, one it
+/// exposes (for another door's channels), or neither.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Servable {
+    Published,
+    Exposed,
+    Not,
+}
+
+/// The row another door's subscriber is sent: as it read it, else the change's own (the old
+/// row of a delete, cut to its key where the subscriber may not have seen it), of the columns
+/// it may read.
+fn door_row(change: &Change, read: Option<&Row>, columns: &[String], key_only: bool) -> Row {
+    let key_only = key_only && read.is_none() && change.kind == Kind::Delete;
+    let values = match (read, change.kind) {
+        (Some(row), _) => row,
+        (None, Kind::Delete) => &change.old_record,
+        (None, _) => &change.record,
+    };
+    values
+        .iter()
+        .filter(|(k, _)| columns.iter().any(|c| c == *k))
+        .filter(|(k, _)| !key_only || change.relation.key.iter().any(|c| c == *k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
 /// Every (change, channel) whose bindings take the change, in commit order, of the changes
 /// marked `servable`. With `timed`, each channel's matching counts against its
 /// [`PATTERN_BUDGET`]: one past it is stopped (its connection told and closed) and matched no
@@ -364,18 +417,21 @@ async fn deliver(rt: &Realtime, commits: &Arc<Vec<Commit>>, part: Part) {
 fn matches(
     changes: &[(&Commit, &Change)],
     channels: &[Arc<PgChannel>],
-    servable: &[bool],
+    servable: &[Servable],
     timed: bool,
 ) -> Vec<Pending> {
     let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let mut pending = Vec::new();
     for (i, (_, change)) in changes.iter().enumerate() {
-        if !servable[i] {
+        if servable[i] == Servable::Not {
             continue;
         }
         let values = if change.kind == Kind::Delete { &change.old_record } else { &change.record };
         for ch in channels {
             if timed && ch.outbox.stopped().is_some() {
+                continue;
+            }
+            if servable[i] == Servable::Exposed && ch.writer.is_none() {
                 continue;
             }
             let started = timed.then(Instant::now);

@@ -141,11 +141,18 @@ pub struct PgChannel {
     pub matching: Mutex<(std::time::Instant, std::time::Duration)>,
     /// Whom it acts for; replaced when the client sends a new token.
     pub who: ArcSwap<Who>,
+    /// How another door's channel writes its changes (`None`: a Supabase channel, in Phoenix's
+    /// frames); such a channel sees every table of the API's schema, published or not.
+    pub writer: Option<Arc<dyn super::door::ChangeWriter>>,
 }
 
 impl PgChannel {
-    /// The channel's `system` message for the postgres_changes extension.
+    /// The channel's `system` message for the postgres_changes extension (none for another
+    /// door's channel: its protocol has no such message).
     pub fn system(&self, ok: bool, message: &str) -> Option<Message> {
+        if self.writer.is_some() {
+            return None;
+        }
         let payload = serde_json::json!({
             "channel": self.topic.strip_prefix("realtime:").unwrap_or(&self.topic),
             "extension": "postgres_changes",

@@ -6,7 +6,8 @@
 //! Layout: `change` is the seam with the backends (the [`Feed`] they hand commits to, the
 //! [`RowAccess`] realtime asks about rights); `socket` one connection; `join` a join's
 //! payload; `filter` a binding's filter; `hub` who is subscribed to what; `dispatch` the
-//! delivery of changes; `presence` the presence state; `rest` the HTTP endpoints.
+//! delivery of changes; `presence` the presence state; `rest` the HTTP endpoints; `door` what
+//! another door's subscribers (PocketBase's server-sent events) ask of it.
 //!
 //! What a subscriber receives is decided as a read by it would be: the backend answers which
 //! rows its role and claims may read (row-level security, or SQLite's access rules), checked
@@ -14,6 +15,7 @@
 
 mod change;
 mod dispatch;
+mod door;
 mod filter;
 mod frame;
 mod hub;
@@ -30,7 +32,9 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwap;
 use tokio_tungstenite::tungstenite::Message;
 
-pub use change::{Change, Commit, Feed, FeedEvent, Kind, Relation, Row, RowAccess, TableAccess};
+pub use change::{Change, Commit, Feed, FeedEvent, Kind, Relation, Row, RowAccess, TableAccess, Wanted};
+pub use door::{ChangeWriter, DoorConnection, DoorSubscription};
+pub use hub::Outbox;
 pub use rest::{broadcast_api, query_value, upgrade};
 
 use crate::auth::{Authenticator, Principal};

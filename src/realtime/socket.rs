@@ -398,6 +398,7 @@ impl Connection {
                     patterned: false,
                     matching: Mutex::new((Instant::now(), Duration::ZERO)),
                     who: ArcSwap::from_pointee(who.clone()),
+                    writer: None,
                 };
                 self.out.extend(ch.system(false, &e));
                 None
@@ -412,6 +413,7 @@ impl Connection {
                     matching: Mutex::new((Instant::now(), Duration::ZERO)),
                     bindings,
                     who: ArcSwap::from_pointee(who.clone()),
+                    writer: None,
                 });
                 self.rt.hub.listen(ch.clone());
                 self.out.extend(self.rt.subscribed_message(&ch));

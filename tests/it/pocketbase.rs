@@ -9,7 +9,7 @@
 use serde_json::{json, Value};
 
 use crate::sqlite::serve_sqlite;
-use crate::support::{default_args, harness, send_to, sql, start_server};
+use crate::support::{block_on, default_args, harness, send_to, sql, sql_at, start_server};
 
 const RECORDED: &str = include_str!("../pocketbase/pocketbase-0.40.6.json");
 
@@ -36,7 +36,6 @@ insert = { everyone = "true" }
 "#;
 
 const POSTGRES_SCHEMA: &str = "
-DROP SCHEMA IF EXISTS pocketbase_app CASCADE;
 CREATE SCHEMA pocketbase_app;
 CREATE TABLE pocketbase_app.authors (id text PRIMARY KEY, name text NOT NULL);
 CREATE TABLE pocketbase_app.posts (
@@ -48,7 +47,10 @@ CREATE TABLE pocketbase_app.comments (
 DO $$ BEGIN CREATE ROLE service_role NOLOGIN BYPASSRLS; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
 GRANT service_role TO \"Authenticator\";
 GRANT USAGE ON SCHEMA pocketbase_app TO web_anon, authenticated, service_role;
-GRANT ALL ON ALL TABLES IN SCHEMA pocketbase_app TO web_anon, authenticated, service_role;";
+GRANT ALL ON ALL TABLES IN SCHEMA pocketbase_app TO web_anon, authenticated, service_role;
+ALTER PUBLICATION supabase_realtime ADD TABLE pocketbase_app.authors, pocketbase_app.posts, pocketbase_app.comments;
+-- A deleted record's event carries it whole, as PocketBase's do.
+ALTER TABLE pocketbase_app.posts REPLICA IDENTITY FULL;";
 
 #[test]
 fn the_sdk_program_gets_pocketbases_answers_on_sqlite() {
@@ -60,15 +62,44 @@ fn the_sdk_program_gets_pocketbases_answers_on_sqlite() {
 
 #[test]
 fn the_sdk_program_gets_pocketbases_answers_on_postgres() {
-    let h = harness();
-    // The accounts installed (and the role `authenticated` made) by the accounts' tests' set-up.
-    crate::accounts::postgres();
-    sql(POSTGRES_SCHEMA);
-    let mut args = default_args(&h.superuser_uri);
+    let superuser = database("pocketbase_sdk");
+    sql_at(&superuser, POSTGRES_SCHEMA);
+    let mut args = default_args(&superuser);
+    args.db_uri_replication = args.db_uri.as_ref().map(|u| u.replace("Authenticator", "Replicator"));
     args.db_schemas = Some("pocketbase_app".into());
     args.accounts_enabled = Some(true);
+    args.realtime_enabled = Some(true);
     args.platform.pocketbase = Some(true);
-    compare(&start_server(args), &h.superuser_uri);
+    compare(&start_server(args), &superuser);
+}
+
+/// A database of its own on the test cluster, with realtime (its change feed connecting as
+/// `Replicator`) and the accounts (with the dashboard's administrators) installed; its
+/// superuser's URI.
+fn database(name: &str) -> String {
+    // The role `authenticated` (cluster-wide) made by the accounts' tests' set-up.
+    crate::accounts::postgres();
+    // One at a time: the installs grant cluster-wide roles.
+    let _one_at_a_time = crate::support::roles_lock();
+    sql(r#"DO $$ BEGIN CREATE ROLE "Replicator" LOGIN PASSWORD 'secret';
+           EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$"#);
+    sql(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
+    sql(&format!("CREATE DATABASE {name}"));
+    let base = &harness().superuser_uri;
+    let superuser = format!("{}/{name}", &base[..base.rfind('/').expect("a database in the URI")]);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rowgate"))
+        .args(["realtime", "install", "--db-uri", &superuser, "--replication-role", "Replicator"])
+        .output()
+        .expect("rowgate realtime install");
+    assert!(out.status.success(), "realtime install: {}", String::from_utf8_lossy(&out.stderr));
+    let uri = superuser.clone();
+    block_on(async move {
+        let client = rowgate::backend::postgres::connect_without_tls(&uri.parse().unwrap()).await.unwrap();
+        rowgate::backend::postgres::accounts_install::install(&client, "Authenticator")
+            .await
+            .expect("accounts");
+    });
+    superuser
 }
 
 #[test]

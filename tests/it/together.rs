@@ -3,7 +3,7 @@
 //! access rules), uploads, downloads, listings and deletions, an API key, the API's
 //! description, a realtime subscriber that must see the writes, a database webhook on the
 //! writes, a cron job writing beside them, an Edge Function reading as its caller, and
-//! PocketBase's door signing in, writing and listing. On PostgreSQL directly, through PgBouncer in transaction mode, and on
+//! PocketBase's door signing in, writing, listing and subscribing. On PostgreSQL directly, through PgBouncer in transaction mode, and on
 //! SQLite, each with a pool of one connection: whatever one request leaves on its connection
 //! (a read-only mode, a role, settings) is there for the next request of any service.
 
@@ -447,6 +447,8 @@ fn an_app_s_day(base: &str, receiver: &Receiver) {
     assert_eq!(status, 200, "{signed}");
     let as_alice =
         [("authorization", signed["token"].as_str().unwrap()), ("content-type", "application/json")];
+    let stream = crate::pocketbase_realtime::open(base);
+    assert_eq!(stream.subscribe(base, Some(as_alice[0].1), &["todos/*"]), (204, String::new()));
     let todo = json!({"owner": alice_id, "title": "from pocketbase"}).to_string();
     let (status, made) = call_with(
         base,
@@ -458,6 +460,12 @@ fn an_app_s_day(base: &str, receiver: &Receiver) {
     );
     assert_eq!((status, made), (200, json!({"owner": alice_id, "title": "from pocketbase"})));
     assert_eq!(next_change(&changes)["record"]["title"], "from pocketbase");
+    let (topic, event) =
+        stream.next(Duration::from_secs(10)).expect("PocketBase's subscriber sees the write");
+    assert_eq!(
+        (topic.as_str(), &event["action"], &event["record"]["title"]),
+        ("todos/*", &json!("create"), &json!("from pocketbase"))
+    );
     assert_eq!(titles(base, Some(&bob)), ["bob's"]);
     let mine = "/api/collections/todos/records?fields=title&filter=title~'pocket'";
     let (status, listed) = call_with(base, "GET", mine, None, &as_alice, None);

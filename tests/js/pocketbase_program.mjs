@@ -7,6 +7,10 @@
 // collections API as that superuser (rowgate's side makes the same tables in SQL, and passes
 // `--superuser EMAIL PASSWORD`: the superuser's own steps come last).
 import PocketBase from 'pocketbase';
+import { EventSource } from 'eventsource';
+
+// PocketBase's SDK subscribes through the browser's EventSource, which Node 20 lacks.
+globalThis.EventSource = EventSource;
 
 const [base, flag, email, password] = process.argv.slice(2);
 const pb = new PocketBase(base);
@@ -263,6 +267,49 @@ await step('a user token refreshed as a superuser', () =>
 );
 await step('superuser refresh, signed out', () =>
   root.send('/api/collections/_superusers/auth-refresh', { method: 'POST', headers: { Authorization: '' } }),
+);
+
+// Realtime: server-sent events, each subscription's events in the order they came.
+const live = new PocketBase(base);
+live.autoCancellation(false);
+const seen = { all: [], titles: [], one: [], filtered: [] };
+const until = async (done) => {
+  for (let i = 0; i < 100 && !done(); i++) await new Promise((r) => setTimeout(r, 50));
+};
+await step('subscribe to a collection', async () => {
+  await live.collection('posts').subscribe('*', (e) => seen.all.push(e));
+  await live.collection('posts').subscribe('*', (e) => seen.titles.push(e), { fields: 'title,views' });
+  await live.collection('posts').subscribe('*', (e) => seen.filtered.push(e), {
+    filter: "views >= 2 && title != 'nope' && published = true",
+    fields: 'title',
+  });
+  return live.realtime.isConnected;
+});
+// A record subscribed to before it is made (a change committed before a subscription may
+// reach it: rowgate's change feed on PostgreSQL is read after the commit).
+const lively = { id: 'live00000000001' };
+await step('subscribe to a record', async () => {
+  await live.collection('posts').subscribe(lively.id, (e) => seen.one.push(e));
+  return live.realtime.isConnected;
+});
+await posts.create({ id: lively.id, title: 'Live', views: 1 });
+await posts.update(lively.id, { views: 2, published: true });
+await posts.create({ title: 'Live too' });
+await posts.delete(lively.id);
+await until(() => seen.all.length >= 4 && seen.titles.length >= 4 && seen.one.length >= 3 && seen.filtered.length >= 2);
+await step('events of the collection', async () => seen.all);
+await step('events of the collection, fields', async () => seen.titles);
+await step('events of the record', async () => seen.one);
+await step('events of the collection, filtered', async () => seen.filtered);
+await step('unsubscribe', async () => {
+  await live.collection('posts').unsubscribe();
+  return live.realtime.isConnected;
+});
+await step('set subscriptions of an unknown client', () =>
+  pb.send('/api/realtime', { method: 'POST', body: { clientId: 'nope', subscriptions: ['posts/*'] } }),
+);
+await step('set subscriptions without a client', () =>
+  pb.send('/api/realtime', { method: 'POST', body: { subscriptions: ['posts/*'] } }),
 );
 
 console.log(JSON.stringify(steps, null, 1));

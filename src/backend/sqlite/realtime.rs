@@ -1,4 +1,5 @@
-//! Realtime on SQLite: the tables of `realtime-tables` publish their changes, reported by
+//! Realtime on SQLite: the tables of `realtime-tables` publish their changes (with PocketBase's
+//! API on, any other table with a subscriber too, as its collections are all realtime), reported by
 //! temporary triggers on the writer's connection (every row before and after, cascades and
 //! other triggers included) and handed over when their batch commits. Temporary triggers live
 //! in that connection only: nothing is written into the file, and other processes' writes to
@@ -14,7 +15,7 @@ use serde_json::{Map, Number, Value};
 
 use super::db::{RowCapture, SqliteDb};
 use crate::config::Config;
-use crate::realtime::{Change, Commit, Feed, Kind, Published, Realtime, Relation};
+use crate::realtime::{Change, Commit, Feed, Kind, Published, Realtime, Relation, Wanted};
 use crate::schema::{QualifiedName, ValueKind};
 
 /// The most columns a table's trigger can pass (SQLite's function argument limit, less two).
@@ -34,6 +35,7 @@ pub fn start(db: &Arc<SqliteDb>, rt: &Arc<Realtime>, config: &Config) {
         feed: rt.feed(),
         exposed,
         names: config.realtime.tables.clone(),
+        every_table: config.pocketbase.enabled,
         state: Mutex::default(),
     }));
     rt.feed().ready();
@@ -44,6 +46,8 @@ struct Capture {
     feed: Feed,
     exposed: String,
     names: Vec<String>,
+    /// Any table with a subscriber reports its changes, not only `names`.
+    every_table: bool,
     state: Mutex<State>,
 }
 
@@ -51,6 +55,8 @@ struct Capture {
 struct State {
     /// The file's `schema_version` the triggers were made for (`None`: to be made).
     version: Option<i64>,
+    /// With `every_table`, the subscribed tables they were made for.
+    wanted: Option<Arc<Wanted>>,
     /// Per table, its relation and columns' kinds as the triggers pass them.
     tables: HashMap<String, (Arc<Relation>, Vec<ValueKind>)>,
     /// The old row of an update, until its new row is reported.
@@ -59,11 +65,33 @@ struct State {
 }
 
 impl Capture {
-    /// (Re)creates the triggers of every published table from its columns now.
+    /// (Re)creates the triggers of every published table from its columns now (and, with
+    /// `every_table`, of every table with a subscriber: a table nobody listens to pays nothing
+    /// for its writes).
     fn make_triggers(&self, conn: &Connection, state: &mut State) -> rusqlite::Result<()> {
         state.tables.clear();
         let mut sql = String::new();
-        for table in &self.names {
+        let made: Vec<String> = conn
+            .prepare("SELECT name FROM temp.sqlite_master WHERE type = 'trigger' AND name LIKE 'rowgate\\_rt\\_%' ESCAPE '\\'")?
+            .query_map([], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        for trigger in made {
+            sql.push_str(&format!("DROP TRIGGER IF EXISTS temp.{};\n", ident(&trigger)));
+        }
+        let mut names = self.names.clone();
+        if self.every_table {
+            let mut q = conn.prepare(
+                "SELECT name FROM sqlite_schema WHERE type = 'table'
+                 AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' AND name NOT LIKE '\\_rowgate\\_%' ESCAPE '\\'",
+            )?;
+            for name in q.query_map([], |r| r.get::<_, String>(0))? {
+                let name = name?;
+                if !names.contains(&name) && self.feed.wants(&self.exposed, &name) {
+                    names.push(name);
+                }
+            }
+        }
+        for table in &names {
             let mut columns: Vec<(String, String, bool)> = Vec::new();
             let mut q = conn.prepare("SELECT name, type, pk FROM pragma_table_info(?1) ORDER BY cid")?;
             let mut pk: Vec<(i64, String)> = Vec::new();
@@ -82,12 +110,6 @@ impl Capture {
                     r.get(0)
                 })
                 .ok();
-            for op in ["i", "u", "d"] {
-                sql.push_str(&format!(
-                    "DROP TRIGGER IF EXISTS temp.{};\n",
-                    ident(&format!("rowgate_rt_{op}_{table}"))
-                ));
-            }
             let virtual_table = kind
                 .as_deref()
                 .is_some_and(|s| s.trim_start().to_ascii_uppercase().starts_with("CREATE VIRTUAL"));
@@ -133,11 +155,19 @@ impl RowCapture for Capture {
     fn prepare(&self, conn: &Connection) {
         let Ok(version) = conn.query_row("PRAGMA schema_version", [], |r| r.get::<_, i64>(0)) else { return };
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        if state.version == Some(version) {
+        let wanted = self.every_table.then(|| self.feed.wanted_now());
+        let same_wanted = match (&state.wanted, &wanted) {
+            (Some(then), Some(now)) => Arc::ptr_eq(then, now),
+            (then, now) => then.is_none() && now.is_none(),
+        };
+        if state.version == Some(version) && same_wanted {
             return;
         }
         match self.make_triggers(conn, &mut state) {
-            Ok(()) => state.version = Some(version),
+            Ok(()) => {
+                state.version = Some(version);
+                state.wanted = wanted;
+            }
             Err(e) => {
                 tracing::error!(error = %e, "realtime: the change triggers could not be made");
                 state.tables.clear();

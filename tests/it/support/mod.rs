@@ -149,7 +149,10 @@ pub fn sql_at(uri: &str, statements: &str) {
     block_on(async move {
         let cfg: tokio_postgres::Config = uri.parse().expect("uri");
         let client = rowgate::backend::postgres::connect_without_tls(&cfg).await.expect("connect");
-        client.batch_execute(statements).await.unwrap_or_else(|e| panic!("{statements}: {e}"));
+        client.batch_execute(statements).await.unwrap_or_else(|e| {
+            let said = e.as_db_error().map(|d| d.message().to_owned()).unwrap_or_default();
+            panic!("{statements}: {e} {said}")
+        });
     });
 }
 
