@@ -2,7 +2,8 @@
 //! which rows a caller may read, and what they hold now, is asked as that caller's own read
 //! would be — a GET of the rows by key, planned and run like any request, so row-level security
 //! (or SQLite's access rules) decides exactly as it does for the REST API — and what a role may
-//! read of a table comes from the database's grants (or the rules).
+//! read of a table comes from the database's grants (or the rules). Whether a caller could read
+//! a deleted row is told on SQLite only, its rules evaluated on the old row (`sqlite/deleted.rs`).
 
 use std::sync::Arc;
 
@@ -187,6 +188,21 @@ impl RowAccess for Rights {
                 seen.extend(self.read_keys(who, table, key, columns, chunk).await?);
             }
             Ok(seen)
+        })
+    }
+
+    fn saw_deleted<'a>(
+        &'a self,
+        who: &'a Principal,
+        table: &'a QualifiedName,
+        old: &'a Row,
+    ) -> BoxFuture<'a, Result<Option<bool>, Error>> {
+        Box::pin(async move {
+            Ok(match &*self.backend {
+                // Its policies are SQL the change's old row is no longer there to be read by.
+                Backend::Postgres(_) => None,
+                Backend::Sqlite(lite) => lite.could_read_deleted(who, &table.name, old),
+            })
         })
     }
 }

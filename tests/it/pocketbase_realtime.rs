@@ -150,9 +150,11 @@ fn each_subscriber_is_sent_the_records_it_may_read() {
         streams[0].received(wait),
         [event("notes/*", "create", "n1"), event("notes/*", "update", "n1")]
     );
-    // Bob's own, and none of the record of Ann's he asked for. A delete under a rule that reads
-    // the row is sent to nobody yet: whether a subscriber could read the row is no longer
-    // asked of the database once it is gone (docs/pocketbase.md).
-    assert_eq!(streams[1].received(Duration::from_millis(500)), [event("notes/*", "create", "n2")]);
+    // Bob's own — its delete too, the rule evaluated on the deleted row — and none of the record
+    // of Ann's he asked for.
+    assert_eq!(
+        streams[1].received(Duration::from_millis(500)),
+        [event("notes/*", "create", "n2"), event("notes/*", "delete", "n2")]
+    );
     assert_eq!(streams[2].received(Duration::from_millis(500)), []);
 }

@@ -183,8 +183,8 @@ fn default_sqlite() -> &'static str {
     BASE.get_or_init(|| sqlite_server(|_| {}))
 }
 
-/// Runs tests/js/realtime.test.mjs against `base` with serializer `vsn`.
-fn supabase_js(base: &str, vsn: &str) {
+/// Runs tests/js/realtime.test.mjs against `base` (on `backend`) with serializer `vsn`.
+fn supabase_js(base: &str, backend: &str, vsn: &str) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/js");
     assert!(
         dir.join("node_modules/@supabase/supabase-js").is_dir(),
@@ -196,6 +196,7 @@ fn supabase_js(base: &str, vsn: &str) {
         .env("ROWGATE_URL", base)
         .env("ROWGATE_JWT_SECRET", JWT_SECRET)
         .env("REALTIME_VSN", vsn)
+        .env("ROWGATE_BACKEND", backend)
         .output()
         .expect("node is needed for the realtime tests");
     let report = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
@@ -204,17 +205,17 @@ fn supabase_js(base: &str, vsn: &str) {
 
 #[test]
 fn supabase_js_realtime_on_postgres() {
-    supabase_js(default_pg(), "2.0.0");
+    supabase_js(default_pg(), "postgres", "2.0.0");
 }
 
 #[test]
 fn supabase_js_realtime_on_postgres_with_serializer_1() {
-    supabase_js(default_pg(), "1.0.0");
+    supabase_js(default_pg(), "postgres", "1.0.0");
 }
 
 #[test]
 fn supabase_js_realtime_on_sqlite() {
-    supabase_js(default_sqlite(), "2.0.0");
+    supabase_js(default_sqlite(), "sqlite", "2.0.0");
 }
 
 /// A signed token with `claims`.

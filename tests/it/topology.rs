@@ -1,6 +1,7 @@
 //! The deployment of issue #25, started by `scripts/topology --check`: a PostgreSQL primary and
 //! a streaming replica, two rowgate instances, and Debian's HAProxy in front. The script checks
-//! the response cache across instances, reads on the replica, realtime on either instance, and a
+//! the response cache across instances, reads on the replica, realtime on either instance (for
+//! supabase-js and for PocketBase's SDK), and a
 //! rolling restart of both instances under load with no failed request.
 
 use std::process::Command;

@@ -1,15 +1,21 @@
 // The checks of scripts/topology that need a client: realtime with the real supabase-js client
-// (the `ws` transport on Node 20) on two instances, and a steady load through the load balancer
-// during a rolling restart.
+// (the `ws` transport on Node 20) and with PocketBase's SDK (server-sent events) on two
+// instances, and a steady load through the load balancer during a rolling restart.
 //
 //   node tests/js/topology.mjs realtime A_URL B_URL FRONT_URL
+//   node tests/js/topology.mjs pocketbase A_URL B_URL FRONT_URL
 //   node tests/js/topology.mjs load FRONT_URL SECONDS     (prints a JSON summary; exit 1 on any failure)
 //
 // ROWGATE_JWT_SECRET signs the anon key.
 import crypto from 'node:crypto'
 import WebSocket from 'ws'
 import { createClient } from '@supabase/supabase-js'
+import PocketBase from 'pocketbase'
+import { EventSource } from 'eventsource'
 import { jwt } from './jwt.mjs'
+
+// PocketBase's SDK subscribes through the browser's EventSource, which Node 20 lacks.
+globalThis.EventSource = EventSource
 
 const [mode, ...args] = process.argv.slice(2)
 const anonKey = jwt({ role: 'anon', exp: Math.floor(Date.now() / 1000) + 3600 })
@@ -49,6 +55,31 @@ async function realtime(a, b, front) {
   console.log('topology: realtime: subscribers on a and on b each got the insert made through HAProxy')
 }
 
+async function pocketbase(a, b, front) {
+  const tag = crypto.randomBytes(4).toString('hex')
+  const seen = { a: [], b: [] }
+  const subscribers = []
+  for (const [name, url] of [['a', a], ['b', b]]) {
+    // Each stream and its subscriptions on one instance, as a sticky session keeps them.
+    const pb = new PocketBase(url)
+    pb.autoCancellation(false)
+    await pb.collection('notes').subscribe('*', (e) => seen[name].push(`${e.action} ${e.record.body}`))
+    subscribers.push(pb)
+  }
+  const body = `through the load balancer ${tag}`
+  await new PocketBase(front).collection('notes').create({ body })
+  const end = Date.now() + 10000
+  const want = `create ${body}`
+  while (Date.now() < end && !(seen.a.includes(want) && seen.b.includes(want))) {
+    await new Promise((r) => setTimeout(r, 20))
+  }
+  for (const pb of subscribers) await pb.realtime.unsubscribe()
+  if (!seen.a.includes(want) || !seen.b.includes(want)) {
+    throw new Error(`PocketBase's subscribers got a: ${JSON.stringify(seen.a)}, b: ${JSON.stringify(seen.b)}`)
+  }
+  console.log("topology: realtime: PocketBase's subscribers on a and on b each got the record made through HAProxy")
+}
+
 async function load(front, seconds) {
   const end = Date.now() + seconds * 1000
   const statuses = {}
@@ -85,9 +116,10 @@ async function load(front, seconds) {
 }
 
 if (mode === 'realtime') await realtime(...args)
+else if (mode === 'pocketbase') await pocketbase(...args)
 else if (mode === 'load') await load(args[0], Number(args[1]))
 else {
-  console.error('usage: node tests/js/topology.mjs realtime A B FRONT | load FRONT SECONDS')
+  console.error('usage: node tests/js/topology.mjs realtime|pocketbase A B FRONT | load FRONT SECONDS')
   process.exit(2)
 }
 process.exit(0)

@@ -10,6 +10,7 @@ mod cron;
 mod csv;
 pub mod dashboard;
 pub mod db;
+mod deleted;
 pub mod introspect;
 mod net;
 mod realtime;
@@ -132,6 +133,18 @@ impl SqliteBackend {
                 crate::realtime::TableAccess { columns, by_claims, by_row: true }
             }
         }
+    }
+
+    /// Whether `who` could have read the deleted row `old` of `table` by the rules' `select`
+    /// entry; `None` where its filters cannot be told on the row alone.
+    pub fn could_read_deleted(
+        &self,
+        who: &Principal,
+        table: &str,
+        old: &serde_json::Map<String, serde_json::Value>,
+    ) -> Option<bool> {
+        let access = self.rules.load().access(who, table, rules::Operation::Select);
+        deleted::could_read(&access, &who.claims, old)
     }
 
     /// What `who` may use of `schema`'s tables and views, by the access rules.

@@ -165,20 +165,9 @@ impl Rules {
     /// The claims the rules read (`@jwt.<claim>`), by name.
     pub fn claims(&self) -> std::collections::BTreeSet<String> {
         let mut out = std::collections::BTreeSet::new();
-        let mut note = |value: &str| {
-            if let Some(name) = value.strip_prefix("@jwt.") {
-                out.insert(name.to_owned());
-            }
-        };
         for (_, filter) in self.allowed.values().flatten() {
-            let RowFilter::Filters(q) = filter else { continue };
-            for f in leaf_filters(q) {
-                use rowgate_request::Operation as Op;
-                match &f.operation {
-                    Op::Compare { value, .. } | Op::IsDistinct(value) => note(value),
-                    Op::In(items) => items.iter().for_each(|v| note(v)),
-                    _ => {}
-                }
+            if let RowFilter::Filters(q) = filter {
+                out.extend(claims_named(q));
             }
         }
         out
@@ -260,6 +249,25 @@ fn leaf_filters(q: &rowgate_request::QueryParams) -> Vec<&rowgate_request::Filte
         }
     }
     filters
+}
+
+/// The claims a rule entry's filters name (`@jwt.<claim>`).
+pub fn claims_named(q: &rowgate_request::QueryParams) -> std::collections::BTreeSet<String> {
+    use rowgate_request::Operation as Op;
+    let mut out = std::collections::BTreeSet::new();
+    let mut note = |value: &str| {
+        if let Some(name) = value.strip_prefix("@jwt.") {
+            out.insert(name.to_owned());
+        }
+    };
+    for f in leaf_filters(q) {
+        match &f.operation {
+            Op::Compare { value, .. } | Op::IsDistinct(value) => note(value),
+            Op::In(items) => items.iter().for_each(|v| note(v)),
+            _ => {}
+        }
+    }
+    out
 }
 
 /// Whether a rule's filters read a claim (`@jwt.<claim>`): then callers of one role see
