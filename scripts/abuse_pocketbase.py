@@ -86,6 +86,8 @@ def attack_pocketbase(name, port):
         ("a realtime subscription of 1 MB", request("POST", "/api/realtime", json_h,
                                                    json.dumps({"clientId": "x", "subscriptions": ["i" * (1 << 20)]}).encode()), {400, 413}),
         ("realtime subscriptions that are no list", request("POST", "/api/realtime", json_h, b'{"clientId": "x", "subscriptions": {"a": 1}}'), {400}),
+        ("a realtime subscription of two lines", request("POST", "/api/realtime", json_h,
+                                                        json.dumps({"clientId": "x", "subscriptions": ["items/*\ndata:{}"]}).encode()), {400, 404}),
         ("realtime subscriptions that are not JSON", request("POST", "/api/realtime", json_h, b"\xff\xfe"), {400}),
     ]
     for case, data, allowed in cases:

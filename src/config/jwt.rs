@@ -98,6 +98,16 @@ impl JwtSettings {
                     Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                         std::fs::read_to_string(&path).map_err(kept)?.trim().to_owned()
                     }
+                    // A directory rowgate may not write (a file served read-only): no secret,
+                    // as when there was no such default.
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem
+                        ) =>
+                    {
+                        return Ok(())
+                    }
                     Err(e) => return Err(kept(e)),
                 }
             }

@@ -49,6 +49,8 @@ struct ClientState {
     who: Option<(Arc<str>, String)>,
     /// Its subscriptions (the engine's topics).
     topics: Vec<Arc<str>>,
+    /// The stream has ended: a `POST` that found it just before takes nothing more.
+    ended: bool,
 }
 
 /// Ends a stream's subscriptions when hyper drops its body (the client went, or it ended).
@@ -62,8 +64,9 @@ impl Drop for Gone {
     fn drop(&mut self) {
         let client = self.clients.0.lock().unwrap_or_else(|e| e.into_inner()).remove(&self.id);
         if let Some(client) = client {
-            let topics = std::mem::take(&mut client.state.lock().unwrap_or_else(|e| e.into_inner()).topics);
-            self.rt.close_door(client.outbox.id, topics.into_iter());
+            let mut state = client.state.lock().unwrap_or_else(|e| e.into_inner());
+            state.ended = true;
+            self.rt.close_door(client.outbox.id, std::mem::take(&mut state.topics).into_iter());
         }
     }
 }
@@ -151,6 +154,10 @@ pub fn subscribe(
                 json!({ i.to_string(): {"code": "validation_invalid_value", "message": e} }),
             )
         };
+        // A topic names its events: a line break in it would write lines of its own.
+        if topic.contains(['\r', '\n']) {
+            return Err(refused("a subscription is one line".into()));
+        }
         let (path, options) =
             topic.split_once("?options=").map_or((topic.as_str(), None), |(p, o)| (p, Some(o)));
         let query = options.map(read_options).transpose().map_err(refused)?.unwrap_or_default();
@@ -172,6 +179,13 @@ pub fn subscribe(
     }
     {
         let mut state = client.state.lock().unwrap_or_else(|e| e.into_inner());
+        if state.ended {
+            return Err(PbError::with_status(
+                StatusCode::NOT_FOUND,
+                "Missing or invalid client id.",
+                String::new(),
+            ));
+        }
         let who = caller(principal);
         match (&state.who, who) {
             (Some(first), now) if Some(first) != now.as_ref() => {

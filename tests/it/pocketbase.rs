@@ -9,7 +9,7 @@
 use serde_json::{json, Value};
 
 use crate::sqlite::serve_sqlite;
-use crate::support::{block_on, default_args, harness, send_to, sql, sql_at, start_server};
+use crate::support::{block_on, default_args, harness, send_to, sql_at, start_server};
 
 const RECORDED: &str = include_str!("../pocketbase/pocketbase-0.40.6.json");
 
@@ -81,17 +81,7 @@ fn database(name: &str) -> String {
     crate::accounts::postgres();
     // One at a time: the installs grant cluster-wide roles.
     let _one_at_a_time = crate::support::roles_lock();
-    sql(r#"DO $$ BEGIN CREATE ROLE "Replicator" LOGIN PASSWORD 'secret';
-           EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$"#);
-    sql(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
-    sql(&format!("CREATE DATABASE {name}"));
-    let base = &harness().superuser_uri;
-    let superuser = format!("{}/{name}", &base[..base.rfind('/').expect("a database in the URI")]);
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rowgate"))
-        .args(["realtime", "install", "--db-uri", &superuser, "--replication-role", "Replicator"])
-        .output()
-        .expect("rowgate realtime install");
-    assert!(out.status.success(), "realtime install: {}", String::from_utf8_lossy(&out.stderr));
+    let superuser = crate::support::realtime_database(name);
     let uri = superuser.clone();
     block_on(async move {
         let client = rowgate::backend::postgres::connect_without_tls(&uri.parse().unwrap()).await.unwrap();

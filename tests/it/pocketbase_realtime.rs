@@ -116,6 +116,8 @@ fn each_subscriber_is_sent_the_records_it_may_read() {
     // A filter the engine cannot apply is refused, not ignored, and changes nothing.
     let options =
         |query: Value| format!("notes/*?options={}", urlencoding(&json!({ "query": query }).to_string()));
+    let (status, body) = streams[2].subscribe(&base, None, &["notes/*\nevent:forged"]);
+    assert_eq!(status, 400, "a topic of two lines: {body}");
     for query in [
         json!({"filter": "body ~ 'x'"}),
         json!({"filter": "owner = 'a' || body = 'b'"}),

@@ -17,7 +17,7 @@ use tokio_tungstenite::tungstenite::Message;
 
 use crate::support::pgbouncer::through_pgbouncer;
 use crate::support::receiver::Receiver;
-use crate::support::{block_on, harness, send_to, sql, sql_at, start_server, JWT_SECRET};
+use crate::support::{block_on, send_to, sql_at, start_server, JWT_SECRET};
 
 /// The database of these tests on the test cluster: Supabase's roles, storage, accounts and
 /// realtime installed, and a `todos` table each user owns rows of.
@@ -68,17 +68,7 @@ fn database(name: &str, receiver: &str) -> String {
     // from two sessions at once ("tuple concurrently updated").
     let _one_at_a_time = crate::support::roles_lock();
     crate::storage::setup();
-    sql(r#"DO $$ BEGIN CREATE ROLE "Replicator" LOGIN PASSWORD 'secret';
-           EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$"#);
-    sql(&format!("DROP DATABASE IF EXISTS {name}"));
-    sql(&format!("CREATE DATABASE {name}"));
-    let base = &harness().superuser_uri;
-    let superuser = format!("{}/{name}", &base[..base.rfind('/').expect("a database in the URI")]);
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rowgate"))
-        .args(["realtime", "install", "--db-uri", &superuser, "--replication-role", "Replicator"])
-        .output()
-        .expect("rowgate realtime install");
-    assert!(out.status.success(), "realtime install: {}", String::from_utf8_lossy(&out.stderr));
+    let superuser = crate::support::realtime_database(name);
     let uri = superuser.clone();
     block_on(async move {
         let client = rowgate::backend::postgres::connect_without_tls(&uri.parse().unwrap()).await.unwrap();

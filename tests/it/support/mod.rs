@@ -138,6 +138,24 @@ pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime").block_on(f)
 }
 
+/// A database `name` of its own on the test cluster, made afresh, with realtime installed (its
+/// change feed connecting as `Replicator`); its superuser's URI. Hold [`roles_lock`]: the
+/// install grants cluster-wide roles.
+pub fn realtime_database(name: &str) -> String {
+    sql(r#"DO $$ BEGIN CREATE ROLE "Replicator" LOGIN PASSWORD 'secret';
+           EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$"#);
+    sql(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
+    sql(&format!("CREATE DATABASE {name}"));
+    let base = &harness().superuser_uri;
+    let superuser = format!("{}/{name}", &base[..base.rfind('/').expect("a database in the URI")]);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rowgate"))
+        .args(["realtime", "install", "--db-uri", &superuser, "--replication-role", "Replicator"])
+        .output()
+        .expect("rowgate realtime install");
+    assert!(out.status.success(), "realtime install: {}", String::from_utf8_lossy(&out.stderr));
+    superuser
+}
+
 /// Runs SQL as the superuser on the test database.
 pub fn sql(statements: &str) {
     sql_at(&harness().superuser_uri, statements);
