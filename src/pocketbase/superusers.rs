@@ -90,10 +90,20 @@ async fn refresh(cx: &Context<'_>, dashboard: &Dashboard, query: &Query) -> Resu
     }
     let email = claims["email"].as_str().ok_or_else(unauthorized)?;
     let admin = dashboard.admin_by_email(email).await.ok().flatten().ok_or_else(unauthorized)?;
-    if claims["id"] != admin.id.as_str() {
+    // A token from before the password was replaced is refreshed no more.
+    if claims["id"] != admin.id.as_str() || claims["key"] != password_key(&admin) {
         return Err(unauthorized());
     }
     authenticated(cx, &admin, query)
+}
+
+/// What a token holds of its superuser's password, which a new password changes: a digest of
+/// the stored hash, which tells nothing of the password itself.
+fn password_key(admin: &Admin) -> String {
+    use sha2::Digest;
+    crate::hex(
+        &sha2::Sha256::digest(format!("rowgate-superuser-token:{}", admin.password_hash).as_bytes())[..8],
+    )
 }
 
 /// `{record, token}` for `admin`.
@@ -110,6 +120,7 @@ fn authenticated(cx: &Context<'_>, admin: &Admin, query: &Query) -> Result<Respo
         "id": admin.id,
         "email": admin.email,
         "refreshable": true,
+        "key": password_key(admin),
         "iat": now,
         "exp": now + TOKEN_LIFETIME,
     });

@@ -271,4 +271,13 @@ fn on_a_bare_sqlite_file_a_superuser_signs_in_with_the_files_own_secret() {
         (r.status, r.json()),
         (400, json!({"data": {}, "message": "Failed to authenticate.", "status": 400}))
     );
+    // A token from before the password was replaced is refreshed no more.
+    let r = send_to(
+        &base,
+        "POST",
+        "/api/collections/_superusers/auth-refresh",
+        &[("authorization", &token)],
+        None,
+    );
+    assert_eq!(r.status, 401, "{}", r.body);
 }
