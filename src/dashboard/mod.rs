@@ -156,7 +156,7 @@ impl Dashboard {
         if let Err(wait) = self.logins.attempt(client) {
             return Ok(AdminSignIn::Wait(wait));
         }
-        let found = self.db.admins().by_email(email.trim().to_lowercase()).await?;
+        let found = self.admin_by_email(email).await?;
         // An unknown address costs a whole check too: timing does not tell who is an administrator.
         let hash = found.as_ref().map_or(crate::accounts::DUMMY_HASH, |a| a.password_hash.as_str());
         let right = self.hashing.verify(password.to_owned(), hash.to_owned()).await.unwrap_or(false);

@@ -118,7 +118,10 @@ async fn sign_in(
     let (email, password) = credentials(&given)?;
     let (status, answer) = accounts.ask(Asked::SignIn { email, password }, client).await;
     match status {
-        StatusCode::OK => authenticated(&answer["access_token"], &answer["user"], query),
+        StatusCode::OK => {
+            let token = answer["access_token"].as_str().unwrap_or_default().to_owned();
+            signed_in(record(&answer["user"], true), token, query)
+        }
         StatusCode::TOO_MANY_REQUESTS => {
             Err(PbError::with_status(status, "Too Many Requests.", String::new()))
         }
@@ -128,19 +131,12 @@ async fn sign_in(
 
 /// `POST …/auth-refresh`: a new token for the caller's live session.
 async fn refresh(cx: &Context<'_>, accounts: &Accounts, query: &Query) -> Result<Response<Body>, PbError> {
-    let unauthorized = || {
-        PbError::with_status(
-            StatusCode::UNAUTHORIZED,
-            "The request requires valid record authorization token.",
-            String::new(),
-        )
-    };
-    let claims = cx.claims().ok_or_else(unauthorized)?;
+    let claims = cx.claims().ok_or_else(PbError::unauthorized)?;
     if claims["collectionId"] == super::superusers::SUPERUSERS_ID {
         return Err(other_collection(super::superusers::SUPERUSERS));
     }
-    let (token, user) = accounts.reissue(&claims).await.ok_or_else(unauthorized)?;
-    authenticated(&Value::String(token), &user, query)
+    let (token, user) = accounts.reissue(&claims).await.ok_or_else(PbError::unauthorized)?;
+    signed_in(record(&user, true), token, query)
 }
 
 /// A refresh with the token of another auth collection's record (named), as PocketBase
@@ -220,12 +216,16 @@ async fn sign_up(
 }
 
 /// `{record, token}`.
-fn authenticated(token: &Value, user: &Value, query: &Query) -> Result<Response<Body>, PbError> {
+/// A sign-in's answer: `{record, token}` of any auth collection, picked by `fields`.
+pub(super) fn signed_in(
+    record: Map<String, Value>,
+    token: String,
+    query: &Query,
+) -> Result<Response<Body>, PbError> {
     let picked = Picked::parse(query.get("fields"))?;
-    let record = Value::Object(record(user, true));
     let mut answer = Map::new();
-    answer.insert("record".into(), record);
-    answer.insert("token".into(), token.clone());
+    answer.insert("record".into(), Value::Object(record));
+    answer.insert("token".into(), Value::String(token));
     Ok(respond(StatusCode::OK, &Value::Object(picked.apply(answer))))
 }
 

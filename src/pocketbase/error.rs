@@ -9,6 +9,9 @@ use serde_json::{json, Map, Value};
 use crate::error::Error;
 use crate::response::Body;
 
+/// PocketBase's words for a request that needs a signed-in caller.
+pub const UNAUTHORIZED: &str = "The request requires valid record authorization token.";
+
 /// An error as PocketBase's API answers it.
 #[derive(Debug)]
 pub struct PbError {
@@ -54,6 +57,11 @@ impl PbError {
     /// 404 for a collection that does not exist.
     pub fn no_collection() -> PbError {
         PbError::new(StatusCode::NOT_FOUND, "Missing collection context.", String::new())
+    }
+
+    /// 401 for a request that needs a signed-in caller.
+    pub fn unauthorized() -> PbError {
+        PbError::new(StatusCode::UNAUTHORIZED, UNAUTHORIZED, String::new())
     }
 
     /// 403 with PocketBase's words.

@@ -71,10 +71,15 @@ impl Context<'_> {
 
     /// The claims of the caller's token, if one signed in.
     fn claims(&self) -> Option<serde_json::Value> {
-        match self.principal.anonymous {
-            true => None,
-            false => serde_json::from_str(&self.principal.claims).ok(),
-        }
+        claims_of(self.principal)
+    }
+}
+
+/// The claims of `principal`'s token, if it signed in.
+fn claims_of(principal: &Principal) -> Option<serde_json::Value> {
+    match principal.anonymous {
+        true => None,
+        false => serde_json::from_str(&principal.claims).ok(),
     }
 }
 
@@ -181,7 +186,7 @@ pub fn refused(e: &crate::error::Error) -> Response<Body> {
     let message = match status {
         StatusCode::TOO_MANY_REQUESTS => "Too Many Requests.",
         StatusCode::PAYLOAD_TOO_LARGE => "Request entity too large.",
-        StatusCode::UNAUTHORIZED => "The request requires valid record authorization token.",
+        StatusCode::UNAUTHORIZED => error::UNAUTHORIZED,
         StatusCode::FORBIDDEN => "The authorized record is not allowed to perform this action.",
         _ => "Something went wrong while processing your request.",
     };

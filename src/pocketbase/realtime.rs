@@ -7,7 +7,7 @@
 //! five minutes, is ended; PocketBase's SDK connects again and subscribes anew.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -23,7 +23,7 @@ use super::records::{object, random_text};
 use crate::auth::Principal;
 use crate::realtime::{ChangeWriter, DoorSubscription, Kind, Outbox, Realtime};
 use crate::response::Body;
-use crate::schema::{QualifiedName, SharedSchema};
+use crate::schema::{QualifiedName, SchemaCache, SharedSchema};
 
 /// A stream with nothing to send for this long is ended (PocketBase's idle timeout).
 const IDLE: Duration = Duration::from_secs(5 * 60);
@@ -205,6 +205,7 @@ pub fn subscribe(
                 schema: schema.clone(),
                 exposed: exposed.to_owned(),
                 picked: w.picked,
+                collection: Mutex::new((Weak::new(), None)),
             });
             let asked = DoorSubscription {
                 topic: w.topic.clone(),
@@ -234,7 +235,7 @@ fn caller(principal: &Principal) -> Option<(Arc<str>, String)> {
     if principal.anonymous {
         return None;
     }
-    let claims: Value = serde_json::from_str(&principal.claims).unwrap_or_default();
+    let claims = super::claims_of(principal).unwrap_or_default();
     let id = claims.get("sub").or_else(|| claims.get("id")).and_then(Value::as_str).unwrap_or_default();
     Some((principal.role.clone(), id.to_owned()))
 }
@@ -323,6 +324,23 @@ struct EventWriter {
     schema: Arc<SharedSchema>,
     exposed: String,
     picked: Picked,
+    /// The collection as the schema cache's snapshot it was read from shows it: read again only
+    /// after a reload, not for every event. (Held weakly, a snapshot's allocation outlives it:
+    /// no later snapshot can take its address.)
+    collection: Mutex<(Weak<SchemaCache>, Option<Arc<Collection>>)>,
+}
+
+impl EventWriter {
+    /// The collection of `table` in the schema cache now.
+    fn collection(&self, table: &str) -> Option<Arc<Collection>> {
+        let cache = self.schema.load()?;
+        let mut held = self.collection.lock().unwrap_or_else(|e| e.into_inner());
+        let snapshot = Arc::downgrade(&cache);
+        if !held.0.ptr_eq(&snapshot) {
+            *held = (snapshot, Collection::find(&cache, &self.exposed, table).map(Arc::new));
+        }
+        held.1.clone()
+    }
 }
 
 impl ChangeWriter for EventWriter {
@@ -333,8 +351,7 @@ impl ChangeWriter for EventWriter {
         table: &QualifiedName,
         row: &Map<String, Value>,
     ) -> Option<Message> {
-        let cache = self.schema.load()?;
-        let c = Collection::find(&cache, &self.exposed, &table.name)?;
+        let c = self.collection(&table.name)?;
         let action = match kind {
             Kind::Insert => "create",
             Kind::Update => "update",

@@ -11,8 +11,7 @@ use http::{Method, Response, StatusCode};
 use serde_json::{json, Map, Value};
 
 use super::collection::date;
-use super::error::{respond, PbError};
-use super::fields::Picked;
+use super::error::PbError;
 use super::records::{object, Query};
 use super::Context;
 use crate::auth::SERVICE_ROLE;
@@ -74,13 +73,7 @@ async fn sign_in(
 
 /// `POST …/auth-refresh`: a new token for a superuser who still is one.
 async fn refresh(cx: &Context<'_>, dashboard: &Dashboard, query: &Query) -> Result<Response<Body>, PbError> {
-    let unauthorized = || {
-        PbError::with_status(
-            StatusCode::UNAUTHORIZED,
-            "The request requires valid record authorization token.",
-            String::new(),
-        )
-    };
+    let unauthorized = PbError::unauthorized;
     let claims = cx.claims().ok_or_else(unauthorized)?;
     if claims["collectionId"] != SUPERUSERS_ID {
         return match claims.get("sub") {
@@ -130,11 +123,7 @@ fn authenticated(cx: &Context<'_>, admin: &Admin, query: &Query) -> Result<Respo
     let key = jsonwebtoken::EncodingKey::from_secret(&secret);
     let token = jsonwebtoken::encode(&jsonwebtoken::Header::default(), &claims, &key)
         .map_err(|_| PbError::invalid("Failed to authenticate.", Map::new()))?;
-    let picked = Picked::parse(query.get("fields"))?;
-    let mut answer = Map::new();
-    answer.insert("record".into(), Value::Object(record(admin)));
-    answer.insert("token".into(), Value::String(token));
-    Ok(respond(StatusCode::OK, &Value::Object(picked.apply(answer))))
+    super::auth::signed_in(record(admin), token, query)
 }
 
 /// An administrator as a record of `_superusers`.

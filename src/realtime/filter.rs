@@ -328,7 +328,7 @@ fn unquote(v: &str) -> String {
 /// A column value compared with a filter's text: numbers as numbers, booleans as PostgreSQL
 /// reads them, anything else by its text. `None` where they cannot be compared (text that is
 /// no number against a number).
-fn compare(value: &Value, want: &str) -> Option<std::cmp::Ordering> {
+pub fn compare(value: &Value, want: &str) -> Option<std::cmp::Ordering> {
     match value {
         Value::Null => None,
         Value::Number(n) => {

@@ -34,6 +34,7 @@ use tokio_tungstenite::tungstenite::Message;
 
 pub use change::{Change, Commit, Feed, FeedEvent, Kind, Relation, Row, RowAccess, TableAccess, Wanted};
 pub use door::{ChangeWriter, DoorConnection, DoorSubscription};
+pub use filter::compare as compare_value;
 pub use hub::Outbox;
 pub use rest::{broadcast_api, query_value, upgrade};
 

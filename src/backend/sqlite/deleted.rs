@@ -144,25 +144,14 @@ fn leaf(f: &Filter, claims: &Map<String, Value>, row: &Map<String, Value>) -> Op
     Some(if f.negated { held.map(|b| !b) } else { held })
 }
 
-/// The row's `value` against a filter's text as SQLite compares them: numbers as numbers, text
-/// by its bytes; `Some(None)` when the value is NULL; `None` when it cannot be told.
+/// The row's `value` against a filter's text, as realtime's filters compare them (numbers as
+/// numbers, booleans as booleans, text by its bytes); `Some(None)` when the value is NULL;
+/// `None` when it cannot be told (JSON's text here need not be the file's).
 fn compare(value: &Value, operand: &str) -> Option<Option<std::cmp::Ordering>> {
     match value {
         Value::Null => Some(None),
-        Value::Number(n) => {
-            let b: f64 = operand.trim().parse().ok()?;
-            Some(n.as_f64()?.partial_cmp(&b))
-        }
-        Value::Bool(b) => {
-            let other = match operand {
-                "true" | "t" | "1" => true,
-                "false" | "f" | "0" => false,
-                _ => return None,
-            };
-            Some(Some(b.cmp(&other)))
-        }
-        Value::String(s) => Some(Some(s.as_bytes().cmp(operand.as_bytes()))),
-        _ => None,
+        Value::Array(_) | Value::Object(_) => None,
+        v => crate::realtime::compare_value(v, operand).map(Some),
     }
 }
 
