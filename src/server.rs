@@ -108,7 +108,8 @@ pub fn start_state(config: Arc<Config>) -> Result<Arc<AppState>, String> {
             accounts,
             dashboard.clone(),
             realtime.clone(),
-        );
+        )
+        .map_err(|e| format!("PocketBase's API could not be set up: {e}"))?;
         services.push(Box::new(crate::http::PocketBaseService(Arc::new(pocketbase))));
     }
     if let Some(f) = &functions {

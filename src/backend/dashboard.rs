@@ -79,7 +79,7 @@ impl DashboardDb {
             }
             _ => return Err(Error::internal("no console connection")),
         }
-        self.reloaded(|s| s.relation(&self.exposed, &name).is_some()).await
+        super::schema_shows(&self.backend, &self.schema, |s| s.relation(&self.exposed, &name).is_some()).await
     }
 
     async fn make_column(&self, table: &str, column: NewColumn) -> Result<(), Error> {
@@ -91,7 +91,10 @@ impl DashboardDb {
             }
             _ => return Err(Error::internal("no console connection")),
         }
-        self.reloaded(|s| s.relation(&self.exposed, table).is_some_and(|r| has_column(r, &name))).await
+        super::schema_shows(&self.backend, &self.schema, |s| {
+            s.relation(&self.exposed, table).is_some_and(|r| has_column(r, &name))
+        })
+        .await
     }
 
     async fn drop_named(&self, table: &str, column: Option<&str>) -> Result<(), Error> {
@@ -102,10 +105,12 @@ impl DashboardDb {
             }
             _ => return Err(Error::internal("no console connection")),
         }
-        self.reloaded(|s| match (s.relation(&self.exposed, table), column) {
-            (None, _) => true,
-            (Some(r), Some(column)) => !has_column(r, column),
-            (Some(_), None) => false,
+        super::schema_shows(&self.backend, &self.schema, |s| {
+            match (s.relation(&self.exposed, table), column) {
+                (None, _) => true,
+                (Some(r), Some(column)) => !has_column(r, column),
+                (Some(_), None) => false,
+            }
         })
         .await
     }
@@ -141,22 +146,6 @@ impl DashboardDb {
                 "the accounts are off (--accounts-enabled true)",
             )
         })
-    }
-
-    /// Waits (at most 10 s) until the schema cache shows what the editor changed: a reload
-    /// already under way when the change committed may not have seen it, so it is asked for
-    /// again now and then.
-    async fn reloaded(&self, shows: impl Fn(&crate::schema::SchemaCache) -> bool) -> Result<(), Error> {
-        for attempt in 0..200 {
-            if attempt % 40 == 0 {
-                self.backend.reload_schema();
-            }
-            if self.schema.load().is_some_and(|s| shows(&s)) {
-                return Ok(());
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
-        Err(Error::internal("the schema changed but the schema cache did not show it within 10 s"))
     }
 }
 

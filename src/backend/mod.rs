@@ -5,6 +5,7 @@
 //! method here and one implementation in each folder.
 
 mod admin;
+pub mod collections;
 pub mod dashboard;
 pub mod postgres;
 mod rights;
@@ -207,6 +208,26 @@ impl Backend {
             Backend::Sqlite(lite) => Ok(Arc::new(lite.storage_store()?)),
         }
     }
+}
+
+/// Waits (at most 10 s) until the schema cache shows what a change of the schema (the
+/// dashboard's table editor, a PocketBase collection) made: a reload already under way when
+/// the change committed may not have seen it, so one is asked for now and then.
+pub async fn schema_shows(
+    backend: &Backend,
+    schema: &SharedSchema,
+    shows: impl Fn(&SchemaCache) -> bool,
+) -> Result<(), Error> {
+    for attempt in 0..200 {
+        if attempt % 40 == 0 {
+            backend.reload_schema();
+        }
+        if schema.load().is_some_and(|s| shows(&s)) {
+            return Ok(());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    Err(Error::internal("the schema changed but the schema cache did not show it within 10 s"))
 }
 
 /// SQL text with its parameters, all sent as text (as PostgREST binds them), so that the

@@ -17,6 +17,10 @@ pub struct Collection {
     pub id: String,
     /// Its fields, in table order.
     pub fields: Vec<Field>,
+    /// For a collection made through the collections API, which of its rules are set (list,
+    /// view, create, update, delete): an action without one is the superusers' alone. `None`
+    /// for a table made in SQL, whose access is the backend's alone.
+    pub rules: Option<[bool; 5]>,
 }
 
 /// One field.
@@ -29,6 +33,8 @@ pub struct Field {
     pub required: bool,
     /// A relation field: the collection its foreign key points at (by `id`).
     pub relation: Option<Link>,
+    /// An autodate field: set on create, on update.
+    pub autodate: Option<(bool, bool)>,
 }
 
 /// What a relation field points at.
@@ -67,6 +73,13 @@ impl Collection {
             .map(|c| Field {
                 name: c.name.clone(),
                 kind: FieldKind::of(&c.data_type),
+                // A table made in SQL: `created` and `updated` are set as PocketBase's are.
+                autodate: match (c.name.as_str(), FieldKind::of(&c.data_type)) {
+                    (_, FieldKind::Number) => None,
+                    ("created", _) => Some((true, false)),
+                    ("updated", _) => Some((true, true)),
+                    _ => None,
+                },
                 required: !c.nullable && c.default.is_none() && c.name != "id",
                 relation: relation
                     .foreign_keys
@@ -80,7 +93,29 @@ impl Collection {
             })
             .collect();
         let id = format!("pbc_{}", crc32fast::hash(format!("base{name}").as_bytes()));
-        Some(Collection { relation: relation.clone(), id, fields })
+        Some(Collection { relation: relation.clone(), id, fields, rules: None })
+    }
+
+    /// This collection as its definition (made through the collections API) says: its id,
+    /// which fields are required, dates and autodates, and which rules it has.
+    pub fn defined_by(mut self, d: &super::definition::Definition) -> Collection {
+        self.id = d.id().to_owned();
+        for field in &mut self.fields {
+            let Some(def) = d.field(&field.name) else { continue };
+            let flag = |key: &str| def.get(key).and_then(serde_json::Value::as_bool).unwrap_or(false);
+            field.required = flag("required") && field.name != "id";
+            field.autodate = None;
+            match def.get("type").and_then(serde_json::Value::as_str) {
+                Some("date") => field.kind = FieldKind::Date,
+                Some("autodate") => {
+                    field.kind = FieldKind::Date;
+                    field.autodate = Some((flag("onCreate"), flag("onUpdate")));
+                }
+                _ => {}
+            }
+        }
+        self.rules = Some(super::definition::RULES.map(|r| d.rule(r).is_some()));
+        self
     }
 
     /// The collection whose name or id (`pbc_…`) is `name_or_id`, as PocketBase's routes take

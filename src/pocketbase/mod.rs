@@ -10,7 +10,9 @@
 
 mod auth;
 mod collection;
+mod collections;
 mod compile;
+mod definition;
 mod error;
 mod expand;
 mod fields;
@@ -28,6 +30,7 @@ use serde_json::json;
 
 use crate::accounts::Accounts;
 use crate::auth::{Principal, SERVICE_ROLE};
+use crate::backend::collections::CollectionsDb;
 use crate::backend::Backend;
 use crate::config::Config;
 use crate::dashboard::Dashboard;
@@ -51,6 +54,8 @@ pub struct PocketBase {
     realtime: Option<Arc<Realtime>>,
     /// Those streams.
     clients: Arc<realtime::Clients>,
+    /// The collections made through the collections API.
+    collections: collections::Collections,
 }
 
 /// What one request's handlers share.
@@ -58,6 +63,8 @@ pub struct Context<'a> {
     backend: &'a Backend,
     config: &'a Config,
     schema: &'a SchemaCache,
+    /// The schema collections are tables of (the first of `db-schemas`).
+    exposed: &'a str,
     principal: &'a Principal,
     /// The path below `/api`, for `request.path`.
     path: &'a str,
@@ -92,8 +99,19 @@ impl PocketBase {
         accounts: Option<Arc<Accounts>>,
         dashboard: Option<Arc<Dashboard>>,
         realtime: Option<Arc<Realtime>>,
-    ) -> PocketBase {
-        PocketBase { backend, schema, config, accounts, dashboard, realtime, clients: Arc::default() }
+    ) -> Result<PocketBase, String> {
+        let collections =
+            collections::Collections::new(CollectionsDb::open(backend.clone(), schema.clone(), &config)?);
+        Ok(PocketBase {
+            backend,
+            schema,
+            config,
+            accounts,
+            dashboard,
+            realtime,
+            clients: Arc::default(),
+            collections,
+        })
     }
 
     /// Answers a request for `path` (below `/api`) from `principal` at `client`.
@@ -145,14 +163,36 @@ impl PocketBase {
                 _ => Err(PbError::no_route()),
             };
         }
+        let schema =
+            self.schema.load().ok_or_else(|| PbError::bad_request("the schema cache is not loaded"))?;
+        let cx = Context {
+            backend: &self.backend,
+            config: &self.config,
+            schema: &schema,
+            exposed,
+            principal,
+            path,
+        };
+        let query = Query::parse(query);
+        match segments.as_slice() {
+            ["collections"] | ["collections", _] | ["collections", _, "truncate"] => {
+                return collections::route(
+                    &cx,
+                    &self.collections,
+                    &schema,
+                    method,
+                    &segments[1..],
+                    body,
+                    &query,
+                )
+                .await;
+            }
+            _ => {}
+        }
         let ["collections", collection, rest @ ..] = segments.as_slice() else {
             return Err(PbError::no_route());
         };
-        let schema =
-            self.schema.load().ok_or_else(|| PbError::bad_request("the schema cache is not loaded"))?;
         let name = percent_encoding::percent_decode_str(collection).decode_utf8_lossy();
-        let cx = Context { backend: &self.backend, config: &self.config, schema: &schema, principal, path };
-        let query = Query::parse(query);
         if let Some(dashboard) = self.dashboard.as_deref() {
             if name == superusers::SUPERUSERS || name == superusers::SUPERUSERS_ID {
                 return superusers::route(&cx, dashboard, method, rest, body, &query, client).await;
@@ -167,7 +207,23 @@ impl PocketBase {
         let ["records", rest @ ..] = rest else {
             return Err(PbError::no_route());
         };
-        let c = Collection::named(&schema, exposed, &name).ok_or_else(PbError::no_collection)?;
+        let all = self.collections.of(&schema).await?;
+        let c = match collections::defined(&all, &name) {
+            Some(d) => Collection::find(&schema, exposed, d.name()).map(|c| c.defined_by(d)),
+            None => Collection::named(&schema, exposed, &name),
+        };
+        let c = c.ok_or_else(PbError::no_collection)?;
+        // An action whose rule is not set is the superusers' alone, whatever the database allows.
+        let action = match (rest, method) {
+            ([], &Method::GET) => 0,
+            ([_], &Method::GET) => 1,
+            ([], &Method::POST) => 2,
+            ([_], &Method::PATCH) => 3,
+            _ => 4,
+        };
+        if c.rules.is_some_and(|r| !r[action]) && !cx.superuser() {
+            return Err(PbError::forbidden("Only superusers can perform this action."));
+        }
         match (rest, method) {
             ([], &Method::GET) => records::list(&cx, &c, &query).await,
             ([], &Method::POST) => records::create(&cx, &c, body, &query).await,

@@ -37,6 +37,7 @@ mod openapi;
 mod operations;
 mod oracle;
 mod pocketbase;
+mod pocketbase_collections;
 mod pocketbase_realtime;
 mod pooler;
 mod postgrest_config;

@@ -57,7 +57,33 @@ fn the_sdk_program_gets_pocketbases_answers_on_sqlite() {
     let path = tempfile::tempdir().expect("temp dir").keep().join("app.db");
     let args = rowgate::config::ServeArgs { accounts_enabled: Some(true), ..Default::default() };
     let base = serve_sqlite(&path, SQLITE_SCHEMA, EVERYONE, args);
-    compare(&base, &format!("sqlite:{}", path.display()));
+    compare(&base, &format!("sqlite:{}", path.display()), "--superuser");
+}
+
+#[test]
+fn the_sdk_program_makes_its_collections_and_gets_pocketbases_answers_on_sqlite() {
+    // No tables and no rules: the collections API makes both, as in PocketBase.
+    let path = tempfile::tempdir().expect("temp dir").keep().join("app.db");
+    let args = rowgate::config::ServeArgs { accounts_enabled: Some(true), ..Default::default() };
+    let base = serve_sqlite(&path, "", "", args);
+    compare(&base, &format!("sqlite:{}", path.display()), "--setup");
+}
+
+#[test]
+fn the_sdk_program_makes_its_collections_and_gets_pocketbases_answers_on_postgres() {
+    let superuser = database("pocketbase_setup");
+    sql_at(&superuser, "CREATE SCHEMA pocketbase_app; GRANT USAGE ON SCHEMA pocketbase_app TO PUBLIC;
+        DO $$ BEGIN CREATE ROLE service_role NOLOGIN BYPASSRLS; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+        GRANT service_role TO \"Authenticator\";");
+    let mut args = default_args(&superuser);
+    args.db_uri_replication = args.db_uri.as_ref().map(|u| u.replace("Authenticator", "Replicator"));
+    args.db_schemas = Some("pocketbase_app".into());
+    args.accounts_enabled = Some(true);
+    args.realtime_enabled = Some(true);
+    args.platform.pocketbase = Some(true);
+    // Collections are made by the dashboard's role, which may create tables.
+    args.dashboard_db_uri = Some(superuser.clone());
+    compare(&start_server(args), &superuser, "--setup");
 }
 
 #[test]
@@ -70,13 +96,13 @@ fn the_sdk_program_gets_pocketbases_answers_on_postgres() {
     args.accounts_enabled = Some(true);
     args.realtime_enabled = Some(true);
     args.platform.pocketbase = Some(true);
-    compare(&start_server(args), &superuser);
+    compare(&start_server(args), &superuser, "--superuser");
 }
 
 /// A database of its own on the test cluster, with realtime (its change feed connecting as
 /// `Replicator`) and the accounts (with the dashboard's administrators) installed; its
 /// superuser's URI.
-fn database(name: &str) -> String {
+pub fn database(name: &str) -> String {
     // The role `authenticated` (cluster-wide) made by the accounts' tests' set-up.
     crate::accounts::postgres();
     // One at a time: the installs grant cluster-wide roles.
@@ -106,7 +132,9 @@ fn it_is_on_by_default_on_sqlite_only() {
 /// administrators, made by `rowgate superuser upsert` as PocketBase's own command makes one.
 const SUPERUSER: [&str; 2] = ["admin@example.com", "password-123"];
 
-fn compare(base: &str, db_uri: &str) {
+/// Runs the program against `base` (`--setup`: it makes its collections first) and compares
+/// every answer with PocketBase's.
+fn compare(base: &str, db_uri: &str, flag: &str) {
     let upserted = std::process::Command::new(env!("CARGO_BIN_EXE_rowgate"))
         .args(["superuser", "upsert", SUPERUSER[0], SUPERUSER[1], "--db-uri", db_uri])
         .output()
@@ -114,7 +142,7 @@ fn compare(base: &str, db_uri: &str) {
     assert!(upserted.status.success(), "{}", String::from_utf8_lossy(&upserted.stderr));
     let out = std::process::Command::new("node")
         .arg("pocketbase_program.mjs")
-        .args([base, "--superuser", SUPERUSER[0], SUPERUSER[1]])
+        .args([base, flag, SUPERUSER[0], SUPERUSER[1]])
         .current_dir(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/js"))
         .output()
         .expect("node runs tests/js/pocketbase_program.mjs");

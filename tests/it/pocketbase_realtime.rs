@@ -26,7 +26,7 @@ fn urlencoding(text: &str) -> String {
 }
 
 /// A token of `role` for `sub`, signed as the server verifies them.
-fn token(role: &str, sub: &str) -> String {
+pub fn token(role: &str, sub: &str) -> String {
     let claims = json!({"role": role, "sub": sub, "exp": 4_000_000_000u64});
     let key = jsonwebtoken::EncodingKey::from_secret(JWT_SECRET.as_bytes());
     jsonwebtoken::encode(&jsonwebtoken::Header::default(), &claims, &key).expect("a token")

@@ -18,6 +18,7 @@ pub mod accounts_install;
 pub mod apikey;
 mod background;
 pub mod changes;
+pub mod collections;
 mod conn;
 pub mod cron;
 pub mod dashboard;

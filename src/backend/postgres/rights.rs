@@ -8,8 +8,9 @@ use crate::error::Error;
 use crate::realtime::TableAccess;
 use crate::schema::QualifiedName;
 
-/// Per role and table: whether rows are decided row by row (RLS on, and the role neither
-/// bypasses it nor owns the table unforced); whether a SELECT policy may read anything of the
+/// Per role and table: whether rows are decided row by row (RLS on, the role neither
+/// bypasses it nor owns the table unforced, and no policy lets it read every row — a
+/// permissive `USING (true)` of its own or PUBLIC's, with no restrictive one); whether a SELECT policy may read anything of the
 /// caller beyond its role; and the columns the role may read (with USAGE on the schema), in table
 /// order. A policy counts as reading only the row (and the role: `current_user`) when every
 /// function and operator it calls is built in and immutable, and it has no subquery, no cast
@@ -19,7 +20,15 @@ use crate::schema::QualifiedName;
 const SQL: &str = "\
 SELECT c.relrowsecurity
          AND NOT coalesce((SELECT r.rolbypassrls OR r.rolsuper FROM pg_roles r WHERE r.rolname = $1), false)
-         AND (c.relforcerowsecurity OR pg_get_userbyid(c.relowner) <> $1),
+         AND (c.relforcerowsecurity OR pg_get_userbyid(c.relowner) <> $1)
+         AND NOT (EXISTS (SELECT 1 FROM pg_catalog.pg_policy p
+                          WHERE p.polrelid = c.oid AND p.polcmd IN ('r', '*') AND p.polpermissive
+                            AND pg_get_expr(p.polqual, p.polrelid) = 'true'
+                            AND (0::oid = ANY (p.polroles)
+                                 OR EXISTS (SELECT 1 FROM unnest(p.polroles) AS r (oid)
+                                            WHERE r.oid <> 0 AND pg_has_role($1, r.oid, 'MEMBER'))))
+                  AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_policy p
+                                  WHERE p.polrelid = c.oid AND p.polcmd IN ('r', '*') AND NOT p.polpermissive)),
        EXISTS (
          SELECT 1 FROM pg_catalog.pg_policy p
          WHERE p.polrelid = c.oid AND p.polcmd IN ('r', '*') AND p.polqual IS NOT NULL

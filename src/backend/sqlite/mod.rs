@@ -6,6 +6,7 @@
 mod access;
 pub mod accounts;
 pub mod apikey;
+pub mod collections;
 mod cron;
 mod csv;
 pub mod dashboard;
@@ -46,6 +47,18 @@ pub struct SqliteBackend {
     /// Where the rules are read from ([`crate::config::DbSettings::rules_file`]).
     pub rules_path: Option<std::path::PathBuf>,
     config: Arc<Config>,
+    /// The realtime engine, told when the rules change.
+    realtime: Option<Arc<crate::realtime::Realtime>>,
+    /// The file's rules, which the rules in force are made of with the collections' access.
+    sources: Arc<RuleSources>,
+}
+
+/// The rules file's rules as last taken, and one turn for making the rules in force of them
+/// and the collections' access as stored: a change of either remakes them whole, so no
+/// access of a dropped collection outlives it.
+struct RuleSources {
+    file: arc_swap::ArcSwap<Rules>,
+    turn: tokio::sync::Mutex<()>,
 }
 
 impl SqliteBackend {
@@ -83,6 +96,11 @@ impl SqliteBackend {
         }
         let db = SqliteDb::open(target, config.db.sqlite_synchronous, config.db.statement_timeout)
             .map_err(|e| format!("opening the SQLite database failed: {e}"))?;
+        let sources = Arc::new(RuleSources {
+            file: arc_swap::ArcSwap::from_pointee(rules.clone()),
+            turn: Default::default(),
+        });
+        let rules = rules.with_collections(&collection_accesses(&db)?);
         let started = std::time::Instant::now();
         let (schema, version) =
             db.load_schema(&exposed).map_err(|e| format!("reading the SQLite schema failed: {e}"))?;
@@ -106,12 +124,13 @@ impl SqliteBackend {
         }
         let rules = Arc::new(arc_swap::ArcSwap::from_pointee(rules));
         if let Some(path) = &rules_path {
-            watch_rules(db.clone(), rules.clone(), config.clone(), path.clone(), realtime.clone());
+            let watched = (rules.clone(), sources.clone());
+            watch_rules(db.clone(), watched, config.clone(), path.clone(), realtime.clone());
         }
-        if let Some(rt) = realtime {
-            realtime::start(&db, &rt, &config);
+        if let Some(rt) = &realtime {
+            realtime::start(&db, rt, &config);
         }
-        Ok(SqliteBackend { db, rules, rules_path, config })
+        Ok(SqliteBackend { db, rules, rules_path, config, realtime, sources })
     }
 
     /// What `who` may read of `table` (realtime's question): every column, and rows by the
@@ -344,7 +363,7 @@ fn watch_keys(db: Arc<SqliteDb>, keys_changed: Arc<dyn Fn() + Send + Sync>) {
 /// on the writer thread, between two batches, so that no answer of the old rules outlives them.
 fn watch_rules(
     db: Arc<SqliteDb>,
-    rules: Arc<arc_swap::ArcSwap<Rules>>,
+    (rules, sources): (Arc<arc_swap::ArcSwap<Rules>>, Arc<RuleSources>),
     config: Arc<Config>,
     path: std::path::PathBuf,
     realtime: Option<Arc<crate::realtime::Realtime>>,
@@ -360,12 +379,17 @@ fn watch_rules(
                 continue;
             }
             seen = now;
-            let loaded = Rules::load(&path).map_err(|e| e.to_string()).and_then(|new| {
+            let turn = sources.turn.lock().await;
+            let loaded = Rules::load(&path).map_err(|e| e.to_string()).and_then(|file| {
+                let new = file.clone().with_collections(&collection_accesses(&db)?);
                 match unkeyed_claims(&config, &new) {
                     Some(missing) => {
                         Err(format!("its rules read claims cache-key-claims leaves out: {missing}"))
                     }
-                    None => Ok(new),
+                    None => {
+                        sources.file.store(Arc::new(file));
+                        Ok(new)
+                    }
                 }
             });
             let new = match loaded {
@@ -377,6 +401,7 @@ fn watch_rules(
             };
             let rules = rules.clone();
             let taken = db.announce(move || rules.store(Arc::new(new)), Changed::Rules).await;
+            drop(turn);
             match taken {
                 Ok(()) => {
                     if let Some(rt) = &realtime {
@@ -390,7 +415,29 @@ fn watch_rules(
     });
 }
 
+/// Each PocketBase collection's table and access, which the rules take over the file's.
+fn collection_accesses(
+    db: &SqliteDb,
+) -> Result<Vec<(String, crate::backend::collections::TableAccess)>, String> {
+    let read = db.read_connection().and_then(|c| collections::accesses(&c));
+    read.map_err(|e| format!("reading the collections' access failed: {e}"))
+}
+
 impl SqliteBackend {
+    /// Remakes the rules in force of the file's (as last taken) and the collections' access as
+    /// now stored: the next request runs under them.
+    async fn collections_changed(&self) -> Result<(), Error> {
+        let _turn = self.sources.turn.lock().await;
+        let accesses = collection_accesses(&self.db).map_err(Error::internal)?;
+        let new = (*self.sources.file.load_full()).clone().with_collections(&accesses);
+        let rules = self.rules.clone();
+        self.db.announce(move || rules.store(Arc::new(new)), Changed::Rules).await?;
+        if let Some(rt) = &self.realtime {
+            rt.rights_changed();
+        }
+        Ok(())
+    }
+
     /// The rules file's text (empty when there is none yet) and where it is.
     pub fn rules_text(&self) -> Result<(String, std::path::PathBuf), Error> {
         let path = self.rules_path.clone().ok_or_else(no_rules_file)?;

@@ -45,7 +45,7 @@ pub enum RowFilter {
 }
 
 /// The parsed rules file.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Rules {
     /// (table, operation) → the callers allowed, with the rows each may touch.
     allowed: HashMap<(String, Operation), Vec<(String, RowFilter)>>,
@@ -171,6 +171,30 @@ impl Rules {
             }
         }
         out
+    }
+
+    /// These rules with each PocketBase collection's access in place of the file's entries for
+    /// its table: the collection's rules are the table's.
+    pub fn with_collections(
+        mut self,
+        collections: &[(String, crate::backend::collections::TableAccess)],
+    ) -> Rules {
+        use crate::backend::collections::Access as Who;
+        for (table, access) in collections {
+            for (operation, who) in [
+                (Operation::Select, access.select),
+                (Operation::Insert, access.insert),
+                (Operation::Update, access.update),
+                (Operation::Delete, access.delete),
+            ] {
+                let key = (table.clone(), operation);
+                match who {
+                    Who::Nobody => self.allowed.remove(&key),
+                    Who::Everyone => self.allowed.insert(key, vec![("everyone".into(), RowFilter::All)]),
+                };
+            }
+        }
+        self
     }
 
     /// Whether `principal` may do `operation` on some rows of `table`.

@@ -1,0 +1,214 @@
+//! PocketBase's collections in PostgreSQL: each a table of the exposed schema under row-level
+//! security — a policy per action its rules open to everyone, none for the superusers only
+//! (the service role bypasses row-level security) — and a row of
+//! `rowgate.pocketbase_collections` with its definition, all changed in one transaction.
+
+use tokio_postgres::Client;
+
+use super::db_error;
+use crate::backend::collections::{
+    Access, CollectionChange, ColumnKind, NewColumn, OnDelete, TableAccess, TableChange,
+};
+use crate::backend::push_ident;
+use crate::error::Error;
+
+const SCHEMA: &str = "CREATE SCHEMA IF NOT EXISTS rowgate;
+CREATE TABLE IF NOT EXISTS rowgate.pocketbase_collections (
+    schema text NOT NULL,
+    id text NOT NULL,
+    name text NOT NULL,
+    definition text NOT NULL,
+    made bigint GENERATED ALWAYS AS IDENTITY,
+    PRIMARY KEY (schema, id)
+);";
+
+/// The stored definitions' texts of `schema`'s collections, oldest first.
+pub async fn definitions(client: &Client, schema: &str) -> Result<Vec<String>, Error> {
+    let exists = client
+        .query_one("SELECT to_regclass('rowgate.pocketbase_collections') IS NOT NULL", &[])
+        .await
+        .map_err(|e| db_error(e, false))?;
+    if !exists.get::<_, bool>(0) {
+        return Ok(Vec::new());
+    }
+    let rows = client
+        .query(
+            "SELECT definition FROM rowgate.pocketbase_collections WHERE schema = $1 ORDER BY made",
+            &[&schema],
+        )
+        .await
+        .map_err(|e| db_error(e, false))?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
+}
+
+/// Makes `change` in one transaction on `client` (a session of its own, one change at a time).
+pub async fn apply(client: &Client, schema: &str, change: CollectionChange) -> Result<(), Error> {
+    client.batch_execute("BEGIN").await.map_err(|e| db_error(e, false))?;
+    let made = in_transaction(client, schema, &change).await;
+    let end = if made.is_ok() { "COMMIT" } else { "ROLLBACK" };
+    let ended = client.batch_execute(end).await.map_err(|e| db_error(e, false));
+    made.and(ended)
+}
+
+async fn in_transaction(client: &Client, schema: &str, change: &CollectionChange) -> Result<(), Error> {
+    let failed = |e| db_error(e, false);
+    client.batch_execute(SCHEMA).await.map_err(failed)?;
+    client.batch_execute(&ddl(schema, change)).await.map_err(failed)?;
+    if matches!(change.change, TableChange::Truncate) {
+        return Ok(());
+    }
+    match &change.definition {
+        Some(definition) => client
+            .execute(
+                "INSERT INTO rowgate.pocketbase_collections (schema, id, name, definition) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (schema, id) DO UPDATE SET name = excluded.name, definition = excluded.definition",
+                &[&schema, &change.id, &change.table, definition],
+            )
+            .await
+            .map_err(failed)?,
+        None => client
+            .execute("DELETE FROM rowgate.pocketbase_collections WHERE schema = $1 AND id = $2", &[&schema, &change.id])
+            .await
+            .map_err(failed)?,
+    };
+    Ok(())
+}
+
+/// The statements of `change`'s table in `schema`, and its policies.
+fn ddl(schema: &str, change: &CollectionChange) -> String {
+    let mut sql = String::new();
+    let table = |sql: &mut String, name: &str| {
+        push_ident(sql, schema);
+        sql.push('.');
+        push_ident(sql, name);
+    };
+    match &change.change {
+        TableChange::Create { columns } => {
+            sql.push_str("CREATE TABLE ");
+            table(&mut sql, &change.table);
+            sql.push_str(" (");
+            for (i, column) in columns.iter().enumerate() {
+                if i > 0 {
+                    sql.push_str(", ");
+                }
+                push_column(&mut sql, schema, column);
+            }
+            sql.push_str(");");
+            access(&mut sql, schema, &change.table, &change.access);
+            published(&mut sql, schema, &change.table);
+        }
+        TableChange::Alter { from, renamed, dropped, added } => {
+            if from != &change.table {
+                sql.push_str("ALTER TABLE ");
+                table(&mut sql, from);
+                sql.push_str(" RENAME TO ");
+                push_ident(&mut sql, &change.table);
+                sql.push(';');
+            }
+            let alter = |sql: &mut String| {
+                sql.push_str("ALTER TABLE ");
+                table(sql, &change.table);
+                sql.push(' ');
+            };
+            for (old, new) in renamed {
+                alter(&mut sql);
+                sql.push_str("RENAME COLUMN ");
+                push_ident(&mut sql, old);
+                sql.push_str(" TO ");
+                push_ident(&mut sql, new);
+                sql.push(';');
+            }
+            for column in dropped {
+                alter(&mut sql);
+                sql.push_str("DROP COLUMN ");
+                push_ident(&mut sql, column);
+                sql.push(';');
+            }
+            for column in added {
+                alter(&mut sql);
+                sql.push_str("ADD COLUMN ");
+                push_column(&mut sql, schema, column);
+                sql.push(';');
+            }
+            access(&mut sql, schema, &change.table, &change.access);
+        }
+        TableChange::Drop => {
+            sql.push_str("DROP TABLE ");
+            table(&mut sql, &change.table);
+            sql.push(';');
+        }
+        TableChange::Truncate => {
+            sql.push_str("DELETE FROM ");
+            table(&mut sql, &change.table);
+            sql.push(';');
+        }
+    }
+    sql
+}
+
+/// Row-level security on `name`, with a policy for each action open to everyone. The table is
+/// granted to every role: its policies, not its grants, say who sees what, as on Supabase.
+fn access(sql: &mut String, schema: &str, name: &str, access: &TableAccess) {
+    let mut on = String::new();
+    push_ident(&mut on, schema);
+    on.push('.');
+    push_ident(&mut on, name);
+    sql.push_str(&format!(
+        "ALTER TABLE {on} ENABLE ROW LEVEL SECURITY;GRANT SELECT, INSERT, UPDATE, DELETE ON {on} TO PUBLIC;"
+    ));
+    for (action, who, clause) in [
+        ("select", access.select, "USING (true)"),
+        ("insert", access.insert, "WITH CHECK (true)"),
+        ("update", access.update, "USING (true) WITH CHECK (true)"),
+        ("delete", access.delete, "USING (true)"),
+    ] {
+        sql.push_str(&format!("DROP POLICY IF EXISTS pocketbase_{action} ON {on};"));
+        if who == Access::Everyone {
+            sql.push_str(&format!("CREATE POLICY pocketbase_{action} ON {on} FOR {action} {clause};"));
+        }
+    }
+}
+
+/// The table in realtime's publication (where `rowgate realtime install` made it) and its
+/// deleted rows' events carrying them whole: PocketBase's realtime covers every collection.
+/// The name is checked (letters, digits, `_`) and quoted, so it is safe inside the block.
+fn published(sql: &mut String, schema: &str, name: &str) {
+    let mut on = String::new();
+    push_ident(&mut on, schema);
+    on.push('.');
+    push_ident(&mut on, name);
+    sql.push_str(&format!(
+        "ALTER TABLE {on} REPLICA IDENTITY FULL;\
+         DO $pb$ BEGIN IF EXISTS (SELECT 1 FROM pg_publication WHERE pubname = 'supabase_realtime' \
+         AND NOT puballtables) THEN ALTER PUBLICATION supabase_realtime ADD TABLE {on}; END IF; END $pb$;"
+    ));
+}
+
+/// A column as a PocketBase field is stored in PostgreSQL.
+fn push_column(sql: &mut String, schema: &str, column: &NewColumn) {
+    push_ident(sql, &column.name);
+    sql.push_str(match column.kind {
+        ColumnKind::Key => {
+            " text PRIMARY KEY DEFAULT ('r' || substr(md5(random()::text || clock_timestamp()::text), 1, 14))"
+        }
+        ColumnKind::Text => " text NOT NULL DEFAULT ''",
+        ColumnKind::Number => " double precision NOT NULL DEFAULT 0",
+        ColumnKind::Bool => " boolean NOT NULL DEFAULT false",
+        ColumnKind::Json => " jsonb",
+        ColumnKind::Point => " jsonb NOT NULL DEFAULT '{\"lon\":0,\"lat\":0}'",
+        ColumnKind::List => " jsonb NOT NULL DEFAULT '[]'",
+        ColumnKind::Reference => " text",
+    });
+    if let Some((target, on_delete)) = &column.references {
+        sql.push_str(" REFERENCES ");
+        push_ident(sql, schema);
+        sql.push('.');
+        push_ident(sql, target);
+        sql.push_str(" (\"id\") ON DELETE ");
+        sql.push_str(match on_delete {
+            OnDelete::SetNull => "SET NULL",
+            OnDelete::Cascade => "CASCADE",
+            OnDelete::Restrict => "RESTRICT",
+        });
+    }
+}
