@@ -2,7 +2,8 @@
 wide, escaping and of every operator at once, sorts, pages, fields and expands past any
 sense, bodies that are not objects, ids that are paths, forged and bare tokens, and the
 `users` collection's sign-in and sign-up with absurd values, superusers' sign-in guessed and
-their refresh forged, realtime subscriptions past every bound. Each answer must be the status
+their refresh forged, realtime subscriptions past every bound, collections made by strangers
+or with names, fields and rules that inject. Each answer must be the status
 listed, in PocketBase's error body `{status, message, data}` when it is an error, in time,
 with the server serving others after."""
 
@@ -89,7 +90,7 @@ def attack_pocketbase(name, port):
         ("a realtime subscription of two lines", request("POST", "/api/realtime", json_h,
                                                         json.dumps({"clientId": "x", "subscriptions": ["items/*\ndata:{}"]}).encode()), {400, 404}),
         ("realtime subscriptions that are not JSON", request("POST", "/api/realtime", json_h, b"\xff\xfe"), {400}),
-    ]
+    ] + collections_attacked(json_h)
     for case, data, allowed in cases:
         label = f"{name} pocketbase: {case}"
         status, text = send(port, label, data, allowed=allowed)
@@ -101,3 +102,40 @@ def attack_pocketbase(name, port):
             except ValueError:
                 fail(f"{label}: not JSON: {body_of(text)[:200]}")
         healthy(name, port, f"after pocketbase: {case}")
+
+
+def collections_attacked(json_h):
+    """The collections API: made by a visitor or a user, and by a superuser with names, fields and
+    rules that would be SQL or the rules' language if they were not checked, quoted and bound."""
+    root = {"authorization": token({"role": "service_role"}), **json_h}
+    user = {"authorization": token({"role": "authenticated", "sub": "u1"}), **json_h}
+
+    def make(body, headers=root):
+        return request("POST", "/api/collections", headers, json.dumps(body).encode())
+
+    injected = "body = '1\"); DROP TABLE items; --' || body = \"x',y.eq.z)\""
+    return [
+        ("a collection made by a visitor", make({"name": "v"}, json_h), {401}),
+        ("a collection made by a user", make({"name": "v"}, user), {403}),
+        ("the collections listed by a user", request("GET", "/api/collections", user), {403}),
+        ("a collection named to inject", make({"name": 'x"; DROP TABLE items; --'}), {400}),
+        ("a field named to inject", make({"name": "f1", "fields": [{"name": 'a" text); DROP TABLE items; --', "type": "text"}]}), {400}),
+        ("a collection of 3,000 fields", make({"name": "wide", "fields": [{"name": f"f{i}", "type": "text"} for i in range(3000)]}), {400}),
+        ("a collection named as a table", make({"name": "ITEMS"}), {400}),
+        ("a relation to no collection", make({"name": "r1", "fields": [{"name": "r", "type": "relation", "collectionId": "../items"}]}), {400}),
+        ("a rule whose values inject", make({"name": "ruled_injection", "fields": [{"name": "body", "type": "text"}],
+                                              "listRule": injected, "viewRule": injected}), {200}),
+        ("that collection dropped", request("DELETE", "/api/collections/ruled_injection", root), {204}),
+        ("a rule matching a claim as a pattern", make({"name": "r2", "fields": [{"name": "body", "type": "text"}],
+                                                      "listRule": "body ~ @request.auth.id"}), {400}),
+        ("a rule with a text read as a claim", make({"name": "r3", "fields": [{"name": "body", "type": "text"}],
+                                                    "listRule": "body = '@jwt.sub'"}), {400}),
+        ("a rule with a time in it", make({"name": "r4", "fields": [{"name": "body", "type": "text"}],
+                                          "listRule": "body > @now"}), {400}),
+        ("a rule 70 groups deep", make({"name": "r5", "fields": [{"name": "body", "type": "text"}],
+                                        "listRule": "(" * 70 + "body = 'x'" + ")" * 70}), {400}),
+        ("a table made in SQL changed", request("PATCH", "/api/collections/items", root, b'{"listRule": ""}'), {400}),
+        ("a table made in SQL dropped", request("DELETE", "/api/collections/items", root), {400}),
+        ("collections filtered by nonsense", request("GET", "/api/collections?filter=" + urllib.parse.quote("nope > 1 ||"), root), {400}),
+        ("a collection body that is a list", request("POST", "/api/collections", root, b"[]"), {400}),
+    ]

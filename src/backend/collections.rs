@@ -58,17 +58,27 @@ pub struct NewColumn {
 }
 
 /// Who may take an action on a collection's rows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Access {
     /// The superusers only (the service role).
     Nobody,
     /// Every caller, signed in or not.
     Everyone,
+    /// The rows a condition holds for, one for visitors and one for signed-in callers (`None`:
+    /// none for them), each in the access rules' language (docs/sqlite.md#access-rules):
+    /// `"true"` for every row, else PostgREST filters on the table's own columns where
+    /// `@jwt.<claim>` stands for the caller's claim.
+    Rows {
+        /// For visitors.
+        visitor: Option<String>,
+        /// For signed-in callers.
+        signed_in: Option<String>,
+    },
 }
 
 /// Who may read, create, update and delete a collection's rows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TableAccess {
     /// Reading.
     pub select: Access,
@@ -78,6 +88,16 @@ pub struct TableAccess {
     pub update: Access,
     /// Deleting.
     pub delete: Access,
+}
+
+impl TableAccess {
+    /// The superusers' alone.
+    pub const NOBODY: TableAccess = TableAccess {
+        select: Access::Nobody,
+        insert: Access::Nobody,
+        update: Access::Nobody,
+        delete: Access::Nobody,
+    };
 }
 
 /// What a change does to a collection's table.
@@ -131,6 +151,8 @@ pub struct CollectionsDb {
     ddl: Option<postgres::dashboard::ConsoleConnection>,
     /// One change at a time (PostgreSQL's DDL connection is one session).
     turn: tokio::sync::Mutex<()>,
+    /// The role visitors' requests run as (`db-anon-role`), whom a visitor's policy is for.
+    anon_role: Option<String>,
 }
 
 impl CollectionsDb {
@@ -149,7 +171,8 @@ impl CollectionsDb {
             Backend::Sqlite(_) => None,
         };
         let exposed = config.db.schemas[0].clone();
-        Ok(CollectionsDb { backend, schema, exposed, ddl, turn: Default::default() })
+        let anon_role = config.db.anon_role.clone();
+        Ok(CollectionsDb { backend, schema, exposed, ddl, turn: Default::default(), anon_role })
     }
 
     /// The stored definitions' texts.
@@ -167,7 +190,10 @@ impl CollectionsDb {
         let (table, kind) = (change.table.clone(), change.change.clone());
         match (&*self.backend, &self.ddl) {
             (Backend::Sqlite(lite), _) => lite.change_collection(change).await?,
-            (_, Some(c)) => postgres::collections::apply(&*c.client().await?, &self.exposed, change).await?,
+            (_, Some(c)) => {
+                let (client, visitor) = (c.client().await?, self.anon_role.as_deref());
+                postgres::collections::apply(&client, &self.exposed, visitor, change).await?
+            }
             _ => return Err(Error::internal("no DDL connection")),
         }
         if matches!(kind, TableChange::Truncate) {

@@ -289,8 +289,8 @@ pub struct ServeArgs {
     /// is made by the setup link printed at start, or `rowgate admin create`) [default: true].
     #[arg(long = "dashboard-enabled", env = "ROWGATE_DASHBOARD_ENABLED", value_name = "BOOL")]
     pub dashboard_enabled: Option<bool>,
-    /// PostgreSQL: the connection URI the dashboard's SQL console and table editor use (a role
-    /// that may create tables) [default: db-uri].
+    /// PostgreSQL: the connection URI the dashboard's SQL console and table editor, and
+    /// PocketBase's collections API, use (a role that may create tables) [default: db-uri].
     #[arg(long = "dashboard-db-uri", env = "ROWGATE_DASHBOARD_DB_URI", value_name = "URI")]
     pub dashboard_db_uri: Option<String>,
     /// Comma-separated addresses or networks the dashboard answers; others get 403

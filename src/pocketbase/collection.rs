@@ -17,10 +17,10 @@ pub struct Collection {
     pub id: String,
     /// Its fields, in table order.
     pub fields: Vec<Field>,
-    /// For a collection made through the collections API, which of its rules are set (list,
-    /// view, create, update, delete): an action without one is the superusers' alone. `None`
-    /// for a table made in SQL, whose access is the backend's alone.
-    pub rules: Option<[bool; 5]>,
+    /// For a collection made through the collections API, its rules (list, view, create,
+    /// update, delete): an action without one is the superusers' alone. `None` for a table
+    /// made in SQL, whose access is the backend's alone.
+    pub rules: Option<[Option<String>; 5]>,
 }
 
 /// One field.
@@ -114,8 +114,42 @@ impl Collection {
                 _ => {}
             }
         }
-        self.rules = Some(super::definition::RULES.map(|r| d.rule(r).is_some()));
+        self.rules = Some(super::definition::RULES.map(|r| d.rule(r).map(str::to_owned)));
         self
+    }
+
+    /// The collection `d` defines, before its table is made (in `schema`): its fields as the
+    /// definition types them, a relation pointing at the collection `target` names by id.
+    pub fn from_definition(
+        schema: &str,
+        d: &super::definition::Definition,
+        target: &dyn Fn(&str) -> Option<String>,
+    ) -> Collection {
+        use crate::schema::{QualifiedName, RelationKind};
+        let name = QualifiedName { schema: schema.to_owned(), name: d.name().to_owned() };
+        let relation = Arc::new(Relation::new(name, RelationKind::Table, Vec::new()));
+        let fields = d
+            .fields()
+            .map(|f| {
+                let text = |key: &str| f.get(key).and_then(serde_json::Value::as_str).unwrap_or_default();
+                let many = f.get("maxSelect").and_then(serde_json::Value::as_u64).unwrap_or(0) > 1;
+                let kind = match text("type") {
+                    "number" => FieldKind::Number,
+                    "bool" => FieldKind::Bool,
+                    "json" | "geoPoint" => FieldKind::Json,
+                    "select" | "file" | "relation" if many => FieldKind::Json,
+                    "date" | "autodate" => FieldKind::Date,
+                    _ => FieldKind::Text,
+                };
+                let relation = match (text("type"), many) {
+                    ("relation", false) => target(text("collectionId"))
+                        .map(|collection| Link { collection, constraint: String::new() }),
+                    _ => None,
+                };
+                Field { name: text("name").to_owned(), kind, required: false, relation, autodate: None }
+            })
+            .collect();
+        Collection { relation, id: d.id().to_owned(), fields, rules: None }.defined_by(d)
     }
 
     /// The collection whose name or id (`pbc_…`) is `name_or_id`, as PocketBase's routes take

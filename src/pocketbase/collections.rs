@@ -16,8 +16,9 @@ use super::error::{respond, PbError};
 use super::fields::Picked;
 use super::filter::{self, Filter, Operand, SignOp};
 use super::records::{object, Query};
+use super::rules;
 use super::Context;
-use crate::backend::collections::{CollectionChange, CollectionsDb, TableChange};
+use crate::backend::collections::{CollectionChange, CollectionsDb, TableAccess, TableChange};
 use crate::response::Body;
 
 /// The collections' store, and their definitions as last read with the schema cache snapshot
@@ -45,7 +46,16 @@ impl Collections {
                 return Ok(defs.clone());
             }
         }
-        let texts = self.db.definitions().await.map_err(|e| PbError::from_backend(e, None))?;
+        let texts = self.db.definitions().await.map_err(|e| {
+            // The server's own trouble (on PostgreSQL, a role that may not read them), not
+            // the caller's: not the 403 a refused read of the caller's would be.
+            let message = "Something went wrong while processing your request.";
+            PbError::with_status(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                message,
+                format!("reading the collections: {e}"),
+            )
+        })?;
         let defs = Arc::new(texts.iter().filter_map(|t| Definition::parse(t)).collect::<Vec<_>>());
         *self.held.lock().unwrap_or_else(|e| e.into_inner()) = Some((schema.clone(), defs.clone()));
         Ok(defs)
@@ -77,6 +87,15 @@ pub async fn route(
     body: &Bytes,
     query: &Query,
 ) -> Result<Response<Body>, PbError> {
+    let known = matches!(
+        (method, rest),
+        (&Method::GET | &Method::POST, [])
+            | (&Method::GET | &Method::PATCH | &Method::DELETE, [_])
+            | (&Method::DELETE, [_, "truncate"])
+    );
+    if !known {
+        return Err(PbError::no_route());
+    }
     if !cx.superuser() {
         return Err(match cx.principal.anonymous {
             true => PbError::unauthorized(),
@@ -103,11 +122,13 @@ pub async fn route(
                 &now,
             )?;
             let table = |id: &str| find(cx, &all, id).map(|d| d.name().to_owned());
+            let c = Collection::from_definition(cx.exposed, &d, &table);
+            let access = rules::access(&d, &c, cx.schema, "Failed to create collection.")?;
             let change = CollectionChange {
                 id: d.id().to_owned(),
                 table: d.name().to_owned(),
                 change: TableChange::Create { columns: d.columns(&table) },
-                access: d.access(),
+                access,
                 definition: Some(Value::Object(d.0.clone()).to_string()),
             };
             store.apply(change, "Failed to create collection.").await?;
@@ -127,7 +148,9 @@ pub async fn route(
                 true => Some(d.name().to_owned()),
                 false => find(cx, &all, id).map(|d| d.name().to_owned()),
             };
-            let change = altered(&before, &d, &table)?;
+            let c = Collection::from_definition(cx.exposed, &d, &table);
+            let access = rules::access(&d, &c, cx.schema, "Failed to update collection.")?;
+            let change = altered(&before, &d, &table, access)?;
             store.apply(change, "Failed to update collection.").await?;
             d
         }
@@ -140,7 +163,7 @@ pub async fn route(
                 id: d.id().to_owned(),
                 table: d.name().to_owned(),
                 change: TableChange::Drop,
-                access: d.access(),
+                access: TableAccess::NOBODY,
                 definition: None,
             };
             store.apply(change, "Failed to delete collection.").await?;
@@ -152,7 +175,7 @@ pub async fn route(
                 id: d.id().to_owned(),
                 table: d.name().to_owned(),
                 change: TableChange::Truncate,
-                access: d.access(),
+                access: TableAccess::NOBODY,
                 definition: None,
             };
             store.apply(change, "Failed to truncate collection.").await?;
@@ -322,6 +345,7 @@ fn altered(
     before: &Definition,
     after: &Definition,
     table: &dyn Fn(&str) -> Option<String>,
+    access: TableAccess,
 ) -> Result<CollectionChange, PbError> {
     let id_of = |f: &Map<String, Value>| f.get("id").and_then(Value::as_str).unwrap_or_default().to_owned();
     let name_of =
@@ -375,7 +399,7 @@ fn altered(
         id: after.id().to_owned(),
         table: after.name().to_owned(),
         change: TableChange::Alter { from: before.name().to_owned(), renamed, dropped, added },
-        access: after.access(),
+        access,
         definition: Some(Value::Object(after.0.clone()).to_string()),
     })
 }
@@ -442,7 +466,10 @@ fn still_referred(by: &str) -> PbError {
 fn ddl_failed(e: crate::error::Error, refused: &'static str) -> PbError {
     match e.to_response().status.is_server_error() {
         true => PbError::from_backend(e, None),
-        false => PbError::with_status(StatusCode::BAD_REQUEST, refused, e.to_string()),
+        false => {
+            tracing::warn!(error = %e, "the database refused a change of a collection");
+            PbError::with_status(StatusCode::BAD_REQUEST, refused, e.to_string())
+        }
     }
 }
 

@@ -22,6 +22,19 @@ pub struct Scope<'a> {
     pub superuser: bool,
     /// The caller's claims (`@request.auth.id` is `sub`).
     pub claims: &'a str,
+    /// Compiling a collection's rule for this kind of caller, rather than a request's filter:
+    /// `@request.auth.*` stands for the claims of whoever asks (`@jwt.<claim>` values), a
+    /// visitor's are empty.
+    pub rule: Option<RuleCaller>,
+}
+
+/// Who a rule is compiled for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuleCaller {
+    /// A visitor: no claims.
+    Visitor,
+    /// A signed-in caller: its claims, read when the rule is applied.
+    SignedIn,
 }
 
 /// The embeds a filter's relation paths need, each with the conditions at its path.
@@ -66,6 +79,8 @@ enum Value {
     Number(String),
     Bool(bool),
     Null,
+    /// A claim of whoever asks, named in a rule (`sub` for `@request.auth.id`).
+    Claim(String),
 }
 
 impl Value {
@@ -79,6 +94,7 @@ impl Value {
             Value::Text(t) | Value::Number(t) => t.clone(),
             Value::Bool(b) => b.to_string(),
             Value::Null => String::new(),
+            Value::Claim(name) => format!("@jwt.{name}"),
         }
     }
 }
@@ -108,14 +124,29 @@ pub fn filter(
             let right = resolve(right, collection, scope)?;
             match (left, right) {
                 (Resolved::Column { field, kind }, Resolved::Value(v)) => {
+                    claim_compared(kind, sign.op, &v)?;
                     Ok(compare(field, kind, sign.op, v))
                 }
                 // `3 = views`: the same comparison turned around, where it can be.
                 (Resolved::Value(v), Resolved::Column { field, kind }) => match mirrored(sign.op) {
-                    Some(op) => Ok(compare(field, kind, op, v)),
+                    Some(op) => {
+                        claim_compared(kind, op, &v)?;
+                        Ok(compare(field, kind, op, v))
+                    }
                     None => Err(unsupported("a pattern on the left of ~")),
                 },
-                (Resolved::Value(a), Resolved::Value(b)) => Ok(constant(sign.op, &a, &b)),
+                // A signed-in caller's claim is there (`@request.auth.id != ""` holds); what it
+                // is otherwise is known only when the rule is applied.
+                (Resolved::Value(a), Resolved::Value(b)) => match (&a, &b) {
+                    (Value::Claim(_), other) | (other, Value::Claim(_)) => {
+                        match (sign.op, other.is_blank()) {
+                            (SignOp::Eq, true) => Ok(constant(SignOp::Neq, &Value::Null, &Value::Null)),
+                            (SignOp::Neq, true) => Ok(constant(SignOp::Eq, &Value::Null, &Value::Null)),
+                            _ => Err(unsupported("a comparison of @request.auth with a value")),
+                        }
+                    }
+                    _ => Ok(constant(sign.op, &a, &b)),
+                },
                 (Resolved::Column { .. }, Resolved::Column { .. }) => {
                     Err(unsupported("a comparison of two fields"))
                 }
@@ -280,6 +311,10 @@ pub fn sort(
 
 fn resolve(operand: &Operand, collection: &Collection, scope: &Scope<'_>) -> Result<Resolved, PbError> {
     match operand {
+        // In a rule, such a text would be read as a caller's claim.
+        Operand::Text(t) if scope.rule.is_some() && t.starts_with("@jwt.") => {
+            Err(unsupported("a text that starts with @jwt. in a rule"))
+        }
         Operand::Text(t) => Ok(Resolved::Value(Value::Text(t.clone()))),
         Operand::Number(n) => Ok(Resolved::Value(Value::Number(n.clone()))),
         Operand::Function { name, .. } => Err(unsupported(&format!("the function {name}"))),
@@ -288,6 +323,10 @@ fn resolve(operand: &Operand, collection: &Collection, scope: &Scope<'_>) -> Res
             "false" => Ok(Resolved::Value(Value::Bool(false))),
             "null" => Ok(Resolved::Value(Value::Null)),
             _ if name.starts_with("@request.") => request(name, scope).map(Resolved::Value),
+            // A rule is compiled once and kept: a time in it would stay the time it was made.
+            _ if name.starts_with('@') && scope.rule.is_some() => {
+                Err(unsupported(&format!("{name} in a rule")))
+            }
             _ if name.starts_with('@') => macro_value(name, Utc::now().naive_utc()).map(Resolved::Value),
             _ => column(name, collection),
         },
@@ -325,6 +364,17 @@ fn column(name: &str, collection: &Collection) -> Result<Resolved, PbError> {
 
 /// `@request.auth.id` and the rest, which only a superuser may name in a filter.
 fn request(name: &str, scope: &Scope<'_>) -> Result<Value, PbError> {
+    if let Some(caller) = scope.rule {
+        let claim = match name {
+            "@request.auth.id" => "sub",
+            "@request.auth.email" => "email",
+            _ => return Err(unsupported(&format!("{name} in a rule"))),
+        };
+        return Ok(match caller {
+            RuleCaller::Visitor => Value::Null,
+            RuleCaller::SignedIn => Value::Claim(claim.into()),
+        });
+    }
     if !scope.superuser {
         return Err(PbError::forbidden("Only superusers can filter by @request."));
     }
@@ -416,6 +466,20 @@ fn compare(field: Column, kind: FieldKind, op: SignOp, value: Value) -> LogicTre
         (SignOp::Lte, v) => leaf(false, cmp(CompareOp::Lte, v.text())),
         (SignOp::Gt, v) => leaf(false, cmp(CompareOp::Gt, v.text())),
         (SignOp::Gte, v) => leaf(false, cmp(CompareOp::Gte, v.text())),
+    }
+}
+
+/// A claim is compared with a text field, as it is: never as a pattern (a caller could choose
+/// one that matches every row), nor as a number.
+fn claim_compared(kind: FieldKind, op: SignOp, value: &Value) -> Result<(), PbError> {
+    match value {
+        Value::Claim(_) if !matches!(op, SignOp::Eq | SignOp::Neq) => {
+            Err(unsupported("@request.auth with ~, <, >"))
+        }
+        Value::Claim(_) if kind != FieldKind::Text => {
+            Err(unsupported("@request.auth compared with a field that is not text"))
+        }
+        _ => Ok(()),
     }
 }
 

@@ -1,13 +1,13 @@
 //! A collection as PocketBase's collections API defines it: its name, type, fields with their
 //! options, and its five rules, in PocketBase's JSON. A definition made through the API is
 //! kept by the backend beside the real table it describes (`crate::backend::collections`);
-//! here it is checked and filled in as PocketBase fills one in, and told what columns and
-//! access it stands for — data the backend writes as its own SQL.
+//! here it is checked and filled in as PocketBase fills one in, and told what columns it
+//! stands for — data the backend writes as its own SQL (its rules are `rules.rs`'s).
 
 use serde_json::{json, Map, Value};
 
 use super::error::PbError;
-use crate::backend::collections::{Access, ColumnKind, NewColumn, OnDelete, TableAccess};
+use crate::backend::collections::{ColumnKind, NewColumn, OnDelete};
 
 /// The five rules, in PocketBase's order.
 pub const RULES: [&str; 5] = ["listRule", "viewRule", "createRule", "updateRule", "deleteRule"];
@@ -17,6 +17,9 @@ const TYPES: [&str; 13] = [
     "text", "number", "bool", "email", "url", "editor", "date", "autodate", "select", "file", "relation",
     "json", "geoPoint",
 ];
+
+/// The fields a collection may have at most.
+const MAX_FIELDS: usize = 1500;
 
 /// Names a field may not have: they are the record's own keys.
 const RESERVED: [&str; 3] = ["expand", "collectionId", "collectionName"];
@@ -62,25 +65,6 @@ impl Definition {
     /// The columns of its table, in field order.
     pub fn columns(&self, collection_table: &dyn Fn(&str) -> Option<String>) -> Vec<NewColumn> {
         self.fields().filter_map(|f| column(f, collection_table)).collect()
-    }
-
-    /// Who may do what to its rows, as the backend enforces it on every door: a list or view
-    /// rule is reading, PocketBase's empty rule everyone, no rule the superusers only.
-    pub fn access(&self) -> TableAccess {
-        let of = |rule: Option<&str>| match rule {
-            Some(_) => Access::Everyone,
-            None => Access::Nobody,
-        };
-        let read = match (self.rule("listRule"), self.rule("viewRule")) {
-            (None, None) => Access::Nobody,
-            _ => Access::Everyone,
-        };
-        TableAccess {
-            select: read,
-            insert: of(self.rule("createRule")),
-            update: of(self.rule("updateRule")),
-            delete: of(self.rule("deleteRule")),
-        }
     }
 }
 
@@ -211,16 +195,13 @@ pub fn checked(
         match given(rule) {
             None | Some(Value::Null) => rules.push((rule, Value::Null)),
             Some(Value::String(s)) if s.trim().is_empty() => rules.push((rule, Value::String(String::new()))),
-            Some(Value::String(_)) => {
-                errors.insert(
-                    rule.into(),
-                    PbError::field(
-                        "validation_invalid_rule",
-                        "Invalid rule. rowgate enforces \"\" (everyone) and null (superusers only) so far; \
-                         a rule with an expression is not enforced yet.",
-                    ),
-                );
-                rules.push((rule, Value::Null));
+            Some(Value::String(s)) => {
+                // Its names are checked against the fields when it is compiled.
+                if let Err(e) = super::filter::parse(s) {
+                    let message = format!("Invalid rule. Raw error: {}.", e.0);
+                    errors.insert(rule.into(), PbError::field("validation_invalid_rule", &message));
+                }
+                rules.push((rule, Value::String(s.clone())));
             }
             Some(_) => return Err(unreadable()),
         }
@@ -231,6 +212,12 @@ pub fn checked(
         Some(Value::Array(fields)) => fields.clone(),
         Some(_) => return Err(unreadable()),
     };
+    // PostgreSQL's tables hold at most 1,600 columns, SQLite's 2,000.
+    if fields.len() > MAX_FIELDS {
+        let message = format!("The length must be between 0 and {MAX_FIELDS}.");
+        errors.insert("fields".into(), PbError::field("validation_length_out_of_range", &message));
+        return Err(PbError::invalid(refused, errors));
+    }
     let mut made = vec![id_field()];
     let mut field_errors = Map::new();
     let mut seen = vec!["id".to_owned()];

@@ -109,7 +109,9 @@ impl PbError {
 
     /// The response.
     pub fn response(&self) -> Response<Body> {
-        if !self.cause.is_empty() {
+        if self.status.is_server_error() {
+            tracing::error!(status = self.status.as_u16(), cause = %self.cause, "PocketBase API error");
+        } else if !self.cause.is_empty() {
             tracing::debug!(status = self.status.as_u16(), cause = %self.cause, "PocketBase API error");
         }
         let body = json!({ "data": self.data, "message": self.message, "status": self.status.as_u16() });

@@ -19,6 +19,7 @@ mod fields;
 pub mod filter;
 mod realtime;
 mod records;
+mod rules;
 mod superusers;
 
 use std::net::IpAddr;
@@ -221,7 +222,7 @@ impl PocketBase {
             ([_], &Method::PATCH) => 3,
             _ => 4,
         };
-        if c.rules.is_some_and(|r| !r[action]) && !cx.superuser() {
+        if c.rules.as_ref().is_some_and(|r| r[action].is_none()) && !cx.superuser() {
             return Err(PbError::forbidden("Only superusers can perform this action."));
         }
         match (rest, method) {

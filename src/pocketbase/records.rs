@@ -42,6 +42,9 @@ pub async fn list(cx: &Context<'_>, c: &Collection, query: &Query) -> Result<Res
             params.logic.push((Vec::new(), tree));
         }
     }
+    if let Some(tree) = own_rule(cx, c, LIST, &mut joins)? {
+        params.logic.push((Vec::new(), tree));
+    }
     if let Some(text) = query.get("sort").filter(|s| !s.trim().is_empty()) {
         params.order.push((Vec::new(), compile::sort(text, c, &scope, &mut joins)?));
     }
@@ -66,6 +69,30 @@ pub async fn list(cx: &Context<'_>, c: &Collection, query: &Query) -> Result<Res
     ))
 }
 
+/// Where a rule is among a collection's five.
+const LIST: usize = 0;
+const VIEW: usize = 1;
+
+/// The list or view rule of `c` as a filter for this caller, where the two differ: the
+/// backends' one reading rule lets a caller read what either allows, and PocketBase's door
+/// tells them apart.
+fn own_rule(
+    cx: &Context<'_>,
+    c: &Collection,
+    action: usize,
+    joins: &mut Joins,
+) -> Result<Option<rowgate_request::LogicTree>, PbError> {
+    let Some(rules) = &c.rules else { return Ok(None) };
+    let rule = match &rules[action] {
+        Some(rule) if !rule.trim().is_empty() && rules[LIST] != rules[VIEW] && !cx.superuser() => rule,
+        _ => return Ok(None),
+    };
+    let Some(parsed) = filter::parse(rule).map_err(|e| PbError::bad_request(e.0))? else { return Ok(None) };
+    // The rule may name `@request.*`, which a caller's own filter may not.
+    let scope = Scope { superuser: true, ..cx.scope() };
+    compile::filter(&parsed, c, &scope, joins).map(Some)
+}
+
 /// `GET …/records/{id}`: one record the caller may view, else 404.
 pub async fn view(
     cx: &Context<'_>,
@@ -78,6 +105,12 @@ pub async fn view(
     }
     let mut params = QueryParams { select: vec![SelectItem::Star], ..Default::default() };
     params.filters.push((Vec::new(), by_id(id)));
+    let mut joins = Joins::default();
+    if let Some(tree) = own_rule(cx, c, VIEW, &mut joins)? {
+        params.logic.push((Vec::new(), tree));
+        params.select.extend(joins.embeds);
+        params.logic.extend(joins.logic);
+    }
     let (mut rows, _) = read(cx, c, params, None).await?;
     let row = rows.pop().ok_or_else(PbError::not_found)?;
     shown(cx, c, row, query).await
@@ -95,7 +128,7 @@ pub async fn create(
     // PocketBase answers with the new record even where its view rule does not let the caller
     // view it: it is written without a representation (which would need that rule) and read
     // back by the superuser — only the record just written, whose values the caller gave.
-    let unviewable = c.rules.is_some_and(|r| !r[1]) && !cx.superuser();
+    let unviewable = c.rules.as_ref().is_some_and(|r| r[1].is_none()) && !cx.superuser();
     let id = row.get("id").and_then(Value::as_str).map(str::to_owned).filter(|_| unviewable);
     let body = Value::Array(vec![Value::Object(row)]);
     if let Some(id) = id {
@@ -421,7 +454,7 @@ pub(super) fn random_text(alphabet: &[u8], len: usize) -> String {
 
 impl Context<'_> {
     fn scope(&self) -> Scope<'_> {
-        Scope { cache: self.schema, superuser: self.superuser(), claims: &self.principal.claims }
+        Scope { cache: self.schema, superuser: self.superuser(), claims: &self.principal.claims, rule: None }
     }
 
     /// UTC, so PostgreSQL's timestamps come out as PocketBase writes them (SQLite has no zones).

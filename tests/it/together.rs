@@ -3,7 +3,8 @@
 //! access rules), uploads, downloads, listings and deletions, an API key, the API's
 //! description, a realtime subscriber that must see the writes, a database webhook on the
 //! writes, a cron job writing beside them, an Edge Function reading as its caller, and
-//! PocketBase's door signing in, writing, listing and subscribing. On PostgreSQL directly, through PgBouncer in transaction mode, and on
+//! PocketBase's door signing in, writing, listing and subscribing, and a collection made there
+//! whose rule holds at the REST API's door too. On PostgreSQL directly, through PgBouncer in transaction mode, and on
 //! SQLite, each with a pool of one connection: whatever one request leaves on its connection
 //! (a read-only mode, a role, settings) is there for the next request of any service.
 
@@ -126,8 +127,9 @@ fn every_service_in_turn_on_one_postgresql_connection() {
     let receiver = Receiver::ok();
     let superuser = database("together_direct", &receiver.url("/todos"));
     let mut args = args(authenticator(&superuser));
-    // The job is postgres's, as Supabase's SQL editor schedules it.
+    // The job is postgres's, as Supabase's SQL editor schedules it; collections are made by it.
     args.platform.cron_db_uri = Some(superuser.clone());
+    args.dashboard_db_uri = Some(superuser.clone());
     let base = start_server(args);
     an_app_s_day(&base, &receiver);
     ticked(|| crate::support::replica::value(&superuser, "SELECT count(*) > 0 FROM public.ticks") == "t");
@@ -145,6 +147,7 @@ fn every_service_in_turn_on_one_connection_through_pgbouncer() {
         ..args(through_pgbouncer(&direct))
     };
     args.platform.cron_db_uri = Some(superuser.clone());
+    args.dashboard_db_uri = Some(superuser.clone());
     let base = start_server(args);
     an_app_s_day(&base, &receiver);
     ticked(|| crate::support::replica::value(&superuser, "SELECT count(*) > 0 FROM public.ticks") == "t");
@@ -462,6 +465,33 @@ fn an_app_s_day(base: &str, receiver: &Receiver) {
     assert_eq!((status, &listed["items"]), (200, &json!([{"title": "from pocketbase"}])), "{listed}");
     let (status, listed) = call(base, "GET", "/api/collections/todos/records?fields=title", Some(&bob), None);
     assert_eq!((status, &listed["items"]), (200, &json!([{"title": "bob's"}])), "{listed}");
+
+    // A collection made through PocketBase's collections API between the others' requests:
+    // its rule, `owner = @request.auth.id`, holds at both doors on this one connection.
+    let memos = json!({
+        "name": format!("memos_{run}"),
+        "fields": [{"name": "owner", "type": "text"}, {"name": "text", "type": "text"}],
+        "listRule": "owner = @request.auth.id", "viewRule": "owner = @request.auth.id",
+        "createRule": "owner = @request.auth.id"
+    });
+    let as_service = [("authorization", service.as_str()), ("content-type", "application/json")];
+    let (status, made) =
+        call_with(base, "POST", "/api/collections", None, &as_service, Some(&memos.to_string()));
+    assert_eq!(status, 200, "{made}");
+    let records = format!("/api/collections/memos_{run}/records");
+    let memo = json!({"owner": alice_id, "text": "alice's memo"}).to_string();
+    let (status, made) =
+        call_with(base, "POST", &format!("{records}?fields=text"), None, &as_alice, Some(&memo));
+    assert_eq!((status, made), (200, json!({"text": "alice's memo"})));
+    let rest = format!("/memos_{run}?select=text");
+    assert_eq!(call(base, "GET", &rest, Some(&alice), None), (200, json!([{"text": "alice's memo"}])));
+    assert_eq!(call(base, "GET", &rest, Some(&bob), None).1, json!([]));
+    let (status, listed) = call(base, "GET", &format!("{records}?fields=text"), Some(&bob), None);
+    assert_eq!((status, &listed["items"]), (200, &json!([])), "{listed}");
+    assert_eq!(titles(base, Some(&bob)), ["bob's"]);
+    let (status, _) =
+        call_with(base, "DELETE", &format!("/api/collections/memos_{run}"), None, &as_service, None);
+    assert_eq!(status, 204);
 
     // Nothing the others did reached the subscriber.
     if let Ok(change) = changes.recv_timeout(Duration::from_millis(300)) {

@@ -25,7 +25,13 @@ CREATE TABLE IF NOT EXISTS rowgate.pocketbase_collections (
 /// The stored definitions' texts of `schema`'s collections, oldest first.
 pub async fn definitions(client: &Client, schema: &str) -> Result<Vec<String>, Error> {
     let exists = client
-        .query_one("SELECT to_regclass('rowgate.pocketbase_collections') IS NOT NULL", &[])
+        // Read from the catalog, which any role may: a role without rights on the `rowgate`
+        // schema is refused by `to_regclass` even where no collection was ever made.
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n \
+             ON n.oid = c.relnamespace WHERE n.nspname = 'rowgate' AND c.relname = 'pocketbase_collections')",
+            &[],
+        )
         .await
         .map_err(|e| db_error(e, false))?;
     if !exists.get::<_, bool>(0) {
@@ -41,19 +47,32 @@ pub async fn definitions(client: &Client, schema: &str) -> Result<Vec<String>, E
     Ok(rows.iter().map(|r| r.get(0)).collect())
 }
 
-/// Makes `change` in one transaction on `client` (a session of its own, one change at a time).
-pub async fn apply(client: &Client, schema: &str, change: CollectionChange) -> Result<(), Error> {
+/// Makes `change` in one transaction on `client` (a session of its own, one change at a time);
+/// a visitor's policies are for `visitor` (`db-anon-role`).
+pub async fn apply(
+    client: &Client,
+    schema: &str,
+    visitor: Option<&str>,
+    change: CollectionChange,
+) -> Result<(), Error> {
+    let statements =
+        ddl(schema, visitor, &change).map_err(|e| Error::api(crate::error::code::DASHBOARD_INVALID, e))?;
     client.batch_execute("BEGIN").await.map_err(|e| db_error(e, false))?;
-    let made = in_transaction(client, schema, &change).await;
+    let made = in_transaction(client, &statements, schema, &change).await;
     let end = if made.is_ok() { "COMMIT" } else { "ROLLBACK" };
     let ended = client.batch_execute(end).await.map_err(|e| db_error(e, false));
     made.and(ended)
 }
 
-async fn in_transaction(client: &Client, schema: &str, change: &CollectionChange) -> Result<(), Error> {
+async fn in_transaction(
+    client: &Client,
+    statements: &str,
+    schema: &str,
+    change: &CollectionChange,
+) -> Result<(), Error> {
     let failed = |e| db_error(e, false);
     client.batch_execute(SCHEMA).await.map_err(failed)?;
-    client.batch_execute(&ddl(schema, change)).await.map_err(failed)?;
+    client.batch_execute(statements).await.map_err(failed)?;
     if matches!(change.change, TableChange::Truncate) {
         return Ok(());
     }
@@ -74,8 +93,8 @@ async fn in_transaction(client: &Client, schema: &str, change: &CollectionChange
     Ok(())
 }
 
-/// The statements of `change`'s table in `schema`, and its policies.
-fn ddl(schema: &str, change: &CollectionChange) -> String {
+/// The statements of `change`'s table in `schema`, and its policies (a visitor's for `visitor`).
+fn ddl(schema: &str, visitor: Option<&str>, change: &CollectionChange) -> Result<String, String> {
     let mut sql = String::new();
     let table = |sql: &mut String, name: &str| {
         push_ident(sql, schema);
@@ -94,10 +113,12 @@ fn ddl(schema: &str, change: &CollectionChange) -> String {
                 push_column(&mut sql, schema, column);
             }
             sql.push_str(");");
-            access(&mut sql, schema, &change.table, &change.access);
+            access(&mut sql, schema, visitor, &change.table, &change.access)?;
             published(&mut sql, schema, &change.table);
         }
         TableChange::Alter { from, renamed, dropped, added } => {
+            // The old policies may name columns about to go.
+            unguarded(&mut sql, schema, from);
             if from != &change.table {
                 sql.push_str("ALTER TABLE ");
                 table(&mut sql, from);
@@ -130,7 +151,7 @@ fn ddl(schema: &str, change: &CollectionChange) -> String {
                 push_column(&mut sql, schema, column);
                 sql.push(';');
             }
-            access(&mut sql, schema, &change.table, &change.access);
+            access(&mut sql, schema, visitor, &change.table, &change.access)?;
         }
         TableChange::Drop => {
             sql.push_str("DROP TABLE ");
@@ -143,40 +164,83 @@ fn ddl(schema: &str, change: &CollectionChange) -> String {
             sql.push(';');
         }
     }
-    sql
+    Ok(sql)
 }
 
-/// Row-level security on `name`, with a policy for each action open to everyone. The table is
-/// granted to every role: its policies, not its grants, say who sees what, as on Supabase.
-fn access(sql: &mut String, schema: &str, name: &str, access: &TableAccess) {
+/// The actions policies are made for, with the clause each takes.
+const ACTIONS: [(&str, &str); 4] =
+    [("select", "USING"), ("insert", "WITH CHECK"), ("update", "USING"), ("delete", "USING")];
+
+/// Drops the policies rowgate made on `name`.
+fn unguarded(sql: &mut String, schema: &str, name: &str) {
+    let on = qualified(schema, name);
+    for (action, _) in ACTIONS {
+        for who in ["", "_visitor", "_signed_in"] {
+            sql.push_str(&format!("DROP POLICY IF EXISTS pocketbase_{action}{who} ON {on};"));
+        }
+    }
+}
+
+/// Row-level security on `name`, with policies for each action as `access` says: one for
+/// everyone, or one for visitors (`TO` the anonymous role) and one for signed-in callers
+/// (every other role). The table is granted to every role: its policies, not its grants, say
+/// who sees what, as on Supabase.
+fn access(
+    sql: &mut String,
+    schema: &str,
+    visitor: Option<&str>,
+    name: &str,
+    access: &TableAccess,
+) -> Result<(), String> {
+    let on = qualified(schema, name);
+    sql.push_str(&format!(
+        "ALTER TABLE {on} ENABLE ROW LEVEL SECURITY;GRANT SELECT, INSERT, UPDATE, DELETE ON {on} TO PUBLIC;"
+    ));
+    unguarded(sql, schema, name);
+    for ((action, clause), who) in
+        ACTIONS.into_iter().zip([&access.select, &access.insert, &access.update, &access.delete])
+    {
+        let policy = |sql: &mut String, suffix: &str, to: &str, condition: &str| {
+            sql.push_str(&format!(
+                "CREATE POLICY pocketbase_{action}{suffix} ON {on} FOR {action} TO {to} {clause} ({condition});"
+            ));
+        };
+        match who {
+            Access::Nobody => {}
+            Access::Everyone => policy(sql, "", "PUBLIC", "true"),
+            Access::Rows { visitor: for_visitor, signed_in } => {
+                if let (Some(role), Some(rows)) = (visitor, for_visitor) {
+                    let mut to = String::new();
+                    push_ident(&mut to, role);
+                    policy(sql, "_visitor", &to, &super::policy::condition(rows)?);
+                }
+                if let Some(rows) = signed_in {
+                    let not_visitor = match visitor {
+                        Some(role) => format!("current_user <> {} AND ", super::policy::literal(role)),
+                        None => String::new(),
+                    };
+                    let condition = format!("{not_visitor}({})", super::policy::condition(rows)?);
+                    policy(sql, "_signed_in", "PUBLIC", &condition);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn qualified(schema: &str, name: &str) -> String {
     let mut on = String::new();
     push_ident(&mut on, schema);
     on.push('.');
     push_ident(&mut on, name);
-    sql.push_str(&format!(
-        "ALTER TABLE {on} ENABLE ROW LEVEL SECURITY;GRANT SELECT, INSERT, UPDATE, DELETE ON {on} TO PUBLIC;"
-    ));
-    for (action, who, clause) in [
-        ("select", access.select, "USING (true)"),
-        ("insert", access.insert, "WITH CHECK (true)"),
-        ("update", access.update, "USING (true) WITH CHECK (true)"),
-        ("delete", access.delete, "USING (true)"),
-    ] {
-        sql.push_str(&format!("DROP POLICY IF EXISTS pocketbase_{action} ON {on};"));
-        if who == Access::Everyone {
-            sql.push_str(&format!("CREATE POLICY pocketbase_{action} ON {on} FOR {action} {clause};"));
-        }
-    }
+    on
 }
 
 /// The table in realtime's publication (where `rowgate realtime install` made it) and its
 /// deleted rows' events carrying them whole: PocketBase's realtime covers every collection.
 /// The name is checked (letters, digits, `_`) and quoted, so it is safe inside the block.
 fn published(sql: &mut String, schema: &str, name: &str) {
-    let mut on = String::new();
-    push_ident(&mut on, schema);
-    on.push('.');
-    push_ident(&mut on, name);
+    let on = qualified(schema, name);
     sql.push_str(&format!(
         "ALTER TABLE {on} REPLICA IDENTITY FULL;\
          DO $pb$ BEGIN IF EXISTS (SELECT 1 FROM pg_publication WHERE pubname = 'supabase_realtime' \

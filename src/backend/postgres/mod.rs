@@ -31,6 +31,7 @@ pub mod net;
 mod notifications;
 mod oauth_server;
 mod passkeys;
+mod policy;
 mod pool;
 mod pooled;
 pub mod reload;

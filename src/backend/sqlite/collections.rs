@@ -66,6 +66,18 @@ impl SqliteBackend {
     /// Makes `change` in one savepoint — the table's DDL and the stored definition — then
     /// puts the collections' access into the rules in force.
     pub async fn change_collection(&self, change: CollectionChange) -> Result<(), Error> {
+        super::rules::check_access(&change.access).map_err(|e| {
+            Error::api(crate::error::code::DASHBOARD_INVALID, format!("a rule that does not read: {e}"))
+        })?;
+        // Callers who differ in a claim the cache key leaves out would share cached answers.
+        let probe =
+            super::rules::Rules::default().with_collections(&[(change.table.clone(), change.access.clone())]);
+        if let Some(missing) = super::unkeyed_claims(&self.config, &probe) {
+            return Err(Error::api(
+                crate::error::code::DASHBOARD_INVALID,
+                format!("the rules read claims cache-key-claims leaves out: {missing}"),
+            ));
+        }
         self.db
             .run_admin(move |c| {
                 c.execute_batch(SCHEMA).map_err(sqlite_error)?;

@@ -118,10 +118,7 @@ impl Rules {
                 let mut allowed = Vec::new();
                 for (caller, condition) in callers {
                     let filter = match condition.as_str() {
-                        Some("true") => RowFilter::All,
-                        Some(filters) => RowFilter::Filters(Box::new(
-                            parse_filters(filters).map_err(|e| format!("{table}.{op}.{caller}: {e}"))?,
-                        )),
+                        Some(text) => row_filter(text).map_err(|e| format!("{table}.{op}.{caller}: {e}"))?,
                         None => return Err(format!("{table}.{op}.{caller} must be a string")),
                     };
                     allowed.push((caller, filter));
@@ -182,15 +179,34 @@ impl Rules {
         use crate::backend::collections::Access as Who;
         for (table, access) in collections {
             for (operation, who) in [
-                (Operation::Select, access.select),
-                (Operation::Insert, access.insert),
-                (Operation::Update, access.update),
-                (Operation::Delete, access.delete),
+                (Operation::Select, &access.select),
+                (Operation::Insert, &access.insert),
+                (Operation::Update, &access.update),
+                (Operation::Delete, &access.delete),
             ] {
                 let key = (table.clone(), operation);
-                match who {
-                    Who::Nobody => self.allowed.remove(&key),
-                    Who::Everyone => self.allowed.insert(key, vec![("everyone".into(), RowFilter::All)]),
+                let callers = match who {
+                    Who::Nobody => Vec::new(),
+                    Who::Everyone => vec![("everyone".to_owned(), RowFilter::All)],
+                    // A caller a rule holds for no row of may still ask, and gets none (a list
+                    // is empty, a new row refused by the rule), as where PostgreSQL's policies
+                    // admit none of its rows: not a refusal to ask at all.
+                    Who::Rows { visitor, signed_in } => [("anon", visitor), ("authenticated", signed_in)]
+                        .into_iter()
+                        .map(|(caller, rows)| (caller, rows.as_deref().unwrap_or(NO_ROW)))
+                        .filter_map(|(caller, rows)| match row_filter(rows) {
+                            Ok(filter) => Some((caller.to_owned(), filter)),
+                            Err(e) => {
+                                // Made by rowgate from a checked rule: none of its rows, not all.
+                                tracing::error!(table, error = %e, "a collection's rule could not be read: it admits nobody");
+                                None
+                            }
+                        })
+                        .collect(),
+                };
+                match callers.is_empty() {
+                    true => self.allowed.remove(&key),
+                    false => self.allowed.insert(key, callers),
                 };
             }
         }
@@ -232,6 +248,31 @@ pub fn denied(principal: &Principal, table: &str) -> Error {
         format!("permission denied for table {table}"),
         principal.anonymous,
     )
+}
+
+/// Whether each condition of a collection's `access` reads as a rule (checked before it is
+/// stored: one that did not would admit nobody).
+pub fn check_access(access: &crate::backend::collections::TableAccess) -> Result<(), String> {
+    use crate::backend::collections::Access as Who;
+    for who in [&access.select, &access.insert, &access.update, &access.delete] {
+        if let Who::Rows { visitor, signed_in } = who {
+            for rows in [visitor, signed_in].into_iter().flatten() {
+                row_filter(rows)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A condition no row of a collection (whose key is `id`) meets.
+const NO_ROW: &str = "and=(id.is.null,id.not.is.null)";
+
+/// A rule's condition: `"true"`, or filters.
+fn row_filter(text: &str) -> Result<RowFilter, String> {
+    match text {
+        "true" => Ok(RowFilter::All),
+        filters => Ok(RowFilter::Filters(Box::new(parse_filters(filters)?))),
+    }
 }
 
 /// A rule's filters, parsed by the request parser as a query string of top-level filters and
