@@ -35,6 +35,9 @@ pub struct Field {
     pub relation: Option<Link>,
     /// An autodate field: set on create, on update.
     pub autodate: Option<(bool, bool)>,
+    /// For a collection made through the collections API: the field's PocketBase type and its
+    /// options, which a value is checked against (`validate.rs`).
+    pub defined: Option<(String, Map<String, Value>)>,
 }
 
 /// What a relation field points at.
@@ -74,6 +77,7 @@ impl Collection {
                 name: c.name.clone(),
                 kind: FieldKind::of(&c.data_type),
                 // A table made in SQL: `created` and `updated` are set as PocketBase's are.
+                defined: None,
                 autodate: match (c.name.as_str(), FieldKind::of(&c.data_type)) {
                     (_, FieldKind::Number) => None,
                     ("created", _) => Some((true, false)),
@@ -105,6 +109,8 @@ impl Collection {
             let flag = |key: &str| def.get(key).and_then(serde_json::Value::as_bool).unwrap_or(false);
             field.required = flag("required") && field.name != "id";
             field.autodate = None;
+            let kind = def.get("type").and_then(serde_json::Value::as_str).unwrap_or_default();
+            field.defined = Some((kind.to_owned(), def.clone()));
             match def.get("type").and_then(serde_json::Value::as_str) {
                 Some("date") => field.kind = FieldKind::Date,
                 Some("autodate") => {
@@ -146,7 +152,14 @@ impl Collection {
                         .map(|collection| Link { collection, constraint: String::new() }),
                     _ => None,
                 };
-                Field { name: text("name").to_owned(), kind, required: false, relation, autodate: None }
+                Field {
+                    name: text("name").to_owned(),
+                    kind,
+                    required: false,
+                    relation,
+                    autodate: None,
+                    defined: None,
+                }
             })
             .collect();
         Collection { relation, id: d.id().to_owned(), fields, rules: None }.defined_by(d)

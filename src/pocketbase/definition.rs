@@ -220,18 +220,42 @@ pub fn checked(
     }
     let mut made = vec![id_field()];
     let mut field_errors = Map::new();
-    let mut seen = vec!["id".to_owned()];
-    for (i, field) in fields.iter().enumerate() {
+    let mut given_fields = Vec::with_capacity(fields.len());
+    for field in &fields {
         let Value::Object(field) = field else { return Err(unreadable()) };
         let kind = match field.get("type") {
             Some(Value::String(t)) if TYPES.contains(&t.as_str()) => t.as_str(),
             _ => return Err(unreadable()),
         };
         let name = field.get("name").and_then(Value::as_str).unwrap_or_default().trim().to_owned();
+        given_fields.push((field, kind, name));
+    }
+    // The id field is the first, as PocketBase counts them, whether given back or not.
+    let is_id = |(_, kind, name): &(&Map<String, Value>, &str, String)| name == "id" && *kind == "text";
+    let offset = usize::from(!given_fields.first().is_some_and(is_id));
+    // A duplicated name is all PocketBase tells of the fields, the first one found.
+    let mut seen = vec!["id".to_owned()];
+    let duplicate =
+        given_fields.iter().enumerate().filter(|(_, f)| !is_id(f)).find_map(|(i, (_, _, name))| {
+            if seen.iter().any(|s| s.eq_ignore_ascii_case(name)) {
+                return Some((i, name.clone()));
+            }
+            seen.push(name.clone());
+            None
+        });
+    if let Some((i, name)) = &duplicate {
+        let message = format!("Duplicated or invalid field name {name}.");
+        field_errors.insert(
+            (*i + offset).to_string(),
+            json!({"name": {"code": "validation_duplicated_field_name", "message": message, "params": {"fieldName": name}}}),
+        );
+    }
+    for (i, (field, kind, name)) in given_fields.iter().enumerate().filter(|_| duplicate.is_none()) {
+        let (field, kind, name) = (*field, *kind, name.clone());
         if name == "id" && kind == "text" {
             continue; // the id field, given back as it was shown
         }
-        let index = (i + 1).to_string();
+        let index = (i + offset).to_string();
         let mut error = |key: &str, e: Value| {
             field_errors.insert(index.clone(), json!({ key: e }));
         };
@@ -247,15 +271,6 @@ pub fn checked(
             error("name", PbError::field("validation_not_in_invalid", "Must not be in list."));
             continue;
         }
-        if seen.iter().any(|s| s.eq_ignore_ascii_case(&name)) {
-            let message = format!("Duplicated or invalid field name {name}.");
-            error(
-                "name",
-                json!({"code": "validation_duplicated_field_name", "message": message, "params": {"fieldName": name}}),
-            );
-            continue;
-        }
-        seen.push(name.clone());
         let filled = filled(kind, &name, field);
         if kind == "select" && filled.get("values").and_then(Value::as_array).is_none_or(Vec::is_empty) {
             error("values", PbError::field("validation_required", "Cannot be blank."));

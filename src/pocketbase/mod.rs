@@ -7,6 +7,8 @@
 //! `fields=`, `error.rs` PocketBase's error body. `auth.rs` is the `users` auth collection over
 //! `/auth/v1`'s accounts, `superusers.rs` `_superusers` over the dashboard's administrators,
 //! `realtime.rs` `/api/realtime`'s server-sent events over the realtime engine.
+//! `collections.rs` is `/api/collections` (a collection's definition is `definition.rs`, its
+//! rules made into each backend's access by `rules.rs`, its values checked by `validate.rs`).
 
 mod auth;
 mod collection;
@@ -21,6 +23,7 @@ mod realtime;
 mod records;
 mod rules;
 mod superusers;
+mod validate;
 
 use std::net::IpAddr;
 use std::sync::Arc;

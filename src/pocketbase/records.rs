@@ -18,7 +18,7 @@ use super::compile::{self, Joins, Scope};
 use super::error::{respond, PbError};
 use super::expand::Expand;
 use super::fields::Picked;
-use super::{filter, Context};
+use super::{filter, validate, Context};
 use crate::auth::Principal;
 use crate::backend::{Caller, Current, RequestInfo};
 use crate::outcome::Done;
@@ -222,6 +222,10 @@ fn row_of(
         };
         if field.required && missing {
             errors.insert(field.name.clone(), PbError::field("validation_required", "Cannot be blank."));
+        } else if let (Some((kind, options)), Some(v)) = (&field.defined, &value) {
+            if let Some(e) = validate::check(kind, options, v).filter(|_| !blank(v)) {
+                errors.insert(field.name.clone(), e);
+            }
         }
         if let Some(v) = value {
             row.insert(field.name.clone(), v);

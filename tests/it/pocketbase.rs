@@ -148,7 +148,14 @@ fn compare(base: &str, db_uri: &str, flag: &str) {
         .expect("node runs tests/js/pocketbase_program.mjs");
     assert!(out.status.success(), "the program failed: {}", String::from_utf8_lossy(&out.stderr));
     let ours: Vec<Value> = serde_json::from_slice(&out.stdout).expect("the program prints JSON");
-    let recorded: Vec<Value> = serde_json::from_str(RECORDED).expect("the recording is JSON");
+    let mut recorded: Vec<Value> = serde_json::from_str(RECORDED).expect("the recording is JSON");
+    // Over tables made in SQL the program leaves out the collections API's steps.
+    if flag != "--setup" {
+        recorded.retain(|step| {
+            let name = step["name"].as_str().unwrap_or_default();
+            !["collections: ", "rules: ", "values: "].iter().any(|p| name.starts_with(p))
+        });
+    }
     assert_eq!(ours.len(), recorded.len(), "the program ran other steps than were recorded");
     let (mut ours_ids, mut their_ids) = (Vec::new(), Vec::new());
     let mut differences = Vec::new();

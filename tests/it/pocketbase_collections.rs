@@ -222,8 +222,7 @@ fn exercise(base: &str, refused_visitor: (u16, Value)) {
             json!({"data": {
             "name": {"code": "validation_collection_name_exists", "message": "Collection name must be unique (case insensitive)."},
             "fields": {
-                "2": {"name": {"code": "validation_duplicated_field_name", "message": "Duplicated or invalid field name X.", "params": {"fieldName": "X"}}},
-                "3": {"name": {"code": "validation_not_in_invalid", "message": "Must not be in list."}}
+                "2": {"name": {"code": "validation_duplicated_field_name", "message": "Duplicated or invalid field name X.", "params": {"fieldName": "X"}}}
             }
         }, "message": "Failed to create collection.", "status": 400})
         )

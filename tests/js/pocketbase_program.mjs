@@ -4,8 +4,9 @@
 // with its run against PocketBase itself (tests/pocketbase/capture.py records that).
 //
 // With `--setup EMAIL PASSWORD` it first makes the app's collections through PocketBase's
-// collections API as that superuser (rowgate's side makes the same tables in SQL, and passes
-// `--superuser EMAIL PASSWORD`: the superuser's own steps come last).
+// collections API as that superuser, and ends with steps of that API and of rules (rowgate's
+// side runs it so too, and also over the same tables made in SQL, passing `--superuser EMAIL
+// PASSWORD`: the superuser's own steps come last, the collections' are left out).
 import PocketBase from 'pocketbase';
 import { EventSource } from 'eventsource';
 
@@ -311,5 +312,124 @@ await step('set subscriptions of an unknown client', () =>
 await step('set subscriptions without a client', () =>
   pb.send('/api/realtime', { method: 'POST', body: { subscriptions: ['posts/*'] } }),
 );
+
+// The collections API, rules with expressions and fields' options, where the program made its
+// collections itself (`--setup`): steps named `collections: …`, `rules: …` and `values: …`.
+if (flag === '--setup') {
+  const mine = new PocketBase(base);
+  mine.autoCancellation(false);
+  await mine.collection('users').authWithPassword(pat.email, pat.password);
+  const patId = mine.authStore.record.id;
+  // A refusal's status and its fields' codes (the words of a rule's parse error are each
+  // server's own).
+  const codes = async (run) => {
+    try {
+      return await run();
+    } catch (e) {
+      const of = (v) => (v && typeof v === 'object' ? (v.code ? v.code : Object.fromEntries(Object.entries(v).map(([k, x]) => [k, of(x)]))) : v);
+      return { status: e.status, message: e.response?.message, codes: of(e.response?.data) };
+    }
+  };
+  await step('collections: listed', () =>
+    root.collections.getList(1, 30, { filter: "type = 'base' && system = false", sort: 'name', fields: 'id,name,type,listRule' }),
+  );
+  await step('collections: one', () => root.collections.getOne('posts'));
+  await step('collections: listed by a user', () => mine.collections.getList());
+  await step('collections: listed by a visitor', () => pb.collections.getList());
+  await step('collections: a name taken', () => root.collections.create({ name: 'Posts', type: 'base' }));
+  await step('collections: bad fields', () =>
+    root.collections.create({
+      name: 'bad',
+      type: 'base',
+      fields: [{ name: 'a', type: 'text' }, { name: 'A', type: 'bool' }, { name: 'expand', type: 'text' }],
+    }),
+  );
+  await step('collections: a rule of no field', () => codes(() => root.collections.create({ name: 'bad', type: 'base', listRule: 'nope = 1' })));
+  await step('collections: a rule that does not parse', () =>
+    codes(() => root.collections.create({ name: 'bad', type: 'base', listRule: "(owner = 'x'" })),
+  );
+  const ownRule = 'public = true || owner = @request.auth.id';
+  await step('collections: made with rules', () =>
+    root.collections.create({
+      name: 'notes',
+      type: 'base',
+      listRule: ownRule,
+      viewRule: ownRule,
+      createRule: "@request.auth.id != '' && owner = @request.auth.id",
+      updateRule: 'owner = @request.auth.id',
+      deleteRule: 'owner = @request.auth.id',
+      fields: [
+        { name: 'owner', type: 'text' },
+        { name: 'body', type: 'text' },
+        { name: 'public', type: 'bool' },
+      ],
+    }),
+  );
+  const notes = pb.collection('notes');
+  const patNotes = mine.collection('notes');
+  await step('rules: a visitor creates', () => notes.create({ owner: '', body: 'anon', public: true }));
+  await step('rules: a user creates as another', () => patNotes.create({ owner: 'someone', body: 'forged' }));
+  const secret = await patNotes.create({ owner: patId, body: 'secret', public: false });
+  const news = await patNotes.create({ owner: patId, body: 'news', public: true });
+  await step('rules: made', async () => [secret, news]);
+  await step('rules: a visitor lists', () => notes.getList(1, 30, { sort: 'body', fields: 'body' }));
+  await step('rules: the owner lists', () => patNotes.getList(1, 30, { sort: 'body', fields: 'body' }));
+  await step('rules: a visitor views a secret', () => notes.getOne(secret.id));
+  await step('rules: a visitor updates', () => notes.update(news.id, { body: 'taken' }));
+  await step('rules: the owner updates', () => patNotes.update(news.id, { body: 'news!' }, { fields: 'body' }));
+  await step('rules: a visitor deletes', () => notes.delete(news.id));
+  await step('collections: rules changed', () =>
+    root.collections.update('notes', { listRule: 'owner = @request.auth.id', viewRule: 'public = true' }),
+  );
+  await step('rules: a visitor lists, by the list rule', () => notes.getList(1, 30, { sort: 'body', fields: 'body' }));
+  await step('rules: a visitor views, by the view rule', () => notes.getOne(news.id, { fields: 'body' }));
+  await step('rules: the owner lists, by the list rule', () => patNotes.getList(1, 30, { sort: 'body', fields: 'body' }));
+  const defined = await root.collections.getOne('notes');
+  await step('collections: a field renamed and one added', () =>
+    root.collections.update('notes', {
+      fields: [...defined.fields.map((f) => (f.name === 'body' ? { ...f, name: 'text' } : f)), { name: 'rank', type: 'number' }],
+    }),
+  );
+  await step('collections: records after', () => root.collection('notes').getList(1, 30, { sort: 'text', fields: 'text,rank' }));
+  await step('collections: a field type changed', () =>
+    root.collections.update('notes', { fields: defined.fields.map((f) => (f.name === 'public' ? { ...f, type: 'text' } : f)) }),
+  );
+  await step('collections: truncated', () => root.collections.truncate('notes'));
+  await step('collections: records truncated', () => root.collection('notes').getList(1, 30, { fields: 'text' }));
+  await step('collections: made with options', () =>
+    root.collections.create({
+      name: 'checked',
+      type: 'base',
+      createRule: '',
+      fields: [
+        { name: 't', type: 'text', min: 2, max: 4, pattern: '^[a-z]+$' },
+        { name: 'n', type: 'number', min: 1, max: 5, onlyInt: true },
+        { name: 'e', type: 'email', onlyDomains: ['a.com'] },
+        { name: 'u', type: 'url', exceptDomains: ['bad.com'] },
+        { name: 's', type: 'select', values: ['x', 'y'] },
+        { name: 'm', type: 'select', values: ['x', 'y', 'z'], maxSelect: 2 },
+        { name: 'b', type: 'bool', required: true },
+        { name: 'j', type: 'json', maxSize: 10 },
+      ],
+    }),
+  );
+  const checked = pb.collection('checked');
+  await step('values: each refused', () =>
+    checked.create({ t: 'A', n: 7.5, e: 'bad', u: 'nope', s: 'q', m: ['x', 'y', 'z'], b: false, j: { aaaaaaaaaaaa: 1 } }),
+  );
+  await step('values: refused otherwise', () =>
+    checked.create({ t: 'AB', n: 9, e: 'x@b.com', u: 'https://bad.com/x', s: 'x', m: ['q'], b: true }),
+  );
+  await step('values: taken', () =>
+    checked.create(
+      { t: 'ab', n: 3, e: 'me@a.com', u: 'https://a.com/x', s: 'y', m: ['x', 'z'], b: true, j: [1] },
+      { fields: 't,n,e,u,s,m,b,j' },
+    ),
+  );
+  await step('collections: deleted with options', () => root.collections.delete('checked'));
+  await step('collections: one still related to', () => root.collections.delete('authors'));
+  await step('collections: deleted', () => root.collections.delete('notes'));
+  await step('collections: a deleted one', () => root.collections.getOne('notes'));
+}
 
 console.log(JSON.stringify(steps, null, 1));
