@@ -141,6 +141,77 @@ pub struct CollectionChange {
     pub definition: Option<String>,
 }
 
+/// How a backend writes a collection's table: its name (qualified where the backend has
+/// schemas) and a column's declaration.
+pub trait TableDialect {
+    /// Appends the table `name`.
+    fn push_table(&self, sql: &mut String, name: &str);
+    /// Appends `column`'s declaration.
+    fn push_column(&self, sql: &mut String, column: &NewColumn);
+}
+
+/// The statements that make `change` to its table, names quoted (its access is each backend's
+/// own to write).
+pub fn table_statements(d: &dyn TableDialect, change: &CollectionChange) -> String {
+    let mut sql = String::new();
+    let table = &change.table;
+    let statement = |sql: &mut String, head: &str, name: &str| {
+        sql.push_str(head);
+        d.push_table(sql, name);
+        sql.push(' ');
+    };
+    match &change.change {
+        TableChange::Create { columns } => {
+            statement(&mut sql, "CREATE TABLE ", table);
+            sql.push('(');
+            for (i, column) in columns.iter().enumerate() {
+                if i > 0 {
+                    sql.push_str(", ");
+                }
+                d.push_column(&mut sql, column);
+            }
+            sql.push_str(");");
+        }
+        TableChange::Alter { from, renamed, dropped, added } => {
+            if from != table {
+                statement(&mut sql, "ALTER TABLE ", from);
+                sql.push_str("RENAME TO ");
+                super::push_ident(&mut sql, table);
+                sql.push(';');
+            }
+            for (old, new) in renamed {
+                statement(&mut sql, "ALTER TABLE ", table);
+                sql.push_str("RENAME COLUMN ");
+                super::push_ident(&mut sql, old);
+                sql.push_str(" TO ");
+                super::push_ident(&mut sql, new);
+                sql.push(';');
+            }
+            for column in dropped {
+                statement(&mut sql, "ALTER TABLE ", table);
+                sql.push_str("DROP COLUMN ");
+                super::push_ident(&mut sql, column);
+                sql.push(';');
+            }
+            for column in added {
+                statement(&mut sql, "ALTER TABLE ", table);
+                sql.push_str("ADD COLUMN ");
+                d.push_column(&mut sql, column);
+                sql.push(';');
+            }
+        }
+        TableChange::Drop => {
+            statement(&mut sql, "DROP TABLE ", table);
+            sql.push(';');
+        }
+        TableChange::Truncate => {
+            statement(&mut sql, "DELETE FROM ", table);
+            sql.push(';');
+        }
+    }
+    sql
+}
+
 /// The collections' way into the database.
 pub struct CollectionsDb {
     backend: Arc<Backend>,

@@ -4,7 +4,7 @@
 //! when the rule is applied (`@jwt.sub`) — and written in the access rules' language, which
 //! SQLite's rules take and PostgreSQL's policies are written from.
 
-use rowgate_request::{CompareOp, Filter as Leaf, IsValue, JsonKey, LogicOp, LogicTree, Operation};
+use rowgate_request::{Filter as Leaf, IsValue, JsonKey, LogicOp, LogicTree, Operation};
 use serde_json::Map;
 
 use super::collection::Collection;
@@ -187,20 +187,7 @@ fn filter_item(leaf: &Leaf) -> Result<String, String> {
     }
     let not = if leaf.negated { "not." } else { "" };
     let operation = match &leaf.operation {
-        Operation::Compare { op, quantifier: None, value } => {
-            let op = match op {
-                CompareOp::Eq => "eq",
-                CompareOp::Neq => "neq",
-                CompareOp::Gt => "gt",
-                CompareOp::Gte => "gte",
-                CompareOp::Lt => "lt",
-                CompareOp::Lte => "lte",
-                CompareOp::Like => "like",
-                CompareOp::Ilike => "ilike",
-                _ => return Err(format!("{op:?} in a rule")),
-            };
-            format!("{op}.{}", quoted(value))
-        }
+        Operation::Compare { op, quantifier: None, value } => format!("{}.{}", op.name(), quoted(value)),
         Operation::Is(v) => format!(
             "is.{}",
             match v {
@@ -243,6 +230,7 @@ fn quoted(value: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rowgate_request::CompareOp;
 
     fn tree(text: &str) -> LogicTree {
         let request = rowgate_request::parse(rowgate_request::Method::Get, "/t", text, &[]).expect("parses");

@@ -275,6 +275,32 @@ pub enum CompareOp {
     Adjacent,
 }
 
+impl CompareOp {
+    /// The operator as the URL spells it (`eq`, `ilike`, `cs`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            CompareOp::Eq => "eq",
+            CompareOp::Neq => "neq",
+            CompareOp::Gt => "gt",
+            CompareOp::Gte => "gte",
+            CompareOp::Lt => "lt",
+            CompareOp::Lte => "lte",
+            CompareOp::Like => "like",
+            CompareOp::Ilike => "ilike",
+            CompareOp::Match => "match",
+            CompareOp::Imatch => "imatch",
+            CompareOp::Contains => "cs",
+            CompareOp::Contained => "cd",
+            CompareOp::Overlap => "ov",
+            CompareOp::StrictlyLeft => "sl",
+            CompareOp::StrictlyRight => "sr",
+            CompareOp::NotExtendRight => "nxr",
+            CompareOp::NotExtendLeft => "nxl",
+            CompareOp::Adjacent => "adj",
+        }
+    }
+}
+
 /// `(any)` / `(all)` modifiers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Quantifier {

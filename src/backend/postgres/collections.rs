@@ -1,13 +1,15 @@
 //! PocketBase's collections in PostgreSQL: each a table of the exposed schema under row-level
-//! security — a policy per action its rules open to everyone, none for the superusers only
-//! (the service role bypasses row-level security) — and a row of
-//! `rowgate.pocketbase_collections` with its definition, all changed in one transaction.
+//! security — policies per action as its rules say (one for everyone, or one for visitors and
+//! one for signed-in callers; none where only the superusers may, whom the service role's
+//! bypass admits) — and a row of `rowgate.pocketbase_collections` with its definition, all
+//! changed in one transaction.
 
 use tokio_postgres::Client;
 
 use super::db_error;
 use crate::backend::collections::{
-    Access, CollectionChange, ColumnKind, NewColumn, OnDelete, TableAccess, TableChange,
+    table_statements, Access, CollectionChange, ColumnKind, NewColumn, OnDelete, TableAccess, TableChange,
+    TableDialect,
 };
 use crate::backend::push_ident;
 use crate::error::Error;
@@ -95,76 +97,38 @@ async fn in_transaction(
 
 /// The statements of `change`'s table in `schema`, and its policies (a visitor's for `visitor`).
 fn ddl(schema: &str, visitor: Option<&str>, change: &CollectionChange) -> Result<String, String> {
+    let table = table_statements(&Postgres { schema }, change);
     let mut sql = String::new();
-    let table = |sql: &mut String, name: &str| {
-        push_ident(sql, schema);
-        sql.push('.');
-        push_ident(sql, name);
-    };
     match &change.change {
-        TableChange::Create { columns } => {
-            sql.push_str("CREATE TABLE ");
-            table(&mut sql, &change.table);
-            sql.push_str(" (");
-            for (i, column) in columns.iter().enumerate() {
-                if i > 0 {
-                    sql.push_str(", ");
-                }
-                push_column(&mut sql, schema, column);
-            }
-            sql.push_str(");");
+        TableChange::Create { .. } => {
+            sql.push_str(&table);
             access(&mut sql, schema, visitor, &change.table, &change.access)?;
             published(&mut sql, schema, &change.table);
         }
-        TableChange::Alter { from, renamed, dropped, added } => {
+        TableChange::Alter { from, .. } => {
             // The old policies may name columns about to go.
             unguarded(&mut sql, schema, from);
-            if from != &change.table {
-                sql.push_str("ALTER TABLE ");
-                table(&mut sql, from);
-                sql.push_str(" RENAME TO ");
-                push_ident(&mut sql, &change.table);
-                sql.push(';');
-            }
-            let alter = |sql: &mut String| {
-                sql.push_str("ALTER TABLE ");
-                table(sql, &change.table);
-                sql.push(' ');
-            };
-            for (old, new) in renamed {
-                alter(&mut sql);
-                sql.push_str("RENAME COLUMN ");
-                push_ident(&mut sql, old);
-                sql.push_str(" TO ");
-                push_ident(&mut sql, new);
-                sql.push(';');
-            }
-            for column in dropped {
-                alter(&mut sql);
-                sql.push_str("DROP COLUMN ");
-                push_ident(&mut sql, column);
-                sql.push(';');
-            }
-            for column in added {
-                alter(&mut sql);
-                sql.push_str("ADD COLUMN ");
-                push_column(&mut sql, schema, column);
-                sql.push(';');
-            }
+            sql.push_str(&table);
             access(&mut sql, schema, visitor, &change.table, &change.access)?;
         }
-        TableChange::Drop => {
-            sql.push_str("DROP TABLE ");
-            table(&mut sql, &change.table);
-            sql.push(';');
-        }
-        TableChange::Truncate => {
-            sql.push_str("DELETE FROM ");
-            table(&mut sql, &change.table);
-            sql.push(';');
-        }
+        TableChange::Drop | TableChange::Truncate => sql.push_str(&table),
     }
     Ok(sql)
+}
+
+/// PostgreSQL's way of writing a collection's table, in `schema`.
+struct Postgres<'a> {
+    schema: &'a str,
+}
+
+impl TableDialect for Postgres<'_> {
+    fn push_table(&self, sql: &mut String, name: &str) {
+        sql.push_str(&qualified(self.schema, name));
+    }
+
+    fn push_column(&self, sql: &mut String, column: &NewColumn) {
+        push_column(sql, self.schema, column);
+    }
 }
 
 /// The actions policies are made for, with the clause each takes.

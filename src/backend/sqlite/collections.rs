@@ -9,7 +9,8 @@ use rusqlite::{params, Connection, OptionalExtension};
 use super::db::{sqlite_error, SqliteDb};
 use super::SqliteBackend;
 use crate::backend::collections::{
-    CollectionChange, ColumnKind, NewColumn, OnDelete, TableAccess, TableChange,
+    table_statements, CollectionChange, ColumnKind, NewColumn, OnDelete, TableAccess, TableChange,
+    TableDialect,
 };
 use crate::backend::push_ident;
 use crate::error::Error;
@@ -110,68 +111,20 @@ impl SqliteBackend {
 
 /// The statements of `change`'s table.
 fn ddl(change: &CollectionChange) -> String {
-    let mut sql = String::new();
-    let table = &change.table;
-    match &change.change {
-        TableChange::Create { columns } => {
-            sql.push_str("CREATE TABLE ");
-            push_ident(&mut sql, table);
-            sql.push_str(" (");
-            for (i, column) in columns.iter().enumerate() {
-                if i > 0 {
-                    sql.push_str(", ");
-                }
-                push_column(&mut sql, column);
-            }
-            sql.push_str(");");
-        }
-        TableChange::Alter { from, renamed, dropped, added } => {
-            if from != table {
-                sql.push_str("ALTER TABLE ");
-                push_ident(&mut sql, from);
-                sql.push_str(" RENAME TO ");
-                push_ident(&mut sql, table);
-                sql.push(';');
-            }
-            for (old, new) in renamed {
-                alter(&mut sql, table);
-                sql.push_str("RENAME COLUMN ");
-                push_ident(&mut sql, old);
-                sql.push_str(" TO ");
-                push_ident(&mut sql, new);
-                sql.push(';');
-            }
-            for column in dropped {
-                alter(&mut sql, table);
-                sql.push_str("DROP COLUMN ");
-                push_ident(&mut sql, column);
-                sql.push(';');
-            }
-            for column in added {
-                alter(&mut sql, table);
-                sql.push_str("ADD COLUMN ");
-                push_column(&mut sql, column);
-                sql.push(';');
-            }
-        }
-        TableChange::Drop => {
-            sql.push_str("DROP TABLE ");
-            push_ident(&mut sql, table);
-            sql.push(';');
-        }
-        TableChange::Truncate => {
-            sql.push_str("DELETE FROM ");
-            push_ident(&mut sql, table);
-            sql.push(';');
-        }
-    }
-    sql
+    table_statements(&Sqlite, change)
 }
 
-fn alter(sql: &mut String, table: &str) {
-    sql.push_str("ALTER TABLE ");
-    push_ident(sql, table);
-    sql.push(' ');
+/// SQLite's way of writing a collection's table.
+struct Sqlite;
+
+impl TableDialect for Sqlite {
+    fn push_table(&self, sql: &mut String, name: &str) {
+        push_ident(sql, name);
+    }
+
+    fn push_column(&self, sql: &mut String, column: &NewColumn) {
+        push_column(sql, column);
+    }
 }
 
 /// A column as PocketBase declares it in SQLite.

@@ -101,7 +101,7 @@ fn operation(e: &Expr, kind: ValueKind, op: &Operation, sql: &mut String, params
                 Quantifier::Any => "any",
                 Quantifier::All => "all",
             };
-            return Err(unsupported(format!("The operator {}({q})", operator_name(*op))));
+            return Err(unsupported(format!("The operator {}({q})", op.name())));
         }
         Operation::Compare { op, quantifier: None, value } => {
             expr(e, sql, params)?;
@@ -135,7 +135,7 @@ fn operation(e: &Expr, kind: ValueKind, op: &Operation, sql: &mut String, params
                     params.push(sql, pattern);
                     return Ok(());
                 }
-                other => return Err(unsupported(format!("The operator {}", operator_name(*other)))),
+                other => return Err(unsupported(format!("The operator {}", other.name()))),
             }
             params.push(sql, stored(kind, value));
         }
@@ -184,30 +184,6 @@ fn operation(e: &Expr, kind: ValueKind, op: &Operation, sql: &mut String, params
         }
     }
     Ok(())
-}
-
-/// The operator as the URL spells it.
-fn operator_name(op: CompareOp) -> &'static str {
-    match op {
-        CompareOp::Eq => "eq",
-        CompareOp::Neq => "neq",
-        CompareOp::Gt => "gt",
-        CompareOp::Gte => "gte",
-        CompareOp::Lt => "lt",
-        CompareOp::Lte => "lte",
-        CompareOp::Like => "like",
-        CompareOp::Ilike => "ilike",
-        CompareOp::Match => "match",
-        CompareOp::Imatch => "imatch",
-        CompareOp::Contains => "cs",
-        CompareOp::Contained => "cd",
-        CompareOp::Overlap => "ov",
-        CompareOp::StrictlyLeft => "sl",
-        CompareOp::StrictlyRight => "sr",
-        CompareOp::NotExtendRight => "nxr",
-        CompareOp::NotExtendLeft => "nxl",
-        CompareOp::Adjacent => "adj",
-    }
 }
 
 /// A LIKE pattern (`*` or `%` for any run, `_` for one character, `\` escaping) as a GLOB
