@@ -219,13 +219,15 @@ impl PocketBase {
         let c = c.ok_or_else(PbError::no_collection)?;
         // An action whose rule is not set is the superusers' alone, whatever the database allows.
         let action = match (rest, method) {
-            ([], &Method::GET) => 0,
-            ([_], &Method::GET) => 1,
-            ([], &Method::POST) => 2,
-            ([_], &Method::PATCH) => 3,
-            _ => 4,
+            ([], &Method::GET) => Some(0),
+            ([_], &Method::GET) => Some(1),
+            ([], &Method::POST) => Some(2),
+            ([_], &Method::PATCH) => Some(3),
+            ([_], &Method::DELETE) => Some(4),
+            _ => None,
         };
-        if c.rules.as_ref().is_some_and(|r| r[action].is_none()) && !cx.superuser() {
+        let unruled = |rules: &[Option<String>; 5]| action.is_some_and(|a| rules[a].is_none());
+        if c.rules.as_ref().is_some_and(unruled) && !cx.superuser() {
             return Err(PbError::forbidden("Only superusers can perform this action."));
         }
         match (rest, method) {
