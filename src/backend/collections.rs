@@ -146,8 +146,26 @@ pub struct CollectionChange {
 pub trait TableDialect {
     /// Appends the table `name`.
     fn push_table(&self, sql: &mut String, name: &str);
-    /// Appends `column`'s declaration.
-    fn push_column(&self, sql: &mut String, column: &NewColumn);
+    /// A column's type, constraints and default for what it holds.
+    fn declaration(&self, kind: ColumnKind) -> &'static str;
+}
+
+/// Appends `column`'s declaration: its name, what `d` declares for its kind, and a relation's
+/// foreign key to the related collection's `id`.
+fn push_column(d: &dyn TableDialect, sql: &mut String, column: &NewColumn) {
+    super::push_ident(sql, &column.name);
+    sql.push(' ');
+    sql.push_str(d.declaration(column.kind));
+    if let Some((target, on_delete)) = &column.references {
+        sql.push_str(" REFERENCES ");
+        d.push_table(sql, target);
+        sql.push_str(" (\"id\") ON DELETE ");
+        sql.push_str(match on_delete {
+            OnDelete::SetNull => "SET NULL",
+            OnDelete::Cascade => "CASCADE",
+            OnDelete::Restrict => "RESTRICT",
+        });
+    }
 }
 
 /// The statements that make `change` to its table, names quoted (its access is each backend's
@@ -168,7 +186,7 @@ pub fn table_statements(d: &dyn TableDialect, change: &CollectionChange) -> Stri
                 if i > 0 {
                     sql.push_str(", ");
                 }
-                d.push_column(&mut sql, column);
+                push_column(d, &mut sql, column);
             }
             sql.push_str(");");
         }
@@ -196,7 +214,7 @@ pub fn table_statements(d: &dyn TableDialect, change: &CollectionChange) -> Stri
             for column in added {
                 statement(&mut sql, "ALTER TABLE ", table);
                 sql.push_str("ADD COLUMN ");
-                d.push_column(&mut sql, column);
+                push_column(d, &mut sql, column);
                 sql.push(';');
             }
         }

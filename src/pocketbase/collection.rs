@@ -96,7 +96,7 @@ impl Collection {
                     .map(|fk| Link { collection: fk.target.name.clone(), constraint: fk.name.clone() }),
             })
             .collect();
-        let id = format!("pbc_{}", crc32fast::hash(format!("base{name}").as_bytes()));
+        let id = super::definition::collection_id("base", name);
         Some(Collection { relation: relation.clone(), id, fields, rules: None })
     }
 

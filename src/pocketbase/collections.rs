@@ -159,31 +159,28 @@ pub async fn route(
             if let Some(by) = all.iter().find(|o| o.id() != d.id() && refers_to(o, d.id())) {
                 return Err(still_referred(by.name()));
             }
-            let change = CollectionChange {
-                id: d.id().to_owned(),
-                table: d.name().to_owned(),
-                change: TableChange::Drop,
-                access: TableAccess::NOBODY,
-                definition: None,
-            };
-            store.apply(change, "Failed to delete collection.").await?;
+            store.apply(emptied(&d, TableChange::Drop), "Failed to delete collection.").await?;
             return Ok(no_content());
         }
         (&Method::DELETE, [name, "truncate"]) => {
             let d = find(cx, &all, &super::decoded(name)).ok_or_else(PbError::not_found)?;
-            let change = CollectionChange {
-                id: d.id().to_owned(),
-                table: d.name().to_owned(),
-                change: TableChange::Truncate,
-                access: TableAccess::NOBODY,
-                definition: None,
-            };
-            store.apply(change, "Failed to truncate collection.").await?;
+            store.apply(emptied(&d, TableChange::Truncate), "Failed to truncate collection.").await?;
             return Ok(no_content());
         }
         _ => return Err(PbError::no_route()),
     };
     Ok(respond(StatusCode::OK, &shown(&done)?))
+}
+
+/// A drop or truncate of `d`'s table: no definition or access is written.
+fn emptied(d: &Definition, change: TableChange) -> CollectionChange {
+    CollectionChange {
+        id: d.id().to_owned(),
+        table: d.name().to_owned(),
+        change,
+        access: TableAccess::NOBODY,
+        definition: None,
+    }
 }
 
 /// `GET /api/collections`: a page of them, with `page`, `perPage`, `sort`, `filter` (of their
@@ -278,39 +275,30 @@ fn find(cx: &Context<'_>, all: &[Definition], name_or_id: &str) -> Option<Defini
 /// A table made in SQL as PocketBase would describe it (no rules: its access is the backend's).
 fn described(cx: &Context<'_>, name: &str) -> Option<Definition> {
     let c = Collection::find(cx.schema, cx.exposed, name)?;
-    let fields: Vec<(String, &'static str)> = c
+    let fields: Vec<(String, &'static str, Map<String, Value>)> = c
         .fields
         .iter()
         .map(|f| {
+            let mut options = Map::from_iter([("required".into(), Value::Bool(f.required))]);
             let kind = match (f.kind, &f.relation) {
-                (_, Some(_)) => "relation",
+                (_, Some(link)) => {
+                    let target = definition::collection_id("base", &link.collection);
+                    options.extend([
+                        ("collectionId".into(), Value::String(target)),
+                        ("maxSelect".into(), json!(1)),
+                    ]);
+                    "relation"
+                }
                 (FieldKind::Number, _) => "number",
                 (FieldKind::Bool, _) => "bool",
                 (FieldKind::Json, _) => "json",
                 (FieldKind::Date, _) => "date",
                 (FieldKind::Text, _) => "text",
             };
-            (f.name.clone(), kind)
+            (f.name.clone(), kind, options)
         })
         .collect();
-    let mut d = definition::described(name, &fields, "");
-    for (field, f) in
-        d.0.get_mut("fields")
-            .and_then(Value::as_array_mut)
-            .into_iter()
-            .flatten()
-            .zip(std::iter::once(None).chain(c.fields.iter().filter(|f| f.name != "id").map(Some)))
-    {
-        if let (Some(f), Value::Object(field)) = (f, field) {
-            field.insert("required".into(), Value::Bool(f.required));
-            if let Some(link) = &f.relation {
-                let target = definition::collection_id("base", &link.collection);
-                field.insert("collectionId".into(), Value::String(target));
-                field.insert("maxSelect".into(), json!(1));
-            }
-        }
-    }
-    Some(d)
+    Some(definition::described(name, &fields, ""))
 }
 
 /// A collection made through this API (a table made in SQL is changed in SQL).

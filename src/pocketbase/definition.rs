@@ -107,7 +107,7 @@ pub fn collection_id(kind: &str, name: &str) -> String {
 }
 
 /// A definition made from a request's `body` as PocketBase makes one: options filled in with
-/// their defaults, field ids given. `existing` says whether a collection or table of a name
+/// their defaults, field ids given. `name_taken` says whether a collection or table of a name
 /// is there already (case-insensitively, as PocketBase compares them); `collection_exists`
 /// whether a relation's `collectionId` names one. `before` is the definition being changed.
 pub fn checked(
@@ -296,48 +296,50 @@ pub fn checked(
         return Err(PbError::invalid(refused, errors));
     }
 
+    let id = match before {
+        Some(b) => b.id().to_owned(),
+        None => match body.get("id").and_then(Value::as_str).filter(|s| !s.is_empty()) {
+            Some(id) => id.to_owned(),
+            None => collection_id(&kind, &name),
+        },
+    };
+    let created = before.and_then(|b| b.0.get("created").cloned()).unwrap_or_else(|| json!(now));
+    Ok(assembled(id, rules, name, kind, made, created, json!(now)))
+}
+
+/// The definition of a table made without the collections API, as PocketBase would show it:
+/// each field named, typed and with the options given (PocketBase's defaults for the rest).
+pub fn described(name: &str, fields: &[(String, &'static str, Map<String, Value>)], now: &str) -> Definition {
+    let mut made = vec![id_field()];
+    for (field, kind, given) in fields.iter().filter(|(f, _, _)| f != "id") {
+        made.push(Value::Object(filled(kind, field, given)));
+    }
+    let rules = RULES.map(|rule| (rule, Value::Null));
+    let id = collection_id("base", name);
+    assembled(id, rules, name.to_owned(), "base".into(), made, json!(now), json!(now))
+}
+
+/// A definition's object, its keys in PocketBase's order.
+fn assembled(
+    id: String,
+    rules: impl IntoIterator<Item = (&'static str, Value)>,
+    name: String,
+    kind: String,
+    fields: Vec<Value>,
+    created: Value,
+    updated: Value,
+) -> Definition {
     let mut d = Map::new();
-    d.insert(
-        "id".into(),
-        Value::String(match before {
-            Some(b) => b.id().to_owned(),
-            None => match body.get("id").and_then(Value::as_str).filter(|s| !s.is_empty()) {
-                Some(id) => id.to_owned(),
-                None => collection_id(&kind, &name),
-            },
-        }),
-    );
+    d.insert("id".into(), Value::String(id));
     for (rule, value) in rules {
         d.insert(rule.into(), value);
     }
     d.insert("name".into(), Value::String(name));
     d.insert("type".into(), Value::String(kind));
-    d.insert("fields".into(), Value::Array(made));
+    d.insert("fields".into(), Value::Array(fields));
     d.insert("indexes".into(), json!([]));
-    let created = before.and_then(|b| b.0.get("created").cloned()).unwrap_or_else(|| json!(now));
     d.insert("created".into(), created);
-    d.insert("updated".into(), json!(now));
-    d.insert("system".into(), Value::Bool(false));
-    Ok(Definition(d))
-}
-
-/// The definition of a table made without the collections API, as PocketBase would show it.
-pub fn described(name: &str, fields: &[(String, &'static str)], now: &str) -> Definition {
-    let mut made = vec![id_field()];
-    for (field, kind) in fields.iter().filter(|(f, _)| f != "id") {
-        made.push(Value::Object(filled(kind, field, &Map::new())));
-    }
-    let mut d = Map::new();
-    d.insert("id".into(), Value::String(collection_id("base", name)));
-    for rule in RULES {
-        d.insert(rule.into(), Value::Null);
-    }
-    d.insert("name".into(), json!(name));
-    d.insert("type".into(), json!("base"));
-    d.insert("fields".into(), Value::Array(made));
-    d.insert("indexes".into(), json!([]));
-    d.insert("created".into(), json!(now));
-    d.insert("updated".into(), json!(now));
+    d.insert("updated".into(), updated);
     d.insert("system".into(), Value::Bool(false));
     Definition(d)
 }

@@ -75,12 +75,7 @@ fn the_sdk_program_makes_its_collections_and_gets_pocketbases_answers_on_postgre
     sql_at(&superuser, "CREATE SCHEMA pocketbase_app; GRANT USAGE ON SCHEMA pocketbase_app TO PUBLIC;
         DO $$ BEGIN CREATE ROLE service_role NOLOGIN BYPASSRLS; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
         GRANT service_role TO \"Authenticator\";");
-    let mut args = default_args(&superuser);
-    args.db_uri_replication = args.db_uri.as_ref().map(|u| u.replace("Authenticator", "Replicator"));
-    args.db_schemas = Some("pocketbase_app".into());
-    args.accounts_enabled = Some(true);
-    args.realtime_enabled = Some(true);
-    args.platform.pocketbase = Some(true);
+    let mut args = postgres_args(&superuser);
     // Collections are made by the dashboard's role, which may create tables.
     args.dashboard_db_uri = Some(superuser.clone());
     compare(&start_server(args), &superuser, "--setup");
@@ -90,13 +85,19 @@ fn the_sdk_program_makes_its_collections_and_gets_pocketbases_answers_on_postgre
 fn the_sdk_program_gets_pocketbases_answers_on_postgres() {
     let superuser = database("pocketbase_sdk");
     sql_at(&superuser, POSTGRES_SCHEMA);
-    let mut args = default_args(&superuser);
+    compare(&start_server(postgres_args(&superuser)), &superuser, "--superuser");
+}
+
+/// A server on the database at `superuser` for the program: its app's schema, accounts,
+/// realtime (its change feed connecting as `Replicator`) and PocketBase's API.
+fn postgres_args(superuser: &str) -> rowgate::config::ServeArgs {
+    let mut args = default_args(superuser);
     args.db_uri_replication = args.db_uri.as_ref().map(|u| u.replace("Authenticator", "Replicator"));
     args.db_schemas = Some("pocketbase_app".into());
     args.accounts_enabled = Some(true);
     args.realtime_enabled = Some(true);
     args.platform.pocketbase = Some(true);
-    compare(&start_server(args), &superuser, "--superuser");
+    args
 }
 
 /// A database of its own on the test cluster, with realtime (its change feed connecting as

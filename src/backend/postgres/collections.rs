@@ -8,8 +8,7 @@ use tokio_postgres::Client;
 
 use super::db_error;
 use crate::backend::collections::{
-    table_statements, Access, CollectionChange, ColumnKind, NewColumn, OnDelete, TableAccess, TableChange,
-    TableDialect,
+    table_statements, Access, CollectionChange, ColumnKind, TableAccess, TableChange, TableDialect,
 };
 use crate::backend::push_ident;
 use crate::error::Error;
@@ -126,8 +125,20 @@ impl TableDialect for Postgres<'_> {
         sql.push_str(&qualified(self.schema, name));
     }
 
-    fn push_column(&self, sql: &mut String, column: &NewColumn) {
-        push_column(sql, self.schema, column);
+    /// As a PocketBase field is stored in PostgreSQL.
+    fn declaration(&self, kind: ColumnKind) -> &'static str {
+        match kind {
+            ColumnKind::Key => {
+                "text PRIMARY KEY DEFAULT ('r' || substr(md5(random()::text || clock_timestamp()::text), 1, 14))"
+            }
+            ColumnKind::Text => "text NOT NULL DEFAULT ''",
+            ColumnKind::Number => "double precision NOT NULL DEFAULT 0",
+            ColumnKind::Bool => "boolean NOT NULL DEFAULT false",
+            ColumnKind::Json => "jsonb",
+            ColumnKind::Point => "jsonb NOT NULL DEFAULT '{\"lon\":0,\"lat\":0}'",
+            ColumnKind::List => "jsonb NOT NULL DEFAULT '[]'",
+            ColumnKind::Reference => "text",
+        }
     }
 }
 
@@ -210,33 +221,4 @@ fn published(sql: &mut String, schema: &str, name: &str) {
          DO $pb$ BEGIN IF EXISTS (SELECT 1 FROM pg_publication WHERE pubname = 'supabase_realtime' \
          AND NOT puballtables) THEN ALTER PUBLICATION supabase_realtime ADD TABLE {on}; END IF; END $pb$;"
     ));
-}
-
-/// A column as a PocketBase field is stored in PostgreSQL.
-fn push_column(sql: &mut String, schema: &str, column: &NewColumn) {
-    push_ident(sql, &column.name);
-    sql.push_str(match column.kind {
-        ColumnKind::Key => {
-            " text PRIMARY KEY DEFAULT ('r' || substr(md5(random()::text || clock_timestamp()::text), 1, 14))"
-        }
-        ColumnKind::Text => " text NOT NULL DEFAULT ''",
-        ColumnKind::Number => " double precision NOT NULL DEFAULT 0",
-        ColumnKind::Bool => " boolean NOT NULL DEFAULT false",
-        ColumnKind::Json => " jsonb",
-        ColumnKind::Point => " jsonb NOT NULL DEFAULT '{\"lon\":0,\"lat\":0}'",
-        ColumnKind::List => " jsonb NOT NULL DEFAULT '[]'",
-        ColumnKind::Reference => " text",
-    });
-    if let Some((target, on_delete)) = &column.references {
-        sql.push_str(" REFERENCES ");
-        push_ident(sql, schema);
-        sql.push('.');
-        push_ident(sql, target);
-        sql.push_str(" (\"id\") ON DELETE ");
-        sql.push_str(match on_delete {
-            OnDelete::SetNull => "SET NULL",
-            OnDelete::Cascade => "CASCADE",
-            OnDelete::Restrict => "RESTRICT",
-        });
-    }
 }

@@ -9,8 +9,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use super::db::{sqlite_error, SqliteDb};
 use super::SqliteBackend;
 use crate::backend::collections::{
-    table_statements, CollectionChange, ColumnKind, NewColumn, OnDelete, TableAccess, TableChange,
-    TableDialect,
+    table_statements, CollectionChange, ColumnKind, TableAccess, TableChange, TableDialect,
 };
 use crate::backend::push_ident;
 use crate::error::Error;
@@ -122,40 +121,25 @@ impl TableDialect for Sqlite {
         push_ident(sql, name);
     }
 
-    fn push_column(&self, sql: &mut String, column: &NewColumn) {
-        push_column(sql, column);
-    }
-}
-
-/// A column as PocketBase declares it in SQLite.
-fn push_column(sql: &mut String, column: &NewColumn) {
-    push_ident(sql, &column.name);
-    sql.push_str(match column.kind {
-        ColumnKind::Key => " TEXT PRIMARY KEY NOT NULL DEFAULT ('r' || lower(hex(randomblob(7))))",
-        ColumnKind::Text => " TEXT NOT NULL DEFAULT ''",
-        ColumnKind::Number => " REAL NOT NULL DEFAULT 0",
-        ColumnKind::Bool => " BOOLEAN NOT NULL DEFAULT FALSE",
-        ColumnKind::Json => " JSON DEFAULT NULL",
-        ColumnKind::Point => " JSON NOT NULL DEFAULT '{\"lon\":0,\"lat\":0}'",
-        ColumnKind::List => " JSON NOT NULL DEFAULT '[]'",
-        ColumnKind::Reference => " TEXT DEFAULT NULL",
-    });
-    if let Some((target, on_delete)) = &column.references {
-        sql.push_str(" REFERENCES ");
-        push_ident(sql, target);
-        sql.push_str(" (\"id\") ON DELETE ");
-        sql.push_str(match on_delete {
-            OnDelete::SetNull => "SET NULL",
-            OnDelete::Cascade => "CASCADE",
-            OnDelete::Restrict => "RESTRICT",
-        });
+    /// As PocketBase declares its columns in SQLite.
+    fn declaration(&self, kind: ColumnKind) -> &'static str {
+        match kind {
+            ColumnKind::Key => "TEXT PRIMARY KEY NOT NULL DEFAULT ('r' || lower(hex(randomblob(7))))",
+            ColumnKind::Text => "TEXT NOT NULL DEFAULT ''",
+            ColumnKind::Number => "REAL NOT NULL DEFAULT 0",
+            ColumnKind::Bool => "BOOLEAN NOT NULL DEFAULT FALSE",
+            ColumnKind::Json => "JSON DEFAULT NULL",
+            ColumnKind::Point => "JSON NOT NULL DEFAULT '{\"lon\":0,\"lat\":0}'",
+            ColumnKind::List => "JSON NOT NULL DEFAULT '[]'",
+            ColumnKind::Reference => "TEXT DEFAULT NULL",
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::collections::Access;
+    use crate::backend::collections::{Access, NewColumn, OnDelete};
 
     #[test]
     fn a_collection_is_made_as_pocketbase_declares_its_columns() {

@@ -399,20 +399,30 @@ fn watch_rules(
                     continue;
                 }
             };
-            let rules = rules.clone();
-            let taken = db.announce(move || rules.store(Arc::new(new)), Changed::Rules).await;
+            let taken = in_force(&db, &rules, new, realtime.as_deref()).await;
             drop(turn);
             match taken {
-                Ok(()) => {
-                    if let Some(rt) = &realtime {
-                        rt.rights_changed();
-                    }
-                    tracing::warn!(file = %path.display(), "the access rules changed: reloaded")
-                }
+                Ok(()) => tracing::warn!(file = %path.display(), "the access rules changed: reloaded"),
                 Err(e) => tracing::error!(error = %e, "reloading the access rules failed"),
             }
         }
     });
+}
+
+/// Puts `new` in force: stored on the writer thread, between two batches, so that no answer of
+/// the old rules outlives them (the response cache hears of it there), and realtime told.
+async fn in_force(
+    db: &Arc<SqliteDb>,
+    rules: &Arc<arc_swap::ArcSwap<Rules>>,
+    new: Rules,
+    realtime: Option<&crate::realtime::Realtime>,
+) -> Result<(), Error> {
+    let rules = rules.clone();
+    db.announce(move || rules.store(Arc::new(new)), Changed::Rules).await?;
+    if let Some(rt) = realtime {
+        rt.rights_changed();
+    }
+    Ok(())
 }
 
 /// Each PocketBase collection's table and access, which the rules take over the file's.
@@ -430,12 +440,7 @@ impl SqliteBackend {
         let _turn = self.sources.turn.lock().await;
         let accesses = collection_accesses(&self.db).map_err(Error::internal)?;
         let new = (*self.sources.file.load_full()).clone().with_collections(&accesses);
-        let rules = self.rules.clone();
-        self.db.announce(move || rules.store(Arc::new(new)), Changed::Rules).await?;
-        if let Some(rt) = &self.realtime {
-            rt.rights_changed();
-        }
-        Ok(())
+        in_force(&self.db, &self.rules, new, self.realtime.as_deref()).await
     }
 
     /// The rules file's text (empty when there is none yet) and where it is.
