@@ -63,10 +63,12 @@ impl Collections {
 
     /// Makes `change`; the next request reads the definitions again.
     async fn apply(&self, change: CollectionChange, refused: &'static str) -> Result<(), PbError> {
+        let dropped = matches!(change.change, TableChange::Drop);
         let applied = self.db.apply(change).await;
         *self.held.lock().unwrap_or_else(|e| e.into_inner()) = None;
         applied.map_err(|e| match e.code() {
-            "23503" | "2BP01" => still_referred("a table made in SQL"),
+            // A collection's references are found before; one the database finds is SQL's.
+            "23503" | "2BP01" if dropped => still_referred("a table made in SQL"),
             _ => ddl_failed(e, refused),
         })
     }
