@@ -128,7 +128,7 @@ pub async fn create(
     // PocketBase answers with the new record even where its view rule does not let the caller
     // view it: it is written without a representation (which would need that rule) and read
     // back by the superuser — only the record just written, whose values the caller gave.
-    let unviewable = c.rules.as_ref().is_some_and(|r| r[1].is_none()) && !cx.superuser();
+    let unviewable = c.rules.as_ref().is_some_and(|r| r[VIEW].is_none()) && !cx.superuser();
     let id = row.get("id").and_then(Value::as_str).map(str::to_owned).filter(|_| unviewable);
     let body = Value::Array(vec![Value::Object(row)]);
     if let Some(id) = id {
@@ -202,13 +202,10 @@ fn row_of(
     let mut row = Map::new();
     let mut errors = Map::new();
     for field in &c.fields {
+        // An autodate field is set when the write is one it is set on, never as given.
+        let stamped = field.autodate.map(|(on_create, on_update)| if create { on_create } else { on_update });
         let value = match (field.name.as_str(), given.get(&field.name)) {
-            _ if field.autodate.is_some() => match field.autodate {
-                Some((on_create, on_update)) if (create && on_create) || (!create && on_update) => {
-                    Some(Value::String(now.clone()))
-                }
-                _ => None,
-            },
+            _ if stamped.is_some() => stamped.filter(|set| *set).map(|_| Value::String(now.clone())),
             // No relation is null, which the foreign key takes (PocketBase writes "").
             (_, Some(Value::String(s))) if field.relation.is_some() && s.is_empty() => Some(Value::Null),
             ("id", None) if create && field.kind == FieldKind::Text => Some(Value::String(new_id())),
